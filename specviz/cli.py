@@ -1,0 +1,51 @@
+"""`python -m specviz COMMAND`: each command lives beside the code it drives.
+
+A command module exposes `HELP` (one line), `add_arguments(parser)` and `run(args) -> int`.
+Modules are imported only when their command runs, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from specviz.errors import UserError
+
+COMMANDS = {
+    "models": "specviz.models.cli",
+    "generate": "specviz.engine.cli",
+    "lossless": "specviz.lossless_cli",
+    "bench": "specviz.bench.cli",
+}
+
+HELP = {
+    "models": "list the model pairs, or prepare one ahead of time (--prepare NAME)",
+    "generate": "generate text with speculative or plain decoding",
+    "lossless": "Monte Carlo check that the acceptance rule reproduces p exactly",
+    "bench": "benchmark specviz against transformers' generate on one pair",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m specviz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        sub.add_parser(name, help=HELP[name], add_help=False)
+    if not argv or argv[0] not in COMMANDS:
+        parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.parse_args(argv)
+        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    name = argv[0]
+    module = importlib.import_module(COMMANDS[name])
+    cmd = argparse.ArgumentParser(prog=f"python -m specviz {name}", description=HELP[name])
+    module.add_arguments(cmd)
+    args = cmd.parse_args(argv[1:])
+    try:
+        return module.run(args)
+    except UserError as e:
+        print(f"specviz {name}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"specviz {name}: interrupted", file=sys.stderr)
+        return 130
