@@ -1,0 +1,112 @@
+"""Model pairs load in a background thread, so the page answers while they do.
+
+One pair stays loaded at a time (the bundled pair takes ~8 GB in fp32). A run asks for the
+pair it needs and waits, reporting the load's progress to the page; a load that failed keeps
+its message for the page, and the next request for that pair tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from specviz.errors import UserError
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[float, str], None]
+
+
+class Cancelled(Exception):
+    """The user pressed Stop while the run was still waiting for its models."""
+
+
+@dataclass
+class LoadState:
+    name: str
+    with_draft: bool
+    fraction: float = 0.0
+    message: str = "waiting to load"
+    started: float = field(default_factory=time.monotonic)
+    pair: Any = None  # the ModelPair once loaded
+    error: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def ready(self) -> bool:
+        return self.done.is_set() and self.error is None
+
+
+def _default_load(name: str, *, with_draft: bool, progress: Progress) -> Any:
+    from specviz.models import load_pair  # imported here: torch and transformers load slowly
+
+    return load_pair(name, with_draft=with_draft, progress=progress)
+
+
+class PairLoader:
+    """Loads pairs one at a time in daemon threads and keeps the latest one loaded."""
+
+    def __init__(self, load: Callable[..., Any] = _default_load):
+        self._load = load
+        self._lock = threading.Lock()
+        self._one_load_at_a_time = threading.Lock()
+        self._states: dict[str, LoadState] = {}
+
+    def request(self, name: str, *, with_draft: bool = True) -> LoadState:
+        """The state of `name`'s load, starting it if nothing usable is loaded or loading."""
+        with self._lock:
+            state = self._states.get(name)
+            usable = state is not None and state.error is None and (state.with_draft or not with_draft)
+            if usable:
+                return state
+            state = LoadState(name, with_draft)
+            self._states[name] = state
+        threading.Thread(target=self._run, args=(state,), name=f"load {name}", daemon=True).start()
+        return state
+
+    def status(self, name: str) -> LoadState | None:
+        with self._lock:
+            return self._states.get(name)
+
+    def wait(
+        self,
+        name: str,
+        *,
+        with_draft: bool = True,
+        on_progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        poll_s: float = 0.25,
+    ) -> Any:
+        """The loaded pair; raises UserError if it cannot load, Cancelled on Stop."""
+        state = self.request(name, with_draft=with_draft)
+        while not state.done.wait(poll_s):
+            if should_stop is not None and should_stop():
+                raise Cancelled
+            if on_progress is not None:
+                on_progress(state.fraction, state.message)
+        if state.error is not None:
+            raise UserError(state.error)
+        return state.pair
+
+    def _run(self, state: LoadState) -> None:
+        def progress(fraction: float, message: str) -> None:
+            state.fraction, state.message = max(0.0, min(1.0, float(fraction))), str(message)
+
+        with self._one_load_at_a_time:
+            state.started = time.monotonic()
+            try:
+                state.pair = self._load(state.name, with_draft=state.with_draft, progress=progress)
+                state.fraction, state.message = 1.0, "loaded"
+            except UserError as e:
+                state.error = str(e)
+            except Exception as e:  # a bug or a broken file: keep the traceback in the log
+                log.exception("loading %s failed", state.name)
+                state.error = f"could not load {state.name}: {type(e).__name__}: {e}"
+            if state.error is None:
+                with self._lock:  # keep only this pair loaded: drop the others' memory
+                    self._states = {n: s for n, s in self._states.items() if s is state or not s.done.is_set()}
+            state.done.set()

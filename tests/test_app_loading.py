@@ -1,0 +1,83 @@
+"""The page's background loader and per-session Stop flags (no models: the load is a function)."""
+
+import threading
+
+import pytest
+
+from specviz.app.loading import Cancelled, PairLoader
+from specviz.app.stopping import StopFlags
+from specviz.errors import UserError
+
+
+def test_wait_reports_progress_and_returns_the_pair():
+    release = threading.Event()
+    calls = []
+
+    def load(name, *, with_draft, progress):
+        progress(0.5, "halfway")
+        release.wait(5)
+        calls.append((name, with_draft))
+        return f"pair {name}"
+
+    loader = PairLoader(load)
+    seen = []
+    loader.request("a")
+    threading.Timer(0.3, release.set).start()
+    pair = loader.wait("a", on_progress=lambda f, m: seen.append((f, m)), poll_s=0.05)
+    assert pair == "pair a" and calls == [("a", True)]
+    assert (0.5, "halfway") in seen
+    assert loader.status("a").ready
+    assert loader.wait("a", with_draft=False) == "pair a"  # a pair with its draft serves both
+    assert len(calls) == 1
+
+
+def test_a_failed_load_keeps_its_message_and_the_next_request_retries():
+    attempts = []
+
+    def load(name, *, with_draft, progress):
+        attempts.append(name)
+        if len(attempts) == 1:
+            raise UserError("no such model")
+        return "ok"
+
+    loader = PairLoader(load)
+    with pytest.raises(UserError, match="no such model"):
+        loader.wait("x", poll_s=0.01)
+    assert loader.status("x").error == "no such model"
+    assert loader.wait("x", poll_s=0.01) == "ok"
+
+
+def test_a_bug_while_loading_becomes_a_message_not_a_hang():
+    def load(name, *, with_draft, progress):
+        raise RuntimeError("boom")
+
+    with pytest.raises(UserError, match="could not load y: RuntimeError: boom"):
+        PairLoader(load).wait("y", poll_s=0.01)
+
+
+def test_only_the_latest_pair_stays_loaded():
+    loader = PairLoader(lambda name, **_: name)
+    assert loader.wait("a", poll_s=0.01) == "a"
+    assert loader.wait("b", poll_s=0.01) == "b"
+    assert loader.status("a") is None and loader.status("b").ready
+
+
+def test_stop_while_waiting_cancels():
+    release = threading.Event()
+    loader = PairLoader(lambda name, **_: release.wait(5))
+    with pytest.raises(Cancelled):
+        loader.wait("slow", should_stop=lambda: True, poll_s=0.01)
+    release.set()
+
+
+def test_a_new_run_stops_the_previous_one_in_the_same_session_only():
+    flags = StopFlags()
+    first = flags.begin("s1")
+    other = flags.begin("s2")
+    second = flags.begin("s1")
+    assert first.is_set() and not second.is_set() and not other.is_set()
+    flags.stop("s1")
+    assert second.is_set() and not other.is_set()
+    flags.finish("s1", second)
+    flags.stop("s1")  # nothing running: a no-op
+    assert not other.is_set()
