@@ -1,0 +1,85 @@
+"""The numbers shown beside a run while it goes, computed from its events alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from specviz.events import Event, PlainTokenEvent, RoundEvent
+from specviz.viz.text import esc
+
+
+@dataclass
+class LiveStats:
+    tokens: int = 0
+    rounds: int = 0
+    checked: int = 0  # drafted tokens the target actually judged
+    accepted: int = 0
+    acceptance: float = 0.0  # accepted / checked: the measured acceptance rate
+    mean_overlap: float = 0.0  # mean beta over judged positions: the expected acceptance
+    tokens_per_round: float = 0.0
+    target_passes: int = 0  # one verify pass per round (plain decoding: one per token)
+    target_passes_saved: int = 0  # what plain decoding would have needed, minus the above
+    elapsed_s: float = 0.0
+    tokens_per_s: float = 0.0
+    draft_ms: float = 0.0  # total
+    verify_ms: float = 0.0  # total
+    plain: bool = False
+
+
+def checked_positions(event: RoundEvent) -> int:
+    """How many of the round's drafts the target judged: accepted ones plus a rejection."""
+    return sum(d.decision != "unchecked" for d in event.drafted)
+
+
+def live_stats(events: Iterable[Event]) -> LiveStats:
+    """Stats of the events so far: works mid-run, after a run and on a replayed trace."""
+    events = list(events)
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    plain = [e for e in events if isinstance(e, PlainTokenEvent)] if not rounds else []
+    if plain:
+        n, t = len(plain), max(e.t_end_s for e in plain)
+        return LiveStats(
+            tokens=n, target_passes=n, elapsed_s=t, tokens_per_s=n / t if t > 0 else 0.0,
+            verify_ms=sum(e.ms for e in plain), plain=True,
+        )
+    s = LiveStats(rounds=len(rounds))
+    overlaps = []
+    for r in rounds:
+        c = checked_positions(r)
+        s.checked += c
+        s.accepted += r.accepted
+        overlaps += [p.overlap for p in r.positions[:c]]
+        s.draft_ms += r.draft_ms
+        s.verify_ms += r.verify_ms
+    if rounds:
+        s.tokens = max(r.new_tokens for r in rounds)
+        s.elapsed_s = max(r.t_end_s for r in rounds)
+    s.acceptance = s.accepted / s.checked if s.checked else 0.0
+    s.mean_overlap = sum(overlaps) / len(overlaps) if overlaps else 0.0
+    s.tokens_per_round = s.tokens / s.rounds if s.rounds else 0.0
+    s.target_passes = s.rounds
+    s.target_passes_saved = max(0, s.tokens - s.rounds)
+    s.tokens_per_s = s.tokens / s.elapsed_s if s.elapsed_s > 0 else 0.0
+    return s
+
+
+def _card(value: str, label: str, hint: str) -> str:
+    return (
+        f'<div class="sv-stat" title="{esc(hint)}"><div class="sv-stat-value">{esc(value)}</div>'
+        f'<div class="sv-stat-label">{esc(label)}</div></div>'
+    )
+
+
+def stats_html(stats: LiveStats) -> str:
+    """The live stats as a grid of small cards (each with a tooltip saying what it means)."""
+    cards = [_card(str(stats.tokens), "tokens", "new tokens generated so far")]
+    if not stats.plain:
+        cards += [
+            _card(f"{stats.acceptance:.0%}", "acceptance", f"{stats.accepted} of {stats.checked} judged drafts accepted"),
+            _card(f"{stats.mean_overlap:.2f}", "mean overlap", "mean of sum min(p, q) over judged positions: the expected acceptance"),
+            _card(f"{stats.tokens_per_round:.2f}", "tokens / round", f"{stats.tokens} tokens in {stats.rounds} rounds"),
+            _card(str(stats.target_passes_saved), "target passes saved", f"{stats.target_passes} target passes instead of {stats.tokens}"),
+        ]
+    cards.append(_card(f"{stats.tokens_per_s:.2f}", "tokens / s", f"{stats.tokens} tokens in {stats.elapsed_s:.2f} s"))
+    return f'<div class="specviz-stats">{"".join(cards)}</div>'

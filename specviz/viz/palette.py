@@ -1,0 +1,54 @@
+"""Colours and the one figure style every plot shares.
+
+Okabe-Ito colour-blind-safe shades, one meaning each: the four token outcomes match
+assets/specviz.css, the draft model is sky blue and the target reddish purple wherever they
+appear. Figures have transparent backgrounds, a mid-grey font and a faint grid so the same
+figure reads on the page's light and dark themes, and compact margins with the legend on top
+so it also fits a 390 px phone.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+ACCEPTED = "#009E73"  # bluish green
+REJECTED = "#D55E00"  # vermillion
+RESAMPLED = "#E69F00"  # orange / amber
+BONUS = "#0072B2"  # blue
+DRAFT = "#56B4E9"  # sky blue: the draft model, its q, its time
+TARGET = "#CC79A7"  # reddish purple: the target model, its p, its time
+OVERLAP = ACCEPTED  # min(p, q) is the chance of acceptance
+RESIDUAL = RESAMPLED  # max(0, p - q) is what a replacement is drawn from
+NEUTRAL = "#7A828C"  # text and reference lines: ~4:1 contrast on white and on near-black
+GRID = "rgba(128, 128, 128, 0.22)"
+
+OUTCOME_COLOURS = {"accepted": ACCEPTED, "rejected": REJECTED, "resampled": RESAMPLED, "bonus": BONUS}
+
+
+def style_figure(fig: go.Figure, title: str | None = None, height: int = 340) -> go.Figure:
+    """Apply the shared look in place and return the figure."""
+    fig.update_layout(
+        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 14}} if title else None,
+        height=height,
+        autosize=True,
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        font={"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12, "color": NEUTRAL},
+        margin={"l": 48, "r": 16, "t": 64 if title else 36, "b": 44},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
+        hoverlabel={"font": {"family": "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"}},
+        bargap=0.2,
+    )
+    axis = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": GRID, "automargin": True}
+    fig.update_xaxes(**axis)
+    fig.update_yaxes(**axis)
+    return fig
+
+
+def empty_figure(message: str, title: str | None = None, height: int = 240) -> go.Figure:
+    """A figure that says in words why there is nothing to draw yet."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 13})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return style_figure(fig, title, height)

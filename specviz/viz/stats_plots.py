@@ -1,0 +1,118 @@
+"""Acceptance statistics of a run, measured, against what the i.i.d. model predicts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import plotly.graph_objects as go
+
+from specviz import theory
+from specviz.events import Event, RoundEvent
+from specviz.viz.live_stats import checked_positions, live_stats
+from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, TARGET, empty_figure, style_figure
+
+
+def acceptance_by_position(events: Iterable[Event]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For draft positions 1..K: (times judged, times accepted, mean overlap when judged)."""
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    k = max((len(r.drafted) for r in rounds), default=0)
+    judged, accepted, overlap = np.zeros(k, int), np.zeros(k, int), np.zeros(k)
+    for r in rounds:
+        for i, d in enumerate(r.drafted[: checked_positions(r)]):
+            judged[i] += 1
+            accepted[i] += d.decision == "accepted"
+            overlap[i] += r.positions[i].overlap if i < len(r.positions) else 0.0
+    return judged, accepted, overlap / np.maximum(judged, 1)
+
+
+def acceptance_by_position_figure(events: Iterable[Event], title: str | None = "Acceptance by position in the draft") -> go.Figure:
+    """Bars: measured acceptance at each draft position; markers: mean overlap there.
+
+    A position is only judged when every draft before it was accepted, so later positions
+    have fewer samples (shown in the hover and as n under each bar).
+    """
+    judged, accepted, overlap = acceptance_by_position(events)
+    if judged.sum() == 0:
+        return empty_figure("No drafts judged yet", title)
+    pos = np.arange(1, len(judged) + 1)
+    has = judged > 0
+    rate = np.where(has, accepted / np.maximum(judged, 1), np.nan)
+    fig = go.Figure()
+    fig.add_bar(
+        x=pos, y=rate, name="measured acceptance", marker_color=ACCEPTED,
+        customdata=np.stack([accepted, judged], axis=-1),
+        text=[f"n={n}" for n in judged], textposition="outside",
+        hovertemplate="position %{x}: %{customdata[0]} of %{customdata[1]} accepted (%{y:.0%})<extra></extra>",
+    )
+    fig.add_scatter(
+        x=pos[has], y=overlap[has], name="mean overlap \u03b2", mode="markers",
+        marker={"color": NEUTRAL, "symbol": "line-ew-open", "size": 22, "line": {"width": 3, "color": NEUTRAL}},
+        hovertemplate="position %{x}: mean overlap %{y:.2f}<extra></extra>",
+    )
+    fig.update_layout(xaxis={"title": "position in the draft", "dtick": 1}, yaxis={"title": "acceptance", "range": [0, 1.15], "tickformat": ".0%"})
+    return style_figure(fig, title)
+
+
+def accepted_lengths(events: Iterable[Event]) -> tuple[np.ndarray, np.ndarray]:
+    """Per finished round: (drafts accepted, draft length k). Rounds cut short by the end of
+    the run (no emitted token) are left out: their count says nothing about acceptance."""
+    rounds = [e for e in events if isinstance(e, RoundEvent) and e.emitted is not None]
+    return np.array([r.accepted for r in rounds], int), np.array([len(r.drafted) for r in rounds], int)
+
+
+def predicted_accepted_lengths(alpha: float, ks: np.ndarray) -> np.ndarray:
+    """Expected number of rounds with 0..max(k) accepted drafts, if each draft were accepted
+    independently with probability alpha (a truncated geometric per round, summed)."""
+    k_max = int(ks.max(initial=0))
+    expected = np.zeros(k_max + 1)
+    for k, count in zip(*np.unique(ks, return_counts=True)):
+        expected[: k + 1] += count * theory.accepted_length_distribution(alpha, int(k))
+    return expected
+
+
+def accepted_length_figure(events: Iterable[Event], alpha: float | None = None, title: str | None = "Drafts accepted per round") -> go.Figure:
+    """Histogram of accepted drafts per round against the truncated-geometric prediction.
+
+    alpha defaults to the run's mean overlap (the expected acceptance). A gap between the two
+    means acceptances are not independent: easy stretches of text accept whole drafts.
+    """
+    events = list(events)
+    counts, ks = accepted_lengths(events)
+    if len(counts) == 0:
+        return empty_figure("No finished rounds yet", title)
+    if alpha is None:
+        alpha = live_stats(events).mean_overlap
+    expected = predicted_accepted_lengths(alpha, ks)
+    measured = np.bincount(counts, minlength=len(expected))
+    n = np.arange(len(expected))
+    fig = go.Figure()
+    fig.add_bar(x=n, y=measured, name="measured", marker_color=ACCEPTED, hovertemplate="%{x} accepted: %{y} rounds<extra></extra>")
+    fig.add_scatter(
+        x=n, y=expected, name=f"predicted (\u03b1 = {alpha:.2f})", mode="lines+markers",
+        line={"color": NEUTRAL, "dash": "dot"}, marker={"color": NEUTRAL},
+        hovertemplate="%{x} accepted: %{y:.1f} rounds expected<extra></extra>",
+    )
+    fig.update_layout(xaxis={"title": "drafts accepted in the round", "dtick": 1}, yaxis={"title": "rounds", "rangemode": "tozero"})
+    return style_figure(fig, title)
+
+
+def speedup_comparison_figure(
+    predicted: float, measured: float, predicted_with_cost: float | None = None, title: str | None = "Speedup over plain decoding"
+) -> go.Figure:
+    """Bars: the formula's speedup, the formula with the measured verify cost, the measured one."""
+    names, values, colours = ["predicted"], [predicted], [DRAFT]
+    if predicted_with_cost is not None:
+        names.append("predicted, measured verify cost")
+        values.append(predicted_with_cost)
+        colours.append(TARGET)
+    names.append("measured")
+    values.append(measured)
+    colours.append(ACCEPTED)
+    fig = go.Figure(go.Bar(
+        x=names, y=values, marker_color=colours, text=[f"{v:.2f}\u00d7" for v in values], textposition="outside",
+        hovertemplate="%{x}: %{y:.2f}\u00d7<extra></extra>", showlegend=False,
+    ))
+    fig.add_hline(y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, annotation_text="plain decoding", annotation_position="top left")
+    fig.update_layout(yaxis={"title": "\u00d7 plain decoding", "rangemode": "tozero", "range": [0, max(values + [1]) * 1.2]})
+    return style_figure(fig, title, height=300)

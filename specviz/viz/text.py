@@ -1,0 +1,88 @@
+"""Model and user text made safe and visible, for HTML and for Plotly labels.
+
+Everything a model or a user wrote passes through here before it is drawn: HTML special
+characters are escaped (quotes too, so text can sit in attributes), and characters that are
+invisible or that would disturb the layout (control, zero-width, bidi-override, line
+separator, lone surrogate) become visible escapes such as \\x07 or \\u202e.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+# Anything but tab and printable ASCII may need care; most code tokens never reach the slow path.
+_MAYBE_SPECIAL = re.compile(r"[^\t\x20-\x7e]")
+_INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+_NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x00": "\\0"}
+
+NEWLINE_MARK = "\u21b5"  # the ↵ shown before each newline in the token stream
+
+
+def esc(text: object) -> str:
+    """HTML-escape anything, quotes included."""
+    return html.escape(str(text), quote=True)
+
+
+def escape_code(ch: str) -> str | None:
+    """The visible escape for an invisible or layout-breaking character, else None."""
+    if ch in _NAMED:
+        return _NAMED[ch]
+    if unicodedata.category(ch) not in _INVISIBLE:
+        return None
+    cp = ord(ch)
+    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
+
+
+def visible_text(text: str) -> str:
+    """Plain text with newlines as \\n, tabs as \\t and invisible characters as escapes.
+
+    For one-line places: tooltips, narratives, axis labels. Not HTML-escaped.
+    """
+    out, last = [], 0
+    for m in _MAYBE_SPECIAL.finditer(text):
+        ch = m.group()
+        code = "\\n" if ch == "\n" else escape_code(ch)
+        if code is not None:
+            out += [text[last : m.start()], code]
+            last = m.end()
+    out.append(text[last:])
+    return "".join(out).replace("\t", "\\t")
+
+
+def quoted(text: str) -> str:
+    """A token as a reader should see it in a sentence: visible, in double quotes."""
+    return f'"{visible_text(text)}"'
+
+
+def label_html(text: str, limit: int = 24) -> str:
+    """A token for a Plotly label: visible, shortened, escaped (Plotly reads <b>, <br>, &lt;)."""
+    shown = visible_text(text)
+    if len(shown) > limit:
+        shown = shown[: limit - 1] + "\u2026"
+    return esc(shown if shown.strip() else f'"{shown}"')
+
+
+def token_inner_html(text: str) -> str:
+    """A token's text as the inside of its element in the stream (white-space: pre-wrap).
+
+    Whitespace is kept as is, each newline gets a ↵ mark before it, invisible characters
+    become escapes in a `tok-ctrl` span, and an empty token shows as ∅ so it stays hoverable.
+    """
+    if not text:
+        return '<span class="tok-mark">\u2205</span>'
+    out, last = [], 0
+    for m in _MAYBE_SPECIAL.finditer(text):
+        ch = m.group()
+        if ch == "\n":
+            rep = f'<span class="tok-mark" aria-hidden="true">{NEWLINE_MARK}</span>\n'
+        else:
+            code = escape_code(ch)
+            if code is None:
+                continue
+            rep = f'<span class="tok-ctrl">{esc(code)}</span>'
+        out += [esc(text[last : m.start()]), rep]
+        last = m.end()
+    out.append(esc(text[last:]))
+    return "".join(out)

@@ -1,0 +1,48 @@
+"""Per-round timeline: how long the draft and the verify pass took, and what they gained."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import plotly.graph_objects as go
+
+from specviz.events import Event, RoundEvent
+from specviz.viz.palette import BONUS, DRAFT, NEUTRAL, RESAMPLED, TARGET, empty_figure, style_figure
+
+
+def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per round") -> go.Figure:
+    """Stacked bars of draft ms and verify ms per round, with tokens gained on a second axis.
+
+    The tokens-gained markers are blue when the round ended with a bonus token (all drafts
+    accepted) and amber when it ended with a replacement.
+    """
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    if not rounds:
+        return empty_figure("No rounds yet", title)
+    x = [r.index for r in rounds]
+    fig = go.Figure()
+    fig.add_bar(
+        x=x, y=[r.draft_ms for r in rounds], name="draft", marker_color=DRAFT,
+        customdata=[r.k for r in rounds], hovertemplate="round %{x}: draft %{y:.0f} ms (k = %{customdata})<extra></extra>",
+    )
+    fig.add_bar(
+        x=x, y=[r.verify_ms for r in rounds], name="verify", marker_color=TARGET,
+        hovertemplate="round %{x}: verify %{y:.0f} ms<extra></extra>",
+    )
+    gained = [r.gained for r in rounds]
+    bonus = [r.emitted is not None and r.emitted.kind == "bonus" for r in rounds]
+    fig.add_scatter(
+        x=x, y=gained, name="tokens gained", yaxis="y2", mode="lines+markers",
+        line={"color": NEUTRAL, "width": 1},
+        marker={"color": [BONUS if b else RESAMPLED for b in bonus], "size": 8, "symbol": ["diamond" if b else "circle" for b in bonus]},
+        customdata=[r.accepted for r in rounds],
+        hovertemplate="round %{x}: %{y} tokens (%{customdata} drafts accepted)<extra></extra>",
+    )
+    fig.update_layout(
+        barmode="stack",
+        xaxis={"title": "round", "rangemode": "tozero"},
+        yaxis={"title": "ms", "rangemode": "tozero"},
+        yaxis2={"title": "tokens", "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False,
+                "range": [0, max(max(gained), max(r.k for r in rounds) + 1) + 0.5]},
+    )
+    return style_figure(fig, title)
