@@ -34,6 +34,7 @@ class GenerationSettings:
     mode: Literal["speculative", "plain"] = "speculative"
     raw: bool = False  # send the prompt as-is instead of through the chat template
     early_exit_layers: int = 0  # layers of the target used by the early-exit drafter (0: a quarter)
+    adaptive_threshold: float = 0.4  # adaptive: stop a round's drafting below this draft confidence
 
     @property
     def greedy(self) -> bool:
@@ -56,6 +57,10 @@ class GenerationSettings:
         _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)} (got {self.drafter!r})")
         _check(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
         _check(isinstance(self.early_exit_layers, int) and self.early_exit_layers >= 0, "early-exit layers must be 0 or more")
+        _check(
+            _num(self.adaptive_threshold) and 0 <= self.adaptive_threshold <= 1,
+            f"adaptive threshold must be between 0 and 1 (got {self.adaptive_threshold!r})",
+        )
         return self
 
 

@@ -1,0 +1,44 @@
+"""The drafter protocol: propose up to k tokens with their q; hear back how many were accepted.
+
+Every drafting strategy (a small model, prompt lookup, the target's own early layers) sits
+behind these three methods, as in transformers' `CandidateGenerator`. The engine owns the
+target and the acceptance rule; a drafter owns only its guesses and its own cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import torch
+
+# Called after each drafted token with the drafter's confidence in it (its top probability
+# at that position); returning False ends drafting for this round.
+KeepGoing = Callable[[float], bool]
+
+
+@dataclass
+class Proposal:
+    """Up to k drafted tokens and the distributions they were drawn from."""
+
+    tokens: torch.Tensor  # (m,) long, 0 <= m <= k
+    q: torch.Tensor | None  # (m, V) processed draft distributions; None: point masses on `tokens`
+    ms: float = 0.0  # wall time spent drafting this round
+    passes: int = 0  # draft forward passes this round
+    confidence: list[float] = field(default_factory=list)  # the draft's top probability per token
+
+    def __len__(self) -> int:
+        return self.tokens.numel()
+
+
+class Drafter(Protocol):
+    name: str
+
+    def begin(self, prompt_ids: torch.Tensor) -> None:
+        """Start a new run on this prompt (1-D ids): reset and prefill any cache."""
+
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
+        """Propose up to k tokens to follow `context` (the prompt and all output so far)."""
+
+    def accepted(self, n: int) -> None:
+        """The first n proposed tokens were accepted; roll back to the context plus those n."""

@@ -1,0 +1,46 @@
+"""How many tokens to draft each round: a fixed k, or an adaptive schedule.
+
+A policy answers three questions: how many tokens at most this round (`limit`), whether to
+keep drafting after a token the draft was this confident about (`keep_going`), and what
+to learn from a finished round (`update`). A cost model (T as a function of how many
+tokens a verify pass covers, measured at load time) can subclass `DraftLength` and
+override `limit`.
+"""
+
+from __future__ import annotations
+
+
+class DraftLength:
+    """A fixed k."""
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def limit(self) -> int:
+        return self.k
+
+    def keep_going(self, confidence: float) -> bool:
+        return True
+
+    def update(self, drafted: int, accepted: int) -> None:
+        pass
+
+
+class AdaptiveLength(DraftLength):
+    """Stop a round's drafting once the draft's top probability falls below `threshold`, and
+    move k with recent acceptance: +2 after a round where every draft was accepted, -1
+    after one with a rejection (between 1 and `k_max`), as transformers' assisted
+    generation does."""
+
+    def __init__(self, k_max: int, threshold: float = 0.4, start: int | None = None):
+        super().__init__(start or k_max)
+        self.k_max = k_max
+        self.threshold = threshold
+
+    def keep_going(self, confidence: float) -> bool:
+        return confidence >= self.threshold
+
+    def update(self, drafted: int, accepted: int) -> None:
+        if drafted == 0:
+            return
+        self.k = min(self.k_max, self.k + 2) if accepted == drafted else max(1, self.k - 1)

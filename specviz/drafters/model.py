@@ -1,0 +1,68 @@
+"""A drafter that runs a language model: a small draft model, or the target's early layers.
+
+It keeps its own KV cache across rounds. After proposing x_1..x_m it has seen the context
+and x_1..x_{m-1}; told that n were accepted, it crops back to the context plus x_1..x_n,
+and next round it feeds whatever it has not seen yet (the last accepted draft and the
+token the target emitted) in one pass before drafting on.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from specviz.drafters.base import KeepGoing, Proposal
+from specviz.engine.kv import CachedLM
+from specviz.engine.sampling import Sampler
+
+
+class ModelDrafter:
+    def __init__(self, name: str, lm: CachedLM, sampler: Sampler, generator: torch.Generator | None, eos_ids: set[int]):
+        self.name = name
+        self._lm = lm
+        self._sampler = sampler
+        self._generator = generator
+        self._eos = eos_ids
+        self._context_len = 0
+
+    def begin(self, prompt_ids: torch.Tensor) -> None:
+        self._lm.reset()
+        if prompt_ids.numel() > 1:
+            self._lm.feed(prompt_ids[:-1])
+
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
+        start = time.perf_counter()
+        self._context_len = context.numel()
+        if k <= 0:
+            return Proposal(tokens=context.new_empty(0), q=None)
+        pending = context[self._lm.length :]
+        tokens, dists, confidence = [], [], []
+        for _ in range(k):
+            logits = self._sampler.logits(self._lm.feed(pending)[-1])
+            if self._sampler.greedy:
+                token = logits.argmax(-1)
+                conf = logits.softmax(-1).max()
+            else:
+                dist = self._sampler.distribution(logits)
+                token = self._sampler.choose(dist, self._generator)
+                conf = dist.max()
+                dists.append(dist)
+            tokens.append(token)
+            confidence.append(conf)
+            if not keep_going(float(conf)) or int(token) in self._eos:
+                break
+            pending = token.view(1)
+        ids = torch.stack(tokens)
+        if ids.device.type == "cuda":
+            torch.cuda.synchronize(ids.device)
+        return Proposal(
+            tokens=ids,
+            q=torch.stack(dists) if dists else None,
+            ms=(time.perf_counter() - start) * 1000,
+            passes=len(tokens),
+            confidence=[float(c) for c in confidence],
+        )
+
+    def accepted(self, n: int) -> None:
+        self._lm.crop(self._context_len + n)

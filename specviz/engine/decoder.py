@@ -1,0 +1,86 @@
+"""What the speculative and the plain decoding loops share: the target's cache, the
+sampler, the seed, the output so far and its text, the stop conditions and the tally."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from specviz.engine.kv import CachedLM, model_forward
+from specviz.engine.prompt import stop_ids
+from specviz.engine.sampling import Sampler
+from specviz.engine.tally import Tally
+from specviz.engine.text import Detokenizer, TokenTexts
+from specviz.models.pair import ModelPair
+from specviz.settings import GenerationSettings
+
+
+class Decoder:
+    """One run. `begin()` prefills, then each `step()` returns one event until `stop_reason`
+    is set ("eos" or "max_new_tokens"). Every model call happens inside a step, under
+    `torch.inference_mode()`, so nothing leaks into the caller between events."""
+
+    def __init__(self, pair: ModelPair, settings: GenerationSettings, prompt_ids: list[int], *, record: str = "full"):
+        self.pair = pair
+        self.settings = settings
+        self.record = record
+        self.device = pair.device
+        self.generator = torch.Generator(device=pair.device).manual_seed(settings.seed)
+        self.sampler = Sampler(settings, pair.vocab_size)
+        self.eos = stop_ids(pair)
+        self.detok = Detokenizer(pair.tokenizer)
+        self.texts = TokenTexts(pair.tokenizer)
+        self.target = CachedLM(model_forward(pair.target), pair.target.config, pair.device)
+        self.ids = torch.tensor(prompt_ids, dtype=torch.long, device=pair.device)
+        self.prompt_len = len(prompt_ids)
+        self.tally = Tally()
+        self.stop_reason = ""
+        self.t0 = 0.0
+        self._last_text_holder = None  # the last event part whose text is in the output
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.ids[self.prompt_len :].tolist()
+
+    @property
+    def remaining(self) -> int:
+        return self.settings.max_new_tokens - self.tally.new_tokens
+
+    @torch.inference_mode()
+    def begin(self) -> None:
+        """Start the clock and put the prompt (all but its last token) into the caches."""
+        self.t0 = time.perf_counter()
+        if self.ids.numel() > 1:
+            self.target.feed(self.ids[:-1])
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def say(self, holder, token_id: int) -> None:
+        """Append a token to the output, setting `holder.text` (an event part) to the text it
+        adds; the last holder also gets whatever is still held back when the run ends."""
+        holder.text = self.detok.push(token_id)
+        self._last_text_holder = holder
+
+    def finish_text(self) -> str:
+        """Flush held-back text (an incomplete character at the very end) into the last token."""
+        rest = self.detok.flush()
+        if rest and self._last_text_holder is not None:
+            self._last_text_holder.text += rest
+        return self.detok.text
+
+    def check_stop(self, new: list[int]) -> int:
+        """How many of `new` join the output, setting `stop_reason` on EOS or the length limit."""
+        for j, t in enumerate(new):
+            if t in self.eos:
+                self.stop_reason = "eos"
+                return j + 1
+        if len(new) >= self.remaining:
+            self.stop_reason = "max_new_tokens"
+            return self.remaining
+        return len(new)

@@ -1,0 +1,88 @@
+"""Per-position display data: the top tokens of p and q, their overlap, the target's top-2 gap.
+
+Only a top-k over each row and a gather are computed here, never a loop over the
+vocabulary. In greedy mode p and q are the point masses actually sampled from (argmax p,
+and the drafted token), so the top list shows the target's best tokens by logit with
+p = 1 on its choice, and the overlap is 1 exactly when the draft matched.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specviz.engine.text import TokenTexts
+from specviz.events import PositionInfo, TopToken
+
+TOP = 5
+
+
+def overlaps(p: torch.Tensor | None, q: torch.Tensor | None, draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> list[float]:
+    """beta_i = sum_x min(p_i(x), q_i(x)) for each drafted position.
+
+    p, q: processed distributions (k+1, V) and (k, V); q None means point masses on the
+    drafted tokens; p None means greedy (point masses on argmax of `target_logits`).
+    """
+    k = draft_tokens.numel()
+    if k == 0:
+        return []
+    if p is None:
+        return (target_logits[:k].argmax(-1) == draft_tokens).double().tolist()
+    if q is None:
+        return p[torch.arange(k, device=p.device), draft_tokens].tolist()
+    return torch.minimum(p[:k], q).sum(-1).tolist()
+
+
+def positions(
+    n_pos: int,
+    target_logits: torch.Tensor,
+    p: torch.Tensor | None,
+    q: torch.Tensor | None,
+    draft_tokens: torch.Tensor,
+    overlap: list[float],
+    texts: TokenTexts,
+) -> list[PositionInfo]:
+    """PositionInfo for the first `n_pos` verified positions of a round.
+
+    Rows 0..k-1 are drafted positions, row k (when reached) the bonus position, where there
+    is no draft distribution: q = 0 and overlap 0 there. p None means greedy; q None means
+    point masses on the drafted tokens.
+    """
+    if n_pos == 0:
+        return []
+    k = draft_tokens.numel()
+    m = min(n_pos, k)  # rows with a drafted token
+    logits = target_logits[:n_pos]
+    top2 = logits.topk(min(2, logits.shape[-1]), dim=-1).values
+    gaps = (top2[:, 0] - top2[:, -1]).tolist()
+    drafted = draft_tokens[:m]
+
+    # Candidates: the target's top tokens, then the draft's (its top tokens, or the drafted
+    # token for point masses); -1 pads rows without a draft.
+    p_cand = (logits if p is None else p[:n_pos]).topk(TOP, dim=-1).indices
+    q_cand = q[:m].topk(TOP, dim=-1).indices if q is not None and m else drafted[:, None]
+    pad = torch.full((n_pos - m, q_cand.shape[1]), -1, dtype=p_cand.dtype, device=p_cand.device)
+    cand = torch.cat([p_cand, torch.cat([q_cand, pad])], dim=1)
+    safe = cand.clamp_min(0)
+
+    if p is None:
+        pv = (safe == logits.argmax(-1, keepdim=True)).to(logits.dtype)
+    else:
+        pv = torch.gather(p[:n_pos], 1, safe)
+    qv = torch.zeros_like(pv)
+    if m:
+        if q is not None:
+            qv[:m] = torch.gather(q[:m], 1, safe[:m])
+        else:
+            qv[:m] = (safe[:m] == drafted[:, None]).to(qv.dtype)
+    lv = torch.gather(logits, 1, safe)
+
+    out = []
+    for i, row in enumerate(zip(cand.tolist(), pv.tolist(), qv.tolist(), lv.tolist())):
+        seen: dict[int, tuple[float, float, float]] = {}
+        for t, pp, qq, lg in zip(*row):
+            if t >= 0 and t not in seen:
+                seen[t] = (pp, qq, lg)
+        ranked = sorted(seen.items(), key=lambda kv: (-kv[1][0], -kv[1][2]))  # by p, then logit
+        top = [TopToken(id=t, text=texts(t), p=pp, q=qq) for t, (pp, qq, _) in ranked]
+        out.append(PositionInfo(top=top, overlap=overlap[i] if i < k else 0.0, top2_logit_gap=gaps[i]))
+    return out

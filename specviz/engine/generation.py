@@ -1,0 +1,127 @@
+"""A run as an iterable of events, with its trace available at any moment."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Literal
+
+from specviz.engine.plain import PlainDecoder
+from specviz.engine.prompt import encode_prompt
+from specviz.engine.speculative import SpeculativeDecoder
+from specviz.events import Event, Trace
+from specviz.models.pair import ModelPair
+from specviz.settings import GenerationSettings
+
+Record = Literal["full", "minimal"]
+
+
+class Generation:
+    """Iterate to run: one RoundEvent per round (speculative) or PlainTokenEvent per token
+    (plain), yielded as soon as it is known. `trace()` returns the trace so far.
+
+    Stops at EOS or max new tokens; before every round it also stops when `should_stop()`
+    returns True ("cancelled") or `max_wall_s` seconds have passed ("time_limit").
+    """
+
+    def __init__(
+        self,
+        pair: ModelPair,
+        prompt: str,
+        settings: GenerationSettings,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+        max_wall_s: float | None = None,
+        record: Record = "full",
+    ):
+        settings = settings.validated()
+        if record not in ("full", "minimal"):
+            raise ValueError(f"record must be 'full' or 'minimal' (got {record!r})")
+        self.pair = pair
+        self.settings = settings
+        self._should_stop = should_stop
+        self._max_wall_s = max_wall_s
+        prompt_ids = encode_prompt(pair, prompt, settings)
+        decoder_class = SpeculativeDecoder if settings.mode == "speculative" else PlainDecoder
+        self._decoder = decoder_class(pair, settings, prompt_ids, record=record)
+        self._events: list[Event] = []
+        self._started = False
+        self._done = False
+        meta = {
+            "prompt_tokens": len(prompt_ids),
+            "device": str(pair.device),
+            "dtype": str(pair.dtype).removeprefix("torch."),
+            "stop_ids": sorted(self._decoder.eos),
+            "record": record,
+        }
+        if settings.mode == "speculative":
+            meta["drafter"] = self._decoder.drafter.name
+        self._prompt = prompt
+        self._meta = meta
+
+    def __iter__(self) -> Iterator[Event]:
+        if self._started:
+            raise RuntimeError("a Generation runs once: call specviz.engine.start again for another run")
+        self._started = True
+        return self._run()
+
+    def _run(self) -> Iterator[Event]:
+        d = self._decoder
+        try:
+            d.begin()
+            while not d.stop_reason:
+                if self._should_stop is not None and self._should_stop():
+                    d.stop_reason = "cancelled"
+                    break
+                if self._max_wall_s is not None and d.elapsed() >= self._max_wall_s:
+                    d.stop_reason = "time_limit"
+                    break
+                event = d.step()
+                self._events.append(event)
+                if d.stop_reason:
+                    d.finish_text()  # before the last event goes out, so its text is final
+                yield event
+        finally:
+            if not d.stop_reason:
+                d.stop_reason = "cancelled"  # the caller stopped iterating
+            d.finish_text()
+            self._done = True
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def trace(self) -> Trace:
+        """The run so far (summary up to date; stop_reason set once it has ended)."""
+        d = self._decoder
+        wall = self._events[-1].t_end_s if self._events else 0.0
+        return Trace(
+            prompt=self._prompt,
+            settings=self.settings.to_dict(),
+            text=d.detok.text,
+            token_ids=d.token_ids,
+            events=list(self._events),
+            summary=d.tally.summary(wall_s=wall, load_s=self.pair.load_s, stop_reason=d.stop_reason if self._done else ""),
+            mode=self.settings.mode,
+            pair=self.pair.name,
+            meta=dict(self._meta),
+        )
+
+
+def start(
+    pair: ModelPair,
+    prompt: str,
+    settings: GenerationSettings,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    max_wall_s: float | None = None,
+    record: Record = "full",
+) -> Generation:
+    """Prepare a run (settings validated, prompt encoded); iterate the result to run it."""
+    return Generation(pair, prompt, settings, should_stop=should_stop, max_wall_s=max_wall_s, record=record)
+
+
+def run(pair: ModelPair, prompt: str, settings: GenerationSettings, **kw) -> Trace:
+    """Run to the end and return the whole trace."""
+    generation = start(pair, prompt, settings, **kw)
+    for _ in generation:
+        pass
+    return generation.trace()

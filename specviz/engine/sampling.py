@@ -1,0 +1,67 @@
+"""From logits to the distribution actually sampled from, identically for draft and target.
+
+Speculative decoding is lossless only if q and p are the distributions the tokens are
+really drawn from: after temperature, top-k and top-p. (Using the draft's raw softmax for q
+while sampling from a processed one is a known bug that silently biases the output.) The
+processing uses transformers' own logits warpers, in the order `generate` applies them.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from specviz.settings import GenerationSettings
+
+_NO_IDS = torch.empty(0, dtype=torch.long)  # the warpers used here ignore input_ids
+
+
+def processors(settings: GenerationSettings) -> LogitsProcessorList:
+    """The warpers for these settings (empty for greedy, where only the argmax matters)."""
+    procs = LogitsProcessorList()
+    if settings.greedy:
+        return procs
+    if settings.temperature != 1.0:
+        procs.append(TemperatureLogitsWarper(float(settings.temperature)))
+    if settings.top_k > 0:
+        procs.append(TopKLogitsWarper(top_k=settings.top_k))
+    if settings.top_p < 1.0:
+        procs.append(TopPLogitsWarper(top_p=float(settings.top_p)))
+    return procs
+
+
+class Sampler:
+    """Turns rows of logits (n, V) into processed distributions and draws from them.
+
+    `vocab_size` cuts off LM-head padding beyond the shared vocabulary. Computation runs in
+    at least float32 (bf16 logits are promoted; float64 stays float64).
+    """
+
+    def __init__(self, settings: GenerationSettings, vocab_size: int):
+        self.greedy = settings.greedy
+        self.vocab_size = vocab_size
+        self._procs = processors(settings)
+
+    def logits(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = logits[..., : self.vocab_size]
+        return logits.to(torch.promote_types(logits.dtype, torch.float32))
+
+    def distribution(self, logits: torch.Tensor) -> torch.Tensor:
+        """The processed distribution per row; a one-hot on the argmax when greedy."""
+        scores = self.logits(logits)
+        if scores.dim() == 1:
+            return self.distribution(scores[None])[0]
+        if self.greedy:
+            return torch.zeros_like(scores).scatter_(-1, scores.argmax(-1, keepdim=True), 1.0)
+        return self._procs(_NO_IDS, scores).softmax(-1)
+
+    def choose(self, dist: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """One token per row of `dist` (from `distribution`): argmax when greedy, else a sample."""
+        if self.greedy:
+            return dist.argmax(-1)
+        return torch.multinomial(dist, 1, generator=generator).squeeze(-1)
+
+
+def distribution(logits: torch.Tensor, settings: GenerationSettings, vocab_size: int | None = None) -> torch.Tensor:
+    """The processed next-token distribution(s) for `settings` (one-hot argmax when greedy)."""
+    return Sampler(settings, vocab_size or logits.shape[-1]).distribution(logits)

@@ -1,0 +1,44 @@
+"""Running counts of one run, turned into its RunSummary at any moment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specviz.events import RunSummary
+
+
+@dataclass
+class Tally:
+    new_tokens: int = 0
+    rounds: int = 0
+    target_passes: int = 0  # verify passes (plain: decoding steps); the prompt's prefill not counted
+    draft_passes: int = 0
+    drafted: int = 0  # drafted tokens the target tested
+    accepted: int = 0
+    overlap_sum: float = 0.0  # over tested positions
+    target_ms: float = 0.0  # summed over target passes
+    draft_ms: float = 0.0  # summed over rounds
+    draft_tokens: int = 0  # every drafted token, tested or not (D = draft_ms / draft_tokens)
+
+    def summary(self, *, wall_s: float, load_s: float, stop_reason: str = "") -> RunSummary:
+        return RunSummary(
+            new_tokens=self.new_tokens,
+            rounds=self.rounds,
+            target_passes=self.target_passes,
+            draft_passes=self.draft_passes,
+            drafted=self.drafted,
+            accepted=self.accepted,
+            acceptance_rate=_ratio(self.accepted, self.drafted),
+            mean_overlap=_ratio(self.overlap_sum, self.drafted),
+            tokens_per_round=_ratio(self.new_tokens, self.rounds),
+            wall_s=wall_s,
+            tokens_per_s=_ratio(self.new_tokens, wall_s),
+            target_ms=_ratio(self.target_ms, self.target_passes),
+            draft_ms=_ratio(self.draft_ms, self.draft_tokens),
+            load_s=load_s,
+            stop_reason=stop_reason,
+        )
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
