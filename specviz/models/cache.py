@@ -1,0 +1,158 @@
+"""The on-disk cache (`SPECVIZ_CACHE`, default `~/.cache/specviz`): files that prove themselves.
+
+Every cached file carries its sha256, size and modification time in a manifest written
+*after* the file is complete. A load trusts a file whose size and mtime still match what was
+recorded when it was hashed; anything else is hashed again, and a file whose hash no longer
+matches is treated as absent, so the caller rebuilds it. Hashing the ~8 GB of converted
+weights on every start would cost seconds the warm start does not have.
+
+Entries are built in a temporary folder and renamed into place, under a per-entry file lock so
+that two processes (or two app users) never build the same entry at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Iterator
+
+from specviz.models.bundled import sha256_file
+from specviz.models.progress import Progress
+
+MANIFEST = "manifest.json"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz").expanduser()
+
+
+@contextlib.contextmanager
+def locked(name: str) -> Iterator[None]:
+    """An exclusive, cross-process lock named `name` (released when the process dies)."""
+    path = cache_root() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _stamp(path: Path) -> dict:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def record(path: Path, sha256: str) -> dict:
+    """A manifest entry for a file whose hash has just been checked or computed."""
+    return {"sha256": sha256, **_stamp(path)}
+
+
+def still_valid(path: Path, entry: dict, progress: Progress | None = None) -> bool:
+    """True if `path` still holds what `entry` recorded; re-hashes only when the stamp moved.
+
+    A re-hash that matches refreshes `entry` in place (the caller saves it).
+    """
+    if not path.is_file():
+        return False
+    stamp = _stamp(path)
+    if stamp["size"] != entry.get("size"):
+        return False
+    if stamp["mtime_ns"] == entry.get("mtime_ns"):
+        return True
+    if sha256_file(path, progress) != entry.get("sha256"):
+        return False
+    entry.update(stamp)
+    return True
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# --- single verified files (the assembled GGUFs) ------------------------------------------
+
+
+def stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified.json")
+
+
+def file_is_valid(path: Path, sha256: str, progress: Progress | None = None) -> bool:
+    """True if `path` exists with content `sha256`; keeps a stamp so a warm check is instant."""
+    if not path.is_file():
+        return False
+    entry = read_json(stamp_path(path)) or {}
+    before = dict(entry)
+    if entry.get("sha256") == sha256 and still_valid(path, entry, progress):
+        if entry != before:
+            write_json(stamp_path(path), entry)
+        return True
+    if sha256_file(path, progress) == sha256:
+        write_json(stamp_path(path), record(path, sha256))
+        return True
+    return False
+
+
+# --- folders of files (converted models) ---------------------------------------------------
+
+
+def folder_is_valid(folder: Path, progress: Progress | None = None) -> bool:
+    """True if `folder` is a complete entry whose files all still match its manifest."""
+    manifest = read_json(folder / MANIFEST)
+    if not manifest or not isinstance(manifest.get("files"), dict) or not manifest["files"]:
+        return False
+    before = json.dumps(manifest, sort_keys=True)
+    for rel, entry in manifest["files"].items():
+        if not still_valid(folder / rel, entry, progress):
+            return False
+    if json.dumps(manifest, sort_keys=True) != before:
+        write_json(folder / MANIFEST, manifest)  # keeps the refreshed stamps
+    return True
+
+
+def folder_manifest(folder: Path) -> dict:
+    return read_json(folder / MANIFEST) or {}
+
+
+def build_folder(
+    folder: Path,
+    build: Callable[[Path], dict],
+    progress: Progress | None = None,
+) -> None:
+    """Run `build(tmp)` to fill a temporary folder, hash its files, then rename it to `folder`.
+
+    `build` returns extra manifest fields (where the entry came from, for display).
+    """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        extra = build(tmp)
+        files = sorted(p for p in tmp.rglob("*") if p.is_file())
+        manifest = {**extra, "files": {}}
+        for i, p in enumerate(files):
+            sub = (lambda f, msg, i=i: progress((i + f) / len(files), msg)) if progress else None
+            manifest["files"][str(p.relative_to(tmp))] = record(p, sha256_file(p, sub))
+        write_json(tmp / MANIFEST, manifest)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

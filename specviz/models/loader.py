@@ -1,0 +1,238 @@
+"""`load_pair(spec)`: a ModelPair ready on its device, loaded once per process.
+
+Each model is first made into a local transformers folder (bundled GGUF -> converted cache,
+custom GGUF -> converted cache, Hub id -> Hub snapshot, folder -> itself), then loaded from
+safetensors. Loaded models are kept in this process, keyed by (source, device, dtype), so a
+target is shared between its pair and its draft-less variant, and all users of the app share
+one copy. A single lock serialises loads: concurrent requests for the same pair trigger one
+load and the others wait for it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.models import cache, hub
+from specviz.models.bundled import parts_installed
+from specviz.models.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
+from specviz.models.devices import choose_device, choose_dtype, dtype_name
+from specviz.models.errors import UnsafeWeightsError
+from specviz.models.memory import check_fits, model_bytes, params_in_folder
+from specviz.models.pair import ModelPair
+from specviz.models.presets import DEFAULT_PAIR
+from specviz.models.progress import Progress, Steps
+from specviz.models.sources import ModelRef, Plan, resolve
+from specviz.models.vocab import check_same_vocab, head_rows, shared_vocab_size
+
+# How much longer a conversion takes than a warm load, to share out the progress bar.
+CONVERT_WEIGHT = 30.0
+
+
+@dataclass
+class Loaded:
+    model: torch.nn.Module
+    tokenizer: Any
+    nbytes: int
+    info: dict
+
+
+_models: dict[tuple, Loaded] = {}
+_pairs: dict[tuple, ModelPair] = {}
+_lock = threading.RLock()
+
+
+def load_pair(
+    spec: str | tuple = DEFAULT_PAIR,
+    *,
+    with_draft: bool = True,
+    progress: Progress | None = None,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+) -> ModelPair:
+    """Load (or return the already loaded) pair named by `spec`.
+
+    `spec`: a preset name, `"DRAFT -> TARGET"`, `(draft, target)`, or one model for a target
+    without a draft (see `sources.py`). `with_draft=False` loads only the target (draft None).
+    `progress(fraction, message)` is called as the load advances.
+    """
+    plan = resolve(spec, with_draft=with_draft)
+    dev = choose_device(device)
+    dt = choose_dtype(dev, dtype)
+    key = (plan.name, str(dev), dt, plan.draft is not None)
+    pair = _pairs.get(key)
+    if pair is not None:
+        return pair
+    with _lock:
+        pair = _pairs.get(key)
+        if pair is not None:
+            return pair
+        start = time.perf_counter()
+        roles = [(role, ref) for role, ref in (("draft", plan.draft), ("target", plan.target)) if ref is not None]
+        steps = Steps(progress, {role: _weight(ref, dev, dt) for role, ref in roles})
+        loaded = {role: _load_model(ref, plan.name, role, dev, dt, steps.step(role)) for role, ref in roles}
+        target, draft = loaded["target"], loaded.get("draft")
+        if draft is not None:
+            check_same_vocab(draft.tokenizer, target.tokenizer, plan.draft.label, plan.target.label)
+        vocab = shared_vocab_size(target.tokenizer, target.model, draft.model if draft else None, plan.name)
+        pair = ModelPair(
+            name=plan.name,
+            tokenizer=target.tokenizer,
+            target=target.model,
+            draft=draft.model if draft else None,
+            vocab_size=vocab,
+            device=dev,
+            dtype=dt,
+            load_s=time.perf_counter() - start,
+            info=_pair_info(plan, loaded, dev, dt),
+        )
+        _pairs[key] = pair
+        steps.finish(f"{plan.name} ready")
+        return pair
+
+
+def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) -> dict:
+    """Make every model of `spec` loadable fast (assemble, convert, download) without loading it.
+
+    Returns, per role, what is where (for the CLI and CI logs).
+    """
+    plan = resolve(spec)
+    roles = [(role, ref) for role, ref in (("draft", plan.draft), ("target", plan.target)) if ref is not None]
+    steps = Steps(progress, {role: float(ref.params or 1) for role, ref in roles})
+    out = {}
+    for role, ref in roles:
+        folder, info = _materialise(ref, plan.name, role, steps.step(role))
+        out[role] = {**info, "folder": str(folder)}
+    steps.finish(f"{plan.name} prepared")
+    return out
+
+
+def loaded_bytes(device: torch.device | None = None) -> int:
+    """Bytes held by the models loaded in this process (on `device`, or everywhere)."""
+    return sum(m.nbytes for k, m in list(_models.items()) if device is None or k[1] == str(device))
+
+
+def clear_loaded() -> None:
+    """Forget every loaded model; memory returns once no one else holds a reference."""
+    with _lock:
+        _pairs.clear()
+        _models.clear()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _weight(ref: ModelRef, dev: torch.device, dt: torch.dtype) -> float:
+    if (ref.key, str(dev), dt) in _models:
+        return 0.01
+    cold = ref.kind in ("bundled", "gguf") and not _converted(ref)
+    return float(ref.params or 1e9) * (CONVERT_WEIGHT if cold else 1.0)
+
+
+def _converted(ref: ModelRef) -> bool:
+    folder = bundled_folder(ref.bundled) if ref.kind == "bundled" else custom_gguf_folder(Path(ref.location))
+    return cache.folder_is_valid(folder)
+
+
+def _load_model(ref: ModelRef, name: str, role: str, dev: torch.device, dt: torch.dtype, progress: Progress) -> Loaded:
+    key = (ref.key, str(dev), dt)
+    if key in _models:
+        progress(1.0, f"{ref.label} already loaded")
+        return _models[key]
+    start = time.perf_counter()
+    what = f"{name} ({role})"
+    folder, info = _materialise(ref, name, role, _span(progress, 0.0, 0.9))
+    nbytes = model_bytes(params_in_folder(folder), dt)
+    check_fits(f"{what}: {ref.label}", nbytes, loaded_bytes(dev), dev)
+    progress(0.9, f"loading {ref.label}")
+    model, tokenizer = _load_folder(folder, dev, dt, what)
+    progress(1.0, f"loaded {ref.label}")
+    info.update(bytes=nbytes, load_s=round(time.perf_counter() - start, 2), head_rows=head_rows(model))
+    _models[key] = Loaded(model, tokenizer, nbytes, info)
+    return _models[key]
+
+
+def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tuple[Path, dict]:
+    """A local folder of config + tokenizer + safetensors for `ref`, and facts about it.
+
+    `name` (the pair) and `role` say in messages which model of which pair is meant.
+    """
+    what = f"{name} ({role})"
+    info: dict[str, Any] = {"label": ref.label, "kind": ref.kind}
+    if ref.kind == "bundled":
+        folder = bundled_folder(ref.bundled)
+        if cache.folder_is_valid(folder) or parts_installed(ref.bundled) or not ref.fallback_hub:
+
+            def gguf_file() -> Path:
+                # Converting dequantises the whole model into float32 in RAM.
+                cpu = torch.device("cpu")
+                check_fits(f"converting {what}: {ref.label}", model_bytes(ref.params or 0, torch.float32), loaded_bytes(cpu), cpu)
+                return ensure_gguf(ref.bundled, name, _span(progress, 0.0, 0.15))
+
+            folder, built = ensure_converted(folder, gguf_file, what, _span(progress, 0.15, 1.0))
+            info.update(source=f"bundled {ref.bundled.package_prefix}1..{ref.bundled.parts}=={ref.bundled.version}")
+            info.update(_from_manifest(folder), cache="converted now" if built else "cached")
+            if not built and not parts_installed(ref.bundled):
+                info["source"] += " (parts not installed; converted copy in the cache)"
+            return folder, info
+        folder = hub.snapshot(ref.fallback_hub, what)  # parts missing: the same model from the Hub
+        info.update(source=f"hub {ref.fallback_hub}", kind="hub", cache="hub cache", quant="safetensors")
+        return folder, info
+    if ref.kind == "gguf":
+        path = Path(ref.location)
+        folder, built = ensure_converted(custom_gguf_folder(path), lambda: path, what, progress)
+        info.update(source=str(path), **_from_manifest(folder), cache="converted now" if built else "cached")
+        return folder, info
+    if ref.kind == "folder":
+        info.update(source=ref.location, quant="safetensors", cache="local folder")
+        return Path(ref.location), info
+    folder = hub.snapshot(ref.location, what)
+    info.update(source=f"hub {ref.location}", quant="safetensors", cache="hub cache")
+    return folder, info
+
+
+def _from_manifest(folder: Path) -> dict:
+    m = cache.folder_manifest(folder)
+    return {"quant": m.get("quant"), "params": m.get("params"), "converted": str(folder)}
+
+
+def _load_folder(folder: Path, dev: torch.device, dt: torch.dtype, what: str) -> tuple[torch.nn.Module, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    model_type = json.loads((folder / "config.json").read_text()).get("model_type")
+    if model_type not in CONFIG_MAPPING:
+        raise UnsafeWeightsError(
+            f"{what}: model type {model_type!r} is not built into transformers; it would need the "
+            "model's own code (trust_remote_code), which specviz never runs"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    kwargs: dict[str, Any] = {"dtype": dt, "use_safetensors": True, "trust_remote_code": False}
+    if dev.type == "cuda":
+        kwargs["device_map"] = {"": dev}
+    model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    model.eval()
+    model.requires_grad_(False)
+    return model, tokenizer
+
+
+def _pair_info(plan: Plan, loaded: dict[str, Loaded], dev: torch.device, dt: torch.dtype) -> dict:
+    return {
+        "preset": plan.preset.name if plan.preset else None,
+        "description": plan.preset.description if plan.preset else "custom pair",
+        "device": str(dev),
+        "dtype": dtype_name(dt),
+        "tokenizer_size": len(loaded["target"].tokenizer),
+        **{role: dict(m.info) for role, m in loaded.items()},
+    }
+
+
+def _span(progress: Progress, lo: float, hi: float) -> Progress:
+    return lambda f, msg: progress(lo + (hi - lo) * f, msg)

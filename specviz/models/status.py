@@ -1,0 +1,46 @@
+"""What each preset needs and what is already here, without loading anything."""
+
+from __future__ import annotations
+
+from specviz.models import cache, hub
+from specviz.models.bundled import parts_installed
+from specviz.models.convert import bundled_folder, gguf_path
+from specviz.models.memory import GB
+from specviz.models.presets import DEFAULT_PAIR, ModelSource, Preset, list_presets
+
+
+def model_status(source: ModelSource) -> dict:
+    out = {"label": source.label, "params": source.params, "float32_gb": round(source.params * 4 / GB, 2)}
+    if source.bundled is not None:
+        g = source.bundled
+        converted = cache.folder_is_valid(bundled_folder(g))
+        assembled = gguf_path(g).is_file()
+        out.update(
+            bundled=f"{g.package_prefix}1..{g.parts}=={g.version}",
+            file=g.name,
+            file_bytes=g.size,
+            quant=g.quant,
+            parts_installed=parts_installed(g),
+            cache="converted" if converted else "assembled" if assembled else "empty",
+            offline=converted or parts_installed(g),
+        )
+    if source.hub_id is not None:
+        out.update(hub_id=source.hub_id, hub_cached=hub.cached_snapshot(source.hub_id) is not None)
+        out["offline"] = out.get("offline", False) or out["hub_cached"]
+    return out
+
+
+def preset_status(preset: Preset) -> dict:
+    models = {role: model_status(m) for role, m in (("draft", preset.draft), ("target", preset.target)) if m}
+    offline = all(m["offline"] for m in models.values())
+    return {
+        "name": preset.name,
+        "default": preset.name == DEFAULT_PAIR,
+        "description": preset.description,
+        "available": "offline" if offline else "needs the Hub",
+        **models,
+    }
+
+
+def all_status() -> list[dict]:
+    return [preset_status(p) for p in list_presets()]
