@@ -8,8 +8,24 @@ HOSTILE_SCRIPT = "<script>alert(1)</script>"
 HOSTILE_IMG = '<img src=x onerror=alert(1)>'
 
 
+_VOCAB: dict[str, int] = {}
+
+
+def tid(text: str) -> int:
+    """A stable token id per text, so a token has the same id in drafts and in top lists."""
+    return _VOCAB.setdefault(text, len(_VOCAB) + 1)
+
+
 def pos(overlap: float, *top: tuple[str, float, float], gap: float = 1.0) -> PositionInfo:
-    return PositionInfo(top=[TopToken(id=100 + i, text=t, p=p, q=q) for i, (t, p, q) in enumerate(top)], overlap=overlap, top2_logit_gap=gap)
+    return PositionInfo(top=[TopToken(id=tid(t), text=t, p=p, q=q) for t, p, q in top], overlap=overlap, top2_logit_gap=gap)
+
+
+def draft(text: str, p: float, q: float, u: float | None, decision: str) -> DraftToken:
+    return DraftToken(id=tid(text), text=text, p=p, q=q, u=u, decision=decision)
+
+
+def emitted(text: str, p: float, kind: str) -> EmittedToken:
+    return EmittedToken(id=tid(text), text=text, p=p, kind=kind)
 
 
 def sampled_round(index: int = 0, t_end_s: float = 0.5, new_tokens: int = 3) -> RoundEvent:
@@ -17,12 +33,12 @@ def sampled_round(index: int = 0, t_end_s: float = 0.5, new_tokens: int = 3) -> 
     return RoundEvent(
         index=index, k=4,
         drafted=[
-            DraftToken(id=1, text="def", p=0.62, q=0.55, u=0.41, decision="accepted"),
-            DraftToken(id=2, text=" foo", p=0.30, q=0.40, u=0.20, decision="accepted"),
-            DraftToken(id=3, text="(", p=0.12, q=0.40, u=0.71, decision="rejected"),
-            DraftToken(id=4, text="x", p=0.05, q=0.30, u=None, decision="unchecked"),
+            draft("def", 0.62, 0.55, 0.41, "accepted"),
+            draft(" foo", 0.30, 0.40, 0.20, "accepted"),
+            draft("(", 0.12, 0.40, 0.71, "rejected"),
+            draft("x", 0.05, 0.30, None, "unchecked"),
         ],
-        emitted=EmittedToken(id=5, text="[", p=0.25, kind="resampled"),
+        emitted=emitted("[", 0.25, "resampled"),
         positions=[
             pos(0.9, ("def", 0.62, 0.55), ("class", 0.2, 0.3)),
             pos(0.7, (" foo", 0.30, 0.40), (" bar", 0.28, 0.1)),
@@ -38,10 +54,10 @@ def bonus_round(index: int = 1, t_end_s: float = 1.0, new_tokens: int = 6) -> Ro
     return RoundEvent(
         index=index, k=2,
         drafted=[
-            DraftToken(id=6, text="x", p=0.9, q=0.8, u=0.5, decision="accepted"),
-            DraftToken(id=7, text="]", p=0.95, q=0.9, u=0.99, decision="accepted"),
+            draft("x", 0.9, 0.8, 0.5, "accepted"),
+            draft("]", 0.95, 0.9, 0.99, "accepted"),
         ],
-        emitted=EmittedToken(id=8, text="\n", p=0.7, kind="bonus"),
+        emitted=emitted("\n", 0.7, "bonus"),
         positions=[pos(0.9, ("x", 0.9, 0.8)), pos(0.95, ("]", 0.95, 0.9)), pos(0.0, ("\n", 0.7, 0.0))],
         draft_ms=60.0, verify_ms=350.0, t_end_s=t_end_s, new_tokens=new_tokens,
     )
@@ -52,11 +68,11 @@ def greedy_round(index: int = 2, t_end_s: float = 1.5, new_tokens: int = 8) -> R
     return RoundEvent(
         index=index, k=3,
         drafted=[
-            DraftToken(id=9, text="    return", p=0.8, q=1.0, u=None, decision="accepted"),
-            DraftToken(id=10, text=" None", p=0.3, q=1.0, u=None, decision="rejected"),
-            DraftToken(id=11, text="\n", p=0.1, q=1.0, u=None, decision="unchecked"),
+            draft("    return", 0.8, 1.0, None, "accepted"),
+            draft(" None", 0.3, 1.0, None, "rejected"),
+            draft("\n", 0.1, 1.0, None, "unchecked"),
         ],
-        emitted=EmittedToken(id=12, text=" x", p=0.6, kind="resampled"),
+        emitted=emitted(" x", 0.6, "resampled"),
         positions=[pos(1.0, ("    return", 0.8, 1.0)), pos(0.0, (" x", 0.6, 0.0), (" None", 0.3, 1.0), gap=0.8), pos(0.0, ("\n", 0.1, 1.0))],
         draft_ms=90.0, verify_ms=360.0, t_end_s=t_end_s, new_tokens=new_tokens,
     )
@@ -66,8 +82,8 @@ def hostile_round(index: int = 3, t_end_s: float = 2.0, new_tokens: int = 9) -> 
     """Model text that must show as text: a script tag rejected, an img tag put in its place."""
     return RoundEvent(
         index=index, k=1,
-        drafted=[DraftToken(id=13, text=HOSTILE_SCRIPT, p=0.01, q=0.5, u=0.9, decision="rejected")],
-        emitted=EmittedToken(id=14, text=HOSTILE_IMG, p=0.4, kind="resampled"),
+        drafted=[draft(HOSTILE_SCRIPT, 0.01, 0.5, 0.9, "rejected")],
+        emitted=emitted(HOSTILE_IMG, 0.4, "resampled"),
         positions=[pos(0.1, (HOSTILE_IMG, 0.4, 0.05), (HOSTILE_SCRIPT, 0.01, 0.5))],
         draft_ms=30.0, verify_ms=340.0, t_end_s=t_end_s, new_tokens=new_tokens,
     )
@@ -77,9 +93,13 @@ def sample_rounds() -> list[RoundEvent]:
     return [sampled_round(), bonus_round(), greedy_round(), hostile_round()]
 
 
+# The output of sample_rounds(), token by token: what plain greedy decoding must reproduce.
+SAMPLE_OUTPUT = ["def", " foo", "[", "x", "]", "\n", "    return", " x", HOSTILE_IMG]
+
+
 def plain_events(n: int = 9, ms: float = 300.0) -> list[PlainTokenEvent]:
-    texts = ["def", " foo", "[", "x", "]", "\n", "    return", " x", "!"]
-    return [PlainTokenEvent(index=i, id=i, text=texts[i % len(texts)], p=0.5, ms=ms, t_end_s=(i + 1) * ms / 1000) for i in range(n)]
+    texts = [SAMPLE_OUTPUT[i % len(SAMPLE_OUTPUT)] for i in range(n)]
+    return [PlainTokenEvent(index=i, id=tid(t), text=t, p=0.5, ms=ms, t_end_s=(i + 1) * ms / 1000) for i, t in enumerate(texts)]
 
 
 def spec_trace() -> Trace:

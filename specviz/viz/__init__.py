@@ -3,23 +3,63 @@
 No torch and no gradio here: everything takes the plain data of specviz.events, so a saved
 trace draws exactly like a live run. HTML output uses the classes styled in
 assets/specviz.css; every piece of model or user text in it is escaped.
+
+    tokens.py         the coloured token stream and its legend
+    live_stats.py     the numbers beside a running generation
+    timeline.py       draft / verify time and tokens gained per round
+    inspector.py      one round in words; p vs q at one position
+    stats_plots.py    acceptance by position, accepted lengths, speedup bars
+    race.py           speculative against plain: replay, tokens over time, identity check
+    theory_plots.py   tokens per round and speedup against k and alpha
+    prediction.py     predicted against measured, and why they differ
+    lossless_plots.py the Monte Carlo lab
+    palette.py        colours and the shared figure style
 """
 
+from specviz.viz.inspector import position_bars_figure, position_choices, round_narrative_html, round_story
 from specviz.viz.live_stats import LiveStats, live_stats, stats_html
-from specviz.viz.palette import style_figure
+from specviz.viz.lossless_plots import lossless_acceptance_figure, lossless_frequencies_figure, lossless_summary_html
+from specviz.viz.palette import empty_figure, style_figure
+from specviz.viz.prediction import Prediction, gap_explanation, predict, prediction_html
+from specviz.viz.race import (
+    comparison_html, identity_check, identity_html, race_end_s, race_frame, tokens_vs_time_figure,
+)
 from specviz.viz.stats_plots import acceptance_by_position_figure, accepted_length_figure, speedup_comparison_figure
+from specviz.viz.theory_plots import speedup_heatmap_figure, speedup_vs_k_figure, theory_text_html, tokens_per_round_figure
 from specviz.viz.timeline import round_timeline_figure
 from specviz.viz.tokens import legend_html, tokens_html
 
 __all__ = [
     "LiveStats",
+    "Prediction",
     "acceptance_by_position_figure",
     "accepted_length_figure",
+    "comparison_html",
+    "empty_figure",
+    "gap_explanation",
+    "identity_check",
+    "identity_html",
     "legend_html",
     "live_stats",
+    "lossless_acceptance_figure",
+    "lossless_frequencies_figure",
+    "lossless_summary_html",
+    "position_bars_figure",
+    "position_choices",
+    "predict",
+    "prediction_html",
+    "race_end_s",
+    "race_frame",
+    "round_narrative_html",
+    "round_story",
     "round_timeline_figure",
     "speedup_comparison_figure",
+    "speedup_heatmap_figure",
+    "speedup_vs_k_figure",
     "stats_html",
     "style_figure",
+    "theory_text_html",
     "tokens_html",
+    "tokens_per_round_figure",
+    "tokens_vs_time_figure",
 ]

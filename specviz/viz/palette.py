@@ -28,19 +28,21 @@ OUTCOME_COLOURS = {"accepted": ACCEPTED, "rejected": REJECTED, "resampled": RESA
 def style_figure(fig: go.Figure, title: str | None = None, height: int = 340) -> go.Figure:
     """Apply the shared look in place and return the figure."""
     fig.update_layout(
-        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 14}} if title else None,
+        # The title keeps its own room above the legend, which grows to two rows on a phone.
+        title={"text": title, "x": 0, "xanchor": "left", "yref": "container", "y": 1, "yanchor": "top",
+               "pad": {"t": 8, "l": 8}, "automargin": True, "font": {"size": 14}} if title else None,
         height=height,
         autosize=True,
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
         font={"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12, "color": NEUTRAL},
-        margin={"l": 48, "r": 16, "t": 64 if title else 36, "b": 44},
+        margin={"l": 48, "r": 16, "t": 30, "b": 44},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         hoverlabel={"font": {"family": "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"}},
         bargap=0.2,
     )
     axis = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": GRID, "automargin": True}
-    fig.update_xaxes(**axis)
+    fig.update_xaxes(zeroline=False, **axis)
     fig.update_yaxes(**axis)
     return fig
 

@@ -58,10 +58,10 @@ def quoted(text: str) -> str:
 
 def label_html(text: str, limit: int = 24) -> str:
     """A token for a Plotly label: visible, shortened, escaped (Plotly reads <b>, <br>, &lt;)."""
-    shown = visible_text(text)
+    shown = visible_text(text).replace(" ", "\u2423")  # spaces as ␣: " foo" and "foo" differ
     if len(shown) > limit:
         shown = shown[: limit - 1] + "\u2026"
-    return esc(shown if shown.strip() else f'"{shown}"')
+    return esc(shown)
 
 
 def token_inner_html(text: str) -> str:

@@ -1,0 +1,192 @@
+"""Round inspector: one round told in plain words, and p vs q at one of its positions.
+
+The story is built once as sentences over a small formatter, so the same words come out as
+plain text (`round_story`, for logs and tests) and as escaped HTML (`round_narrative_html`).
+Positions are 1-based, as in the token stream's `data-pos`: 1..len(drafted) are the drafts,
+len(drafted)+1 is the bonus position.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specviz.events import RoundEvent
+from specviz.viz.palette import DRAFT, OVERLAP, RESIDUAL, TARGET, empty_figure, style_figure
+from specviz.viz.text import esc, label_html, quoted
+from specviz.viz.tokens import fmt_prob, ratio, round_is_greedy
+
+NEAR_TIE_LOGITS = 0.5  # a top-2 logit gap this small can flip between a 1-token and a k-token pass
+
+
+class _Plain:
+    def tok(self, text: str) -> str:
+        return quoted(text)
+
+    def word(self, text: str, kind: str) -> str:
+        return text
+
+    def s(self, text: str) -> str:
+        return text
+
+
+class _Html(_Plain):
+    def tok(self, text: str) -> str:
+        return f"<code>{esc(quoted(text)[1:-1])}</code>"
+
+    def word(self, text: str, kind: str) -> str:
+        return f'<span class="sv-decision-{kind}">{esc(text)}</span>'
+
+    def s(self, text: str) -> str:
+        return esc(text)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('s') else 's'}"
+
+
+def _all_accepted(k: int) -> str:
+    return "The draft was accepted" if k == 1 else "Both drafts were accepted" if k == 2 else f"All {k} drafts were accepted"
+
+
+def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
+    greedy = round_is_greedy(event)
+    k = len(event.drafted)
+    toks = ", ".join(f.tok(d.text) for d in event.drafted)
+    intro = (
+        f.s(f"Round {event.index}: the draft proposed {_n(k, 'token')} ({event.draft_ms:.0f} ms): ") + toks
+        + f.s(f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)" + (", choosing greedily." if greedy else "."))
+    )
+    e = event.emitted
+    steps = []
+    for i, d in enumerate(event.drafted, start=1):
+        if d.decision == "unchecked":
+            continue
+        head = f.s(f"Position {i}: ")
+        if greedy:
+            if d.decision == "accepted":
+                steps.append(head + f.tok(d.text) + f.s(f" matches the target's top choice (p = {fmt_prob(d.p)}), so it is ") + f.word("accepted", "accepted") + f.s("."))
+            else:
+                top = e.text if e is not None else (event.positions[i - 1].top[0].text if i <= len(event.positions) and event.positions[i - 1].top else "")
+                gap = event.positions[i - 1].top2_logit_gap if i <= len(event.positions) else None
+                tie = f" (a near-tie: the target's top two logits differ by only {gap:.2f})" if gap is not None and gap < NEAR_TIE_LOGITS else ""
+                steps.append(
+                    head + f.s("the target's top choice is ") + f.tok(top) + f.s(", not ") + f.tok(d.text)
+                    + f.s(f" (the target gives it p = {fmt_prob(d.p)}), so it is ") + f.word("rejected", "rejected") + f.s(tie + ".")
+                )
+            continue
+        r = ratio(d.p, d.q)
+        nums = f" \u2014 the target gives p = {fmt_prob(d.p)}, the draft gave q = {fmt_prob(d.q)}"
+        if d.decision == "accepted" and r >= 1:
+            rule = f"; p/q = {r:.3f} \u2265 1, so it is "
+            tail = f" whatever u (u = {fmt_prob(d.u)})."
+        elif d.decision == "accepted":
+            rule = f"; u = {fmt_prob(d.u)} \u2264 p/q = {r:.3f}, so it is "
+            tail = "."
+        else:
+            rule = f"; u = {fmt_prob(d.u)} > p/q = {r:.3f}, so it is "
+            tail = "."
+        steps.append(head + f.tok(d.text) + f.s(nums + rule) + f.word(d.decision, d.decision) + f.s(tail))
+
+    unchecked = [d for d in event.drafted if d.decision == "unchecked"]
+    dropped = ""
+    if unchecked:
+        dropped = f.s(f" The draft's {_n(len(unchecked), 'later token')} (") + ", ".join(f.tok(d.text) for d in unchecked) + f.s(") " + ("is" if len(unchecked) == 1 else "are") + " discarded unchecked.")
+    if e is None:
+        outcome = f.s("The run stopped after this round (end of text or the token limit), so the target added no token.")
+    elif e.kind == "bonus":
+        source = "its top choice" if greedy else "drawn from p"
+        outcome = (
+            f.s(f"{_all_accepted(k)}, so the same target pass also gives a ") + f.word("bonus", "bonus")
+            + f.s(" token: ") + f.tok(e.text) + f.s(f", {source} at position {k + 1} (p = {fmt_prob(e.p)}).")
+        )
+    elif greedy:
+        outcome = f.s("The target's choice ") + f.tok(e.text) + f.s(" is emitted in its place as the ") + f.word("replacement", "resampled") + f.s(".") + dropped
+    else:
+        outcome = (
+            f.s("The ") + f.word("replacement", "resampled") + f.s(" ") + f.tok(e.text)
+            + f.s(f" is drawn from the residual norm(max(0, p \u2212 q)) at position {event.accepted + 1} (the target gives it p = {fmt_prob(e.p)}).")
+            + dropped
+        )
+    gained = event.gained
+    parts = [_n(event.accepted, "accepted draft")]
+    if e is not None:
+        parts.append(f"1 {'bonus' if e.kind == 'bonus' else 'replacement'}")
+    result = f.s(f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')}).")
+    return intro, steps, outcome, result
+
+
+def round_story(event: RoundEvent) -> list[str]:
+    """The round as plain sentences: what was drafted, each judgement with its numbers, what
+    the target added, and the tally."""
+    intro, steps, outcome, result = _story(event, _Plain())
+    return [intro, *steps, outcome, result]
+
+
+def round_narrative_html(event: RoundEvent) -> str:
+    """The same story as `round_story`, as escaped HTML with the decisions coloured."""
+    intro, steps, outcome, result = _story(event, _Html())
+    items = "".join(f"<li>{s}</li>" for s in steps)
+    return (
+        f'<div class="specviz-text specviz-narrative"><p>{intro}</p>'
+        + (f"<ul>{items}</ul>" if items else "")
+        + f"<p>{outcome}</p><p>{result}</p></div>"
+    )
+
+
+def position_choices(event: RoundEvent) -> list[tuple[str, int]]:
+    """(label, position) pairs for a picker: every position the target has numbers for."""
+    out = []
+    for i, d in enumerate(event.drafted, start=1):
+        if i <= len(event.positions):
+            out.append((f"{i}: {quoted(d.text)} ({d.decision})", i))
+    if event.emitted is not None and event.emitted.kind == "bonus" and len(event.positions) > len(event.drafted):
+        out.append((f"{len(event.drafted) + 1}: {quoted(event.emitted.text)} (bonus)", len(event.drafted) + 1))
+    return out
+
+
+def position_bars_figure(event: RoundEvent, position: int, top_n: int = 10, title: str | None = None) -> go.Figure:
+    """p vs q over the top tokens at one position, their overlap min(p, q), and below it the
+    residual max(0, p - q) / (1 - overlap) that a replacement is drawn from.
+
+    The drafted token is marked \u25b2 and the token the target emitted here \u2605.
+    """
+    if not 1 <= position <= len(event.positions):
+        return empty_figure(f"Round {event.index} has no numbers for position {position}", title)
+    info = event.positions[position - 1]
+    bonus = position > len(event.drafted)
+    drafted = None if bonus else event.drafted[position - 1]
+    e = event.emitted
+    emitted_here = e is not None and position == event.accepted + 1
+    marked = {t.id for t in ([drafted] if drafted else []) + ([e] if emitted_here else [])}
+    top = sorted(info.top, key=lambda t: -t.p)
+    shown = top[:top_n] + [t for t in top[top_n:] if t.id in marked]
+    if not shown:
+        return empty_figure("No candidates recorded at this position", title)
+    x = list(range(len(shown)))
+    labels = []
+    for t in shown:
+        mark = ("\u25b2" if drafted is not None and t.id == drafted.id else "") + ("\u2605" if emitted_here and t.id == e.id else "")
+        labels.append(f"<b>{label_html(t.text)} {mark}</b>" if mark else label_html(t.text))
+    p = [t.p for t in shown]
+    q = [t.q for t in shown]
+    overlap = [min(a, b) for a, b in zip(p, q)]
+    names = [label_html(t.text, limit=40) for t in shown]
+    title = title or (f"Round {event.index}, bonus position {position}: drawn from p" if bonus else f"Round {event.index}, position {position}: overlap \u03b2 = {info.overlap:.2f}")
+    hover = "%{customdata}: %{y:.3f}<extra>%{fullData.name}</extra>"
+
+    rest = 1 - info.overlap
+    with_residual = not bonus and rest > 1e-9
+    fig = make_subplots(rows=2 if with_residual else 1, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35] if with_residual else None, vertical_spacing=0.08)
+    fig.add_bar(x=x, y=p, name="p (target)", marker_color=TARGET, customdata=names, hovertemplate=hover, row=1, col=1)
+    if not bonus:
+        fig.add_bar(x=x, y=q, name="q (draft)", marker_color=DRAFT, customdata=names, hovertemplate=hover, row=1, col=1)
+        fig.add_bar(x=x, y=overlap, name="min(p, q)", marker_color=OVERLAP, customdata=names, hovertemplate=hover, row=1, col=1)
+    if with_residual:
+        residual = [max(0.0, a - b) / rest for a, b in zip(p, q)]
+        fig.add_bar(x=x, y=residual, name="residual (normalised)", marker_color=RESIDUAL, customdata=names, hovertemplate=hover, row=2, col=1)
+        fig.update_yaxes(title_text="residual", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title_text="probability", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=labels, showgrid=False, tickfont={"family": "ui-monospace, Menlo, Consolas, monospace", "size": 13})
+    fig.update_layout(barmode="group")
+    return style_figure(fig, title, height=420 if with_residual else 320)

@@ -1,0 +1,143 @@
+"""Predicted against measured: the formula's speedup beside what the run did, and why they differ.
+
+The formula (DESIGN.md section 1) assumes acceptances are independent with probability alpha
+and that a verify pass over k+1 tokens costs what a one-token pass costs (T). A run measures
+alpha, T, D and the real verify cost V; each assumption that did not hold becomes a sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from specviz import theory
+from specviz.events import Event, RoundEvent, RunSummary
+from specviz.viz.live_stats import live_stats
+from specviz.viz.text import esc
+
+VERIFY_COST_TOLERANCE = 1.15  # V above this many T counts as "a verify pass is not free"
+TOKENS_TOLERANCE = 0.10  # measured tokens per round this far from predicted is worth a word
+OVERHEAD_SHARE = 0.10  # time outside model passes above this share of wall time is worth a word
+
+
+@dataclass
+class Prediction:
+    alpha: float  # measured mean overlap
+    k: int
+    target_ms: float  # T: one one-token target pass
+    draft_ms: float  # D: one drafted token
+    verify_ms: float  # V: the run's mean verify pass (over about k+1 tokens)
+    target_ms_source: str  # where T came from, in words
+    predicted_tokens_per_round: float
+    measured_tokens_per_round: float
+    predicted_speedup: float  # the formula, verify costing T
+    predicted_speedup_measured_cost: float  # the formula with V in place of T for the verify pass
+    measured_speedup: float | None
+    measured_basis: str  # what the measured speedup is relative to
+    best_k: int
+    best_k_speedup: float
+    break_even_alpha: float
+    overhead_share: float  # share of wall time outside draft and verify passes
+
+
+def predict(summary: RunSummary, events: Iterable[Event], k: int | None = None, plain: RunSummary | None = None,
+            one_token_ms: float | None = None) -> Prediction:
+    """Predicted and measured numbers for a speculative run.
+
+    T (one one-token target pass) is, in order: one_token_ms (e.g. the engine's measured cost
+    model), the plain run's mean pass, else the run's own mean target pass (which, being a
+    verify pass, overstates T). The measured speedup is against the plain run when given,
+    else against one T per token.
+    """
+    events = list(events)
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    stats = live_stats(rounds)
+    alpha = summary.mean_overlap if summary.mean_overlap > 0 else stats.mean_overlap
+    alpha = float(np.clip(alpha, 0.0, 1.0))
+    if k is None:
+        k = round(float(np.mean([len(r.drafted) for r in rounds]))) if rounds else 1
+    verify = float(np.mean([r.verify_ms for r in rounds])) if rounds else summary.target_ms
+    if one_token_ms:
+        t, source = one_token_ms, "measured one-token pass"
+    elif plain is not None and plain.target_ms > 0:
+        t, source = plain.target_ms, "plain run's mean pass"
+    else:
+        t, source = summary.target_ms or verify, "this run's mean verify pass (no one-token measurement)"
+    drafted = sum(len(r.drafted) for r in rounds)
+    d = summary.draft_ms if summary.draft_ms > 0 else (stats.draft_ms / drafted if drafted else 0.0)
+    tpr = float(theory.tokens_per_round(alpha, k))
+    measured_tpr = summary.tokens_per_round or stats.tokens_per_round
+    tokens_per_s = summary.tokens_per_s or stats.tokens_per_s
+    if plain is not None and plain.tokens_per_s > 0:
+        measured, basis = tokens_per_s / plain.tokens_per_s, "the plain run"
+    elif tokens_per_s > 0:
+        measured, basis = tokens_per_s * t / 1000, "one target pass per token"
+    else:
+        measured, basis = None, ""
+    bk, bs = theory.best_k(alpha, t, d)
+    wall_ms = (summary.wall_s or stats.elapsed_s) * 1000
+    model_ms = stats.draft_ms + stats.verify_ms
+    return Prediction(
+        alpha=alpha, k=k, target_ms=t, draft_ms=d, verify_ms=verify, target_ms_source=source,
+        predicted_tokens_per_round=tpr, measured_tokens_per_round=measured_tpr,
+        predicted_speedup=float(theory.speedup(alpha, k, t, d)),
+        predicted_speedup_measured_cost=tpr * t / (k * d + verify) if verify > 0 else float("nan"),
+        measured_speedup=measured, measured_basis=basis, best_k=bk, best_k_speedup=bs,
+        break_even_alpha=float(theory.break_even_alpha(k, t, d)),
+        overhead_share=max(0.0, 1 - model_ms / wall_ms) if wall_ms > 0 else 0.0,
+    )
+
+
+def gap_explanation(pred: Prediction) -> list[str]:
+    """Sentences on why the measured speedup differs from the formula's, strongest cause first."""
+    out = []
+    if pred.verify_ms > VERIFY_COST_TOLERANCE * pred.target_ms:
+        out.append(
+            f"A verify pass over about {pred.k + 1} tokens took {pred.verify_ms:.0f} ms, {pred.verify_ms / pred.target_ms:.1f}\u00d7 "
+            f"a one-token pass ({pred.target_ms:.0f} ms). The formula assumes it costs the same; with the measured cost it "
+            f"predicts {pred.predicted_speedup_measured_cost:.2f}\u00d7 instead of {pred.predicted_speedup:.2f}\u00d7."
+        )
+    if pred.predicted_tokens_per_round > 0:
+        rel = pred.measured_tokens_per_round / pred.predicted_tokens_per_round - 1
+        if rel < -TOKENS_TOLERANCE:
+            out.append(
+                f"Rounds gave {pred.measured_tokens_per_round:.2f} tokens, fewer than the {pred.predicted_tokens_per_round:.2f} that "
+                f"\u03b1 = {pred.alpha:.2f} predicts: acceptances are not independent, and hard stretches of text reject early in the draft."
+            )
+        elif rel > TOKENS_TOLERANCE:
+            out.append(
+                f"Rounds gave {pred.measured_tokens_per_round:.2f} tokens, more than the {pred.predicted_tokens_per_round:.2f} that "
+                f"\u03b1 = {pred.alpha:.2f} predicts: easy stretches (boilerplate, repeated code) accept whole drafts in a row."
+            )
+    if pred.overhead_share > OVERHEAD_SHARE:
+        out.append(f"{pred.overhead_share:.0%} of the wall time went outside the model passes (sampling, cache bookkeeping, Python), which the formula ignores.")
+    if np.isfinite(pred.break_even_alpha) and pred.alpha < pred.break_even_alpha:
+        out.append(f"\u03b1 = {pred.alpha:.2f} is below the break-even {pred.break_even_alpha:.2f} for k = {pred.k}: drafting costs more than it saves.")
+    elif not np.isfinite(pred.break_even_alpha):
+        out.append(f"A drafted token ({pred.draft_ms:.0f} ms) costs more than a target pass ({pred.target_ms:.0f} ms): no \u03b1 makes drafting pay.")
+    if pred.best_k != pred.k:
+        out.append(f"With these costs the formula's best k is {pred.best_k} ({pred.best_k_speedup:.2f}\u00d7), not {pred.k}.")
+    if pred.measured_speedup is not None and not out:
+        out.append("The formula's assumptions held well for this run.")
+    return out
+
+
+def prediction_html(pred: Prediction) -> str:
+    """A predicted-vs-measured table and the explanation of the gap."""
+    def x(v: float | None) -> str:
+        return "\u2014" if v is None or not np.isfinite(v) else f"{v:.2f}\u00d7"
+
+    rows = [
+        ("acceptance \u03b1 (mean overlap)", f"{pred.alpha:.2f}", ""),
+        ("T: one target pass", f"{pred.target_ms:.0f} ms", pred.target_ms_source),
+        ("D: one drafted token", f"{pred.draft_ms:.0f} ms", ""),
+        ("V: one verify pass", f"{pred.verify_ms:.0f} ms", f"k = {pred.k}"),
+        ("tokens per round", f"{pred.predicted_tokens_per_round:.2f} predicted", f"{pred.measured_tokens_per_round:.2f} measured"),
+        ("speedup", f"{x(pred.predicted_speedup)} predicted", f"{x(pred.measured_speedup)} measured" + (f" (vs {pred.measured_basis})" if pred.measured_basis else "")),
+        ("speedup with measured V", x(pred.predicted_speedup_measured_cost), ""),
+    ]
+    table = "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
+    why = "".join(f"<p>{esc(s)}</p>" for s in gap_explanation(pred))
+    return f'<div class="specviz-text"><table class="specviz-table">{table}</table>{why}</div>'
