@@ -1,8 +1,9 @@
 """Model pairs load in a background thread, so the page answers while they do.
 
-One pair stays loaded at a time (the bundled pair takes ~8 GB in fp32). A run asks for the
-pair it needs and waits, reporting the load's progress to the page; a load that failed keeps
-its message for the page, and the next request for that pair tries again.
+A run asks for the pair it needs and waits, reporting the load's progress to the page; a
+load that failed keeps its message for the page, and the next request for that pair tries
+again. Loads run one at a time; the loaded models themselves are kept (and shared between
+sessions) by specviz.models.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _default_load(name: str, *, with_draft: bool, progress: Progress) -> Any:
 
 
 class PairLoader:
-    """Loads pairs one at a time in daemon threads and keeps the latest one loaded."""
+    """Loads pairs one at a time in daemon threads and remembers how each load went."""
 
     def __init__(self, load: Callable[..., Any] = _default_load):
         self._load = load
@@ -106,7 +107,4 @@ class PairLoader:
             except Exception as e:  # a bug or a broken file: keep the traceback in the log
                 log.exception("loading %s failed", state.name)
                 state.error = f"could not load {state.name}: {type(e).__name__}: {e}"
-            if state.error is None:
-                with self._lock:  # keep only this pair loaded: drop the others' memory
-                    self._states = {n: s for n, s in self._states.items() if s is state or not s.done.is_set()}
             state.done.set()

@@ -24,6 +24,10 @@ class StopFlags:
             previous.set()
         return flag
 
+    def current(self, session: str) -> threading.Event | None:
+        with self._lock:
+            return self._current.get(session)
+
     def stop(self, session: str) -> None:
         with self._lock:
             flag = self._current.get(session)

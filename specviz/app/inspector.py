@@ -1,0 +1,107 @@
+"""Tab 2, the round inspector: step through a run one round at a time.
+
+For the chosen round: the text so far (the round itself last), the round told in plain
+words, and for the chosen position the target's p against the draft's q over the top tokens,
+with their overlap and the residual. Clicking a token in any stream picks its round and
+position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from specviz import viz
+from specviz.app.shown_errors import shown_errors
+from specviz.events import RoundEvent, Trace
+from specviz.viz.inspector import position_bars_figure, position_choices, round_narrative_html
+from specviz.viz.palette import empty_figure
+
+NO_ROUNDS = "Run a generation (or upload a trace) in speculative mode: its rounds appear here."
+
+
+@dataclass
+class InspectorTab:
+    prev: gr.Button
+    round: gr.Slider
+    next: gr.Button
+    story: gr.HTML
+    position: gr.Radio
+    bars: gr.Plot
+    tokens: gr.HTML
+
+    @property
+    def outputs(self) -> list:
+        """inspect()'s outputs, in its return order."""
+        return [self.round, self.story, self.position, self.bars, self.tokens]
+
+
+def build(token_click_js: str) -> InspectorTab:
+    gr.Markdown("Step through the run one round at a time. Click any token, here or in the live run, "
+                "to see the round and the position it came from.", elem_classes=["sv-hint"])
+    with gr.Row(equal_height=True, elem_id="round-stepper"):
+        prev = gr.Button("\u25c0 Previous", size="sm", min_width=90, scale=0, elem_id="round-prev")
+        round_ = gr.Slider(0, 1, value=0, step=1, precision=0, label="Round", elem_id="round", scale=1, min_width=160)
+        next_ = gr.Button("Next \u25b6", size="sm", min_width=90, scale=0, elem_id="round-next")
+    tokens = gr.HTML(viz.tokens_html([], empty=NO_ROUNDS), elem_id="inspector-tokens", js_on_load=token_click_js)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300):
+            story = gr.HTML(elem_id="round-story")
+            position = gr.Radio([], label="Position in the round", elem_id="position")
+        with gr.Column(scale=1, min_width=300):
+            bars = gr.Plot(empty_figure("p and q at the chosen position appear here", None, 320), elem_id="position-bars",
+                           show_label=False)
+    return InspectorTab(prev, round_, next_, story, position, bars, tokens)
+
+
+def rounds_of(trace: Trace | None) -> list[RoundEvent]:
+    return [e for e in trace.events if isinstance(e, RoundEvent)] if trace is not None else []
+
+
+def default_position(event: RoundEvent) -> int:
+    """The most telling position of a round: its rejection if any, else its last."""
+    choices = [pos for _, pos in position_choices(event)]
+    rejected = [i for i, d in enumerate(event.drafted, start=1) if d.decision == "rejected" and i in choices]
+    return rejected[0] if rejected else (choices[-1] if choices else 1)
+
+
+@shown_errors
+def inspect(trace: Trace | None, round_index, position=None) -> tuple:
+    """Everything the inspector shows for one round (clamped to the run) and one position."""
+    rounds = rounds_of(trace)
+    if not rounds:
+        message = NO_ROUNDS if trace is None or trace.mode != "plain" else "Plain decoding has no rounds to inspect."
+        return (gr.Slider(minimum=0, maximum=1, value=0, interactive=False), f'<p class="sv-muted">{message}</p>',
+                gr.Radio(choices=[], value=None), empty_figure(message, None, 320), viz.tokens_html([], empty=message))
+    i = min(max(int(round_index or 0), 0), len(rounds) - 1)
+    event = rounds[i]
+    choices = position_choices(event)
+    valid = {pos for _, pos in choices}
+    pos = int(position) if position is not None and int(position) in valid else default_position(event)
+    return (
+        gr.Slider(minimum=0, maximum=max(len(rounds) - 1, 1), value=i, interactive=len(rounds) > 1),
+        round_narrative_html(event),
+        gr.Radio(choices=choices, value=pos if pos in valid else None),
+        position_bars_figure(event, pos),
+        viz.tokens_html(rounds[: i + 1]),
+    )
+
+
+@shown_errors
+def bars(trace: Trace | None, round_index, position) -> object:
+    rounds = rounds_of(trace)
+    if not rounds or position is None:
+        return gr.skip()
+    i = min(max(int(round_index or 0), 0), len(rounds) - 1)
+    return position_bars_figure(rounds[i], int(position))
+
+
+def step(trace: Trace | None, round_index, delta: int) -> tuple:
+    return inspect(trace, int(round_index or 0) + delta)
+
+
+def clicked(trace: Trace | None, evt: gr.EventData) -> tuple:
+    """A token was clicked: its data-round and data-pos pick the round and position."""
+    data = getattr(evt, "_data", None) or {}
+    return inspect(trace, data.get("round", 0), data.get("pos"))

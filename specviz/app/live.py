@@ -1,0 +1,173 @@
+"""Tab 1, the live run: prompt and settings, the coloured token stream, stats, the timeline.
+
+`run_live` is the Run button's handler: a generator that sends one update per round (the
+stream, the stats and the timeline, each drawn once) and keeps the trace so far in the
+session's state, so Stop leaves a trace to inspect. `generate_api` is the `generate` API
+endpoint: the same run, streaming the trace so far as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from specviz import viz
+from specviz.app import runner
+from specviz.app.config import PageConfig
+from specviz.app.shown_errors import shown_errors
+from specviz.events import Trace
+from specviz.models.presets import list_presets
+from specviz.settings import MAX_K, MAX_NEW_TOKENS_CAP
+from specviz.viz.palette import empty_figure
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
+DRAFTERS = [
+    ("Draft model", "model"),
+    ("Prompt lookup (n-grams of the prompt, no second model)", "lookup"),
+    ("Early exit (the target's first layers)", "early-exit"),
+]
+MODES = [("Speculative", "speculative"), ("Plain (target only)", "plain")]
+# Clicking a token in a stream asks the inspector for that round and position.
+TOKEN_CLICK_JS = """
+element.addEventListener('click', (e) => {
+  const t = e.target.closest('.tok[data-round]');
+  if (t) trigger('click', {round: Number(t.dataset.round), pos: Number(t.dataset.pos)});
+});
+"""
+
+
+@dataclass
+class LiveTab:
+    prompt: gr.Textbox
+    pair: gr.Dropdown
+    drafter: gr.Radio
+    mode: gr.Radio
+    k: gr.Slider
+    adaptive: gr.Checkbox
+    temperature: gr.Slider
+    top_p: gr.Slider
+    seed: gr.Number
+    max_new_tokens: gr.Slider
+    run: gr.Button
+    stop: gr.Button
+    tokens: gr.HTML
+    stats: gr.HTML
+    timeline: gr.Plot
+
+    @property
+    def inputs(self) -> list[gr.components.Component]:
+        """run_live's inputs, in its parameter order."""
+        return [self.prompt, self.pair, self.drafter, self.k, self.adaptive, self.temperature,
+                self.top_p, self.seed, self.max_new_tokens, self.mode]
+
+    @property
+    def outputs(self) -> list[gr.components.Component]:
+        return [self.tokens, self.stats, self.timeline]
+
+    @property
+    def sliders(self) -> list[gr.Slider]:
+        return [self.k, self.temperature, self.top_p, self.max_new_tokens]
+
+
+def load_examples() -> list[dict]:
+    return json.loads(EXAMPLES.read_text(encoding="utf-8"))["examples"]
+
+
+def pair_choices(config: PageConfig) -> list[tuple[str, str]]:
+    choices = [(f"{p.name}: {p.description}", p.name) for p in list_presets()]
+    if config.default_pair not in {value for _, value in choices}:
+        choices.insert(0, (config.default_pair, config.default_pair))
+    return choices
+
+
+def build(config: PageConfig) -> LiveTab:
+    """The live run's layout: settings on the left (on top on a phone), the run on the right."""
+    examples = load_examples()
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=300):
+            prompt = gr.Textbox(label="Prompt", lines=4, max_lines=12, value=examples[0]["prompt"], elem_id="prompt")
+            with gr.Row():
+                run = gr.Button("Run", variant="primary", elem_id="run", min_width=80)
+                stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
+            gr.Examples(
+                [[e["prompt"]] for e in examples], inputs=[prompt], label="Examples: code and prose",
+                example_labels=[e["label"] for e in examples], examples_per_page=len(examples),
+            )
+            custom = " or type 'DRAFT -> TARGET' (Hub ids, folders or .gguf files)" if config.allow_custom else ""
+            pair = gr.Dropdown(
+                pair_choices(config), value=config.default_pair, label="Model pair (draft \u2192 target)",
+                info=f"A preset{custom}. Changing it loads the pair, then runs again.",
+                allow_custom_value=config.allow_custom, elem_id="pair",
+            )
+            drafter = gr.Radio(DRAFTERS, value="model", label="Drafter", elem_id="drafter")
+            mode = gr.Radio(MODES, value="speculative", label="Decoding", elem_id="mode")
+            with gr.Row():
+                k = gr.Slider(1, MAX_K, value=4, step=1, precision=0, label="k: tokens drafted per round", elem_id="k", min_width=200)
+                adaptive = gr.Checkbox(value=False, label="Adaptive k", info="k grows after full acceptance, shrinks after a rejection",
+                                       elem_id="adaptive", min_width=160)
+            with gr.Row():
+                temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature", min_width=160)
+                top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top_p", min_width=160)
+            with gr.Row():
+                seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=120)
+                max_new_tokens = gr.Slider(1, min(512, MAX_NEW_TOKENS_CAP), value=128, step=1, precision=0, label="Max new tokens",
+                                           elem_id="max_new_tokens", min_width=200)
+            gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
+        with gr.Column(scale=3, min_width=320):
+            gr.HTML(viz.legend_html(plain=True), elem_id="legend")
+            tokens = gr.HTML(viz.tokens_html([], empty="Press Run to generate: each token appears coloured by what happened to it."),
+                             elem_id="tokens", js_on_load=TOKEN_CLICK_JS)
+            stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
+            timeline = gr.Plot(empty_figure("The time of each round appears here as it runs", "Time per round"),
+                               elem_id="timeline", show_label=False)
+    return LiveTab(prompt, pair, drafter, mode, k, adaptive, temperature, top_p, seed, max_new_tokens, run, stop, tokens, stats, timeline)
+
+
+def live_views(trace: Trace, *, plot: bool = True) -> tuple:
+    """The stream, the stats and (unless plot=False) the timeline of a trace."""
+    events = trace.events
+    stream = viz.tokens_html(events, empty="No tokens yet.")
+    stats = viz.stats_html(viz.live_stats(events))
+    return stream, stats, viz.round_timeline_figure(events) if plot else gr.skip()
+
+
+class LiveRuns:
+    """The live run's handlers, bound to the page's limits."""
+
+    def __init__(self, config: PageConfig):
+        self.max_wall_s = config.max_wall_s
+
+    @shown_errors
+    def run(self, prompt, pair, drafter, k, adaptive, temperature, top_p, seed, max_new_tokens, mode,
+            request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+        """Run with the page's settings: yields (stream, stats, timeline, trace) once per round."""
+        settings = runner.settings_from(drafter=drafter, k=k, adaptive=adaptive, temperature=temperature, top_p=top_p,
+                                        max_new_tokens=max_new_tokens, seed=seed, mode=mode)
+        prompt = runner.check_prompt(prompt)
+        shown = -1
+        for trace in runner.stream(pair, prompt, settings, session_of(request), max_wall_s=self.max_wall_s,
+                                   on_progress=lambda f, message: progress(f, desc=f"Loading {pair}: {message}")):
+            # The finished trace repeats the last round's events: only the stats change then.
+            yield *live_views(trace, plot=len(trace.events) != shown), trace
+            shown = len(trace.events)
+
+    def rerun(self, prompt, pair, drafter, k, adaptive, temperature, top_p, seed, max_new_tokens, mode,
+              request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+        """A slider released or the pair changed: run again if there is a prompt, else only load."""
+        if not (isinstance(prompt, str) and prompt.strip()):
+            runner.LOADER.request(pair)
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return
+        yield from self.run(prompt, pair, drafter, k, adaptive, temperature, top_p, seed, max_new_tokens, mode, request, progress)
+
+    @staticmethod
+    def stop(request: gr.Request) -> None:
+        runner.FLAGS.stop(session_of(request))
+
+
+def session_of(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "no-session"

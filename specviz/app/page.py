@@ -1,0 +1,149 @@
+"""The whole page: a header with the model status, six tabs, and the events between them.
+
+Each tab's layout and handlers live in their own module; this file puts them together and
+wires what crosses tabs: the session's current trace (set by a run or an upload) refreshes
+the inspector, the comparison, the theory marks and the download.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from specviz.app import inspector, live, runner, traces
+from specviz.app.config import PageConfig
+from specviz.app.loading import LoadState
+from specviz.app.shown_errors import shown_errors
+from specviz.events import Trace
+from specviz.viz.text import esc
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+CSS_PATHS = [ASSETS / "specviz.css", ASSETS / "app.css"]
+MODELS = "models"  # the concurrency group of everything that runs a model (one at a time)
+
+
+def status_html(name: str, state: LoadState | None) -> str:
+    """The header's model status: a progress bar while loading, then ready or the error."""
+    if state is None:
+        return f'<div class="sv-load sv-load-idle">Model pair <b>{esc(name)}</b> loads when you press Run.</div>'
+    if state.error is not None:
+        return f'<div class="sv-load sv-load-error" role="alert"><b>{esc(name)}</b> could not load: {esc(state.error)}</div>'
+    if state.ready:
+        return f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready.</div>'
+    pct = round(100 * state.fraction)
+    waited = time.monotonic() - state.started
+    return (
+        f'<div class="sv-load sv-load-busy" role="status">Loading <b>{esc(name)}</b>: {esc(state.message)} '
+        f'({pct}%, {waited:.0f} s)<div class="sv-load-bar"><div style="width:{pct}%"></div></div></div>'
+    )
+
+
+def model_status(pair: str) -> tuple[str, gr.Timer]:
+    state = runner.LOADER.status(pair)
+    busy = state is not None and not state.done.is_set()
+    return status_html(pair, state), gr.Timer(active=busy)
+
+
+@dataclass
+class _Refresh:
+    """What a new current trace changes outside the live tab."""
+
+    inspector: inspector.InspectorTab
+    traces: traces.TracesTab
+
+    @property
+    def outputs(self) -> list:
+        return [*self.inspector.outputs, self.traces.download, self.traces.summary]
+
+    @staticmethod
+    def views(trace: Trace | None) -> tuple:
+        return (*inspector.inspect(trace, 0), traces.save_for_download(trace), traces.summary_html(trace))
+
+
+def build_page(config: PageConfig) -> gr.Blocks:
+    runs = live.LiveRuns(config)
+    with gr.Blocks(title="specviz: speculative decoding, made visible") as demo:
+        trace = gr.State(None)  # the session's current trace: the last run, or an uploaded one
+        with gr.Row(elem_id="sv-header", equal_height=True):
+            gr.HTML('<div class="sv-title"><h1>specviz</h1><p>Speculative decoding on real models, made visible: a small '
+                    'model drafts k tokens, the large one checks them all in one pass.</p></div>')
+            status = gr.HTML(status_html(config.default_pair, runner.LOADER.status(config.default_pair)), elem_id="model-status")
+        timer = gr.Timer(1.0, active=True)
+        with gr.Tabs(elem_id="tabs") as tabs:
+            with gr.Tab("Live run", id="live", elem_id="tab-live"):
+                lv = live.build(config)
+            with gr.Tab("Round inspector", id="inspector", elem_id="tab-inspector"):
+                ins = inspector.build(live.TOKEN_CLICK_JS)
+            with gr.Tab("Traces", id="traces", elem_id="tab-traces"):
+                tr = traces.build()
+        refresh = _Refresh(ins, tr)
+
+        # The model status polls while a load is under way, and again after the pair changes.
+        timer.tick(model_status, [lv.pair], [status, timer], queue=False, show_progress="hidden", api_visibility="private")
+        demo.load(model_status, [lv.pair], [status, timer], queue=False, show_progress="hidden", api_visibility="private")
+
+        # Live run. Every model run shares one concurrency slot; Stop skips the queue.
+        run_outputs = [*lv.outputs, trace]
+        run_event = lv.run.click(runs.run, lv.inputs, run_outputs, concurrency_id=MODELS, api_visibility="private")
+        run_event.then(refresh.views, [trace], refresh.outputs, api_visibility="private")
+        reruns = []
+        for slider in lv.sliders:
+            ev = slider.release(runs.stop, None, None, queue=False, api_visibility="private")
+            reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, concurrency_id=MODELS, trigger_mode="always_last",
+                                  api_visibility="private"))
+        ev = lv.pair.input(runs.stop, None, None, queue=False, api_visibility="private")
+        ev = ev.then(lambda pair: gr.Timer(active=True), [lv.pair], [timer], queue=False, api_visibility="private")
+        reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, concurrency_id=MODELS, trigger_mode="always_last",
+                              api_visibility="private"))
+        for ev in reruns:
+            ev.then(refresh.views, [trace], refresh.outputs, api_visibility="private")
+        lv.stop.click(runs.stop, None, None, queue=False, cancels=[run_event, *reruns], api_visibility="private").then(
+            refresh.views, [trace], refresh.outputs, api_visibility="private")
+
+        # Round inspector: step, pick a position, or click a token in either stream.
+        ins.round.release(inspector.inspect, [trace, ins.round], ins.outputs, api_visibility="private")
+        ins.prev.click(lambda t, r: inspector.step(t, r, -1), [trace, ins.round], ins.outputs, api_visibility="private")
+        ins.next.click(lambda t, r: inspector.step(t, r, +1), [trace, ins.round], ins.outputs, api_visibility="private")
+        ins.position.input(inspector.bars, [trace, ins.round, ins.position], [ins.bars], api_visibility="private")
+        ins.tokens.click(inspector.clicked, [trace], ins.outputs, api_visibility="private")
+        lv.tokens.click(inspector.clicked, [trace], ins.outputs, api_visibility="private").then(
+            lambda: gr.Tabs(selected="inspector"), None, [tabs], api_visibility="private")
+
+        # Traces: an upload replaces the current trace and redraws everything from it.
+        tr.upload.upload(shown_errors(traces.read_upload), [tr.upload], [trace], api_visibility="private").success(
+            lambda t: live.live_views(t), [trace], lv.outputs, api_visibility="private").then(
+            refresh.views, [trace], refresh.outputs, api_visibility="private")
+
+        gr.api(generate_api(config, runs), api_name="generate", concurrency_id=MODELS)
+    return demo
+
+
+def generate_api(config: PageConfig, runs: live.LiveRuns):
+    """The `generate` endpoint for gradio_client: streams the trace so far as JSON."""
+
+    def generate(
+        prompt: str,
+        pair: str = config.default_pair,
+        drafter: str = "model",
+        k: int = 4,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 128,
+        seed: int = 0,
+        mode: str = "speculative",
+        adaptive: bool = False,
+        request: gr.Request = None,
+    ) -> Iterator[str]:
+        """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
+        (the schema of `python -m specviz generate --json`); the last is the finished trace."""
+        settings = runner.settings_from(drafter=drafter, k=k, adaptive=adaptive, temperature=temperature, top_p=top_p,
+                                        max_new_tokens=max_new_tokens, seed=seed, mode=mode)
+        prompt = runner.check_prompt(prompt)
+        for trace in runner.stream(pair, prompt, settings, live.session_of(request), max_wall_s=runs.max_wall_s):
+            yield trace.to_json()
+
+    return shown_errors(generate)

@@ -1,0 +1,108 @@
+"""Where a page request meets the models: wait for the pair, then iterate the engine.
+
+The loader and the Stop flags are process-wide: every browser session shares the one loaded
+pair, and each session has its own Stop. On Hugging Face ZeroGPU (the `spaces` package can
+be imported) the function that runs the models is wrapped with `spaces.GPU`, so it holds a
+GPU only while it generates; its arguments are plain values, looked up here, because
+ZeroGPU runs it in another process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from specviz.app.loading import Cancelled, PairLoader
+from specviz.app.stopping import StopFlags
+from specviz.errors import UserError
+from specviz.events import Trace
+from specviz.settings import GenerationSettings
+
+log = logging.getLogger(__name__)
+
+LOADER = PairLoader()
+FLAGS = StopFlags()
+GPU_SECONDS = 120  # ZeroGPU's budget for one run
+
+Progress = Callable[[float, str], None]
+
+
+def needs_draft(settings: GenerationSettings) -> bool:
+    return settings.mode == "speculative" and settings.drafter == "model"
+
+
+def settings_from(
+    *, drafter: Any, k: Any, adaptive: Any, temperature: Any, top_p: Any, max_new_tokens: Any, seed: Any, mode: Any
+) -> GenerationSettings:
+    """Settings from the page's (or an API caller's) values; raises SettingsError if bad."""
+    return GenerationSettings(
+        temperature=_number(temperature),
+        top_p=_number(top_p),
+        max_new_tokens=_whole(max_new_tokens),
+        seed=_whole(seed),
+        k=_whole(k),
+        adaptive=bool(adaptive),
+        drafter=drafter,
+        mode=mode,
+    ).validated()
+
+
+def _whole(x: Any) -> Any:
+    """4.0 (a JSON number, a slider) counts as 4; anything else goes to validation as is."""
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+def _number(x: Any) -> Any:
+    return float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+
+
+def check_prompt(prompt: Any) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UserError("the prompt is empty: type something for the model to continue")
+    return prompt
+
+
+def stream(
+    pair_name: str,
+    prompt: str,
+    settings: GenerationSettings,
+    session: str,
+    *,
+    on_progress: Progress | None = None,
+    max_wall_s: float | None = None,
+) -> Iterator[Trace]:
+    """The trace after each round (speculative) or token (plain), then the finished trace.
+
+    Waits for the pair first, reporting its load through `on_progress`. A new run in the
+    same session, or Stop, ends this one before its next round (stop_reason "cancelled").
+    The last trace has the same events as the one before it, plus its stop reason.
+    """
+    flag = FLAGS.begin(session)
+    try:
+        LOADER.wait(pair_name, with_draft=needs_draft(settings), on_progress=on_progress, should_stop=flag.is_set)
+        yield from _generate(pair_name, prompt, settings.to_dict(), session, max_wall_s)
+    except Cancelled:
+        return
+    finally:
+        FLAGS.finish(session, flag)
+
+
+def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wall_s: float | None) -> Iterator[Trace]:
+    from specviz.engine import start  # torch: imported on first use so the page starts fast
+
+    settings_ = GenerationSettings(**settings)
+    pair = LOADER.wait(pair_name, with_draft=needs_draft(settings_))
+    flag = FLAGS.current(session)
+    generation = start(pair, prompt, settings_, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s)
+    for _ in generation:
+        yield generation.trace()
+    yield generation.trace()
+
+
+try:  # pragma: no cover - only on Hugging Face ZeroGPU
+    import spaces
+
+    _generate = spaces.GPU(duration=GPU_SECONDS)(_generate)
+except ImportError:
+    pass

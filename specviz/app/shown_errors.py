@@ -1,0 +1,51 @@
+"""Errors a user can fix become a message in the page; the app keeps serving.
+
+A UserError's text is shown as it is (it says what is wrong and what is allowed). Anything
+else is a bug: its traceback goes to the server log and the page gets one line, never the
+trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+
+import gradio as gr
+
+from specviz.errors import UserError
+
+log = logging.getLogger("specviz.app")
+
+
+def _as_page_error(e: Exception) -> gr.Error:
+    if isinstance(e, gr.Error):
+        return e
+    if isinstance(e, UserError):
+        return gr.Error(str(e), print_exception=False)
+    log.exception("unexpected error in a page handler")
+    return gr.Error(f"Something went wrong ({type(e).__name__}: {e}). The details are in the server log.", print_exception=False)
+
+
+def shown_errors(fn: Callable) -> Callable:
+    """Wrap a handler (plain or generator) so every failure reaches the page as gr.Error."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def gen_wrapper(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as e:
+                raise _as_page_error(e) from None
+
+        return gen_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise _as_page_error(e) from None
+
+    return wrapper

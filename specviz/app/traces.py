@@ -1,0 +1,87 @@
+"""Tab 6, traces: download the current run as JSON, upload one to replay it with no models.
+
+A downloaded trace is the same JSON as `python -m specviz generate --json`; an uploaded one
+is checked by `Trace.from_json`, whose messages say what is wrong with a bad file.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from specviz.app.shown_errors import shown_errors
+from specviz.errors import UserError
+from specviz.events import Trace
+from specviz.viz.text import esc
+
+MAX_UPLOAD_BYTES = 50 << 20
+TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"
+
+
+@dataclass
+class TracesTab:
+    download: gr.DownloadButton
+    upload: gr.File
+    summary: gr.HTML
+
+
+def build() -> TracesTab:
+    gr.Markdown("A trace holds a whole run: prompt, settings, every round with its probabilities and timings. "
+                "Download one to keep or share it; upload one to replay and inspect it here, with no model loaded.",
+                elem_classes=["sv-hint"])
+    with gr.Row(equal_height=False):
+        with gr.Column(min_width=280):
+            download = gr.DownloadButton("Download this run (JSON)", value=None, interactive=False, elem_id="download-trace")
+            summary = gr.HTML('<p class="sv-muted">No run yet.</p>', elem_id="trace-summary")
+        with gr.Column(min_width=280):
+            upload = gr.File(label="Upload a trace (.json)", file_types=[".json"], type="filepath", elem_id="trace-upload")
+    return TracesTab(download, upload, summary)
+
+
+def save_for_download(trace: Trace | None):
+    """The DownloadButton's new state: a JSON file of the trace, or disabled without one."""
+    if trace is None:
+        return gr.DownloadButton(value=None, interactive=False)
+    TRACE_DIR.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", trace.prompt[:32]).strip("-").lower() or "run"
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=TRACE_DIR, prefix=f"specviz-{trace.mode}-{slug}-",
+                                     suffix=".json", delete=False) as f:
+        f.write(trace.to_json(indent=1))
+    return gr.DownloadButton(value=f.name, interactive=True)
+
+
+@shown_errors
+def read_upload(path: str | None) -> Trace:
+    if not path:
+        raise UserError("no file was uploaded")
+    p = Path(path)
+    if p.stat().st_size > MAX_UPLOAD_BYTES:
+        raise UserError(f"the trace is {p.stat().st_size / 2**20:.0f} MB; traces up to {MAX_UPLOAD_BYTES >> 20} MB can be replayed")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError("the file is not text: a trace is a JSON file saved by specviz") from None
+    try:
+        return Trace.from_json(text)
+    except ValueError as e:
+        raise UserError(f"not a specviz trace: {e}") from None
+
+
+def summary_html(trace: Trace | None) -> str:
+    if trace is None:
+        return '<p class="sv-muted">No run yet.</p>'
+    s = trace.summary
+    settings = ", ".join(f"{k} = {v}" for k, v in trace.settings.items())
+    rows = [
+        ("pair", trace.pair or "\u2014"),
+        ("mode", trace.mode),
+        ("prompt", trace.prompt if len(trace.prompt) <= 200 else trace.prompt[:199] + "\u2026"),
+        ("settings", settings),
+        ("tokens", f"{s.new_tokens} in {s.wall_s:.2f} s ({s.tokens_per_s:.2f} tokens/s), stopped by {s.stop_reason or 'nothing yet'}"),
+    ]
+    body = "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td></tr>" for a, b in rows)
+    return f'<div class="specviz-text"><table class="specviz-table sv-left">{body}</table></div>'
