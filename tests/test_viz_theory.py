@@ -69,7 +69,7 @@ def test_prediction_uses_the_plain_run_and_explains_an_expensive_verify_pass():
     assert "348 ms, 1.2\u00d7 a one-token pass (300 ms)" in why
     assert "15% of the wall time" in why
     html = prediction_html(pred)
-    assert "plain run&#x27;s mean pass" in html and "1.35\u00d7 measured (vs the plain run)" in html
+    assert "plain run&#x27;s mean pass" in html and "<td>1.35\u00d7</td>" in html and "against the plain run" in html
 
 
 def test_prediction_explains_low_alpha_and_streaky_acceptance():

@@ -5,7 +5,7 @@ from html.parser import HTMLParser
 
 from viz_sample import HOSTILE_IMG, HOSTILE_SCRIPT, bonus_round, greedy_round, hostile_round, plain_events, sample_rounds, sampled_round
 
-from specviz.events import DraftToken, EmittedToken, RoundEvent
+from specviz.events import DraftToken, RoundEvent
 from specviz.viz import legend_html, tokens_html
 from specviz.viz.text import token_inner_html, visible_text
 

@@ -47,6 +47,15 @@ def style_figure(fig: go.Figure, title: str | None = None, height: int = 340) ->
     return fig
 
 
+def whole_dtick(span: float, ticks: int = 8) -> int:
+    """A tick step of 1, 2, 5, 10, 20, ... that puts at most about `ticks` ticks on a span of
+    whole numbers (rounds, tokens, k), so no axis shows 2.5 rounds."""
+    step = 1
+    while span / step > ticks:
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2
+    return step
+
+
 def empty_figure(message: str, title: str | None = None, height: int = 240) -> go.Figure:
     """A figure that says in words why there is nothing to draw yet."""
     fig = go.Figure()

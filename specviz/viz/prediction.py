@@ -130,14 +130,16 @@ def prediction_html(pred: Prediction) -> str:
         return "\u2014" if v is None or not np.isfinite(v) else f"{v:.2f}\u00d7"
 
     rows = [
-        ("acceptance \u03b1 (mean overlap)", f"{pred.alpha:.2f}", ""),
-        ("T: one target pass", f"{pred.target_ms:.0f} ms", pred.target_ms_source),
-        ("D: one drafted token", f"{pred.draft_ms:.0f} ms", ""),
-        ("V: one verify pass", f"{pred.verify_ms:.0f} ms", f"k = {pred.k}"),
-        ("tokens per round", f"{pred.predicted_tokens_per_round:.2f} predicted", f"{pred.measured_tokens_per_round:.2f} measured"),
-        ("speedup", f"{x(pred.predicted_speedup)} predicted", f"{x(pred.measured_speedup)} measured" + (f" (vs {pred.measured_basis})" if pred.measured_basis else "")),
-        ("speedup with measured V", x(pred.predicted_speedup_measured_cost), ""),
+        ("tokens per round", f"{pred.predicted_tokens_per_round:.2f}", f"{pred.measured_tokens_per_round:.2f}"),
+        ("speedup", x(pred.predicted_speedup), x(pred.measured_speedup)),
+        ("speedup, measured verify cost", x(pred.predicted_speedup_measured_cost), ""),
     ]
-    table = "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
+    head = "<tr><th></th><th>predicted</th><th>measured</th></tr>"
+    table = head + "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
+    inputs = (
+        f"From \u03b1 = {pred.alpha:.2f} (mean overlap), k = {pred.k}, T = {pred.target_ms:.0f} ms per target pass "
+        f"({pred.target_ms_source}), D = {pred.draft_ms:.0f} ms per drafted token; measured V = {pred.verify_ms:.0f} ms per "
+        f"verify pass" + (f"; measured speedup against {pred.measured_basis}." if pred.measured_basis else ".")
+    )
     why = "".join(f"<p>{esc(s)}</p>" for s in gap_explanation(pred))
-    return f'<div class="specviz-text"><table class="specviz-table">{table}</table>{why}</div>'
+    return f'<div class="specviz-text"><p class="sv-muted">{esc(inputs)}</p><table class="specviz-table">{table}</table>{why}</div>'

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import plotly.graph_objects as go
 
 from specviz.events import Event, RoundEvent
-from specviz.viz.palette import BONUS, DRAFT, NEUTRAL, RESAMPLED, TARGET, empty_figure, style_figure
+from specviz.viz.palette import BONUS, DRAFT, NEUTRAL, RESAMPLED, TARGET, empty_figure, style_figure, whole_dtick
 
 
 def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per round") -> go.Figure:
@@ -38,11 +38,13 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
         customdata=[r.accepted for r in rounds],
         hovertemplate="round %{x}: %{y} tokens (%{customdata} drafts accepted)<extra></extra>",
     )
+    top = max(max(gained), max(r.k for r in rounds) + 1)
     fig.update_layout(
         barmode="stack",
-        xaxis={"title": "round", "rangemode": "tozero"},
+        legend={"traceorder": "normal"},
+        xaxis={"title": "round", "tick0": 0, "dtick": whole_dtick(max(x) - min(x) + 1)},
         yaxis={"title": "ms", "rangemode": "tozero"},
-        yaxis2={"title": "tokens", "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False,
-                "range": [0, max(max(gained), max(r.k for r in rounds) + 1) + 0.5]},
+        yaxis2={"title": "tokens", "overlaying": "y", "side": "right", "showgrid": False, "range": [0, top + 0.5],
+                "tick0": 0, "dtick": whole_dtick(top, 5)},
     )
     return style_figure(fig, title)
