@@ -31,7 +31,7 @@ def test_bonus_round_story():
 def test_greedy_round_story_speaks_of_top_choices():
     story = round_story(greedy_round())
     assert "choosing greedily" in story[0]
-    assert story[1] == 'Position 1: "    return" matches the target\'s top choice (p = 0.800), so it is accepted.'
+    assert story[1] == 'Position 1: "    return" matches the target\'s top choice, so it is accepted.'
     assert story[2].startswith('Position 2: the target\'s top choice is " x", not " None"') and "rejected" in story[2]
     assert "near-tie" not in story[2]  # a logit gap of 0.8 is no near-tie
     near = greedy_round()

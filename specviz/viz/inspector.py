@@ -13,8 +13,8 @@ from plotly.subplots import make_subplots
 
 from specviz.events import RoundEvent
 from specviz.viz.palette import DRAFT, OVERLAP, RESIDUAL, TARGET, empty_figure, style_figure
-from specviz.viz.text import esc, label_html, quoted
-from specviz.viz.tokens import fmt_prob, ratio, round_is_greedy
+from specviz.viz.text import EMPTY_MARK, esc, label_html, quoted, visible_text
+from specviz.viz.tokens import fmt_prob, fmt_ratio, ratio, round_is_greedy
 
 NEAR_TIE_LOGITS = 0.5  # a top-2 logit gap this small can flip between a 1-token and a k-token pass
 
@@ -32,7 +32,7 @@ class _Plain:
 
 class _Html(_Plain):
     def tok(self, text: str) -> str:
-        return f"<code>{esc(quoted(text)[1:-1])}</code>"
+        return f"<code>{esc(visible_text(text)) or EMPTY_MARK}</code>"
 
     def word(self, text: str, kind: str) -> str:
         return f'<span class="sv-decision-{kind}">{esc(text)}</span>'
@@ -65,26 +65,26 @@ def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
         head = f.s(f"Position {i}: ")
         if greedy:
             if d.decision == "accepted":
-                steps.append(head + f.tok(d.text) + f.s(f" matches the target's top choice (p = {fmt_prob(d.p)}), so it is ") + f.word("accepted", "accepted") + f.s("."))
+                steps.append(head + f.tok(d.text) + f.s(" matches the target's top choice, so it is ") + f.word("accepted", "accepted") + f.s("."))
             else:
                 top = e.text if e is not None else (event.positions[i - 1].top[0].text if i <= len(event.positions) and event.positions[i - 1].top else "")
                 gap = event.positions[i - 1].top2_logit_gap if i <= len(event.positions) else None
                 tie = f" (a near-tie: the target's top two logits differ by only {gap:.2f})" if gap is not None and gap < NEAR_TIE_LOGITS else ""
                 steps.append(
                     head + f.s("the target's top choice is ") + f.tok(top) + f.s(", not ") + f.tok(d.text)
-                    + f.s(f" (the target gives it p = {fmt_prob(d.p)}), so it is ") + f.word("rejected", "rejected") + f.s(tie + ".")
+                    + f.s(", so it is ") + f.word("rejected", "rejected") + f.s(tie + ".")
                 )
             continue
         r = ratio(d.p, d.q)
         nums = f" \u2014 the target gives p = {fmt_prob(d.p)}, the draft gave q = {fmt_prob(d.q)}"
         if d.decision == "accepted" and r >= 1:
-            rule = f"; p/q = {r:.3f} \u2265 1, so it is "
+            rule = f"; p/q = {fmt_ratio(r)} \u2265 1, so it is "
             tail = f" whatever u (u = {fmt_prob(d.u)})."
         elif d.decision == "accepted":
-            rule = f"; u = {fmt_prob(d.u)} \u2264 p/q = {r:.3f}, so it is "
+            rule = f"; u = {fmt_prob(d.u)} \u2264 p/q = {fmt_ratio(r)}, so it is "
             tail = "."
         else:
-            rule = f"; u = {fmt_prob(d.u)} > p/q = {r:.3f}, so it is "
+            rule = f"; u = {fmt_prob(d.u)} > p/q = {fmt_ratio(r)}, so it is "
             tail = "."
         steps.append(head + f.tok(d.text) + f.s(nums + rule) + f.word(d.decision, d.decision) + f.s(tail))
 

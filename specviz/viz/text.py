@@ -18,6 +18,7 @@ _INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 _NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x00": "\\0"}
 
 NEWLINE_MARK = "\u21b5"  # the ↵ shown before each newline in the token stream
+EMPTY_MARK = "\u2205"  # ∅: a token whose text is empty (e.g. the first byte of a split character)
 
 
 def esc(text: object) -> str:
@@ -71,7 +72,7 @@ def token_inner_html(text: str) -> str:
     become escapes in a `tok-ctrl` span, and an empty token shows as ∅ so it stays hoverable.
     """
     if not text:
-        return '<span class="tok-mark">\u2205</span>'
+        return f'<span class="tok-mark">{EMPTY_MARK}</span>'
     out, last = [], 0
     for m in _MAYBE_SPECIAL.finditer(text):
         ch = m.group()

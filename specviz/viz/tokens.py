@@ -28,6 +28,11 @@ def ratio(p: float, q: float) -> float:
     return p / q if q > 0 else float("inf")
 
 
+def fmt_ratio(r: float) -> str:
+    """p/q with three decimals; tiny ratios in scientific notation, q = 0 as \u221e."""
+    return "\u221e" if r == float("inf") else fmt_prob(r)
+
+
 def round_is_greedy(event: RoundEvent) -> bool:
     """Greedy rounds compare with the target's top choice and draw no u."""
     checked = [d for d in event.drafted if d.decision != "unchecked"]
@@ -36,8 +41,7 @@ def round_is_greedy(event: RoundEvent) -> bool:
 
 def draft_tooltip(d: DraftToken, event: RoundEvent, pos: int, greedy: bool) -> str:
     head = f"round {event.index} \u00b7 draft token {pos} of {len(event.drafted)} \u00b7 {quoted(d.text)}"
-    r = ratio(d.p, d.q)
-    numbers = f"p = {fmt_prob(d.p)} (target)\nq = {fmt_prob(d.q)} (draft)\np/q = {r:.3f}\nu = {fmt_prob(d.u)}"
+    numbers = f"p = {fmt_prob(d.p)} (target)\nq = {fmt_prob(d.q)} (draft)\np/q = {fmt_ratio(ratio(d.p, d.q))}\nu = {fmt_prob(d.u)}"
     if d.decision == "unchecked":
         why = "unchecked: discarded because an earlier draft token was rejected"
     elif greedy:
