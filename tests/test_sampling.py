@@ -1,0 +1,97 @@
+"""Sampling settings: the distribution actually sampled from, for draft and target alike."""
+
+import math
+
+import pytest
+import torch
+from transformers import DynamicCache, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from specviz.drafters import make_drafter
+from specviz.drafters.early_exit import EarlyExitForward
+from specviz.engine.sampling import Sampler, distribution, processors
+from specviz.settings import GenerationSettings
+from tiny_models import tiny_pair
+
+LOGITS = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])
+
+
+def test_processors_follow_generate_order():
+    procs = processors(GenerationSettings(temperature=0.5, top_k=3, top_p=0.9))
+    assert [type(p) for p in procs] == [TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper]
+    assert len(processors(GenerationSettings(temperature=0))) == 0
+    assert len(processors(GenerationSettings(temperature=1.0))) == 0  # T = 1, no top-k/p: plain softmax
+
+
+def test_greedy_is_a_point_mass_on_the_argmax():
+    d = distribution(LOGITS, GenerationSettings(temperature=0))
+    assert d.tolist() == [[1.0, 0, 0, 0, 0, 0]]
+
+
+def test_temperature_scales_logits():
+    d = distribution(LOGITS, GenerationSettings(temperature=0.5))
+    assert torch.allclose(d, torch.softmax(LOGITS / 0.5, -1))
+
+
+def test_top_k_keeps_the_k_best_renormalised():
+    d = distribution(LOGITS, GenerationSettings(temperature=1.0, top_k=2))[0]
+    e = torch.exp(LOGITS[0, :2])
+    assert torch.allclose(d[:2], e / e.sum()) and d[2:].sum() == 0
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    probs = torch.softmax(LOGITS[0], -1)  # 0.57, 0.21, 0.13, 0.08, 0.03, 0.004
+    d = distribution(LOGITS, GenerationSettings(temperature=1.0, top_p=0.85))[0]
+    # 0.57 + 0.21 = 0.78 < 0.85, so the third token is needed; the fourth is not.
+    assert (d > 0).tolist() == [True, True, True, False, False, False]
+    assert torch.allclose(d[:3], probs[:3] / probs[:3].sum())
+
+
+def test_combined_settings_match_the_warpers_applied_by_hand():
+    s = GenerationSettings(temperature=0.7, top_k=4, top_p=0.8)
+    scores = TopPLogitsWarper(0.8)(None, TopKLogitsWarper(4)(None, TemperatureLogitsWarper(0.7)(None, LOGITS.clone())))
+    assert torch.allclose(distribution(LOGITS, s), torch.softmax(scores, -1))
+
+
+def test_logits_beyond_the_shared_vocabulary_are_cut():
+    padded = torch.cat([LOGITS, torch.full((1, 2), 50.0)], dim=1)  # LM-head padding rows
+    sampler = Sampler(GenerationSettings(temperature=1.0), vocab_size=6)
+    assert torch.allclose(sampler.distribution(padded), torch.softmax(LOGITS, -1))
+
+
+def test_low_precision_logits_are_processed_in_float32():
+    d = Sampler(GenerationSettings(temperature=1.0), 6).distribution(LOGITS.bfloat16())
+    assert d.dtype == torch.float32 and math.isclose(float(d.sum()), 1.0, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("drafter", ["model", "early-exit"])
+def test_q_is_the_processed_draft_distribution(drafter):
+    """q must be what the draft sampled from after temperature / top-k / top-p, not its raw
+    softmax; checked against fresh forwards over the same prefixes, across two rounds so the
+    draft's kept cache is exercised too."""
+    pair = tiny_pair("close")
+    settings = GenerationSettings(temperature=0.8, top_k=20, top_p=0.9, drafter=drafter, early_exit_layers=2)
+    sampler = Sampler(settings, pair.vocab_size)
+    d = make_drafter(pair, settings, generator=torch.Generator().manual_seed(0))
+    context = torch.tensor(pair.tokenizer("def reverse(s):")["input_ids"])
+    early_exit = EarlyExitForward(pair.target, 2)
+
+    def fresh_logits(ids):
+        with torch.inference_mode():
+            if drafter == "model":
+                return pair.draft(input_ids=ids[None]).logits[0, -1]
+            return early_exit(ids[None], DynamicCache(config=pair.target.config), 1)[0, -1]
+
+    with torch.inference_mode():
+        d.begin(context)
+        for round_ in range(2):
+            proposal = d.propose(context, 3, lambda c: True)
+            assert proposal.q is not None and proposal.q.shape == (3, pair.vocab_size)
+            for i in range(3):
+                logits = fresh_logits(torch.cat([context, proposal.tokens[:i]]))
+                expected = sampler.distribution(logits)
+                assert torch.allclose(proposal.q[i], expected, atol=1e-5)
+                assert not torch.allclose(proposal.q[i], torch.softmax(logits, -1), atol=1e-3)
+                assert proposal.q[i, proposal.tokens[i]] > 0
+            # Pretend the target accepted one draft and emitted a token of its own.
+            d.accepted(1)
+            context = torch.cat([context, proposal.tokens[:1], torch.tensor([7])])
