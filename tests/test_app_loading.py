@@ -55,13 +55,6 @@ def test_a_bug_while_loading_becomes_a_message_not_a_hang():
         PairLoader(load).wait("y", poll_s=0.01)
 
 
-def test_only_the_latest_pair_stays_loaded():
-    loader = PairLoader(lambda name, **_: name)
-    assert loader.wait("a", poll_s=0.01) == "a"
-    assert loader.wait("b", poll_s=0.01) == "b"
-    assert loader.status("a") is None and loader.status("b").ready
-
-
 def test_stop_while_waiting_cancels():
     release = threading.Event()
     loader = PairLoader(lambda name, **_: release.wait(5))

@@ -23,6 +23,7 @@ from specviz.events import Trace
 from specviz.models.presets import list_presets
 from specviz.settings import MAX_K, MAX_NEW_TOKENS_CAP
 from specviz.viz.palette import empty_figure
+from specviz.viz.text import esc
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
 DRAFTERS = [
@@ -127,10 +128,28 @@ def build(config: PageConfig) -> LiveTab:
     return LiveTab(prompt, pair, drafter, mode, k, adaptive, temperature, top_p, seed, max_new_tokens, run, stop, tokens, stats, timeline)
 
 
+STOP_REASONS = {
+    "eos": "the model ended its answer",
+    "max_new_tokens": "it reached the max new tokens",
+    "cancelled": "it was stopped",
+    "time_limit": "it reached this page's time limit per run",
+}
+
+
+def run_state_html(trace: Trace) -> str:
+    """One line under the stream: running (rounds so far) or done (and why it stopped)."""
+    reason = trace.summary.stop_reason
+    steps = "tokens" if trace.mode == "plain" else "rounds"
+    if reason:
+        why = STOP_REASONS.get(reason, reason)
+        return f'<div class="sv-run-state" data-state="done">Done after {len(trace.events)} {steps}: {esc(why)}.</div>'
+    return f'<div class="sv-run-state" data-state="running">Running: {len(trace.events)} {steps} so far\u2026</div>'
+
+
 def live_views(trace: Trace, *, plot: bool = True) -> tuple:
-    """The stream, the stats and (unless plot=False) the timeline of a trace."""
+    """The stream (with its running / done line), the stats and (unless plot=False) the timeline."""
     events = trace.events
-    stream = viz.tokens_html(events, empty="No tokens yet.")
+    stream = viz.tokens_html(events, empty="No tokens yet.") + run_state_html(trace)
     stats = viz.stats_html(viz.live_stats(events))
     return stream, stats, viz.round_timeline_figure(events) if plot else gr.skip()
 

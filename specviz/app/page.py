@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.app import inspector, live, runner, traces
+from specviz.app import compare, inspector, live, lossless_tab, runner, theory_tab, traces
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import shown_errors
@@ -50,24 +50,32 @@ def model_status(pair: str) -> tuple[str, gr.Timer]:
 
 @dataclass
 class _Refresh:
-    """What a new current trace changes outside the live tab."""
+    """What a new current trace redraws outside the live tab (each figure once)."""
 
-    inspector: inspector.InspectorTab
-    traces: traces.TracesTab
+    ins: inspector.InspectorTab
+    cmp: compare.CompareTab
+    th: theory_tab.TheoryTab
+    tr: traces.TracesTab
+    plain: gr.State
 
     @property
     def outputs(self) -> list:
-        return [*self.inspector.outputs, self.traces.download, self.traces.summary]
+        return [*self.ins.outputs, self.plain, *self.cmp.outputs, *self.th.outputs, self.tr.download, self.tr.summary]
 
     @staticmethod
-    def views(trace: Trace | None) -> tuple:
-        return (*inspector.inspect(trace, 0), traces.save_for_download(trace), traces.summary_html(trace))
+    def views(trace: Trace | None, alpha, k, target_ms, draft_ms) -> tuple:
+        """The new trace has no plain run to compare with yet."""
+        return (*inspector.inspect(trace, 0), None, *compare.views(trace, None),
+                *theory_tab.views(alpha, k, target_ms, draft_ms, trace, None),
+                traces.save_for_download(trace), traces.summary_html(trace))
 
 
 def build_page(config: PageConfig) -> gr.Blocks:
     runs = live.LiveRuns(config)
+    comparisons = compare.Comparisons(config.max_wall_s)
     with gr.Blocks(title="specviz: speculative decoding, made visible") as demo:
         trace = gr.State(None)  # the session's current trace: the last run, or an uploaded one
+        plain = gr.State(None)  # plain decoding of the same prompt and settings, for side by side
         with gr.Row(elem_id="sv-header", equal_height=True):
             gr.HTML('<div class="sv-title"><h1>specviz</h1><p>Speculative decoding on real models, made visible: a small '
                     'model drafts k tokens, the large one checks them all in one pass.</p></div>')
@@ -78,31 +86,41 @@ def build_page(config: PageConfig) -> gr.Blocks:
                 lv = live.build(config)
             with gr.Tab("Round inspector", id="inspector", elem_id="tab-inspector"):
                 ins = inspector.build(live.TOKEN_CLICK_JS)
+            with gr.Tab("Side by side", id="compare", elem_id="tab-compare"):
+                cmp = compare.build()
+            with gr.Tab("Theory", id="theory", elem_id="tab-theory"):
+                th = theory_tab.build()
+            with gr.Tab("Lossless lab", id="lossless", elem_id="tab-lossless"):
+                ll = lossless_tab.build()
             with gr.Tab("Traces", id="traces", elem_id="tab-traces"):
                 tr = traces.build()
-        refresh = _Refresh(ins, tr)
+        refresh = _Refresh(ins, cmp, th, tr, plain)
+        refresh_inputs = [trace, *th.sliders]
+
+        def then_refresh(event):
+            return event.then(refresh.views, refresh_inputs, refresh.outputs, api_visibility="private")
 
         # The model status polls while a load is under way, and again after the pair changes.
         timer.tick(model_status, [lv.pair], [status, timer], queue=False, show_progress="hidden", api_visibility="private")
         demo.load(model_status, [lv.pair], [status, timer], queue=False, show_progress="hidden", api_visibility="private")
+        demo.load(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
 
         # Live run. Every model run shares one concurrency slot; Stop skips the queue.
         run_outputs = [*lv.outputs, trace]
         run_event = lv.run.click(runs.run, lv.inputs, run_outputs, concurrency_id=MODELS, api_visibility="private")
-        run_event.then(refresh.views, [trace], refresh.outputs, api_visibility="private")
+        then_refresh(run_event)
         reruns = []
         for slider in lv.sliders:
             ev = slider.release(runs.stop, None, None, queue=False, api_visibility="private")
             reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, concurrency_id=MODELS, trigger_mode="always_last",
                                   api_visibility="private"))
         ev = lv.pair.input(runs.stop, None, None, queue=False, api_visibility="private")
-        ev = ev.then(lambda pair: gr.Timer(active=True), [lv.pair], [timer], queue=False, api_visibility="private")
+        ev = ev.then(lambda: gr.Timer(active=True), None, [timer], queue=False, api_visibility="private")
         reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, concurrency_id=MODELS, trigger_mode="always_last",
                               api_visibility="private"))
         for ev in reruns:
-            ev.then(refresh.views, [trace], refresh.outputs, api_visibility="private")
-        lv.stop.click(runs.stop, None, None, queue=False, cancels=[run_event, *reruns], api_visibility="private").then(
-            refresh.views, [trace], refresh.outputs, api_visibility="private")
+            then_refresh(ev)
+        then_refresh(lv.stop.click(runs.stop, None, None, queue=False, cancels=[run_event, *reruns], api_visibility="private"))
 
         # Round inspector: step, pick a position, or click a token in either stream.
         ins.round.release(inspector.inspect, [trace, ins.round], ins.outputs, api_visibility="private")
@@ -113,10 +131,27 @@ def build_page(config: PageConfig) -> gr.Blocks:
         lv.tokens.click(inspector.clicked, [trace], ins.outputs, api_visibility="private").then(
             lambda: gr.Tabs(selected="inspector"), None, [tabs], api_visibility="private")
 
+        # Side by side: plain decoding of the same run, then the race replay at measured speed.
+        compare_run = cmp.run.click(comparisons.run, [trace], [plain, *cmp.outputs], concurrency_id=MODELS,
+                                    api_visibility="private")
+        compare_run.success(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
+        replay = cmp.replay.click(comparisons.replay, [trace, plain, cmp.speed], [cmp.spec_column, cmp.plain_column],
+                                  concurrency_limit=None, api_visibility="private")
+        lv.stop.click(None, cancels=[compare_run, replay])
+
+        # Theory: each slider redraws on release; the last run's numbers can fill them.
+        for slider in th.sliders:
+            slider.release(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
+        th.use_run.click(theory_tab.from_run, [trace, plain], th.sliders, api_visibility="private").then(
+            theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
+
+        # Lossless lab.
+        ll.run.click(lossless_tab.simulate, ll.inputs, ll.outputs, concurrency_id="lossless", concurrency_limit=1,
+                     api_visibility="private")
+
         # Traces: an upload replaces the current trace and redraws everything from it.
-        tr.upload.upload(shown_errors(traces.read_upload), [tr.upload], [trace], api_visibility="private").success(
-            lambda t: live.live_views(t), [trace], lv.outputs, api_visibility="private").then(
-            refresh.views, [trace], refresh.outputs, api_visibility="private")
+        upload = tr.upload.upload(traces.read_upload, [tr.upload], [trace], api_visibility="private")
+        then_refresh(upload.success(live.live_views, [trace], lv.outputs, api_visibility="private"))
 
         gr.api(generate_api(config, runs), api_name="generate", concurrency_id=MODELS)
     return demo

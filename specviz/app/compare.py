@@ -1,0 +1,119 @@
+"""Tab 3, side by side: the current run against plain decoding of the target.
+
+The plain run uses the current run's pair, prompt and settings (seed included). Then: wall
+time, tokens per second and forward passes of each, the token-by-token identity check (exact
+in greedy mode), tokens over time, and a race replay that shows both columns at the speeds
+they were measured at, from the recorded timestamps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import gradio as gr
+
+from specviz import viz
+from specviz.app import runner
+from specviz.app.live import session_of
+from specviz.app.shown_errors import shown_errors
+from specviz.errors import UserError
+from specviz.events import Trace
+from specviz.settings import GenerationSettings
+
+FRAME_S = 0.1  # one replay frame every 100 ms of screen time
+SPEEDS = [("1\u00d7 (real time)", 1.0), ("2\u00d7", 2.0), ("4\u00d7", 4.0), ("10\u00d7", 10.0)]
+NOTHING = '<p class="sv-muted">Run a generation in speculative mode, then compare it here with plain decoding.</p>'
+READY = '<p class="sv-muted">Press \u201cRun plain decoding and compare\u201d to race this run against the target alone.</p>'
+
+
+@dataclass
+class CompareTab:
+    run: gr.Button
+    table: gr.HTML
+    identity: gr.HTML
+    curve: gr.Plot
+    replay: gr.Button
+    speed: gr.Radio
+    spec_column: gr.HTML
+    plain_column: gr.HTML
+
+    @property
+    def outputs(self) -> list:
+        """views()' outputs, in its return order (the plain trace's state comes first)."""
+        return [self.table, self.identity, self.curve, self.spec_column, self.plain_column]
+
+
+def build() -> CompareTab:
+    gr.Markdown("Plain decoding runs the target alone, one forward pass per token, with the same prompt, settings "
+                "and seed as the current run.", elem_classes=["sv-hint"])
+    run = gr.Button("Run plain decoding and compare", variant="primary", elem_id="compare-run")
+    with gr.Row(equal_height=False):
+        with gr.Column(min_width=300):
+            table = gr.HTML(NOTHING, elem_id="compare-table")
+            identity = gr.HTML(elem_id="identity")
+        with gr.Column(min_width=300):
+            curve = gr.Plot(viz.empty_figure("Tokens over time appear here", "Tokens over time"), elem_id="race-curve", show_label=False)
+    with gr.Row(equal_height=True):
+        replay = gr.Button("\u25b6 Replay the race", elem_id="race-replay", scale=0, min_width=180)
+        speed = gr.Radio(SPEEDS, value=1.0, label="Replay speed", elem_id="race-speed", scale=1)
+    with gr.Row(equal_height=False, elem_id="race"):
+        spec_column = gr.HTML(elem_id="race-spec", min_width=280)
+        plain_column = gr.HTML(elem_id="race-plain", min_width=280)
+    return CompareTab(run, table, identity, curve, replay, speed, spec_column, plain_column)
+
+
+def views(spec: Trace | None, plain: Trace | None) -> tuple:
+    """Table, identity check, tokens-over-time curve and both race columns at the end."""
+    if spec is None or spec.mode != "speculative":
+        return NOTHING, "", viz.empty_figure("Tokens over time appear here", "Tokens over time"), "", ""
+    end = viz.race_end_s(spec, plain) if plain is not None else viz.race_end_s(spec)
+    if plain is None:
+        spec_col, _ = viz.race_frame(spec, [], end)
+        return READY, "", viz.tokens_vs_time_figure(spec), spec_col, ""
+    spec_col, plain_col = viz.race_frame(spec, plain, end)
+    return (viz.comparison_html(spec.summary, plain.summary), viz.identity_html(spec, plain),
+            viz.tokens_vs_time_figure(spec, plain), spec_col, plain_col)
+
+
+def plain_settings(spec: Trace) -> GenerationSettings:
+    return replace(GenerationSettings(**spec.settings), mode="plain").validated()
+
+
+class Comparisons:
+    """The side-by-side handlers, bound to the page's limits."""
+
+    def __init__(self, max_wall_s: float | None):
+        self.max_wall_s = max_wall_s
+
+    @shown_errors
+    def run(self, spec: Trace | None, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+        """Run plain decoding for the current run: the plain column fills as it goes, then
+        yields (plain trace, table, identity, curve, spec column, plain column)."""
+        if spec is None or spec.mode != "speculative":
+            raise UserError("run a generation in speculative mode first: plain decoding is compared with it")
+        settings = plain_settings(spec)
+        plain = None
+        for plain in runner.stream(spec.pair, spec.prompt, settings, session_of(request), max_wall_s=self.max_wall_s,
+                                   on_progress=lambda f, message: progress(f, desc=f"Loading {spec.pair}: {message}")):
+            _, column = viz.race_frame([], plain, viz.race_end_s(plain))
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), column
+        if plain is not None:
+            yield plain, *views(spec, plain)
+
+    @staticmethod
+    @shown_errors
+    def replay(spec: Trace | None, plain: Trace | None, speed: float) -> Iterator[tuple[str, str]]:
+        """Both columns as they stood at each moment, shown at `speed` times the measured pace."""
+        if spec is None or plain is None:
+            raise UserError("run plain decoding first (the button above): the race needs both runs")
+        end = viz.race_end_s(spec, plain)
+        speed = float(speed or 1.0)
+        started = time.monotonic()
+        while True:
+            t = (time.monotonic() - started) * speed
+            yield viz.race_frame(spec, plain, min(t, end))
+            if t >= end:
+                return
+            time.sleep(FRAME_S)

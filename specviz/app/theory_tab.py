@@ -1,0 +1,95 @@
+"""Tab 4, theory: what alpha, k, T and D predict, and how the last run compares.
+
+Sliders for the acceptance rate alpha, the draft length k, one target pass T and one drafted
+token D redraw the tokens-per-round and speedup curves and the alpha x k map (on release,
+once each). The last run's measured alpha and k are marked with its measured speedup, and a
+table says how far the prediction was from the measurement, and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from specviz import viz
+from specviz.app.shown_errors import shown_errors
+from specviz.events import Trace
+from specviz.settings import MAX_K
+
+# Until a run measures them: the bundled pair's one-token passes in fp32 on a 2-core CPU
+# (DESIGN.md section 3), and a typical acceptance for a same-family pair on code.
+DEFAULT_ALPHA, DEFAULT_K, DEFAULT_T_MS, DEFAULT_D_MS = 0.7, 4, 344.0, 132.0
+MAX_MS = 5000
+NO_RUN = '<p class="sv-muted">Run a generation in speculative mode: its measured \u03b1, T and D are marked here.</p>'
+
+
+@dataclass
+class TheoryTab:
+    alpha: gr.Slider
+    k: gr.Slider
+    target_ms: gr.Slider
+    draft_ms: gr.Slider
+    use_run: gr.Button
+    text: gr.HTML
+    tokens_per_round: gr.Plot
+    speedup: gr.Plot
+    heatmap: gr.Plot
+    measured: gr.HTML
+
+    @property
+    def sliders(self) -> list[gr.Slider]:
+        return [self.alpha, self.k, self.target_ms, self.draft_ms]
+
+    @property
+    def outputs(self) -> list:
+        """views()' outputs, in its return order."""
+        return [self.text, self.tokens_per_round, self.speedup, self.heatmap, self.measured]
+
+
+def build() -> TheoryTab:
+    with gr.Row(equal_height=False):
+        alpha = gr.Slider(0, 0.99, value=DEFAULT_ALPHA, step=0.01, label="\u03b1: chance a drafted token is accepted",
+                          elem_id="theory-alpha", min_width=200)
+        k = gr.Slider(1, MAX_K, value=DEFAULT_K, step=1, precision=0, label="k: tokens drafted per round", elem_id="theory-k", min_width=200)
+        target_ms = gr.Slider(1, MAX_MS, value=DEFAULT_T_MS, step=1, label="T: one target pass (ms)", elem_id="theory-t", min_width=200)
+        draft_ms = gr.Slider(0, MAX_MS, value=DEFAULT_D_MS, step=1, label="D: one drafted token (ms)", elem_id="theory-d", min_width=200)
+    use_run = gr.Button("Use the last run's \u03b1, k, T and D", size="sm", elem_id="theory-use-run")
+    text = gr.HTML(elem_id="theory-text")
+    with gr.Row(equal_height=False):
+        tokens_per_round = gr.Plot(elem_id="theory-tokens", show_label=False, min_width=300)
+        speedup = gr.Plot(elem_id="theory-speedup", show_label=False, min_width=300)
+    with gr.Row(equal_height=False):
+        heatmap = gr.Plot(elem_id="theory-heatmap", show_label=False, min_width=300)
+        measured = gr.HTML(NO_RUN, elem_id="theory-measured", min_width=300)
+    return TheoryTab(alpha, k, target_ms, draft_ms, use_run, text, tokens_per_round, speedup, heatmap, measured)
+
+
+def prediction(spec: Trace | None, plain: Trace | None):
+    if spec is None or spec.mode != "speculative" or not spec.events:
+        return None
+    return viz.predict(spec.summary, spec.events, k=spec.settings.get("k"), plain=plain.summary if plain is not None else None)
+
+
+@shown_errors
+def views(alpha, k, target_ms, draft_ms, spec: Trace | None, plain: Trace | None) -> tuple:
+    """The words, both curves, the map and the predicted-vs-measured table."""
+    alpha, k, t, d = float(alpha), int(k), max(float(target_ms), 1.0), max(float(draft_ms), 0.0)
+    pred = prediction(spec, plain)
+    run = {} if pred is None else {"run_alpha": pred.alpha, "run_k": pred.k}
+    return (
+        viz.theory_text_html(alpha, k, t, d),
+        viz.tokens_per_round_figure(**run, measured_tokens_per_round=pred.measured_tokens_per_round if pred else None),
+        viz.speedup_vs_k_figure(t, d, **run, measured_speedup=pred.measured_speedup if pred else None),
+        viz.speedup_heatmap_figure(t, d, **run),
+        NO_RUN if pred is None else viz.prediction_html(pred),
+    )
+
+
+def from_run(spec: Trace | None, plain: Trace | None) -> tuple:
+    """Slider values measured by the last run (unchanged where there is none)."""
+    pred = prediction(spec, plain)
+    if pred is None:
+        gr.Warning("No speculative run yet: run one first, then its numbers can fill the sliders.")
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    return round(pred.alpha, 2), min(max(pred.k, 1), MAX_K), min(max(round(pred.target_ms), 1), MAX_MS), min(round(pred.draft_ms), MAX_MS)
