@@ -1,0 +1,144 @@
+"""`python -m specviz generate`: run the engine once from the command line.
+
+Without --json the text streams out as it is decided (in a terminal, coloured by decision:
+accepted green, rejected red and struck through, resampled yellow, bonus blue), then a
+summary line. With --json one object is printed: the whole trace, whose
+keys include "text", "token_ids" (new tokens only), "events" and "summary".
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from specviz import engine
+from specviz.errors import UserError
+from specviz.events import PlainTokenEvent, RunSummary
+from specviz.settings import DRAFTERS, MODES, GenerationSettings
+
+HELP = "generate text with speculative or plain decoding"
+
+# ANSI styles per token kind: colour plus a second cue (strike-through, underline, bold).
+STYLES = {
+    "accepted": "\x1b[32m",
+    "rejected": "\x1b[31;9m",
+    "resampled": "\x1b[33;4m",
+    "bonus": "\x1b[34;1m",
+}
+RESET = "\x1b[0m"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = GenerationSettings()
+    parser.add_argument("--prompt", required=True, help="the user message (or raw text with --raw)")
+    parser.add_argument("--pair", help="a model pair preset (see `python -m specviz models`); default qwen-coder")
+    parser.add_argument("--draft", metavar="SRC", help="draft model: Hub id, local folder or GGUF file (with --target)")
+    parser.add_argument("--target", metavar="SRC", help="target model: Hub id, local folder or GGUF file")
+    parser.add_argument("--drafter", choices=DRAFTERS, default=d.drafter, help="how tokens are drafted (default: %(default)s)")
+    parser.add_argument("--k", type=int, default=d.k, help="draft length; the maximum with --adaptive (default: %(default)s)")
+    parser.add_argument("--adaptive", action="store_true", help="adapt k to acceptance and stop drafting on low confidence")
+    parser.add_argument("--adaptive-threshold", type=float, default=d.adaptive_threshold, help="with --adaptive: draft confidence below which a round's drafting stops (default: %(default)s)")
+    parser.add_argument("--early-exit-layers", type=int, default=d.early_exit_layers, help="layers of the target the early-exit drafter uses (0: a quarter)")
+    parser.add_argument("--temperature", type=float, default=d.temperature, help="0 is greedy (default: %(default)s)")
+    parser.add_argument("--top-p", type=float, default=d.top_p, help="nucleus sampling mass, 1 disables (default: %(default)s)")
+    parser.add_argument("--top-k", type=int, default=d.top_k, help="keep the k most likely tokens, 0 disables (default: %(default)s)")
+    parser.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="(default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=d.seed, help="(default: %(default)s)")
+    parser.add_argument("--mode", choices=MODES, default=d.mode, help="(default: %(default)s)")
+    parser.add_argument("--raw", action="store_true", help="send the prompt as-is, without the chat template")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
+    parser.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on a CPU)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object: the whole trace")
+
+
+def settings_from(args: argparse.Namespace) -> GenerationSettings:
+    return GenerationSettings(
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        k=args.k,
+        adaptive=args.adaptive,
+        drafter=args.drafter,
+        mode=args.mode,
+        raw=args.raw,
+        early_exit_layers=args.early_exit_layers,
+        adaptive_threshold=args.adaptive_threshold,
+    ).validated()
+
+
+def pair_spec(args: argparse.Namespace) -> str | tuple[str, str]:
+    if args.pair and (args.draft or args.target):
+        raise UserError("give either --pair or --draft/--target, not both")
+    if args.draft and not args.target:
+        raise UserError("--draft needs a --target to draft for")
+    if args.target:
+        return (args.draft, args.target) if args.draft else args.target
+    from specviz.models import DEFAULT_PAIR
+
+    return args.pair or DEFAULT_PAIR
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    spec = pair_spec(args)
+    from specviz.models import load_pair
+
+    needs_draft = settings.mode == "speculative" and settings.drafter == "model"
+    pair = load_pair(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype)
+    return generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
+
+
+def generate(pair, prompt: str, settings: GenerationSettings, *, as_json: bool, out: TextIO, color: bool | None = None) -> int:
+    """Run once on a loaded pair and print the result (the testable part of `run`)."""
+    generation = engine.start(pair, prompt, settings)
+    if as_json:
+        for _ in generation:
+            pass
+        out.write(generation.trace().to_json() + "\n")
+        return 0
+    color = out.isatty() if color is None else color
+    for event in generation:
+        out.write(_render(event, color))
+        out.flush()
+    out.write(RESET + "\n" if color else "\n")
+    trace = generation.trace()
+    out.write(summary_line(trace.summary, speculative=settings.mode == "speculative") + "\n")
+    return 0
+
+
+def _render(event, color: bool) -> str:
+    """The output text an event adds; in colour, rejected drafts are shown struck through."""
+    if isinstance(event, PlainTokenEvent):
+        return event.text
+    parts = []
+    for d in event.drafted:
+        if d.decision == "accepted":
+            parts.append(_style(d.text, "accepted", color))
+        elif d.decision == "rejected" and color:
+            parts.append(_style(d.text, "rejected", color))
+    if event.emitted is not None:
+        parts.append(_style(event.emitted.text, event.emitted.kind, color))
+    return "".join(parts)
+
+
+def _style(text: str, kind: str, color: bool) -> str:
+    return f"{STYLES[kind]}{text}{RESET}" if color and text else text
+
+
+def summary_line(s: RunSummary, *, speculative: bool) -> str:
+    parts = [f"{s.new_tokens} tokens"]
+    if speculative:
+        parts += [
+            f"{s.rounds} rounds",
+            f"acceptance {s.acceptance_rate:.0%} ({s.accepted}/{s.drafted})",
+            f"mean overlap {s.mean_overlap:.2f}",
+            f"{s.tokens_per_round:.2f} tokens/round",
+        ]
+    parts += [f"{s.tokens_per_s:.2f} tokens/s", f"{s.wall_s:.1f} s", f"T {s.target_ms:.0f} ms"]
+    if speculative:
+        parts.append(f"D {s.draft_ms:.0f} ms")
+    parts += [f"load {s.load_s:.1f} s", f"stop: {s.stop_reason}"]
+    return " · ".join(parts)
