@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Literal
 
+from specviz.drafters.length import DraftLength
 from specviz.engine.plain import PlainDecoder
 from specviz.engine.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
@@ -20,6 +21,7 @@ class Generation:
 
     Stops at EOS or max new tokens; before every round it also stops when `should_stop()`
     returns True ("cancelled") or `max_wall_s` seconds have passed ("time_limit").
+    `draft_length` overrides the settings' fixed / adaptive k policy (speculative mode).
     """
 
     def __init__(
@@ -31,6 +33,7 @@ class Generation:
         should_stop: Callable[[], bool] | None = None,
         max_wall_s: float | None = None,
         record: Record = "full",
+        draft_length: DraftLength | None = None,
     ):
         settings = settings.validated()
         if record not in ("full", "minimal"):
@@ -40,8 +43,10 @@ class Generation:
         self._should_stop = should_stop
         self._max_wall_s = max_wall_s
         prompt_ids = encode_prompt(pair, prompt, settings)
-        decoder_class = SpeculativeDecoder if settings.mode == "speculative" else PlainDecoder
-        self._decoder = decoder_class(pair, settings, prompt_ids, record=record)
+        if settings.mode == "speculative":
+            self._decoder = SpeculativeDecoder(pair, settings, prompt_ids, record=record, draft_length=draft_length)
+        else:
+            self._decoder = PlainDecoder(pair, settings, prompt_ids, record=record)
         self._events: list[Event] = []
         self._started = False
         self._done = False
@@ -114,9 +119,10 @@ def start(
     should_stop: Callable[[], bool] | None = None,
     max_wall_s: float | None = None,
     record: Record = "full",
+    draft_length: DraftLength | None = None,
 ) -> Generation:
     """Prepare a run (settings validated, prompt encoded); iterate the result to run it."""
-    return Generation(pair, prompt, settings, should_stop=should_stop, max_wall_s=max_wall_s, record=record)
+    return Generation(pair, prompt, settings, should_stop=should_stop, max_wall_s=max_wall_s, record=record, draft_length=draft_length)
 
 
 def run(pair: ModelPair, prompt: str, settings: GenerationSettings, **kw) -> Trace:

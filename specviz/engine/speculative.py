@@ -24,10 +24,13 @@ from specviz.events import DraftToken, EmittedToken, RoundEvent
 
 
 class SpeculativeDecoder(Decoder):
-    def __init__(self, *args, **kw):
+    """`draft_length` replaces the policy the settings name (fixed or adaptive k), e.g. with
+    one driven by a measured cost model."""
+
+    def __init__(self, *args, draft_length: drafters.DraftLength | None = None, **kw):
         super().__init__(*args, **kw)
         self.drafter = drafters.make_drafter(self.pair, self.settings, generator=self.generator)
-        self.length = drafters.make_length(self.settings)
+        self.length = draft_length or drafters.make_length(self.settings)
         self.index = 0
 
     @torch.inference_mode()
