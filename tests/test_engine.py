@@ -11,7 +11,7 @@ from specviz.engine.speculative import SpeculativeDecoder
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RoundEvent, Trace
 from specviz.settings import GenerationSettings, SettingsError
-from tiny_models import tiny_model, tiny_pair
+from tiny_models import tiny_model, tiny_pair, tiny_tokenizer
 
 PROMPT = "Write a function that reverses a string"
 N = 24  # new tokens per run: enough for several rounds, fast on tiny models
@@ -52,7 +52,7 @@ def check_consistent(trace: Trace) -> None:
     s = trace.summary
     assert s.new_tokens == len(trace.token_ids)
     assert "".join(output_texts(trace)) == trace.text
-    assert trace.text == trace_tokenizer(trace).decode(trace.token_ids, skip_special_tokens=True)
+    assert trace.text == tiny_tokenizer().decode(trace.token_ids, skip_special_tokens=True)
     if trace.mode == "plain":
         assert [e.id for e in trace.events] == trace.token_ids
         return
@@ -73,10 +73,6 @@ def check_consistent(trace: Trace) -> None:
     assert s.accepted == sum(e.accepted for e in trace.events)
     assert s.tokens_per_round == pytest.approx(s.new_tokens / s.rounds)
     assert s.acceptance_rate == (pytest.approx(s.accepted / s.drafted) if s.drafted else 0.0)
-
-
-def trace_tokenizer(trace: Trace):
-    return tiny_pair("close").tokenizer
 
 
 @pytest.mark.parametrize("kind", ["random", "close", "same"])
@@ -282,3 +278,21 @@ def test_plain_decoder_steps_one_token_at_a_time():
     d.begin()
     events = [d.step() for _ in range(3)]
     assert [e.index for e in events] == [0, 1, 2] and d.stop_reason == "max_new_tokens"
+
+
+def test_detokenizer_holds_back_incomplete_characters():
+    from specviz.engine.text import Detokenizer
+
+    tok = tiny_tokenizer()
+    text = "naïve 日本語 🙂!"
+    ids = tok(text)["input_ids"]
+    assert any("\ufffd" in tok.decode([i]) for i in ids)  # some tokens split a character
+    detok = Detokenizer(tok)
+    assert detok.peek(ids) == [detok.push(i) for i in ids]
+    pieces = Detokenizer(tok).peek(ids)
+    assert "".join(pieces) == text and not any("\ufffd" in p for p in pieces)
+    # A run that ends inside a character: the rest comes out on flush, as decode shows it.
+    cut = Detokenizer(tok)
+    shown = "".join(cut.push(i) for i in ids[:3])
+    assert shown == "naïve" and cut.flush() == " \ufffd"
+    assert cut.text == tok.decode(ids[:3])
