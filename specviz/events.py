@@ -8,13 +8,21 @@ with no model loaded.
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import MISSING, asdict, dataclass, field, fields
+import math
+import types
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, Union
 
 from specviz.errors import UserError
+from specviz.settings import GenerationSettings
 
 TRACE_VERSION = 1
+# The largest trace `load_trace` reads by default: a 1024-token run with every position
+# recorded is a few MB, and an upload must not make the server parse hundreds.
+MAX_TRACE_BYTES = 20 << 20
 
 # What happened to one drafted token during verification.
 Decision = Literal["accepted", "rejected", "unchecked"]
@@ -151,11 +159,39 @@ class Trace:
 
     @classmethod
     def from_json(cls, s: str | bytes) -> "Trace":
-        return _trace_from_dict(json.loads(s))
+        return load_trace(s, max_bytes=None)
 
 
 class TraceError(UserError):
     """A trace that cannot be read: the message says why, in words a user can act on."""
+
+
+def load_trace(data: str | bytes, *, max_bytes: int | None = MAX_TRACE_BYTES) -> Trace:
+    """A Trace from untrusted text or bytes (an upload), or a TraceError saying what is wrong.
+
+    Nothing else escapes: not JSON, not UTF-8, too large, nested too deeply, a field of the
+    wrong type or a non-finite number all become one TraceError. A trace that loads holds
+    only the types its dataclasses declare, so everything that draws it can trust them.
+    """
+    size = len(data) if isinstance(data, (bytes, bytearray)) else len(data.encode("utf-8", "surrogatepass"))
+    if max_bytes is not None and size > max_bytes:
+        raise TraceError(f"the trace is {size / 2**20:.1f} MB; traces up to {max_bytes / 2**20:.0f} MB can be read")
+    if isinstance(data, (bytes, bytearray)):
+        try:
+            data = bytes(data).decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise TraceError("the file is not UTF-8 text: a trace is a JSON file saved by specviz") from None
+    try:
+        d = json.loads(data)
+        # JSON may spell lone surrogates (\ud800), which no page or file can encode later.
+        json.dumps(d, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        raise TraceError("not a specviz trace: the JSON is nested too deeply") from None
+    except UnicodeEncodeError:
+        raise TraceError("not a specviz trace: it holds text that is not valid Unicode (a lone surrogate)") from None
+    except ValueError as e:  # JSONDecodeError, and numbers too long to convert
+        raise TraceError(f"not JSON ({e}): a trace is a JSON file saved by specviz") from None
+    return _trace_from_dict(d)
 
 
 def _build(cls: type, d: Any, where: str) -> Any:
@@ -166,10 +202,64 @@ def _build(cls: type, d: Any, where: str) -> Any:
     missing = required - d.keys()
     if missing:
         raise TraceError(f"{where}: missing {', '.join(sorted(missing))}")
-    try:
-        return cls(**{k: v for k, v in d.items() if k in names})
-    except TypeError as e:
-        raise TraceError(f"{where}: {e}") from None
+    hints = _hints(cls)
+    for name in sorted(names & d.keys()):
+        if not _conforms(d[name], hints[name]):
+            raise TraceError(f"{where}.{name}: expected {_describe(hints[name])}, got {_kind(d[name])}")
+    return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a JSON value has the declared type. A nested dataclass only needs to be an
+    object here: its own `_build` checks its fields."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin is Literal:
+        return any(type(value) is type(a) and value == a for a in args)
+    if origin in (Union, types.UnionType):
+        return any(_conforms(value, a) for a in args)
+    if origin is list:
+        return isinstance(value, list) and all(_conforms(v, args[0]) for v in value)
+    if origin is dict or is_dataclass(hint):
+        return isinstance(value, dict)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    raise TypeError(f"no JSON check for {hint!r}")  # a new field type: teach _conforms about it
+
+
+def _describe(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return " or ".join(json.dumps(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    if origin is list:
+        return f"a list of {_describe(args[0])}"
+    if origin is dict or is_dataclass(hint):
+        return "an object"
+    return {type(None): "null", bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}[hint]
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for messages (never the value itself: it may be huge or hostile)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true or false", type(None): "null", int: "a number", float: "a number"}
+    return names.get(type(value), type(value).__name__)
 
 
 
@@ -179,10 +269,10 @@ def event_from_dict(d: Any, where: str = "event") -> Event:
     if d.get("type") == "plain":
         return _build(PlainTokenEvent, d, where)
     if d.get("type") != "round":
-        raise TraceError(f"{where}: unknown event type {d.get('type')!r}")
+        raise TraceError(f"{where}.type: expected \"round\" or \"plain\", got {_kind(d.get('type'))}")
     r = _build(RoundEvent, d, where)
-    r.drafted = [_build(DraftToken, x, f"{where}.drafted") for x in _list(r.drafted, where)]
-    r.positions = [_position(x, f"{where}.positions") for x in _list(r.positions, where)]
+    r.drafted = [_build(DraftToken, x, f"{where}.drafted[{j}]") for j, x in enumerate(_list(r.drafted, where))]
+    r.positions = [_position(x, f"{where}.positions[{j}]") for j, x in enumerate(_list(r.positions, where))]
     if r.emitted is not None:
         r.emitted = _build(EmittedToken, r.emitted, f"{where}.emitted")
     return r
@@ -190,7 +280,7 @@ def event_from_dict(d: Any, where: str = "event") -> Event:
 
 def _position(d: Any, where: str) -> PositionInfo:
     pos = _build(PositionInfo, d, where)
-    pos.top = [_build(TopToken, x, f"{where}.top") for x in _list(pos.top, where)]
+    pos.top = [_build(TopToken, x, f"{where}.top[{j}]") for j, x in enumerate(_list(pos.top, where))]
     return pos
 
 
@@ -206,4 +296,21 @@ def _trace_from_dict(d: Any) -> Trace:
         raise TraceError(f"trace: version {t.version!r} is not supported (expected {TRACE_VERSION})")
     t.events = [event_from_dict(e, f"events[{i}]") for i, e in enumerate(_list(t.events, "trace"))]
     t.summary = _build(RunSummary, t.summary, "trace.summary")
+    _check_settings(t.settings)
     return t
+
+
+def _check_settings(settings: dict[str, Any]) -> None:
+    """A trace's settings are a GenerationSettings' fields, within their limits, so the page
+    can rerun or compare with them as they are."""
+    known = {f.name for f in fields(GenerationSettings)}
+    if not settings.keys() <= known:
+        raise TraceError(f"trace.settings: {len(settings.keys() - known)} unknown names (known: {', '.join(sorted(known))})")
+    hints = _hints(GenerationSettings)
+    for name in sorted(settings):
+        if not _conforms(settings[name], hints[name]):
+            raise TraceError(f"trace.settings.{name}: expected {_describe(hints[name])}, got {_kind(settings[name])}")
+    try:
+        GenerationSettings(**settings).validated()
+    except UserError as e:
+        raise TraceError(f"trace.settings: {e}") from None
