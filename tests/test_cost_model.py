@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from specviz import theory
 from specviz.engine.cost_model import CostModel, load_or_measure, measure_pass_ms
@@ -57,14 +58,23 @@ def test_online_observations_move_the_estimate_towards_what_is_timed():
     assert len(cost.verify) == 4
 
 
-def test_measure_times_every_size_on_a_tiny_model():
+@pytest.fixture
+def one_thread():
+    """Tiny models run fastest on one thread; two spin-waiting threads crawl on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_measure_times_every_size_on_a_tiny_model(one_thread):
     pair = tiny_pair("close")
     ms = measure_pass_ms(pair.target, [1, 2, 5], vocab_size=pair.vocab_size, context=16, repeats=2)
     assert sorted(ms) == [1, 2, 5]
     assert all(v > 0 for v in ms.values())
 
 
-def test_load_or_measure_caches_per_pair_and_k_max(tmp_path):
+def test_load_or_measure_caches_per_pair_and_k_max(tmp_path, one_thread):
     pair = tiny_pair("close")
     first = load_or_measure(pair, 3, cache_dir=tmp_path, repeats=1)
     assert first.source == "measured" and len(first.verify) == 4 and first.draft > 0

@@ -1,0 +1,177 @@
+"""`python -m specviz bench`: specviz against transformers' `generate` on one model pair.
+
+    python -m specviz bench --pair qwen-coder --max-new-tokens 128 --out bench-out
+
+Writes bench.json, bench.md and bench.png to --out and prints the table. A full run on the
+bundled pair takes hours on two CPU cores: --methods, --limit and --prompt-ids run subsets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.bench import report
+from specviz.bench.harness import BenchOptions, count_runs, eos_ids, run_bench
+from specviz.bench.methods import FAMILY_NAMES, Method, default_methods, parse_method
+from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
+from specviz.bench.summary import summarise
+from specviz.errors import UserError
+from specviz.settings import MAX_K
+
+HELP = "benchmark specviz against transformers' generate on one pair"
+DEFAULT_KS = "2,4"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pair", default="qwen-coder", help="model pair: a preset name or 'DRAFT -> TARGET' (default: qwen-coder)")
+    parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="prompt file, .json or .jsonl (default: the bundled set)")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--k", default=DEFAULT_KS, help=f"fixed draft lengths to compare, comma-separated (default: {DEFAULT_KS})")
+    parser.add_argument("--k-max", type=int, default=8, help="upper bound of adaptive k (default: 8)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); above 0 samples")
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs per method and prompt; the median counts")
+    parser.add_argument("--methods", help="comma-separated subset of: " + ", ".join(default_methods([4])).replace("k4", "k<K>"))
+    parser.add_argument("--limit", type=int, help="run only the first N prompts (alternating code and prose)")
+    parser.add_argument("--prompt-ids", help="comma-separated prompt ids to run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each method")
+    parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md and bench.png")
+
+
+def run(args: argparse.Namespace) -> int:
+    ks = _int_list(args.k, "--k")
+    names = _str_list(args.methods) if args.methods else default_methods(ks)
+    methods = [parse_method(n) for n in dict.fromkeys(names)]
+    _check(args)
+    prompts = select(load_prompts(args.prompts), ids=_str_list(args.prompt_ids) if args.prompt_ids else None, limit=args.limit)
+    opts = BenchOptions(max_new_tokens=args.max_new_tokens, temperature=args.temperature, repeats=args.repeats, k_max=args.k_max, seed=args.seed, warmup=not args.no_warmup)
+
+    from specviz.models import load_pair
+
+    print(f"loading {args.pair} ...", file=sys.stderr)
+    t0 = time.perf_counter()
+    pair = load_pair(args.pair, with_draft=any(m.needs_draft for m in methods))
+    load_s = time.perf_counter() - t0
+    command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
+    result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True)
+    paths = report.write_all(result, Path(args.out))
+    print(report.markdown(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    return 0
+
+
+def bench(pair, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, command: str, load_s: float, progress_bar: bool = False) -> dict[str, Any]:
+    """Run the bench on a loaded pair and return everything bench.json holds."""
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()  # per-call deprecation chatter
+    if any(m.needs_draft for m in methods) and pair.draft is None:
+        raise UserError(f"pair {pair.name} has no draft model: drop the draft-model methods (sv-k*, sv-adaptive*, hf-assisted*)")
+    from specviz.engine import cost_model
+
+    t0 = time.perf_counter()
+    cost = cost_model.load_or_measure(pair, opts.k_max) if pair.draft is not None else None
+    cost_s = time.perf_counter() - t0
+    bar = _progress(count_runs(prompts, methods, opts)) if progress_bar else None
+    t0 = time.perf_counter()
+    try:
+        raw = run_bench(pair, prompts, methods, opts, progress=bar.step if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    bench_s = time.perf_counter() - t0
+    summary = summarise(raw, prompts, methods, opts, stop=set(eos_ids(pair)), cost=cost)
+    return {
+        "meta": {
+            "command": command,
+            "machine": machine(pair.device),
+            "pair": pair.name,
+            "device": str(pair.device),
+            "dtype": str(pair.dtype).replace("torch.", ""),
+            "load_s": load_s or pair.load_s,
+            "cost_model_s": cost_s,
+            "bench_s": bench_s,
+            "cost_model": cost.to_dict() if cost else None,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "max_new_tokens": opts.max_new_tokens,
+            "temperature": opts.temperature,
+            "repeats": opts.repeats,
+            "k_max": opts.k_max,
+            "seed": opts.seed,
+        },
+        "methods": [{"name": m.name, "library": FAMILY_NAMES[m.family], "kind": m.kind, "k": m.k, "events": m.record if m.family == "sv" else None} for m in methods],
+        "prompts": [{"id": p.id, "kind": p.kind, "chars": len(p.prompt)} for p in prompts],
+        "samples": {pid: {n: [{"tokens_per_s": s.tokens_per_s, "wall_s": s.wall_s, "new_tokens": s.new_tokens, **s.stats} for s in runs] for n, runs in by_m.items()} for pid, by_m in raw.items()},
+        "summary": summary,
+    }
+
+
+def machine(device) -> str:
+    """One line: CPU (or GPU), cores and threads, memory."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+    from specviz.engine.cost_model import cpu_name
+
+    mem = ""
+    try:
+        kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")))
+        mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return f"{cpu_name()}, {os.cpu_count()} cores, torch {torch.get_num_threads()} threads{mem}, {platform.system()}"
+
+
+class _progress:
+    """A tqdm bar on stderr that names the run in progress."""
+
+    def __init__(self, total: int):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+        self.started = False
+
+    def step(self, label: str) -> None:
+        if self.started:
+            self.bar.update(1)
+        self.started = True
+        self.bar.set_description(label)
+
+    def close(self) -> None:
+        if self.started:
+            self.bar.update(1)
+        self.bar.close()
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.repeats < 1:
+        raise UserError(f"--repeats must be 1 or more (got {args.repeats})")
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be 1 or more (got {args.limit})")
+    if not 1 <= args.k_max <= MAX_K:
+        raise UserError(f"--k-max must be from 1 to {MAX_K} (got {args.k_max})")
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(x) for x in _str_list(text)]
+    except ValueError:
+        raise UserError(f"{flag} takes whole numbers separated by commas (got {text!r})") from None
+    bad = [v for v in values if not 1 <= v <= MAX_K]
+    if bad:
+        raise UserError(f"{flag}: each k must be from 1 to {MAX_K} (got {bad[0]})")
+    return values
+
+
+def _str_list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]

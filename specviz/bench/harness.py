@@ -1,0 +1,91 @@
+"""The timed loop: every method on every prompt, interleaved prompt by prompt.
+
+All methods run on one prompt before the next prompt starts (and their order rotates from
+prompt to prompt), so slow phases of a shared machine hit every method alike. One short
+warm-up run of each method comes first and is not timed into the results; model loading is
+outside the loop altogether.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import torch
+
+from specviz.bench import hf_baselines
+from specviz.bench.methods import Method, Sample, run_specviz, run_transformers, sv_settings
+from specviz.bench.prompts import BenchPrompt
+from specviz.settings import GenerationSettings
+
+WARMUP_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    repeats: int = 1
+    k_max: int = 8  # the upper bound of adaptive k, and the lookup / early-exit draft length
+    seed: int = 0
+    warmup: bool = True
+
+    def base_settings(self) -> GenerationSettings:
+        return GenerationSettings(temperature=self.temperature, max_new_tokens=self.max_new_tokens, seed=self.seed, k=self.k_max).validated()
+
+
+# raw[prompt id][method name] -> one Sample per repeat
+Raw = dict[str, dict[str, list[Sample]]]
+# progress(label) is called once before every run (warm-ups included)
+Progress = Callable[[str], None]
+
+
+def count_runs(prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions) -> int:
+    return len(methods) * (len(prompts) * opts.repeats + (1 if opts.warmup else 0))
+
+
+def run_bench(pair, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, progress: Progress | None = None) -> Raw:
+    base = opts.base_settings()
+    step = progress or (lambda label: None)
+    if opts.warmup:
+        for m in methods:
+            step(f"warm-up {m.name}")
+            _run_one(pair, prompts[0], m, replace(base, max_new_tokens=min(WARMUP_TOKENS, base.max_new_tokens)), opts)
+    raw: Raw = {p.id: {m.name: [] for m in methods} for p in prompts}
+    for i, p in enumerate(prompts):
+        for r in range(opts.repeats):
+            settings = replace(base, seed=opts.seed + r)
+            order = methods[(i + r) % len(methods) :] + methods[: (i + r) % len(methods)]
+            for m in order:
+                step(f"{p.id} {m.name}")
+                raw[p.id][m.name].append(_run_one(pair, p, m, settings, opts))
+    return raw
+
+
+def _run_one(pair, prompt: BenchPrompt, method: Method, settings: GenerationSettings, opts: BenchOptions) -> Sample:
+    if method.family == "sv":
+        return run_specviz(pair, prompt.prompt, method, sv_settings(method, settings, opts.k_max))
+    ids = prompt_ids(pair, prompt.prompt, settings)
+    config = hf_baselines.generation_config(
+        max_new_tokens=settings.max_new_tokens,
+        temperature=settings.temperature,
+        top_k=settings.top_k,
+        top_p=settings.top_p,
+        eos_ids=eos_ids(pair),
+        pad_id=pair.tokenizer.pad_token_id,
+    )
+    return run_transformers(pair, ids, method, config, settings.seed)
+
+
+def prompt_ids(pair, prompt: str, settings: GenerationSettings) -> torch.Tensor:
+    """The prompt as the engine feeds it to the target, so both libraries see the same ids."""
+    from specviz.engine.prompt import encode_prompt
+
+    ids = encode_prompt(pair, prompt, settings)
+    return torch.as_tensor(ids, dtype=torch.long, device=pair.device).reshape(1, -1)
+
+
+def eos_ids(pair) -> list[int]:
+    from specviz.engine.prompt import stop_ids
+
+    return sorted(stop_ids(pair))

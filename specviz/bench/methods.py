@@ -1,0 +1,145 @@
+"""The decoding methods the bench compares, and how to run one of them once.
+
+Names: `sv-*` run specviz's engine, `hf-*` run transformers' `generate`.
+
+    sv-plain              target alone
+    sv-k{K}               speculative, draft model, fixed k
+    sv-adaptive           speculative, draft model, adaptive k (events recorded in full)
+    sv-adaptive-min       the same with events reduced to the minimum: the event stream's cost
+    sv-lookup             speculative, prompt-lookup drafter (no draft model), adaptive k
+    sv-early-exit         speculative, the target's own first layers as the drafter, adaptive k
+    hf-plain              transformers, target alone
+    hf-assisted           transformers assisted generation, its default schedule
+    hf-assisted-k{K}      the same with a constant k
+    hf-lookup             transformers prompt lookup (10 tokens)
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from specviz.bench import hf_baselines
+from specviz.errors import UserError
+from specviz.settings import GenerationSettings
+
+FAMILY_NAMES = {"sv": "specviz", "hf": "transformers"}
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    family: str  # "sv" or "hf"
+    kind: str  # plain | speculative | lookup | early-exit | assisted
+    k: int | None = None  # fixed draft length; None: adaptive / the library's default schedule
+    record: str = "full"  # specviz only: "full" or "minimal" events
+
+    @property
+    def needs_draft(self) -> bool:
+        return self.kind in ("speculative", "assisted")
+
+
+@dataclass
+class Sample:
+    """One timed run of one method on one prompt."""
+
+    token_ids: list[int]
+    wall_s: float
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def default_methods(ks: list[int]) -> list[str]:
+    return (
+        ["hf-plain", "hf-assisted", *[f"hf-assisted-k{k}" for k in ks], "hf-lookup"]
+        + ["sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-adaptive-min", "sv-lookup", "sv-early-exit"]
+    )
+
+
+def parse_method(name: str) -> Method:
+    fixed = {
+        "sv-plain": Method(name, "sv", "plain"),
+        "sv-adaptive": Method(name, "sv", "speculative"),
+        "sv-adaptive-min": Method(name, "sv", "speculative", record="minimal"),
+        "sv-lookup": Method(name, "sv", "lookup"),
+        "sv-early-exit": Method(name, "sv", "early-exit"),
+        "hf-plain": Method(name, "hf", "plain"),
+        "hf-assisted": Method(name, "hf", "assisted"),
+        "hf-lookup": Method(name, "hf", "lookup"),
+    }
+    if name in fixed:
+        return fixed[name]
+    m = re.fullmatch(r"(sv-k|hf-assisted-k)(\d+)", name)
+    if m and 1 <= int(m.group(2)) <= 16:
+        k = int(m.group(2))
+        return Method(name, "sv", "speculative", k=k) if m.group(1) == "sv-k" else Method(name, "hf", "assisted", k=k)
+    raise UserError(
+        f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-lookup, "
+        "sv-early-exit, hf-plain, hf-assisted, hf-assisted-k<K> or hf-lookup (K from 1 to 16)"
+    )
+
+
+def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> GenerationSettings:
+    """The specviz settings one method runs with; `base` holds temperature, length, seed."""
+    if method.kind == "plain":
+        return replace(base, mode="plain")
+    drafter = {"speculative": "model", "lookup": "lookup", "early-exit": "early-exit"}[method.kind]
+    if method.k is not None:
+        return replace(base, mode="speculative", drafter=drafter, k=method.k, adaptive=False)
+    return replace(base, mode="speculative", drafter=drafter, k=k_max, adaptive=True)
+
+
+def run_specviz(pair, prompt: str, method: Method, settings: GenerationSettings) -> Sample:
+    from specviz.engine.generation import run
+
+    _sync(pair.device)
+    t0 = time.perf_counter()
+    trace = run(pair, prompt, settings, record=method.record)
+    _sync(pair.device)
+    wall = time.perf_counter() - t0
+    return Sample(token_ids=list(trace.token_ids), wall_s=wall, stats=trace_stats(trace))
+
+
+def trace_stats(trace) -> dict[str, Any]:
+    """What the bench reports from a specviz run: acceptance, tokens per round, T, D, k."""
+    s = trace.summary
+    rounds = [e for e in trace.events if getattr(e, "type", None) == "round"]
+    stats = {
+        "stop_reason": s.stop_reason,
+        "engine_wall_s": s.wall_s,
+        "target_ms": s.target_ms,
+        "draft_ms": s.draft_ms,
+    }
+    if trace.mode == "speculative" and s.rounds:
+        stats.update(rounds=s.rounds, tokens_per_round=s.tokens_per_round, mean_k=sum(r.k for r in rounds) / len(rounds) if rounds else None)
+        if s.drafted:  # acceptance is undefined when nothing was drafted (lookup found no match)
+            stats.update(acceptance=s.acceptance_rate, mean_overlap=s.mean_overlap)
+    else:
+        stats["draft_ms"] = None
+    return stats
+
+
+def run_transformers(pair, input_ids: torch.Tensor, method: Method, config, seed: int) -> Sample:
+    if method.kind == "plain":
+        r = hf_baselines.generate(pair.target, input_ids, config, seed=seed)
+    elif method.kind == "assisted":
+        r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, assistant=pair.draft, assistant_k=method.k)
+    else:
+        r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, prompt_lookup=hf_baselines.PROMPT_LOOKUP_TOKENS)
+    return Sample(token_ids=r.token_ids, wall_s=r.wall_s, stats={"stop_reason": "eos" if len(r.token_ids) < config.max_new_tokens else "max_new_tokens"})
+
+
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,73 @@
+"""The bench's prompt set: a JSON file `{"prompts": [{"id", "kind", "prompt"}, ...]}` (or a
+bare list), or JSON Lines with one such object a line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from specviz.errors import UserError
+
+DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "bench_prompts.json"
+KINDS = ("code", "prose")
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    id: str
+    kind: str  # "code" or "prose"
+    prompt: str
+
+
+def load_prompts(path: str | Path) -> list[BenchPrompt]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot read the prompt file {path}: {e.strerror or e}") from None
+    try:
+        if path.suffix == ".jsonl":
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            data = json.loads(text)
+            items = data["prompts"] if isinstance(data, dict) and "prompts" in data else data
+    except (ValueError, KeyError) as e:
+        raise UserError(f"{path}: not a prompt file ({e})") from None
+    if not isinstance(items, list) or not items:
+        raise UserError(f"{path}: expected a non-empty list of prompts")
+    prompts = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"].strip():
+            raise UserError(f"{path}: prompt {i + 1} needs a non-empty \"prompt\" string")
+        kind = item.get("kind", "prose")
+        if kind not in KINDS:
+            raise UserError(f"{path}: prompt {i + 1} has kind {kind!r}; use one of {', '.join(KINDS)}")
+        prompts.append(BenchPrompt(id=str(item.get("id", f"p{i + 1}")), kind=kind, prompt=item["prompt"]))
+    ids = [p.id for p in prompts]
+    dupes = sorted({x for x in ids if ids.count(x) > 1})
+    if dupes:
+        raise UserError(f"{path}: prompt ids must be unique (repeated: {', '.join(dupes)})")
+    return prompts
+
+
+def select(prompts: list[BenchPrompt], *, ids: list[str] | None = None, limit: int | None = None) -> list[BenchPrompt]:
+    """The prompts named by `ids` (in file order), or all; then the first `limit`, taken
+    alternately from code and prose so a short run still covers both."""
+    if ids:
+        known = {p.id for p in prompts}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise UserError(f"unknown prompt id(s): {', '.join(unknown)} (the file has: {', '.join(sorted(known))})")
+        prompts = [p for p in prompts if p.id in ids]
+    if limit is None or limit >= len(prompts):
+        return prompts
+    by_kind = {k: [p for p in prompts if p.kind == k] for k in KINDS}
+    chosen: list[BenchPrompt] = []
+    i = 0
+    while len(chosen) < limit:
+        for k in KINDS:
+            if i < len(by_kind[k]) and len(chosen) < limit:
+                chosen.append(by_kind[k][i])
+        i += 1
+    return [p for p in prompts if p in chosen]

@@ -1,0 +1,123 @@
+"""The bench's outputs: bench.json (everything), bench.md (the tables) and bench.png (speedup
+by method and prompt)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
+
+
+def write_all(result: dict[str, Any], out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / JSON_NAME, "markdown": out / MARKDOWN_NAME, "plot": out / PLOT_NAME}
+    paths["json"].write_text(json.dumps(result, indent=1, ensure_ascii=False, allow_nan=False))
+    paths["markdown"].write_text(markdown(result))
+    plot(result, paths["plot"])
+    return paths
+
+
+def markdown(result: dict[str, Any]) -> str:
+    meta, summ = result["meta"], result["summary"]
+    methods = [m["name"] for m in result["methods"]]
+    ov = summ["overall"]
+    lines = [
+        "## specviz bench",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        f"Machine: {meta['machine']}. Pair: {meta['pair']} ({meta['dtype']} on {meta['device']}; "
+        f"load {meta['load_s']:.1f} s, excluded). {_mode(meta)}, {meta['max_new_tokens']} new tokens, "
+        f"{len(result['prompts'])} prompts, median of {meta['repeats']} run(s), geometric mean over prompts.",
+        "",
+    ]
+    if meta.get("cost_model"):
+        cm = meta["cost_model"]
+        sizes = ", ".join(f"{n + 1}: {v:.0f}" for n, v in enumerate(cm["verify"]))
+        lines += [f"Measured pass cost (ms by new tokens; {cm['source']}): target {sizes}; draft {cm['draft']:.0f} per token.", ""]
+    lines += [
+        "| method | tok/s | vs hf-plain | vs best assisted | acceptance | tokens/round | mean k | T ms | D ms | predicted (flat T) | predicted (measured V(n)) | measured vs sv-plain | same tokens |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n in methods:
+        o = ov[n]
+        lines.append(
+            f"| {n} | {_f(o['tokens_per_s'], 2)} | {_x(o['speedup_vs_hf_plain'])} | {_x(o['vs_best_assisted'])} | {_f(o['acceptance'], 2)} | "
+            f"{_f(o['tokens_per_round'], 2)} | {_f(o['mean_k'], 1)} | {_f(o['target_ms'], 0)} | {_f(o['draft_ms'], 0)} | "
+            f"{_x(o['predicted_speedup'])} | {_x(o['predicted_speedup_cost'])} | {_x(o['speedup_vs_sv_plain'])} | {_yes(o['identical'])} |"
+        )
+    if summ["targets"]:
+        lines += ["", "| target | goal | value | met | |", "|---|---|---|---|---|"]
+        for t in summ["targets"]:
+            value = f"{t['value']:.1%}" if "cost" in t["target"] and t["value"] is not None else _f(t["value"], 3)
+            lines.append(f"| {t['target']} | {t['goal']} | {value} | {_yes(t['met'])} | {t['detail']} |")
+    lines += ["", "Speedup over transformers plain decoding, per prompt:", ""]
+    lines += ["| prompt | kind | tokens | hf-plain tok/s | " + " | ".join(n for n in methods if n != "hf-plain") + " |"]
+    lines += ["|---" * (4 + len(methods) - ("hf-plain" in methods)) + "|"]
+    for p in result["prompts"]:
+        rows = summ["per_prompt"][p["id"]]
+        ref = rows.get("hf-plain", {})
+        cells = []
+        for n in methods:
+            if n == "hf-plain":
+                continue
+            r = rows[n]
+            cells.append(_x(r.get("speedup_vs_hf_plain")) + ("*" if r.get("identical") is False else ""))
+        tokens = rows[methods[0]]["new_tokens"]
+        lines.append(f"| {p['id']} | {p['kind']} | {tokens:.0f} | {_f(ref.get('tokens_per_s'), 2)} | " + " | ".join(cells) + " |")
+    if summ["mismatches"]:
+        lines += ["", "\\* output differs from the reference (greedy runs should match token for token):", ""]
+        lines += [f"- {m['prompt']} / {m['method']}: first different token at position {m['first_divergence']} (vs {m['reference']})" for m in summ["mismatches"]]
+    elif meta["temperature"] == 0:
+        lines += ["", "Every method produced the same tokens on every prompt."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    summ = result["summary"]
+    methods = [m["name"] for m in result["methods"] if m["name"] != "hf-plain"]
+    labels = [p["id"] for p in result["prompts"]] + ["geomean"]
+    values = np.array(
+        [[summ["per_prompt"][p["id"]][n].get("speedup_vs_hf_plain") or np.nan for p in result["prompts"]] + [summ["overall"][n]["speedup_vs_hf_plain"] or np.nan] for n in methods],
+        dtype=float,
+    )
+    width = 0.8 / max(len(methods), 1)
+    fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(labels) * max(1, len(methods) / 3)), 5.5))
+    x = np.arange(len(labels))
+    cmap = plt.get_cmap("tab20")
+    for i, n in enumerate(methods):
+        hatch = "//" if n.startswith("hf-") else None
+        ax.bar(x + (i - (len(methods) - 1) / 2) * width, values[i], width, label=n, color=cmap(i % 20), hatch=hatch, edgecolor="white", linewidth=0.3)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(x, labels, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("speedup over transformers plain decoding")
+    meta = result["meta"]
+    ax.set_title(f"{meta['pair']}, {_mode(meta)}, {meta['max_new_tokens']} new tokens ({meta['device']}, {meta['dtype']})", fontsize=10)
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _mode(meta: dict) -> str:
+    return "greedy" if meta["temperature"] == 0 else f"sampling at temperature {meta['temperature']:g}"
+
+
+def _f(x, digits: int) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _x(x) -> str:
+    return "–" if x is None else f"{x:.2f}x"
+
+
+def _yes(x) -> str:
+    return "–" if x is None else ("yes" if x else "**no**")

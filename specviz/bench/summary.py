@@ -1,0 +1,190 @@
+"""From timed samples to the figures the bench reports, per prompt and overall.
+
+tokens/s is the median over repeats; "overall" is the geometric mean over prompts (a ratio
+of 2x on one prompt and 0.5x on another averages to 1x, as it should). Speedups are over
+transformers' plain `generate`; the theory's prediction is set beside specviz's speedup over
+its own plain decoding, which is what the formula describes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from specviz import theory
+from specviz.bench.harness import BenchOptions, Raw
+from specviz.bench.methods import Method, Sample
+from specviz.bench.prompts import BenchPrompt
+
+# Tolerances of the issue's targets (issue 6, point 5).
+TARGET_VS_ASSISTED = 1.10
+TARGET_NEVER_SLOWER = 0.98
+TARGET_VS_BEST_FIXED = 0.95
+TARGET_VS_THEORY = 0.90
+TARGET_EVENT_COST = 0.03
+
+
+def geomean(xs) -> float | None:
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def summarise(raw: Raw, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, stop: set[int], cost=None) -> dict[str, Any]:
+    names = [m.name for m in methods]
+    per_prompt = {p.id: _prompt_rows(raw[p.id], methods, opts, stop, cost) for p in prompts}
+    overall = {}
+    for m in methods:
+        rows = [per_prompt[p.id][m.name] for p in prompts]
+        overall[m.name] = {
+            "tokens_per_s": geomean(r["tokens_per_s"] for r in rows),
+            "speedup_vs_hf_plain": geomean(r.get("speedup_vs_hf_plain") for r in rows),
+            "speedup_vs_sv_plain": geomean(r.get("speedup_vs_sv_plain") for r in rows),
+            "predicted_speedup": geomean(r.get("predicted_speedup") for r in rows),
+            "predicted_speedup_cost": geomean(r.get("predicted_speedup_cost") for r in rows),
+            "acceptance": _mean(r.get("acceptance") for r in rows),
+            "tokens_per_round": _mean(r.get("tokens_per_round") for r in rows),
+            "mean_k": _mean(r.get("mean_k") for r in rows),
+            "target_ms": _mean(r.get("target_ms") for r in rows),
+            "draft_ms": _mean(r.get("draft_ms") for r in rows),
+            "new_tokens": _mean(r["new_tokens"] for r in rows),
+            "identical": None if opts.temperature > 0 else all(r.get("identical") is not False for r in rows),
+        }
+    assisted = [n for n in names if n.startswith("hf-assisted")]
+    best_assisted = max(assisted, key=lambda n: overall[n]["tokens_per_s"] or 0, default=None)
+    for n in names:
+        base = overall[best_assisted]["tokens_per_s"] if best_assisted else None
+        overall[n]["vs_best_assisted"] = overall[n]["tokens_per_s"] / base if base and overall[n]["tokens_per_s"] else None
+    return {
+        "per_prompt": per_prompt,
+        "overall": overall,
+        "best_assisted": best_assisted,
+        "mismatches": _mismatches(per_prompt, names),
+        "targets": _targets(per_prompt, overall, names, best_assisted, opts),
+    }
+
+
+def _prompt_rows(samples: dict[str, list[Sample]], methods: list[Method], opts: BenchOptions, stop: set[int], cost) -> dict[str, dict]:
+    rows: dict[str, dict] = {}
+    for m in methods:
+        runs = samples[m.name]
+        row: dict[str, Any] = {
+            "tokens_per_s": statistics.median(s.tokens_per_s for s in runs),
+            "wall_s": statistics.median(s.wall_s for s in runs),
+            "new_tokens": statistics.median(s.new_tokens for s in runs),
+            "tokens_per_s_runs": [s.tokens_per_s for s in runs],
+            "stop_reason": runs[0].stats.get("stop_reason"),
+        }
+        for key in ("acceptance", "mean_overlap", "tokens_per_round", "mean_k", "target_ms", "draft_ms", "rounds"):
+            values = [s.stats[key] for s in runs if s.stats.get(key) is not None]
+            if values:
+                row[key] = statistics.median(values)
+        rows[m.name] = row
+    for name, row in rows.items():
+        for ref in ("hf-plain", "sv-plain"):
+            if ref in rows and rows[ref]["tokens_per_s"]:
+                row[f"speedup_vs_{ref.replace('-', '_')}"] = row["tokens_per_s"] / rows[ref]["tokens_per_s"]
+        _predict(row, rows.get("sv-plain"), cost)
+    if opts.temperature == 0:
+        ref_name = "hf-plain" if "hf-plain" in samples else "sv-plain" if "sv-plain" in samples else None
+        if ref_name:
+            ref = _trim(samples[ref_name][0].token_ids, stop)
+            for name, row in rows.items():
+                row.update(_compare(ref, [_trim(s.token_ids, stop) for s in samples[name]], ref_name))
+    return rows
+
+
+def _predict(row: dict, plain: dict | None, cost) -> None:
+    """The theory's speedup from this run's measured alpha, mean k, T and D.
+
+    `predicted_speedup` is the textbook formula with T = one plain-decoding step (from
+    sv-plain on the same prompt) and a verify pass assumed to cost the same T;
+    `predicted_speedup_cost` replaces that assumption with the measured V(k+1)."""
+    if row.get("acceptance") is None or not row.get("mean_k") or not row.get("draft_ms"):
+        return
+    alpha, k, d = row["acceptance"], row["mean_k"], row["draft_ms"]
+    t1 = plain.get("target_ms") if plain else None
+    t1 = t1 or (cost.target if cost else None)
+    if t1:
+        row["predicted_speedup"] = _interp_k(k, lambda kk: theory.speedup(alpha, kk, t1, d))
+    if cost is not None:
+        row["predicted_speedup_cost"] = _interp_k(k, lambda kk: theory.speedup_with_cost(alpha, kk, cost.verify_ms, d, t1 or cost.target))
+    if row.get("speedup_vs_sv_plain") and row.get("predicted_speedup"):
+        row["measured_over_predicted"] = row["speedup_vs_sv_plain"] / row["predicted_speedup"]
+
+
+def _interp_k(k: float, f) -> float:
+    """f at a fractional mean k, linear between the whole k on either side."""
+    lo = math.floor(k)
+    return f(lo) if k == lo else (lo + 1 - k) * f(lo) + (k - lo) * f(lo + 1)
+
+
+def _trim(ids: list[int], stop: set[int]) -> list[int]:
+    ids = list(ids)
+    while ids and ids[-1] in stop:
+        ids.pop()
+    return ids
+
+
+def _compare(ref: list[int], outs: list[list[int]], ref_name: str) -> dict:
+    """Same tokens as the reference? Where not, the first position that differs. A run that
+    stopped early on its own (EOS) is compared over the tokens it has."""
+    for out in outs:
+        n = min(len(ref), len(out))
+        first = next((i for i in range(n) if ref[i] != out[i]), None)
+        if first is None and len(ref) != len(out):
+            first = n
+        if first is not None:
+            return {"identical": False, "first_divergence": first, "reference": ref_name}
+    return {"identical": True}
+
+
+def _mismatches(per_prompt: dict, names: list[str]) -> list[dict]:
+    return [
+        {"prompt": pid, "method": n, "first_divergence": rows[n]["first_divergence"], "reference": rows[n]["reference"]}
+        for pid, rows in per_prompt.items()
+        for n in names
+        if rows[n].get("identical") is False
+    ]
+
+
+def _targets(per_prompt: dict, overall: dict, names: list[str], best_assisted: str | None, opts: BenchOptions) -> list[dict]:
+    """The issue's speed targets, checked on this run where its methods allow."""
+    out: list[dict] = []
+
+    def add(name: str, goal: str, value: float | None, ok: bool | None, detail: str = "") -> None:
+        out.append({"target": name, "goal": goal, "value": value, "met": ok, "detail": detail})
+
+    adaptive = "sv-adaptive" if "sv-adaptive" in names else None
+    if adaptive and best_assisted:
+        v = overall[adaptive]["vs_best_assisted"]
+        goal = ">= 1.00" if opts.temperature > 0 else f">= {TARGET_VS_ASSISTED:.2f}"
+        need = 1.0 if opts.temperature > 0 else TARGET_VS_ASSISTED
+        add("adaptive k vs best transformers assisted (geomean tokens/s)", goal, v, v is not None and v >= need, f"best assisted setting: {best_assisted}")
+    for plain in ("sv-plain", "hf-plain"):
+        if adaptive and plain in names:
+            ratios = {pid: rows[adaptive]["tokens_per_s"] / rows[plain]["tokens_per_s"] for pid, rows in per_prompt.items()}
+            worst = min(ratios, key=ratios.get)
+            add(f"adaptive k vs {plain}, worst prompt", f">= {TARGET_NEVER_SLOWER:.2f}", ratios[worst], ratios[worst] >= TARGET_NEVER_SLOWER, f"worst: {worst}")
+    fixed = [n for n in names if n.startswith("sv-k")]
+    if adaptive and fixed:
+        best = max(fixed, key=lambda n: overall[n]["tokens_per_s"] or 0)
+        v = overall[adaptive]["tokens_per_s"] / overall[best]["tokens_per_s"]
+        add("adaptive k vs best fixed k in hindsight (geomean)", f">= {TARGET_VS_BEST_FIXED:.2f}", v, v >= TARGET_VS_BEST_FIXED, f"best fixed: {best}")
+        per = geomean(rows[adaptive]["tokens_per_s"] / max(rows[n]["tokens_per_s"] for n in fixed) for rows in per_prompt.values())
+        add("adaptive k vs best fixed k per prompt (geomean)", "(for information)", per, None, "the best k chosen per prompt")
+    for name in [n for n in names if n == adaptive or n.startswith("sv-k")]:
+        ratio = geomean(rows[name].get("measured_over_predicted") for rows in per_prompt.values())
+        if ratio is not None:
+            cost = overall[name].get("speedup_vs_sv_plain"), overall[name].get("predicted_speedup_cost")
+            detail = f"measured {cost[0]:.2f}x, predicted with measured V(n) {cost[1]:.2f}x" if None not in cost else ""
+            add(f"{name}: measured / predicted speedup (flat-T formula)", f">= {TARGET_VS_THEORY:.2f}", ratio, ratio >= TARGET_VS_THEORY, detail)
+    if adaptive and "sv-adaptive-min" in names:
+        ratio = overall[adaptive]["tokens_per_s"] / overall["sv-adaptive-min"]["tokens_per_s"]
+        add("event stream cost (1 - full / minimal tokens/s)", f"<= {TARGET_EVENT_COST:.0%}", 1 - ratio, 1 - ratio <= TARGET_EVENT_COST)
+    return out
+
+
+def _mean(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None

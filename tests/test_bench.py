@@ -1,0 +1,159 @@
+"""The bench command: prompt files, the figures it derives, and an end-to-end run on tiny
+models that writes well-formed bench.json / bench.md / bench.png. No speed is asserted."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import pytest
+import torch
+
+from specviz.bench.cli import bench
+from specviz.bench.harness import BenchOptions
+from specviz.bench.methods import Method, Sample, default_methods, parse_method
+from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
+from specviz.bench.report import markdown, write_all
+from specviz.bench.summary import geomean, summarise
+from specviz.errors import UserError
+from tiny_models import tiny_pair
+
+
+def test_bundled_prompt_set_is_half_code_half_prose_of_varied_length():
+    prompts = load_prompts(DEFAULT_PROMPTS)
+    assert len(prompts) >= 20
+    kinds = [p.kind for p in prompts]
+    assert kinds.count("code") == kinds.count("prose")
+    lengths = sorted(len(p.prompt) for p in prompts)
+    assert lengths[-1] > 5 * lengths[0]
+
+
+def test_prompt_files_are_checked(tmp_path):
+    good = tmp_path / "p.jsonl"
+    good.write_text('{"id": "a", "kind": "code", "prompt": "x"}\n\n{"id": "b", "prompt": "y"}\n')
+    assert [p.id for p in load_prompts(good)] == ["a", "b"]
+    for bad in ('{"prompts": []}', '[{"id": "a"}]', '[{"prompt": "x", "kind": "poem"}]', '[{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}]', "{"):
+        path = tmp_path / "bad.json"
+        path.write_text(bad)
+        with pytest.raises(UserError):
+            load_prompts(path)
+    with pytest.raises(UserError, match="cannot read"):
+        load_prompts(tmp_path / "missing.json")
+
+
+def test_select_alternates_kinds_and_keeps_file_order():
+    prompts = [BenchPrompt(f"c{i}", "code", "x") for i in range(3)] + [BenchPrompt(f"p{i}", "prose", "x") for i in range(3)]
+    assert [p.id for p in select(prompts, limit=3)] == ["c0", "c1", "p0"]
+    assert [p.id for p in select(prompts, ids=["p2", "c1"])] == ["c1", "p2"]
+    with pytest.raises(UserError, match="unknown prompt"):
+        select(prompts, ids=["zz"])
+
+
+def test_method_names_parse_and_reject_typos():
+    assert parse_method("sv-k3") == Method("sv-k3", "sv", "speculative", k=3)
+    assert parse_method("hf-assisted-k4").k == 4 and parse_method("hf-assisted").k is None
+    assert parse_method("sv-adaptive-min").record == "minimal"
+    assert all(parse_method(n) for n in default_methods([2, 4]))
+    for bad in ("sv-k0", "sv-k17", "hf-plane", "sv-adaptive-k"):
+        with pytest.raises(UserError):
+            parse_method(bad)
+
+
+def test_geomean():
+    assert geomean([2.0, 0.5]) == pytest.approx(1.0)
+    assert geomean([None, 4.0]) == pytest.approx(4.0)
+    assert geomean([]) is None
+
+
+def _sample(ids, wall, **stats):
+    return Sample(token_ids=list(ids), wall_s=wall, stats=stats)
+
+
+def test_summary_speedups_medians_mismatches_and_targets():
+    methods = [parse_method(n) for n in ("hf-plain", "hf-assisted", "sv-plain", "sv-k2", "sv-adaptive", "sv-adaptive-min")]
+    prompts = [BenchPrompt("a", "code", "x"), BenchPrompt("b", "prose", "y")]
+    same = [5, 6, 7, 8]
+    spec = dict(acceptance=0.8, tokens_per_round=2.0, mean_k=2.0, target_ms=120.0, draft_ms=10.0)
+    raw = {
+        "a": {
+            "hf-plain": [_sample(same, 4.0), _sample(same, 2.0), _sample(same, 3.0)],  # median 3 s
+            "hf-assisted": [_sample(same, 1.5)] * 3,
+            "sv-plain": [_sample(same + [99], 3.0, target_ms=100.0)] * 3,  # a trailing EOS is not a difference
+            "sv-k2": [_sample(same, 1.2, **spec)] * 3,
+            "sv-adaptive": [_sample(same, 1.0, **spec)] * 3,
+            "sv-adaptive-min": [_sample(same, 0.98, **spec)] * 3,
+        },
+        "b": {
+            "hf-plain": [_sample(same, 2.0)] * 3,
+            "hf-assisted": [_sample(same, 2.0)] * 3,
+            "sv-plain": [_sample(same, 2.0, target_ms=100.0)] * 3,
+            "sv-k2": [_sample([5, 6, 1, 8], 1.0, **spec)] * 3,  # differs at position 2
+            "sv-adaptive": [_sample(same, 2.5, **spec)] * 3,  # slower than plain here
+            "sv-adaptive-min": [_sample(same, 2.5, **spec)] * 3,
+        },
+    }
+    s = summarise(raw, prompts, methods, BenchOptions(repeats=3), stop={99})
+    a = s["per_prompt"]["a"]
+    assert a["hf-plain"]["tokens_per_s"] == pytest.approx(4 / 3.0)
+    assert a["sv-adaptive"]["speedup_vs_hf_plain"] == pytest.approx(3.0)
+    assert a["sv-plain"]["identical"] is True
+    assert s["per_prompt"]["b"]["sv-k2"]["identical"] is False
+    assert s["mismatches"] == [{"prompt": "b", "method": "sv-k2", "first_divergence": 2, "reference": "hf-plain"}]
+    assert s["overall"]["sv-adaptive"]["speedup_vs_hf_plain"] == pytest.approx(math.sqrt(3.0 * 0.8))
+    # the formula with T = the plain step (100 ms): (1 + .8 + .64) * 100 / (2 * 10 + 100)
+    assert a["sv-adaptive"]["predicted_speedup"] == pytest.approx(2.44 * 100 / 120)
+    assert s["best_assisted"] == "hf-assisted"
+    targets = {t["target"]: t for t in s["targets"]}
+    worst = targets["adaptive k vs sv-plain, worst prompt"]
+    assert worst["value"] == pytest.approx(0.8) and worst["met"] is False and "b" in worst["detail"]
+    cost = targets["event stream cost (1 - full / minimal tokens/s)"]
+    assert cost["value"] == pytest.approx(1 - math.sqrt(0.98), abs=1e-9) and cost["met"] is True
+    assert targets["adaptive k vs best fixed k in hindsight (geomean)"]["value"] == pytest.approx(math.sqrt(1.2 * 0.4))
+
+
+def test_sampling_runs_make_no_identity_claims():
+    methods = [parse_method(n) for n in ("hf-plain", "sv-plain")]
+    raw = {"a": {"hf-plain": [_sample([1, 2], 1.0)], "sv-plain": [_sample([3, 4], 1.0)]}}
+    s = summarise(raw, [BenchPrompt("a", "code", "x")], methods, BenchOptions(temperature=0.7), stop=set())
+    assert s["mismatches"] == [] and s["overall"]["sv-plain"]["identical"] is None
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models run fastest on one thread; two spin-waiting threads crawl on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_bench_end_to_end_on_tiny_models(tmp_path, monkeypatch, one_thread):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    pair = tiny_pair("close")
+    prompts = [BenchPrompt("code", "code", "def reverse(s):"), BenchPrompt("prose", "prose", "The quick brown fox")]
+    names = ["hf-plain", "hf-assisted", "hf-assisted-k2", "hf-lookup", "sv-plain", "sv-k2", "sv-adaptive", "sv-adaptive-min", "sv-lookup", "sv-early-exit"]
+    methods = [parse_method(n) for n in names]
+    result = bench(pair, prompts, methods, BenchOptions(max_new_tokens=12, k_max=4), command="test", load_s=0.0)
+    paths = write_all(result, tmp_path / "out")
+
+    data = json.loads(paths["json"].read_text())
+    assert [m["name"] for m in data["methods"]] == names
+    assert set(data["summary"]["per_prompt"]) == {"code", "prose"}
+    for pid in ("code", "prose"):
+        for n in names:
+            row = data["summary"]["per_prompt"][pid][n]
+            assert row["tokens_per_s"] > 0 and 1 <= row["new_tokens"] <= 12
+            # greedy: every method, transformers' and ours, gives the target's own tokens
+            assert row["identical"] is True, (pid, n, row)
+        assert data["summary"]["per_prompt"][pid]["sv-k2"]["acceptance"] is not None
+    assert data["meta"]["cost_model"]["source"] == "measured"
+    assert {t["target"] for t in data["summary"]["targets"]} >= {"event stream cost (1 - full / minimal tokens/s)"}
+
+    table = paths["markdown"].read_text()
+    assert table == markdown(data)
+    assert "| sv-adaptive |" in table and "Every method produced the same tokens" in table
+    png = paths["plot"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert width > 400 and height > 300
