@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from specviz.errors import UserError
 
@@ -27,9 +28,16 @@ HELP = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments get one line on stderr (what is wrong, and where help is), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m specviz", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m specviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         sub.add_parser(name, help=HELP[name], add_help=False)
@@ -38,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     name = argv[0]
     module = importlib.import_module(COMMANDS[name])
-    cmd = argparse.ArgumentParser(prog=f"python -m specviz {name}", description=HELP[name])
+    cmd = OneLineParser(prog=f"python -m specviz {name}", description=HELP[name])
     module.add_arguments(cmd)
     args = cmd.parse_args(argv[1:])
     try:

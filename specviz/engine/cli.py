@@ -13,6 +13,7 @@ import sys
 from typing import TextIO
 
 from specviz import engine
+from specviz.engine.prompt import check_prompt
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.settings import DRAFTERS, MODES, GenerationSettings
@@ -83,6 +84,7 @@ def pair_spec(args: argparse.Namespace) -> str | tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    check_prompt(args.prompt)
     spec = pair_spec(args)
     from specviz.models import load_pair
 

@@ -9,9 +9,17 @@ from specviz.models.pair import ModelPair
 from specviz.settings import GenerationSettings
 
 
+def check_prompt(prompt: object) -> str:
+    """The prompt, if it has something in it; checked before any model is loaded."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UserError("the prompt is empty: type something for the model to continue")
+    return prompt
+
+
 def encode_prompt(pair: ModelPair, prompt: str, settings: GenerationSettings) -> list[int]:
     """Token ids of the prompt: wrapped as a user message by the tokenizer's chat template
     when it has one (and `settings.raw` is off), otherwise the text as-is."""
+    check_prompt(prompt)
     tok = pair.tokenizer
     if not settings.raw and getattr(tok, "chat_template", None):
         text = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False)
@@ -20,7 +28,20 @@ def encode_prompt(pair: ModelPair, prompt: str, settings: GenerationSettings) ->
         ids = tok(prompt)["input_ids"]
     if not ids:
         raise UserError("the prompt is empty: type something for the model to continue")
+    window = context_window(pair)
+    if window is not None and len(ids) + settings.max_new_tokens > window:
+        raise UserError(
+            f"the prompt is {len(ids):,} tokens; with {settings.max_new_tokens:,} new tokens that is more than the "
+            f"{window:,}-token context window of {pair.name}. The prompt was not run: shorten it or ask for fewer new tokens"
+        )
     return list(ids)
+
+
+def context_window(pair: ModelPair) -> int | None:
+    """The most positions every model of the pair can attend over (None if none says)."""
+    sizes = [getattr(m.config, "max_position_embeddings", None) for m in (pair.target, pair.draft) if m is not None]
+    sizes = [s for s in sizes if isinstance(s, int) and s > 0]
+    return min(sizes) if sizes else None
 
 
 def stop_ids(pair: ModelPair) -> set[int]:

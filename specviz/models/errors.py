@@ -38,6 +38,10 @@ class VocabMismatchError(UserError):
     """A draft and a target that map strings to ids differently."""
 
 
+class CorruptModelError(UserError):
+    """Model files that cannot be read: truncated, corrupt, or not what their name says."""
+
+
 class MemoryBudgetError(UserError):
     """A load that would not fit the memory budget."""
 

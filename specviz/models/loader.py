@@ -10,10 +10,12 @@ load and the others wait for it.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,8 @@ from specviz.models import cache, hub
 from specviz.models.bundled import parts_installed
 from specviz.models.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
 from specviz.models.devices import choose_device, choose_dtype, dtype_name
-from specviz.models.errors import UnsafeWeightsError
+from specviz.errors import UserError
+from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
 from specviz.models.pair import ModelPair
 from specviz.models.presets import DEFAULT_PAIR
@@ -149,10 +152,12 @@ def _load_model(ref: ModelRef, name: str, role: str, dev: torch.device, dt: torc
     start = time.perf_counter()
     what = f"{name} ({role})"
     folder, info = _materialise(ref, name, role, _span(progress, 0.0, 0.9))
-    nbytes = model_bytes(params_in_folder(folder), dt)
+    with _unreadable(what, folder):
+        nbytes = model_bytes(params_in_folder(folder), dt)
     check_fits(f"{what}: {ref.label}", nbytes, loaded_bytes(dev), dev)
     progress(0.9, f"loading {ref.label}")
-    model, tokenizer = _load_folder(folder, dev, dt, what)
+    with _unreadable(what, folder):
+        model, tokenizer = _load_folder(folder, dev, dt, what)
     progress(1.0, f"loaded {ref.label}")
     info.update(bytes=nbytes, load_s=round(time.perf_counter() - start, 2), head_rows=head_rows(model))
     _models[key] = Loaded(model, tokenizer, nbytes, info)
@@ -187,7 +192,8 @@ def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tup
         return folder, info
     if ref.kind == "gguf":
         path = Path(ref.location)
-        folder, built = ensure_converted(custom_gguf_folder(path), lambda: path, what, progress)
+        with _unreadable(what, path):
+            folder, built = ensure_converted(custom_gguf_folder(path), lambda: path, what, progress)
         info.update(source=str(path), **_from_manifest(folder), cache="converted now" if built else "cached")
         return folder, info
     if ref.kind == "folder":
@@ -196,6 +202,22 @@ def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tup
     folder = hub.snapshot(ref.location, what)
     info.update(source=f"hub {ref.location}", quant="safetensors", cache="hub cache")
     return folder, info
+
+
+@contextlib.contextmanager
+def _unreadable(what: str, path: Path) -> Iterator[None]:
+    """Model files from a user can be anything: a failure to read them is a message naming
+    the file, not a traceback. (Bundled files are checked against their hashes before this.)"""
+    try:
+        yield
+    except (UserError, MemoryError):
+        raise
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise CorruptModelError(
+            f"{what}: could not read the model in {path} ({type(e).__name__}: {first}); "
+            "its files look truncated or corrupt, or are not a model transformers can load"
+        ) from e
 
 
 def _from_manifest(folder: Path) -> dict:
