@@ -1,4 +1,5 @@
-"""The measured cost model: what it measures, how it caches, and the k it picks."""
+"""The measured cost model (what it measures, how it caches, the k it picks) and the
+cost-aware adaptive-k policy built on it."""
 
 from __future__ import annotations
 
@@ -8,54 +9,10 @@ import pytest
 import torch
 
 from specviz import theory
-from specviz.engine.cost_model import CostModel, load_or_measure, measure_pass_ms
+from specviz.engine.cost_model import PROBE_EVERY, CostAwareLength, CostModel, for_pair, load_or_measure, measure_pass_ms
+from specviz.engine.generation import run
+from specviz.settings import GenerationSettings
 from tiny_models import tiny_pair
-
-
-def test_flat_costs_pick_the_textbook_best_k():
-    # With a verify pass as cheap over 9 tokens as over 1, the measured-cost choice is the formula's.
-    cost = CostModel(verify=[100.0] * 9, draft=10.0)
-    for alpha in (0.3, 0.6, 0.8, 0.95):
-        assert cost.best_k(alpha, k_max=8) == theory.best_k(alpha, 100.0, 10.0, k_max=8)[0]
-
-
-def test_costs_that_grow_with_n_shorten_the_draft():
-    flat = CostModel(verify=[100.0] * 9, draft=10.0)
-    growing = CostModel(verify=[100.0 + 40.0 * n for n in range(9)], draft=10.0)  # like fp32 on a CPU
-    assert growing.best_k(0.9, k_max=8) < flat.best_k(0.9, k_max=8)
-
-
-def test_below_break_even_the_best_k_is_no_drafting():
-    cost = CostModel(verify=[100.0, 120.0, 140.0], draft=40.0)
-    assert cost.best_k(0.05, k_max=2) == 0
-    assert cost.best_k(0.99, k_max=2) == 2
-
-
-def test_verify_cost_extrapolates_past_the_measured_sizes():
-    cost = CostModel(verify=[100.0, 110.0, 130.0], draft=10.0)
-    assert cost.verify_ms(3) == 130.0
-    assert cost.verify_ms(5) == pytest.approx(170.0)  # the last step's slope, 20 ms a token
-    assert cost(1) == 100.0
-
-
-def test_predicted_speedup_interpolates_a_fractional_mean_k():
-    cost = CostModel(verify=[100.0, 110.0, 120.0, 130.0], draft=10.0)
-    s2 = theory.speedup_with_cost(0.8, 2, cost, 10.0)
-    s3 = theory.speedup_with_cost(0.8, 3, cost, 10.0)
-    assert cost.predicted_speedup(0.8, 2) == pytest.approx(s2)
-    assert cost.predicted_speedup(0.8, 2.25) == pytest.approx(0.75 * s2 + 0.25 * s3)
-
-
-def test_online_observations_move_the_estimate_towards_what_is_timed():
-    cost = CostModel(verify=[100.0, 100.0], draft=10.0)
-    for _ in range(100):
-        cost.observe_verify(2, 200.0)
-        cost.observe_draft(30.0)
-    assert cost.verify_ms(2) == pytest.approx(200.0, rel=1e-3)
-    assert cost.draft == pytest.approx(30.0, rel=1e-3)
-    assert cost.verify_ms(1) == 100.0
-    cost.observe_verify(4, 300.0)  # a size never measured extends the table
-    assert len(cost.verify) == 4
 
 
 @pytest.fixture
@@ -67,6 +24,113 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def flat(ms=100.0, draft=10.0, n=17):
+    return CostModel(verify={i: ms for i in range(1, n + 1)}, draft=draft)
+
+
+def test_flat_costs_pick_the_textbook_best_k():
+    # A verify pass as cheap over 9 tokens as over 1: the measured-cost choice is the formula's.
+    for alpha in (0.3, 0.6, 0.8, 0.95):
+        assert flat().best_k(alpha, k_max=8)[0] == theory.best_k(alpha, 100.0, 10.0, k_max=8)[0]
+
+
+def test_costs_that_grow_with_n_shorten_the_draft():
+    growing = CostModel(verify={n: 60.0 + 40.0 * n for n in range(1, 10)}, draft=10.0)  # like fp32 on a CPU
+    assert growing.best_k(0.9, k_max=8)[0] < flat().best_k(0.9, k_max=8)[0]
+
+
+def test_below_break_even_the_best_k_is_no_drafting():
+    cost = CostModel(verify={1: 100.0, 2: 120.0, 3: 140.0}, draft=40.0)
+    assert cost.best_k(0.05, k_max=2)[0] == 0
+    assert cost.best_k(0.99, k_max=2)[0] == 2
+
+
+def test_verify_cost_interpolates_between_and_extrapolates_past_the_measured_sizes():
+    cost = CostModel(verify={1: 100.0, 2: 110.0, 4: 130.0}, draft=10.0)
+    assert cost.verify_ms(3) == pytest.approx(120.0)
+    assert cost.verify_ms(6) == pytest.approx(150.0)  # the last step's slope, 10 ms a token
+    assert cost(1) == 100.0 and cost.target == 100.0
+    with pytest.raises(ValueError):
+        CostModel(verify={2: 1.0}, draft=1.0)
+
+
+def test_predicted_speedup_interpolates_a_fractional_mean_k():
+    cost = CostModel(verify={1: 100.0, 2: 110.0, 3: 120.0, 4: 130.0}, draft=10.0)
+    s2 = theory.speedup_with_cost(0.8, 2, cost, 10.0)
+    s3 = theory.speedup_with_cost(0.8, 3, cost, 10.0)
+    assert cost.predicted_speedup(0.8, 2) == pytest.approx(s2)
+    assert cost.predicted_speedup(0.8, 2.25) == pytest.approx(0.75 * s2 + 0.25 * s3)
+
+
+def test_online_observations_move_the_estimate_towards_what_is_timed():
+    cost = CostModel(verify={1: 100.0, 2: 100.0}, draft=10.0)
+    for _ in range(100):
+        cost.observe_verify(2, 200.0)
+        cost.observe_draft(30.0)
+    assert cost.verify_ms(2) == pytest.approx(200.0, rel=1e-3)
+    assert cost.draft == pytest.approx(30.0, rel=1e-3)
+    assert cost.verify_ms(1) == 100.0
+    cost.observe_verify(4, 300.0)  # a size never timed joins the table
+    assert 4 in cost.verify
+    assert CostModel.from_dict(json.loads(json.dumps(cost.to_dict()))).verify == cost.verify
+
+
+def _play(policy: CostAwareLength, rounds: int, accept: float, confidence: float) -> list[int]:
+    """Run the policy through rounds where each drafted token is accepted with the given
+    probability (deterministically: accepted while the running sum stays below it)."""
+    ks, credit = [], 0.0
+    for _ in range(rounds):
+        k = policy.limit()
+        drafted = 0
+        for _ in range(k):
+            drafted += 1
+            if not policy.keep_going(confidence):
+                break
+        accepted = 0
+        for _ in range(drafted):
+            credit += accept
+            if credit < 1:
+                break
+            credit -= 1
+            accepted += 1
+        policy.update(drafted, accepted)
+        ks.append(drafted)
+    return ks
+
+
+def test_policy_drafts_long_when_everything_is_accepted_and_verify_is_flat():
+    ks = _play(CostAwareLength(flat(), 8), 30, accept=1.0, confidence=0.99)
+    assert ks[-1] == 8 and ks[-5:] == [8] * 5
+
+
+def test_policy_stops_drafting_when_drafts_are_never_accepted_but_keeps_probing():
+    policy = CostAwareLength(CostModel(verify={n: 100.0 + 20 * n for n in range(1, 10)}, draft=30.0), 8)
+    ks = _play(policy, 40, accept=0.0, confidence=0.2)
+    assert policy.alpha < 0.3
+    tail = ks[10:]
+    assert tail.count(0) >= len(tail) - len(tail) // PROBE_EVERY - 1  # plain rounds, bar the probes
+    assert any(k > 0 for k in tail)
+
+
+def test_policy_drafts_less_when_verify_grows_with_n():
+    flat_ks = _play(CostAwareLength(flat(), 8), 30, accept=0.8, confidence=0.8)
+    steep = CostModel(verify={n: 100.0 + 60.0 * (n - 1) for n in range(1, 18)}, draft=10.0)
+    steep_ks = _play(CostAwareLength(steep, 8), 30, accept=0.8, confidence=0.8)
+    assert sum(steep_ks[10:]) < sum(flat_ks[10:])
+
+
+def test_policy_trusts_confident_drafts_further_than_hesitant_ones():
+    sure = _play(CostAwareLength(flat(draft=30.0), 8), 20, accept=0.7, confidence=0.95)
+    unsure = _play(CostAwareLength(flat(draft=30.0), 8), 20, accept=0.7, confidence=0.15)
+    assert sum(sure) > sum(unsure)
+
+
+def test_policy_without_confidence_drafts_the_best_fixed_k():
+    cost = flat(draft=10.0)
+    policy = CostAwareLength(cost, 8, confidence=False)
+    assert policy.limit() == cost.best_k(policy.alpha, 8, 10.0)[0]
+
+
 def test_measure_times_every_size_on_a_tiny_model(one_thread):
     pair = tiny_pair("close")
     ms = measure_pass_ms(pair.target, [1, 2, 5], vocab_size=pair.vocab_size, context=16, repeats=2)
@@ -74,15 +138,26 @@ def test_measure_times_every_size_on_a_tiny_model(one_thread):
     assert all(v > 0 for v in ms.values())
 
 
-def test_load_or_measure_caches_per_pair_and_k_max(tmp_path, one_thread):
+def test_load_or_measure_caches_per_pair_and_sizes(tmp_path, one_thread):
     pair = tiny_pair("close")
-    first = load_or_measure(pair, 3, cache_dir=tmp_path, repeats=1)
-    assert first.source == "measured" and len(first.verify) == 4 and first.draft > 0
+    first = load_or_measure(pair, sizes=(1, 2, 4), cache_dir=tmp_path, repeats=1)
+    assert first.source == "measured" and sorted(first.verify) == [1, 2, 4] and first.draft > 0
     files = list((tmp_path / "cost-models").glob("*.json"))
-    assert len(files) == 1 and json.loads(files[0].read_text())["meta"]["key"]["k_max"] == 3
-    again = load_or_measure(pair, 3, cache_dir=tmp_path)
+    assert len(files) == 1 and json.loads(files[0].read_text())["meta"]["key"]["sizes"] == [1, 2, 4]
+    again = load_or_measure(pair, sizes=(1, 2, 4), cache_dir=tmp_path)
     assert again.source == "cached" and again.verify == first.verify
-    load_or_measure(pair, 2, cache_dir=tmp_path, repeats=1)  # another k_max: another entry
+    load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)  # other sizes: another entry
     assert len(list((tmp_path / "cost-models").glob("*.json"))) == 2
     files[0].write_text("not json")  # a damaged entry is measured again
-    assert load_or_measure(pair, 3, cache_dir=tmp_path, repeats=1).source == "measured"
+    assert load_or_measure(pair, sizes=(1, 2, 4), cache_dir=tmp_path, repeats=1).source == "measured"
+
+
+def test_engine_with_the_policy_stays_lossless(tmp_path, monkeypatch, one_thread):
+    # Greedy: whatever k the policy picks, including 0, the text is plain decoding's.
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    pair = tiny_pair("close")
+    settings = GenerationSettings(max_new_tokens=24, k=6)
+    plain = run(pair, "def reverse(s):", GenerationSettings(max_new_tokens=24, mode="plain"))
+    for cost in (for_pair(pair).copy(), CostModel(verify={1: 1.0, 2: 50.0}, draft=5.0)):
+        trace = run(pair, "def reverse(s):", settings, draft_length=CostAwareLength(cost, 6))
+        assert trace.token_ids == plain.token_ids

@@ -79,7 +79,7 @@ def bench(pair, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOp
     from specviz.engine import cost_model
 
     t0 = time.perf_counter()
-    cost = cost_model.load_or_measure(pair, opts.k_max) if pair.draft is not None else None
+    cost = cost_model.for_pair(pair)
     cost_s = time.perf_counter() - t0
     bar = _progress(count_runs(prompts, methods, opts)) if progress_bar else None
     t0 = time.perf_counter()

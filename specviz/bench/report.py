@@ -35,7 +35,7 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     if meta.get("cost_model"):
         cm = meta["cost_model"]
-        sizes = ", ".join(f"{n + 1}: {v:.0f}" for n, v in enumerate(cm["verify"]))
+        sizes = ", ".join(f"{n}: {v:.0f}" for n, v in cm["verify"].items())
         lines += [f"Measured pass cost (ms by new tokens; {cm['source']}): target {sizes}; draft {cm['draft']:.0f} per token.", ""]
     lines += [
         "| method | tok/s | vs hf-plain | vs best assisted | acceptance | tokens/round | mean k | T ms | D ms | predicted (flat T) | predicted (measured V(n)) | measured vs sv-plain | same tokens |",

@@ -1,18 +1,24 @@
-"""What a forward pass costs as a function of how many new tokens it carries, and the k
-that this makes best.
+"""What a forward pass costs as a function of how many new tokens it carries, and the draft
+length that this makes best.
 
 The textbook speedup takes one target pass to cost the same T whether it verifies 1 token or
 k+1. On a GPU, or a CPU in bf16 with AMX, that holds; on a CPU in fp32 it does not (DESIGN.md
 section 3: 344 ms for one token, 724 ms for four). So the engine measures the target's pass
-cost V(n) for n = 1 .. k_max+1 new tokens on a warm cache, and the draft's cost per token D,
-once per pair / device / dtype (cached on disk: on these CPUs a measurement takes seconds),
-and keeps refining both from the passes it times while generating. The draft length that
-maximises expected tokens per unit time at the running acceptance estimate alpha is
+cost V(n) over n new tokens on a warm cache, and the draft's cost per token D, once per
+pair / device / dtype (cached on disk: on these CPUs a measurement takes tens of seconds),
+and refines both from the passes it times while generating.
 
-    argmax_k  tokens_per_round(alpha, k) / (k*D + V(k+1))       (theory.best_k_with_cost)
+`CostAwareLength` is the adaptive-k policy built on it. Expected tokens per ms is what it
+maximises, not acceptance:
 
-where k = 0 (plain decoding, one token per one-token pass) is allowed: below the break-even
-alpha, drafting loses.
+- before a round, the best fixed k for the running acceptance estimate alpha gives the rate
+  R = tokens_per_round(alpha, k) / (k*D + V(k+1)) to beat; where no k beats plain decoding
+  (R = 1/V(1)) the round drafts nothing (k = 0), and a probe round every few rounds keeps
+  alpha up to date;
+- after each drafted token, one more token is drafted only while its expected gain in
+  tokens, P(all drafts so far accepted) * alpha, per ms it adds (D + V(n+2) - V(n+1)),
+  beats R. P uses the draft's confidence in each token, calibrated online against the
+  target's verdicts: a confident draft runs long, a hesitant one stops early.
 """
 
 from __future__ import annotations
@@ -26,88 +32,112 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from specviz import theory
+from specviz.drafters.length import DraftLength
 from specviz.models.cache import cache_root
+from specviz.settings import MAX_K
 
+# Pass sizes measured: every size a usual k needs, then sparser (interpolated between).
+MEASURED_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, MAX_K + 1)
 # Context the costs are measured at: a typical prompt plus part of an answer.
 MEASURE_CONTEXT = 160
-# Weight of one timed pass in the running estimate (an exponential moving average): about
-# the last ten passes of a size count, so a slower machine phase shows up within a round or two.
+# Weight of one timed pass in the running estimate (an exponential moving average).
 ONLINE_WEIGHT = 0.1
 
 
 @dataclass
 class CostModel:
-    """Measured costs in ms: `verify[n-1]` is one target pass over n new tokens (n >= 1),
-    `draft` one drafted token. `source` says where the numbers came from."""
+    """Measured costs in ms: `verify[n]` is one target pass over n new tokens (sizes between
+    measured ones are interpolated, larger ones extrapolated), `draft` one drafted token."""
 
-    verify: list[float]
+    verify: dict[int, float]
     draft: float
     source: str = "measured"
     meta: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.verify = {int(n): float(v) for n, v in sorted(self.verify.items(), key=lambda kv: int(kv[0]))}
+        if not self.verify or 1 not in self.verify:
+            raise ValueError("a cost model needs the cost of a one-token pass")
+
     def verify_ms(self, n: int) -> float:
-        """Cost of a target pass over n new tokens; past the measured sizes, the last step's
-        slope carries on (never below the largest measured cost)."""
+        """Cost of a target pass over n new tokens."""
         if n < 1:
             raise ValueError(f"a pass carries at least one token (got {n})")
-        if n <= len(self.verify):
-            return self.verify[n - 1]
-        last = self.verify[-1]
-        slope = max(last - self.verify[-2], 0.0) if len(self.verify) > 1 else 0.0
-        return last + slope * (n - len(self.verify))
+        sizes = list(self.verify)
+        if n in self.verify:
+            return self.verify[n]
+        if n < sizes[-1]:
+            return float(np.interp(n, sizes, list(self.verify.values())))
+        last = self.verify[sizes[-1]]
+        if len(sizes) == 1:
+            return last
+        prev = sizes[-2]
+        slope = max((last - self.verify[prev]) / (sizes[-1] - prev), 0.0)
+        return last + slope * (n - sizes[-1])
 
-    __call__ = verify_ms  # so theory.speedup_with_cost can take the model itself
+    __call__ = verify_ms  # theory.speedup_with_cost takes the model itself
 
     @property
     def target(self) -> float:
         """T: one plain-decoding step."""
-        return self.verify[0]
+        return self.verify[1]
 
-    def best_k(self, alpha: float, k_max: int) -> int:
-        """The draft length in 0..k_max with the most expected tokens per ms at `alpha`."""
-        k, _ = theory.best_k_with_cost(alpha, self.verify_ms, self.draft, k_max=k_max)
-        return k
+    def best_k(self, alpha: float, k_max: int, draft_ms: float | None = None) -> tuple[int, float]:
+        """The draft length in 0..k_max with the most expected tokens per ms at `alpha`,
+        and its predicted speedup over plain decoding."""
+        d = self.draft if draft_ms is None else draft_ms
+        return theory.best_k_with_cost(alpha, self.verify_ms, d, k_max=k_max)
 
-    def predicted_speedup(self, alpha: float, k: float) -> float:
-        """Speedup over plain decoding the measured costs predict for draft length k (the
-        mean k of an adaptive run may be fractional: the cost is interpolated)."""
+    def predicted_speedup(self, alpha: float, k: float, draft_ms: float | None = None) -> float:
+        """Speedup over plain decoding for draft length k (a fractional mean k of an adaptive
+        run is interpolated between the whole k on either side)."""
+        d = self.draft if draft_ms is None else draft_ms
         lo = int(k)
-        frac = k - lo
-        rate = [theory.speedup_with_cost(alpha, kk, self.verify_ms, self.draft) for kk in (lo, lo + 1)]
-        return (1 - frac) * rate[0] + frac * rate[1]
+        rate = [theory.speedup_with_cost(alpha, kk, self.verify_ms, d) for kk in (lo, lo + 1)]
+        return (lo + 1 - k) * rate[0] + (k - lo) * rate[1]
 
     def observe_verify(self, n: int, ms: float) -> None:
         """Fold one timed target pass over n tokens into the estimate."""
-        while len(self.verify) < n:
-            self.verify.append(self.verify_ms(len(self.verify) + 1))
-        self.verify[n - 1] += ONLINE_WEIGHT * (ms - self.verify[n - 1])
+        current = self.verify_ms(n)
+        self.verify[n] = current + ONLINE_WEIGHT * (ms - current)
+        self.verify = dict(sorted(self.verify.items()))
 
     def observe_draft(self, ms_per_token: float) -> None:
         self.draft += ONLINE_WEIGHT * (ms_per_token - self.draft)
 
+    def copy(self) -> "CostModel":
+        return CostModel(verify=dict(self.verify), draft=self.draft, source=self.source, meta=dict(self.meta))
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["verify"] = {str(n): v for n, v in self.verify.items()}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "CostModel":
-        return cls(verify=[float(x) for x in d["verify"]], draft=float(d["draft"]), source=d.get("source", "measured"), meta=d.get("meta", {}))
+        return cls(verify=d["verify"], draft=float(d["draft"]), source=d.get("source", "measured"), meta=d.get("meta", {}))
+
+
+# --- measuring -------------------------------------------------------------------------------
 
 
 @torch.inference_mode()
 def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int, context: int = MEASURE_CONTEXT, repeats: int = 3, seed: int = 0) -> dict[int, float]:
     """Median ms of one forward pass over n new tokens after `context` cached tokens, for
-    each n in `sizes`. The sizes are interleaved within each repeat so machine drift hits
-    them alike; one untimed pass of each size first warms the kernels up."""
+    each n in `sizes`, with logits for every new position (as a verify pass needs). Sizes
+    are interleaved within each repeat so machine drift hits them alike; one untimed sweep
+    first warms the kernels up."""
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
     ctx = torch.randint(0, vocab_size, (1, context), generator=gen).to(device)
     cache = DynamicCache(config=model.config)
-    model(input_ids=ctx, cache=cache, use_cache=True)
+    model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=1)
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for rep in range(repeats + 1):
         for n in sizes:
@@ -118,42 +148,51 @@ def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int
             _sync(device)
             ms = (time.perf_counter() - t0) * 1000
             cache.crop(-n)
-            if rep:  # the first sweep is the warm-up
+            if rep:
                 times[n].append(ms)
     return {n: statistics.median(v) for n, v in times.items()}
 
 
-def measure(pair, k_max: int, *, repeats: int = 3) -> CostModel:
-    """Time the pair's target over 1..k_max+1 new tokens and its draft over one."""
-    verify = measure_pass_ms(pair.target, list(range(1, k_max + 2)), vocab_size=pair.vocab_size, repeats=repeats)
+def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = 2) -> CostModel:
+    """Time the pair's target over each of `sizes` new tokens and its draft over one."""
+    verify = measure_pass_ms(pair.target, list(sizes), vocab_size=pair.vocab_size, repeats=repeats)
     drafter = pair.draft if pair.draft is not None else pair.target
     draft = measure_pass_ms(drafter, [1], vocab_size=pair.vocab_size, repeats=repeats)[1]
-    return CostModel(verify=[verify[n] for n in sorted(verify)], draft=draft, source="measured", meta={"k_max": k_max, "repeats": repeats, "context": MEASURE_CONTEXT})
+    return CostModel(verify=verify, draft=draft, source="measured", meta={"repeats": repeats, "context": MEASURE_CONTEXT})
 
 
-def load_or_measure(pair, k_max: int, *, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = 3) -> CostModel:
+def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = 2) -> CostModel:
     """The pair's cost model from the cache folder, or measured now and cached.
 
     The cache key is everything that changes the costs: pair, device, dtype, thread count,
-    CPU, torch and transformers versions, and k_max."""
-    path = _cache_path(pair, k_max, cache_dir)
+    CPU / GPU, torch and transformers versions, and the sizes measured."""
+    path = _cache_path(pair, sizes, cache_dir)
     if not remeasure and path.is_file():
         try:
             model = CostModel.from_dict(json.loads(path.read_text()))
             model.source = "cached"
             return model
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             pass  # a damaged cache file is measured again and replaced
-    model = measure(pair, k_max, repeats=repeats)
-    model.meta["key"] = _key_fields(pair, k_max)
+    model = measure(pair, sizes, repeats=repeats)
+    model.meta["key"] = _key_fields(pair, sizes)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(model.to_dict(), indent=1))
     os.replace(tmp, path)
     return model
 
 
-def _key_fields(pair, k_max: int) -> dict:
+def for_pair(pair) -> CostModel:
+    """The pair's cost model, measured or read once per loaded pair and kept in `pair.info`."""
+    model = pair.info.get("cost_model")
+    if not isinstance(model, CostModel):
+        model = load_or_measure(pair)
+        pair.info["cost_model"] = model
+    return model
+
+
+def _key_fields(pair, sizes) -> dict:
     import transformers
 
     device = torch.device(pair.device)
@@ -166,12 +205,12 @@ def _key_fields(pair, k_max: int) -> dict:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "k_max": k_max,
+        "sizes": list(sizes),
     }
 
 
-def _cache_path(pair, k_max: int, cache_dir: Path | None) -> Path:
-    key = json.dumps(_key_fields(pair, k_max), sort_keys=True)
+def _cache_path(pair, sizes, cache_dir: Path | None) -> Path:
+    key = json.dumps(_key_fields(pair, sizes), sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in pair.name)[:40]
     return (cache_dir or cache_root()) / "cost-models" / f"{safe}-{digest}.json"
@@ -190,3 +229,97 @@ def cpu_name() -> str:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+# --- the adaptive-k policy -------------------------------------------------------------------
+
+# Running acceptance: each round's counts weigh this much less per round that follows
+# (about the last ten rounds count), starting from a prior of PRIOR_ALPHA over PRIOR_WEIGHT
+# tested tokens.
+ALPHA_MEMORY = 0.9
+PRIOR_ALPHA = 0.6
+PRIOR_WEIGHT = 2.0
+# Calibration of the draft's confidence: acceptance counts per confidence bin, each bin
+# starting from a prior that acceptance equals confidence, worth CALIBRATION_PRIOR tokens.
+CONFIDENCE_BINS = 10
+CALIBRATION_PRIOR = 3.0
+# While drafting does not pay, probe with one drafted token every this many rounds.
+PROBE_EVERY = 8
+
+
+class CostAwareLength(DraftLength):
+    """Adaptive k that maximises expected tokens per ms under a measured cost model (see the
+    module docstring). `draft_ms` overrides the model's D (a drafter other than the draft
+    model). `confidence` says whether the drafter reports a meaningful confidence per token
+    (a model does; prompt lookup does not): without it each round drafts the best fixed k."""
+
+    def __init__(self, cost: CostModel, k_max: int, *, draft_ms: float | None = None, confidence: bool = True):
+        super().__init__(k_max)
+        self.cost = cost
+        self.k_max = k_max
+        self.draft_ms = cost.draft if draft_ms is None else draft_ms
+        self.use_confidence = confidence
+        self._accepted = PRIOR_ALPHA * PRIOR_WEIGHT
+        self._tested = PRIOR_WEIGHT
+        self._bin_acc = np.array([(i + 0.5) / CONFIDENCE_BINS * CALIBRATION_PRIOR for i in range(CONFIDENCE_BINS)])
+        self._bin_n = np.full(CONFIDENCE_BINS, CALIBRATION_PRIOR)
+        self._round_conf: list[float] = []
+        self._p_all = 1.0
+        self._rate = 0.0
+        self._idle = 0
+
+    @property
+    def alpha(self) -> float:
+        """Running estimate of the probability that a drafted token is accepted."""
+        return self._accepted / self._tested
+
+    def limit(self) -> int:
+        """Start a round: the most tokens it may draft (0: decode plainly this round)."""
+        self._round_conf = []
+        self._p_all = 1.0
+        k, speedup = self.cost.best_k(self.alpha, self.k_max, self.draft_ms)
+        self._rate = speedup / self.cost.target
+        if k == 0:
+            self._idle += 1
+            if self._idle < PROBE_EVERY:
+                self.k = 0
+                return 0
+            k = 1
+        self._idle = 0
+        self.k = self.k_max if self.use_confidence else k
+        return self.k
+
+    def keep_going(self, confidence: float) -> bool:
+        """Draft one more token only if its expected tokens per added ms beat the rate."""
+        self._round_conf.append(confidence)
+        if not self.use_confidence:
+            return True
+        self._p_all *= self._calibrated(confidence)
+        n = len(self._round_conf)
+        added_ms = self.draft_ms + self.cost.verify_ms(n + 2) - self.cost.verify_ms(n + 1)
+        gain = self._p_all * self.alpha
+        return added_ms <= 0 or gain / added_ms >= self._rate
+
+    def update(self, drafted: int, accepted: int) -> None:
+        if drafted == 0:
+            return
+        tested = min(accepted + 1, drafted)
+        self._accepted = ALPHA_MEMORY * self._accepted + accepted
+        self._tested = ALPHA_MEMORY * self._tested + tested
+        for i, c in enumerate(self._round_conf[:tested]):
+            b = self._bin(c)
+            self._bin_n[b] += 1
+            self._bin_acc[b] += i < accepted
+
+    def observe(self, drafted: int, draft_ms: float, verify_n: int, verify_ms: float) -> None:
+        """Fold a round's timings into the cost estimates (called by the engine)."""
+        if drafted:
+            self.draft_ms += ONLINE_WEIGHT * (draft_ms / drafted - self.draft_ms)
+        self.cost.observe_verify(verify_n, verify_ms)
+
+    def _bin(self, confidence: float) -> int:
+        return min(int(confidence * CONFIDENCE_BINS), CONFIDENCE_BINS - 1)
+
+    def _calibrated(self, confidence: float) -> float:
+        b = self._bin(confidence)
+        return float(self._bin_acc[b] / self._bin_n[b])
