@@ -89,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     from specviz.models import load_pair
 
     needs_draft = settings.mode == "speculative" and settings.drafter == "model"
+    if needs_draft and args.target and not args.draft:
+        raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
     pair = load_pair(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype)
     return generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
 

@@ -30,6 +30,8 @@ def params_in_folder(folder: Path) -> int:
     for path in sorted(folder.glob("*.safetensors")):
         with open(path, "rb") as f:
             (n,) = struct.unpack("<Q", f.read(8))
+            if n > path.stat().st_size - 8:  # read(n) would first allocate n bytes
+                raise ValueError(f"{path.name}: the header claims {n:,} bytes, more than the file holds")
             header = json.loads(f.read(n))
         for name, meta in header.items():
             if name != "__metadata__":
