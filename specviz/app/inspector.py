@@ -40,7 +40,7 @@ class InspectorTab:
 def build(token_click_js: str) -> InspectorTab:
     gr.Markdown("Step through the run one round at a time. Click any token, here or in the live run, "
                 "to see the round and the position it came from.", elem_classes=["sv-hint"])
-    with gr.Row(equal_height=True, elem_id="round-stepper"):
+    with gr.Row(equal_height=False, elem_id="round-stepper"):
         prev = gr.Button("\u25c0 Previous", size="sm", min_width=90, scale=0, elem_id="round-prev")
         round_ = gr.Slider(0, 1, value=0, step=1, precision=0, label="Round", elem_id="round", scale=1, min_width=160)
         next_ = gr.Button("Next \u25b6", size="sm", min_width=90, scale=0, elem_id="round-next")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import gradio as gr
@@ -21,7 +21,8 @@ from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.models.presets import list_presets
-from specviz.settings import MAX_K, MAX_NEW_TOKENS_CAP
+from specviz.errors import UserError
+from specviz.settings import MAX_K, MAX_NEW_TOKENS_CAP, GenerationSettings
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
 
@@ -32,11 +33,17 @@ DRAFTERS = [
     ("Early exit (the target's first layers)", "early-exit"),
 ]
 MODES = [("Speculative", "speculative"), ("Plain (target only)", "plain")]
-# Clicking a token in a stream asks the inspector for that round and position.
+MAX_SHOWN_TOKENS = min(512, MAX_NEW_TOKENS_CAP)  # the slider's end; the API takes up to the cap
+# Clicking a token in a stream asks the inspector for that round and position; each new
+# value scrolls the stream to its end, where the newest round is.
 TOKEN_CLICK_JS = """
 element.addEventListener('click', (e) => {
   const t = e.target.closest('.tok[data-round]');
   if (t) trigger('click', {round: Number(t.dataset.round), pos: Number(t.dataset.pos)});
+});
+watch('value', () => {
+  const s = element.querySelector('.specviz-stream');
+  if (s) s.scrollTop = s.scrollHeight;
 });
 """
 
@@ -88,37 +95,40 @@ def pair_choices(config: PageConfig) -> list[tuple[str, str]]:
 def build(config: PageConfig) -> LiveTab:
     """The live run's layout: settings on the left (on top on a phone), the run on the right."""
     examples = load_examples()
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=2, min_width=300):
-            prompt = gr.Textbox(label="Prompt", lines=4, max_lines=12, value=examples[0]["prompt"], elem_id="prompt")
-            with gr.Row():
-                run = gr.Button("Run", variant="primary", elem_id="run", min_width=80)
-                stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
-            gr.Examples(
-                [[e["prompt"]] for e in examples], inputs=[prompt], label="Examples: code and prose",
-                example_labels=[e["label"] for e in examples], examples_per_page=len(examples),
-            )
-            custom = " or type 'DRAFT -> TARGET' (Hub ids, folders or .gguf files)" if config.allow_custom else ""
-            pair = gr.Dropdown(
-                pair_choices(config), value=config.default_pair, label="Model pair (draft \u2192 target)",
-                info=f"A preset{custom}. Changing it loads the pair, then runs again.",
-                allow_custom_value=config.allow_custom, elem_id="pair",
-            )
-            drafter = gr.Radio(DRAFTERS, value="model", label="Drafter", elem_id="drafter")
-            mode = gr.Radio(MODES, value="speculative", label="Decoding", elem_id="mode")
-            with gr.Row():
-                k = gr.Slider(1, MAX_K, value=4, step=1, precision=0, label="k: tokens drafted per round", elem_id="k", min_width=200)
-                adaptive = gr.Checkbox(value=False, label="Adaptive k", info="k grows after full acceptance, shrinks after a rejection",
-                                       elem_id="adaptive", min_width=160)
-            with gr.Row():
-                temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature", min_width=160)
-                top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top_p", min_width=160)
-            with gr.Row():
-                seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=120)
-                max_new_tokens = gr.Slider(1, min(512, MAX_NEW_TOKENS_CAP), value=128, step=1, precision=0, label="Max new tokens",
-                                           elem_id="max_new_tokens", min_width=200)
-            gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
-        with gr.Column(scale=3, min_width=320):
+    # On a phone the columns stack; app.css then puts the run between the prompt and the settings.
+    with gr.Row(equal_height=False, elem_id="live-row"):
+        with gr.Column(scale=2, min_width=300, elem_id="live-controls"):
+            with gr.Column(elem_id="live-prompt"):
+                prompt = gr.Textbox(label="Prompt", lines=4, max_lines=12, value=examples[0]["prompt"], elem_id="prompt")
+                with gr.Row():
+                    run = gr.Button("Run", variant="primary", elem_id="run", min_width=80)
+                    stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
+                gr.Examples(
+                    [[e["prompt"]] for e in examples], inputs=[prompt], label="Examples: code and prose",
+                    example_labels=[e["label"] for e in examples], examples_per_page=len(examples),
+                )
+            with gr.Column(elem_id="live-settings"):
+                custom = " or type 'DRAFT -> TARGET' (Hub ids, folders or .gguf files)" if config.allow_custom else ""
+                pair = gr.Dropdown(
+                    pair_choices(config), value=config.default_pair, label="Model pair (draft \u2192 target)",
+                    info=f"A preset{custom}. Changing it loads the pair, then runs again.",
+                    allow_custom_value=config.allow_custom, elem_id="pair",
+                )
+                drafter = gr.Radio(DRAFTERS, value="model", label="Drafter", elem_id="drafter")
+                mode = gr.Radio(MODES, value="speculative", label="Decoding", elem_id="mode")
+                with gr.Row():
+                    k = gr.Slider(1, MAX_K, value=4, step=1, precision=0, label="k: tokens drafted per round", elem_id="k", min_width=200)
+                    adaptive = gr.Checkbox(value=False, label="Adaptive k", info="k grows after full acceptance, shrinks after a rejection",
+                                           elem_id="adaptive", min_width=160)
+                with gr.Row():
+                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature", min_width=160)
+                    top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top_p", min_width=160)
+                with gr.Row():
+                    seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=120)
+                    max_new_tokens = gr.Slider(1, MAX_SHOWN_TOKENS, value=128, step=1, precision=0, label="Max new tokens",
+                                               elem_id="max_new_tokens", min_width=200)
+                gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
+        with gr.Column(scale=3, min_width=300, elem_id="live-output"):
             gr.HTML(viz.legend_html(plain=True), elem_id="legend")
             tokens = gr.HTML(viz.tokens_html([], empty="Press Run to generate: each token appears coloured by what happened to it."),
                              elem_id="tokens", js_on_load=TOKEN_CLICK_JS)
@@ -186,6 +196,27 @@ class LiveRuns:
     @staticmethod
     def stop(request: gr.Request) -> None:
         runner.FLAGS.stop(session_of(request))
+
+
+def controls_from(trace: Trace, config: PageConfig) -> tuple:
+    """The live tab's inputs set to a replayed trace's prompt and settings, so Run reruns it.
+
+    What the page cannot show is left as it was: settings that do not validate, a pair it
+    does not offer, more tokens than the slider reaches.
+    """
+    try:
+        known = {f.name for f in fields(GenerationSettings)}
+        s = GenerationSettings(**{k: v for k, v in trace.settings.items() if k in known}).validated()
+    except (TypeError, UserError):
+        return (trace.prompt, *[gr.skip()] * 9)
+    offered = config.allow_custom or trace.pair in {value for _, value in pair_choices(config)}
+    return (
+        trace.prompt,
+        trace.pair if trace.pair and offered else gr.skip(),
+        s.drafter, s.k, s.adaptive, s.temperature, s.top_p, s.seed,
+        s.max_new_tokens if s.max_new_tokens <= MAX_SHOWN_TOKENS else gr.skip(),
+        s.mode,
+    )
 
 
 def session_of(request: gr.Request | None) -> str:

@@ -78,8 +78,9 @@ def build_page(config: PageConfig) -> gr.Blocks:
         plain = gr.State(None)  # plain decoding of the same prompt and settings, for side by side
         with gr.Row(elem_id="sv-header", equal_height=True):
             gr.HTML('<div class="sv-title"><h1>specviz</h1><p>Speculative decoding on real models, made visible: a small '
-                    'model drafts k tokens, the large one checks them all in one pass.</p></div>')
-            status = gr.HTML(status_html(config.default_pair, runner.LOADER.status(config.default_pair)), elem_id="model-status")
+                    'model drafts k tokens, the large one checks them all in one pass.</p></div>', min_width=300, scale=3)
+            status = gr.HTML(status_html(config.default_pair, runner.LOADER.status(config.default_pair)), elem_id="model-status",
+                             min_width=280, scale=2)
         timer = gr.Timer(1.0, active=True)
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Live run", id="live", elem_id="tab-live"):
@@ -151,7 +152,9 @@ def build_page(config: PageConfig) -> gr.Blocks:
 
         # Traces: an upload replaces the current trace and redraws everything from it.
         upload = tr.upload.upload(traces.read_upload, [tr.upload], [trace], api_visibility="private")
-        then_refresh(upload.success(live.live_views, [trace], lv.outputs, api_visibility="private"))
+        upload = upload.success(live.live_views, [trace], lv.outputs, api_visibility="private")
+        upload = upload.then(lambda t: live.controls_from(t, config), [trace], lv.inputs, api_visibility="private")
+        then_refresh(upload)
 
         gr.api(generate_api(config, runs), api_name="generate", concurrency_id=MODELS)
     return demo

@@ -1,0 +1,92 @@
+"""The `generate` API endpoint, called with gradio_client against `python app.py` launched for real."""
+
+from __future__ import annotations
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from app_server import launched_app, save_tiny_pair
+from specviz.events import RoundEvent, Trace
+
+pytestmark = pytest.mark.app
+
+PROMPT = "for i in range(10):"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(client, pair spec) for an app whose default pair is the tiny pair, not preloaded."""
+    spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
+    with launched_app({"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0"}, "app-client") as url:
+        yield Client(url, verbose=False), spec
+
+
+def stream(client: Client, **kw) -> list[Trace]:
+    job = client.submit(api_name="/generate", **kw)
+    job.result()  # raises the app's error, if any
+    return [Trace.from_json(out) for out in job.outputs()]
+
+
+def test_generate_streams_the_trace_round_by_round_and_ends_with_the_whole_trace(tiny):
+    client, spec = tiny
+    traces = stream(client, prompt=PROMPT, pair=spec, drafter="model", k=4, temperature=0.0, top_p=1.0,
+                    max_new_tokens=24, seed=0, mode="speculative")
+    final = traces[-1]
+    assert len(traces) >= 3, "one message per round, then the finished trace"
+    counts = [len(t.events) for t in traces]
+    assert counts == sorted(counts) and counts[-1] == counts[-2], "each message adds the round just done"
+    assert final.summary.stop_reason in ("eos", "max_new_tokens")
+    assert [t.summary.stop_reason for t in traces[:-1]] == [""] * (len(traces) - 1)
+    assert all(isinstance(e, RoundEvent) for e in final.events)
+    assert final.prompt == PROMPT and final.mode == "speculative" and final.settings["k"] == 4
+    assert 1 <= final.summary.new_tokens <= 24 == final.settings["max_new_tokens"]
+    assert final.summary.rounds == len(final.events)
+    assert len(final.token_ids) == final.summary.new_tokens
+    # The trace is the one the CLI prints: it round-trips through JSON unchanged.
+    assert Trace.from_json(final.to_json()) == final
+
+
+def test_greedy_speculative_output_is_token_for_token_plain_greedy_output(tiny):
+    client, spec = tiny
+    common = dict(prompt=PROMPT, pair=spec, drafter="model", k=3, temperature=0.0, top_p=1.0, max_new_tokens=32, seed=0)
+    spec_trace = stream(client, mode="speculative", **common)[-1]
+    plain_trace = stream(client, mode="plain", **common)[-1]
+    assert plain_trace.mode == "plain" and plain_trace.summary.target_passes == plain_trace.summary.new_tokens
+    assert spec_trace.token_ids == plain_trace.token_ids
+
+
+def test_the_api_takes_its_defaults_and_other_drafters(tiny):
+    client, _ = tiny
+    final = stream(client, prompt=PROMPT, drafter="lookup", max_new_tokens=8)[-1]
+    assert final.settings["drafter"] == "lookup" and final.summary.new_tokens >= 1
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"k": 99}, "k must be a whole number from 1 to 16"),
+        ({"temperature": -1.0}, "temperature must be between 0 and 2"),
+        ({"drafter": "oracle"}, "drafter must be one of"),
+        ({"prompt": "   "}, "the prompt is empty"),
+        ({"pair": "no-such-pair"}, "no-such-pair"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_message_and_the_app_keeps_serving(tiny, bad, message):
+    client, spec = tiny
+    kw = {"prompt": PROMPT, "pair": spec, "max_new_tokens": 4, **bad}
+    with pytest.raises(AppError, match=message) as err:
+        stream(client, **kw)
+    assert "Traceback" not in str(err.value)
+    assert stream(client, prompt=PROMPT, pair=spec, max_new_tokens=2)[-1].summary.new_tokens >= 1
+
+
+@pytest.mark.bundled
+def test_bundled_pair_generates_through_the_api():
+    with launched_app({}, "app-client-bundled") as url:
+        client = Client(url, verbose=False)
+        final = stream(client, prompt="Write a Python function that adds two numbers.", k=4, max_new_tokens=24)[-1]
+    assert final.pair == "qwen-coder"
+    assert final.summary.new_tokens == 24 or final.summary.stop_reason == "eos"
+    assert final.summary.accepted > 0, "the 0.5B draft agrees with the 1.5B target on easy code"
+    assert "def" in final.text

@@ -1,0 +1,135 @@
+"""The page in a real browser: Debian's chromium, headless, driven by Playwright.
+
+Screenshots (desktop 1280 px and phone 390 px wide, light and dark) go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app_server import ARTIFACTS, launched_app, save_tiny_pair
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+pytestmark = [pytest.mark.app, pytest.mark.browser]
+
+CHROMIUM = "/usr/bin/chromium"
+# The tiny pair, greedy, k = 4: a prompt whose first 48 tokens hold every kind of token.
+PROMPT = "for i in range(10):"
+OUTCOMES = ("tok-accepted", "tok-rejected", "tok-resampled", "tok-bonus")
+RUN_TIMEOUT_MS = 300_000  # a bound for a busy machine, not a speed requirement
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-background-networking"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_url(tmp_path_factory):
+    spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
+    with launched_app({"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0"}, "app-browser") as url:
+        yield url
+
+
+def open_page(browser, url: str, width: int, dark: bool = False):
+    page = browser.new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
+    page.goto(url + ("?__theme=dark" if dark else ""))
+    page.wait_for_selector("#run", timeout=60_000)
+    return page
+
+
+def run(page, prompt: str = PROMPT) -> None:
+    page.fill("#prompt textarea", prompt)
+    page.click("#run")
+    page.wait_for_selector("#tokens [data-state=done]", timeout=RUN_TIMEOUT_MS)
+
+
+def no_sideways_scroll(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+def test_a_run_colours_every_kind_of_token_and_draws_the_timeline(browser, tiny_url):
+    page = open_page(browser, tiny_url, 1280)
+    assert page.locator("#legend .tok-bonus").count() == 1
+    run(page)
+    counts = {cls: page.locator(f"#tokens .{cls}").count() for cls in OUTCOMES}
+    assert all(counts.values()), f"every kind of token appears: {counts}"
+    tip = page.locator("#tokens .tok-rejected").first.get_attribute("title")
+    assert all(s in tip for s in ("p = ", "q = ", "p/q = ", "u = ", "rejected")), tip
+    rounds = page.locator("#tokens .sv-round").count()
+    assert rounds >= 2
+    page.wait_for_selector("#timeline .js-plotly-plot .barlayer")
+    assert page.locator("#timeline .barlayer .point").count() == 2 * rounds, "a draft and a verify bar per round"
+    assert page.locator("#stats .sv-stat").count() >= 5
+    page.screenshot(path=str(ARTIFACTS / "desktop-1280.png"), full_page=True)
+
+    # Clicking a token opens the inspector on its round, with p and q drawn at its position.
+    page.locator("#tokens .tok-resampled").first.click()
+    page.wait_for_selector("#position-bars .js-plotly-plot")
+    assert "replacement" in page.inner_text("#round-story")
+    page.screenshot(path=str(ARTIFACTS / "desktop-1280-inspector.png"), full_page=True)
+    page.close()
+
+
+def test_the_page_fits_a_phone_and_reads_in_the_dark_theme(browser, tiny_url):
+    page = open_page(browser, tiny_url, 390, dark=True)
+    assert page.evaluate("document.body.classList.contains('dark') || document.documentElement.classList.contains('dark')")
+    run(page)
+    assert page.locator("#tokens .tok-accepted").count() > 0
+    assert no_sideways_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / "phone-390-dark.png"), full_page=True)
+    page.close()
+    page = open_page(browser, tiny_url, 390)
+    assert no_sideways_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / "phone-390.png"), full_page=True)
+    page.close()
+
+
+def test_a_downloaded_trace_replays_in_a_page_with_no_model(browser, tiny_url, tmp_path):
+    page = open_page(browser, tiny_url, 1280)
+    run(page)
+    tokens = page.locator("#tokens .tok").count()
+    page.get_by_role("tab", name="Traces").click()
+    with page.expect_download() as download:
+        page.click("#download-trace")
+    path = tmp_path / "trace.json"
+    download.value.save_as(path)
+    assert json.loads(path.read_text())["prompt"] == PROMPT
+    page.close()
+
+    # A second app that has loaded nothing (and will not: no preload, no Run).
+    with launched_app({"SPECVIZ_PRELOAD": "0"}, "app-browser-replay") as url:
+        page = open_page(browser, url, 1280)
+        page.get_by_role("tab", name="Traces").click()
+        page.set_input_files("#trace-upload input[type=file]", str(path))
+        page.wait_for_selector("#trace-summary td", timeout=60_000)
+        assert PROMPT in page.inner_text("#trace-summary")
+        page.get_by_role("tab", name="Live run").click()
+        page.wait_for_selector("#tokens [data-state=done]")
+        assert page.locator("#tokens .tok").count() == tokens
+        page.wait_for_selector("#timeline .js-plotly-plot .barlayer")
+        assert "loads when you press Run" in page.inner_text("#model-status")
+        page.screenshot(path=str(ARTIFACTS / "desktop-1280-replay.png"), full_page=True)
+        page.close()
+
+
+@pytest.mark.bundled
+def test_the_bundled_pair_runs_in_the_page(browser):
+    with launched_app({}, "app-browser-bundled") as url:
+        page = open_page(browser, url, 1280)
+        assert page.inner_text("#model-status").strip(), "the page shows the pair's status while it loads"
+        page.fill("#prompt textarea", "")  # so setting the slider only loads, without a run
+        page.fill("#max_new_tokens input[type=number]", "24")
+        page.press("#max_new_tokens input[type=number]", "Enter")
+        run(page, "Write a Python function that checks whether a number is prime.")
+        assert page.locator("#tokens .tok-accepted").count() > 0
+        page.wait_for_selector("#timeline .js-plotly-plot .barlayer")
+        page.screenshot(path=str(ARTIFACTS / "bundled-desktop-1280.png"), full_page=True)
+        page.close()
