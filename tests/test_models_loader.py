@@ -50,6 +50,7 @@ def test_a_custom_pair_of_folders_loads_ready_for_inference(folders):
         assert not loaded.training and not any(p.requires_grad for p in loaded.parameters())
         torch.testing.assert_close(loaded(ids).logits, original(ids).logits)
     assert pair.info["target"]["kind"] == "folder" and pair.info["draft"]["source"] == draft_dir
+    assert pair.info["draft"]["head_rows"] == pair.info["target"]["head_rows"] == len(tiny_tokenizer())
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0 and seen[-1][1].endswith("ready")
 

@@ -5,20 +5,26 @@
     target_only = load_pair("qwen-coder", with_draft=False)
 
 See `sources.py` for how custom pairs are written and `cache.py` for the on-disk cache.
+The loading functions are imported on first use, so that reading the presets (the app's
+page, `python -m specviz models`) does not wait for torch.
 """
 
-from specviz.models.loader import clear_loaded, load_pair, loaded_bytes, prepare
-from specviz.models.pair import ModelPair
 from specviz.models.presets import DEFAULT_PAIR, Preset, get_preset, list_presets
 
-__all__ = [
-    "DEFAULT_PAIR",
-    "ModelPair",
-    "Preset",
-    "clear_loaded",
-    "get_preset",
-    "list_presets",
-    "load_pair",
-    "loaded_bytes",
-    "prepare",
-]
+_LAZY = {
+    "load_pair": "specviz.models.loader",
+    "prepare": "specviz.models.loader",
+    "clear_loaded": "specviz.models.loader",
+    "loaded_bytes": "specviz.models.loader",
+    "ModelPair": "specviz.models.pair",
+}
+
+__all__ = ["DEFAULT_PAIR", "Preset", "get_preset", "list_presets", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'specviz.models' has no attribute {name!r}")

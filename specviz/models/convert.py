@@ -12,8 +12,6 @@ import hashlib
 from collections import Counter
 from pathlib import Path
 
-import torch
-
 from specviz.models import cache
 from specviz.models.bundled import assemble, find_parts
 from specviz.models.presets import BundledGGUF
@@ -71,6 +69,7 @@ def describe_gguf(path: Path) -> dict:
 
 def convert(gguf_file: Path, out: Path, progress: Progress | None = None) -> dict:
     """Write `gguf_file` as a transformers folder into `out`; return manifest fields."""
+    import torch
     import transformers
     from safetensors.torch import save_model
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ from specviz.models.pair import ModelPair
 from specviz.models.presets import DEFAULT_PAIR
 from specviz.models.progress import Progress, Steps
 from specviz.models.sources import ModelRef, Plan, resolve
-from specviz.models.vocab import check_same_vocab, head_rows, shared_vocab_size
+from specviz.models.vocab import check_same_vocab, head_rows, same_tokenizer_files, shared_vocab_size
 
 # How much longer a conversion takes than a warm load, to share out the progress bar.
 CONVERT_WEIGHT = 30.0
@@ -45,6 +46,7 @@ class Loaded:
     tokenizer: Any
     nbytes: int
     info: dict
+    folder: Path
 
 
 _models: dict[tuple, Loaded] = {}
@@ -78,11 +80,25 @@ def load_pair(
         if pair is not None:
             return pair
         start = time.perf_counter()
-        roles = [(role, ref) for role, ref in (("draft", plan.draft), ("target", plan.target)) if ref is not None]
-        steps = Steps(progress, {role: _weight(ref, dev, dt) for role, ref in roles})
-        loaded = {role: _load_model(ref, plan.name, role, dev, dt, steps.step(role)) for role, ref in roles}
+        # The target first: a draft with the very same tokenizer files then reuses its tokenizer.
+        roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
+        weights = {}
+        for role, ref in roles:
+            weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, dt)
+        steps = Steps(progress, weights)
+        folders = {}
+        for role, ref in roles:
+            report = steps.step(f"prepare {role}")
+            if (ref.key, str(dev), dt) not in _models:
+                folders[role] = _materialise(ref, plan.name, role, report)
+                _prefetch(folders[role][0])
+            report(1.0, f"{ref.label} found")
+        loaded: dict[str, Loaded] = {}
+        for role, ref in roles:
+            report = steps.step(f"load {role}")
+            loaded[role] = _load_model(ref, plan.name, role, dev, dt, folders.get(role), loaded.get("target"), report)
         target, draft = loaded["target"], loaded.get("draft")
-        if draft is not None:
+        if draft is not None and draft.tokenizer is not target.tokenizer:
             check_same_vocab(draft.tokenizer, target.tokenizer, plan.draft.label, plan.target.label)
         vocab = shared_vocab_size(target.tokenizer, target.model, draft.model if draft else None, plan.name)
         pair = ModelPair(
@@ -132,11 +148,13 @@ def clear_loaded() -> None:
             torch.cuda.empty_cache()
 
 
-def _weight(ref: ModelRef, dev: torch.device, dt: torch.dtype) -> float:
+def _weights(ref: ModelRef, dev: torch.device, dt: torch.dtype) -> tuple[float, float]:
+    """Relative durations of (preparing, loading) one model, for the progress bar."""
     if (ref.key, str(dev), dt) in _models:
-        return 0.01
+        return 0.0, 0.01
+    size = float(ref.params or 1e9)
     cold = ref.kind in ("bundled", "gguf") and not _converted(ref)
-    return float(ref.params or 1e9) * (CONVERT_WEIGHT if cold else 1.0)
+    return size * (CONVERT_WEIGHT if cold else 0.01), size
 
 
 def _converted(ref: ModelRef) -> bool:
@@ -144,23 +162,35 @@ def _converted(ref: ModelRef) -> bool:
     return cache.folder_is_valid(folder)
 
 
-def _load_model(ref: ModelRef, name: str, role: str, dev: torch.device, dt: torch.dtype, progress: Progress) -> Loaded:
+def _load_model(
+    ref: ModelRef,
+    name: str,
+    role: str,
+    dev: torch.device,
+    dt: torch.dtype,
+    materialised: tuple[Path, dict] | None,
+    target: Loaded | None,
+    progress: Progress,
+) -> Loaded:
+    """Load one model from its materialised folder; reuse `target`'s tokenizer if the files
+    are identical (then the vocabularies are too, and the second ~2 s tokenizer load is saved)."""
     key = (ref.key, str(dev), dt)
     if key in _models:
         progress(1.0, f"{ref.label} already loaded")
         return _models[key]
     start = time.perf_counter()
     what = f"{name} ({role})"
-    folder, info = _materialise(ref, name, role, _span(progress, 0.0, 0.9))
+    folder, info = materialised
     with _unreadable(what, folder):
         nbytes = model_bytes(params_in_folder(folder), dt)
     check_fits(f"{what}: {ref.label}", nbytes, loaded_bytes(dev), dev)
-    progress(0.9, f"loading {ref.label}")
+    progress(0.0, f"loading {ref.label}")
+    shared = target.tokenizer if target is not None and same_tokenizer_files(folder, target.folder) else None
     with _unreadable(what, folder):
-        model, tokenizer = _load_folder(folder, dev, dt, what)
+        model, tokenizer = _load_folder(folder, dev, dt, what, shared)
     progress(1.0, f"loaded {ref.label}")
     info.update(bytes=nbytes, load_s=round(time.perf_counter() - start, 2), head_rows=head_rows(model))
-    _models[key] = Loaded(model, tokenizer, nbytes, info)
+    _models[key] = Loaded(model, tokenizer, nbytes, info, folder)
     return _models[key]
 
 
@@ -225,7 +255,18 @@ def _from_manifest(folder: Path) -> dict:
     return {"quant": m.get("quant"), "params": m.get("params"), "converted": str(folder)}
 
 
-def _load_folder(folder: Path, dev: torch.device, dt: torch.dtype, what: str) -> tuple[torch.nn.Module, Any]:
+def _prefetch(folder: Path) -> None:
+    """Ask the kernel to start reading the weights now, while tokenizers and code load:
+    the models are memory-mapped, and a cold page cache would otherwise stall the first pass."""
+    for path in folder.glob("*.safetensors"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        finally:
+            os.close(fd)
+
+
+def _load_folder(folder: Path, dev: torch.device, dt: torch.dtype, what: str, tokenizer: Any = None) -> tuple[torch.nn.Module, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -235,7 +276,8 @@ def _load_folder(folder: Path, dev: torch.device, dt: torch.dtype, what: str) ->
             f"{what}: model type {model_type!r} is not built into transformers; it would need the "
             "model's own code (trust_remote_code), which specviz never runs"
         )
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     kwargs: dict[str, Any] = {"dtype": dt, "use_safetensors": True, "trust_remote_code": False}
     if dev.type == "cuda":
         kwargs["device_map"] = {"": dev}

@@ -11,10 +11,12 @@ import json
 import os
 import struct
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from specviz.models.errors import MemoryBudgetError
+
+if TYPE_CHECKING:
+    import torch
 
 GB = 1e9
 DEFAULT_FRACTION = 0.9
@@ -55,6 +57,8 @@ def budget(device: torch.device) -> tuple[int, str]:
         except ValueError:
             raise MemoryBudgetError(f"SPECVIZ_MEMORY_BUDGET_GB must be a number of gigabytes (got {env!r})") from None
     if device.type == "cuda":
+        import torch
+
         total = torch.cuda.get_device_properties(device).total_memory
         return int(total * DEFAULT_FRACTION), f"{DEFAULT_FRACTION:.0%} of the GPU's {gb(total)}"
     import psutil

@@ -7,6 +7,7 @@ string to the same id. Their LM heads may still differ in size (rows padded to a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,6 +46,21 @@ def check_same_vocab(draft_tok: Any, target_tok: Any, draft_name: str, target_na
             f"({n_d:,} vs {n_t:,} entries; first differences: {'; '.join(diffs)}). "
             "Pick a draft from the same model family, or a self-drafting method (prompt lookup, early exit)."
         )
+
+
+# The files that define a transformers tokenizer's vocabulary and special tokens.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model")
+
+
+def same_tokenizer_files(a: Path, b: Path) -> bool:
+    """True if folders `a` and `b` hold byte-identical tokenizer files (so the same vocabulary)."""
+    if not (a / "tokenizer.json").is_file():
+        return False
+    for name in TOKENIZER_FILES:
+        fa, fb = a / name, b / name
+        if fa.is_file() != fb.is_file() or (fa.is_file() and fa.read_bytes() != fb.read_bytes()):
+            return False
+    return True
 
 
 def head_rows(model: torch.nn.Module) -> int:
