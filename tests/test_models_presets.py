@@ -104,7 +104,7 @@ def test_a_hub_only_preset_offline_says_so(offline):
         load_pair("smollm2", device="cpu")
     message = str(err.value)
     assert "needs the Hugging Face Hub" in message and "not available offline" in message
-    assert "HuggingFaceTB/SmolLM2-135M-Instruct" in message and "HF_HUB_OFFLINE" in message
+    assert "smollm2 (target): HuggingFaceTB/SmolLM2-1.7B-Instruct" in message and "HF_HUB_OFFLINE" in message
     with pytest.raises(HubUnavailableError, match="needs the Hugging Face Hub"):
         prepare("qwen-7b")
     with pytest.raises(HubUnavailableError, match="someone/some-model needs the Hugging Face Hub"):
@@ -114,7 +114,7 @@ def test_a_hub_only_preset_offline_says_so(offline):
 def test_cli_prepare_of_a_hub_preset_offline_is_one_line_not_a_traceback(offline, capsys):
     assert main(["models", "--prepare", "smollm2"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("specviz models: error: smollm2 (draft): HuggingFaceTB/SmolLM2-135M-Instruct needs the Hugging Face Hub")
+    assert err.startswith("specviz models: error: smollm2 (target): HuggingFaceTB/SmolLM2-1.7B-Instruct needs the Hugging Face Hub")
     assert "Traceback" not in err
 
 

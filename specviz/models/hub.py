@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from specviz.models.errors import HubUnavailableError, UnsafeWeightsError
+from specviz.models.errors import HubUnavailableError, MissingModelError, UnsafeWeightsError
 
 # What a causal LM needs; never pickled weights (*.bin, *.pt): only safetensors are fetched.
 ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "tokenizer*"]
@@ -64,8 +64,16 @@ def snapshot(repo_id: str, what: str) -> Path:
             "Hub cache; this model is not available offline. Use the bundled pair (qwen-coder) or a local model."
         )
     from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
-    folder = Path(snapshot_download(repo_id, allow_patterns=ALLOW))
+    try:
+        folder = Path(snapshot_download(repo_id, allow_patterns=ALLOW))
+    except GatedRepoError:
+        raise HubUnavailableError(f"{what}: {repo_id} is gated on the Hub: accept its licence there and set HF_TOKEN") from None
+    except RepositoryNotFoundError:
+        raise MissingModelError(f"{what}: there is no model {repo_id} on the Hub (or it is private)") from None
+    except (HfHubHTTPError, OSError) as e:
+        raise HubUnavailableError(f"{what}: downloading {repo_id} from the Hub failed ({type(e).__name__}: {e})") from e
     if not any(folder.glob("*.safetensors")):
         raise UnsafeWeightsError(f"{what}: {repo_id} has no safetensors weights; specviz does not load pickled checkpoints")
     return folder

@@ -123,7 +123,7 @@ def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) 
     Returns, per role, what is where (for the CLI and CI logs).
     """
     plan = resolve(spec)
-    roles = [(role, ref) for role, ref in (("draft", plan.draft), ("target", plan.target)) if ref is not None]
+    roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
     steps = Steps(progress, {role: float(ref.params or 1) for role, ref in roles})
     out = {}
     for role, ref in roles:
