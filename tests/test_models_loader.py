@@ -105,6 +105,10 @@ def test_differing_vocabularies_are_refused(tmp_path, folders):
     odd = save(tmp_path / "odd-draft", tiny_model(2, layers=2), other_tok)
     with pytest.raises(VocabMismatchError, match=r"odd-draft cannot draft for target: their vocabularies differ"):
         load_pair(f"{odd} -> {folders[1]}")
+    assert loaded_bytes() == 4 * sum(p.numel() for p in tiny_model(0).parameters())  # the draft's weights never loaded
+    load_pair(odd, with_draft=False)  # a draft loaded before (here as a target) is checked too
+    with pytest.raises(VocabMismatchError):
+        load_pair(f"{odd} -> {folders[1]}")
 
 
 def test_padded_lm_heads_use_the_shared_rows(tmp_path):

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -98,7 +98,8 @@ def load_pair(
             report = steps.step(f"load {role}")
             loaded[role] = _load_model(ref, plan.name, role, dev, dt, folders.get(role), loaded.get("target"), report)
         target, draft = loaded["target"], loaded.get("draft")
-        if draft is not None and draft.tokenizer is not target.tokenizer:
+        if draft is not None and "draft" not in folders and draft.tokenizer is not target.tokenizer:
+            # A draft loaded earlier for another pair: a fresh one was checked before loading.
             check_same_vocab(draft.tokenizer, target.tokenizer, plan.draft.label, plan.target.label)
         vocab = shared_vocab_size(target.tokenizer, target.model, draft.model if draft else None, plan.name)
         pair = ModelPair(
@@ -172,8 +173,9 @@ def _load_model(
     target: Loaded | None,
     progress: Progress,
 ) -> Loaded:
-    """Load one model from its materialised folder; reuse `target`'s tokenizer if the files
-    are identical (then the vocabularies are too, and the second ~2 s tokenizer load is saved)."""
+    """Load one model from its materialised folder. A draft (`target` given) reuses the
+    target's tokenizer if the files are identical (then so are the vocabularies, and a ~2 s
+    load is saved); otherwise its vocabulary is checked before its weights are loaded."""
     key = (ref.key, str(dev), dt)
     if key in _models:
         progress(1.0, f"{ref.label} already loaded")
@@ -185,9 +187,17 @@ def _load_model(
         nbytes = model_bytes(params_in_folder(folder), dt)
     check_fits(f"{what}: {ref.label}", nbytes, loaded_bytes(dev), dev)
     progress(0.0, f"loading {ref.label}")
-    shared = target.tokenizer if target is not None and same_tokenizer_files(folder, target.folder) else None
+    shared, check = None, None
+    if target is not None:
+        if same_tokenizer_files(folder, target.folder):
+            shared = target.tokenizer
+        else:
+
+            def check(tokenizer: Any) -> None:
+                check_same_vocab(tokenizer, target.tokenizer, ref.label, target.info["label"])
+
     with _unreadable(what, folder):
-        model, tokenizer = _load_folder(folder, dev, dt, what, shared)
+        model, tokenizer = _load_folder(folder, dev, dt, what, shared, check)
     progress(1.0, f"loaded {ref.label}")
     info.update(bytes=nbytes, load_s=round(time.perf_counter() - start, 2), head_rows=head_rows(model))
     _models[key] = Loaded(model, tokenizer, nbytes, info, folder)
@@ -266,7 +276,15 @@ def _prefetch(folder: Path) -> None:
             os.close(fd)
 
 
-def _load_folder(folder: Path, dev: torch.device, dt: torch.dtype, what: str, tokenizer: Any = None) -> tuple[torch.nn.Module, Any]:
+def _load_folder(
+    folder: Path,
+    dev: torch.device,
+    dt: torch.dtype,
+    what: str,
+    tokenizer: Any = None,
+    check: Callable[[Any], None] | None = None,
+) -> tuple[torch.nn.Module, Any]:
+    """Tokenizer (unless given), then `check(tokenizer)`, then the weights."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -278,6 +296,8 @@ def _load_folder(folder: Path, dev: torch.device, dt: torch.dtype, what: str, to
         )
     if tokenizer is None:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    if check is not None:
+        check(tokenizer)
     kwargs: dict[str, Any] = {"dtype": dt, "use_safetensors": True, "trust_remote_code": False}
     if dev.type == "cuda":
         kwargs["device_map"] = {"": dev}
