@@ -13,6 +13,7 @@ import logging
 from specviz.app import runner
 from specviz.app.config import PageConfig
 from specviz.app.page import CSS_PATHS, build_page
+from specviz.events import MAX_TRACE_BYTES
 
 CONCURRENCY = 4  # handlers that run no model (theory, lossless lab, replays); models run one at a time
 
@@ -23,7 +24,7 @@ def main() -> None:
     demo = build_page(config)
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=config.queue_size)
     demo.launch(server_name=config.host, server_port=config.port, css_paths=CSS_PATHS, prevent_thread_lock=True,
-                footer_links=["api", "gradio"])
+                footer_links=["api", "gradio"], max_file_size=MAX_TRACE_BYTES)
     if config.preload:  # after launch, so the page answers while the pair loads
         runner.LOADER.request(config.default_pair)
     demo.block_thread()

@@ -31,6 +31,7 @@ READY = '<p class="sv-muted">Press \u201cRun plain decoding and compare\u201d to
 @dataclass
 class CompareTab:
     run: gr.Button
+    stop: gr.Button
     table: gr.HTML
     identity: gr.HTML
     curve: gr.Plot
@@ -48,7 +49,9 @@ class CompareTab:
 def build() -> CompareTab:
     gr.Markdown("Plain decoding runs the target alone, one forward pass per token, with the same prompt, settings "
                 "and seed as the current run.", elem_classes=["sv-hint"])
-    run = gr.Button("Run plain decoding and compare", variant="primary", elem_id="compare-run")
+    with gr.Row():
+        run = gr.Button("Run plain decoding and compare", variant="primary", elem_id="compare-run", scale=3)
+        stop = gr.Button("Stop", variant="stop", elem_id="compare-stop", scale=1, min_width=80)
     with gr.Row(equal_height=False):
         with gr.Column(min_width=300):
             table = gr.HTML(NOTHING, elem_id="compare-table")
@@ -61,7 +64,7 @@ def build() -> CompareTab:
     with gr.Row(equal_height=False, elem_id="race"):
         spec_column = gr.HTML(elem_id="race-spec", min_width=280)
         plain_column = gr.HTML(elem_id="race-plain", min_width=280)
-    return CompareTab(run, table, identity, curve, replay, speed, spec_column, plain_column)
+    return CompareTab(run, stop, table, identity, curve, replay, speed, spec_column, plain_column)
 
 
 def views(spec: Trace | None, plain: Trace | None) -> tuple:

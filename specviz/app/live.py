@@ -1,16 +1,16 @@
 """Tab 1, the live run: prompt and settings, the coloured token stream, stats, the timeline.
 
-`run_live` is the Run button's handler: a generator that sends one update per round (the
-stream, the stats and the timeline, each drawn once) and keeps the trace so far in the
-session's state, so Stop leaves a trace to inspect. `generate_api` is the `generate` API
-endpoint: the same run, streaming the trace so far as JSON.
+`LiveRuns.run` is the Run button's handler: a generator that sends one update per round
+(the stream, the stats and the timeline, each drawn once) and keeps the trace so far in the
+session's state, so Stop leaves a trace to inspect. `LiveRuns.rerun` is the same run after a
+slider is released or the pair changes.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -21,7 +21,6 @@ from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.models.presets import list_presets
-from specviz.errors import UserError
 from specviz.settings import MAX_K, MAX_NEW_TOKENS_CAP, GenerationSettings
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
@@ -201,14 +200,10 @@ class LiveRuns:
 def controls_from(trace: Trace, config: PageConfig) -> tuple:
     """The live tab's inputs set to a replayed trace's prompt and settings, so Run reruns it.
 
-    What the page cannot show is left as it was: settings that do not validate, a pair it
-    does not offer, more tokens than the slider reaches.
+    Trace.from_json has checked the settings; a pair the page does not offer, or more tokens
+    than the slider reaches, is left as it was.
     """
-    try:
-        known = {f.name for f in fields(GenerationSettings)}
-        s = GenerationSettings(**{k: v for k, v in trace.settings.items() if k in known}).validated()
-    except (TypeError, UserError):
-        return (trace.prompt, *[gr.skip()] * 9)
+    s = GenerationSettings(**trace.settings)
     offered = config.allow_custom or trace.pair in {value for _, value in pair_choices(config)}
     return (
         trace.prompt,

@@ -2,7 +2,9 @@
 
 The output frequencies land on p (not q) within sampling noise, and the share of accepted
 drafts lands on the overlap sum min(p, q). specviz.lossless runs the Monte Carlo (with the
-engine's own residual); this tab only reads the inputs and draws its result.
+engine's own residual); this tab only reads the inputs and draws its result. The same runs
+on the loaded pair's real next-token distributions at a position of the current run, as the
+run recorded them: its top tokens, with all the others lumped into one.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specviz import viz
+from specviz.app.inspector import rounds_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
+from specviz.events import RoundEvent, Trace
 
 DEFAULT_Q = "0.5, 0.2, 0.2, 0.1"
 DEFAULT_P = "0.15, 0.35, 0.10, 0.40"
+TOP_TOKENS = 10  # tokens shown on their own at a real position; the rest are one bar
 SAMPLES = [("10 thousand", 10_000), ("100 thousand", 100_000), ("1 million", 1_000_000), ("10 million", 10_000_000)]
 
 
@@ -30,6 +35,10 @@ class LosslessTab:
     summary: gr.HTML
     frequencies: gr.Plot
     acceptance: gr.Plot
+    run_position: gr.Button
+    position_summary: gr.HTML
+    position_frequencies: gr.Plot
+    position_acceptance: gr.Plot
 
     @property
     def inputs(self) -> list:
@@ -38,6 +47,10 @@ class LosslessTab:
     @property
     def outputs(self) -> list:
         return [self.summary, self.frequencies, self.acceptance]
+
+    @property
+    def position_outputs(self) -> list:
+        return [self.position_summary, self.position_frequencies, self.position_acceptance]
 
 
 def build() -> LosslessTab:
@@ -54,7 +67,15 @@ def build() -> LosslessTab:
     with gr.Row(equal_height=False):
         frequencies = gr.Plot(elem_id="lossless-frequencies", show_label=False, min_width=300)
         acceptance = gr.Plot(elem_id="lossless-acceptance", show_label=False, min_width=260)
-    return LosslessTab(q, p, samples, seed, run, summary, frequencies, acceptance)
+    gr.Markdown("### On the loaded pair\nThe same draws on the target's p and the draft's q at the round and position "
+                "chosen in the round inspector, as the run recorded them: the top tokens, and all the others as one.")
+    run_position = gr.Button("Run on the inspector's position", elem_id="lossless-run-position")
+    position_summary = gr.HTML(elem_id="lossless-position-summary")
+    with gr.Row(equal_height=False):
+        position_frequencies = gr.Plot(elem_id="lossless-position-frequencies", show_label=False, min_width=300)
+        position_acceptance = gr.Plot(elem_id="lossless-position-acceptance", show_label=False, min_width=260)
+    return LosslessTab(q, p, samples, seed, run, summary, frequencies, acceptance, run_position, position_summary,
+                       position_frequencies, position_acceptance)
 
 
 @shown_errors
@@ -66,3 +87,31 @@ def simulate(p_text: str, q_text: str, samples, seed) -> tuple:
         raise UserError("choose a number of draws and a seed")
     result = monte_carlo(parse_distribution(p_text or "", "p"), parse_distribution(q_text or "", "q"), int(samples), int(seed))
     return viz.lossless_summary_html(result), viz.lossless_frequencies_figure(result), viz.lossless_acceptance_figure(result)
+
+
+def position_distributions(event: RoundEvent, position: int) -> tuple[list[float], list[float], list[str]]:
+    """p, q and labels over a drafted position's recorded top tokens plus one "all others"."""
+    if not 1 <= position <= min(len(event.drafted), len(event.positions)):
+        raise UserError(f"position {position} of round {event.index} has no draft to test: choose a drafted position")
+    top = sorted(event.positions[position - 1].top, key=lambda t: -max(t.p, t.q))[:TOP_TOKENS]
+    p, q = [t.p for t in top], [t.q for t in top]
+    p.append(max(0.0, 1 - sum(p)))
+    q.append(max(0.0, 1 - sum(q)))
+    p_sum, q_sum = sum(p), sum(q)  # recorded in float32: renormalise the last bits away
+    return [x / p_sum for x in p], [x / q_sum for x in q], [t.text for t in top] + ["(all others)"]
+
+
+@shown_errors
+def simulate_position(trace: Trace | None, round_index, position, samples, seed) -> tuple:
+    """The Monte Carlo on the current run's p and q at the inspector's round and position."""
+    from specviz.lossless import simulate as monte_carlo  # torch: on first use
+
+    rounds = rounds_of(trace)
+    if not rounds:
+        raise UserError("run a generation in speculative mode first, then choose a round and position in the round inspector")
+    event = rounds[min(max(int(round_index or 0), 0), len(rounds) - 1)]
+    p, q, labels = position_distributions(event, int(position or 1))
+    result = monte_carlo(p, q, int(samples), int(seed or 0))
+    title = f"Round {event.index}, position {int(position or 1)}: output frequencies against p and q"
+    return (viz.lossless_summary_html(result), viz.lossless_frequencies_figure(result, labels, title=title),
+            viz.lossless_acceptance_figure(result))

@@ -23,7 +23,7 @@ from specviz.viz.text import esc
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 CSS_PATHS = [ASSETS / "specviz.css", ASSETS / "app.css"]
-MODELS = "models"  # the concurrency group of everything that runs a model (one at a time)
+MODELS = {"concurrency_id": "models", "concurrency_limit": 1}  # everything that runs a model: one at a time
 
 
 def status_html(name: str, state: LoadState | None) -> str:
@@ -108,16 +108,16 @@ def build_page(config: PageConfig) -> gr.Blocks:
 
         # Live run. Every model run shares one concurrency slot; Stop skips the queue.
         run_outputs = [*lv.outputs, trace]
-        run_event = lv.run.click(runs.run, lv.inputs, run_outputs, concurrency_id=MODELS, api_visibility="private")
+        run_event = lv.run.click(runs.run, lv.inputs, run_outputs, **MODELS, api_visibility="private")
         then_refresh(run_event)
         reruns = []
         for slider in lv.sliders:
             ev = slider.release(runs.stop, None, None, queue=False, api_visibility="private")
-            reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, concurrency_id=MODELS, trigger_mode="always_last",
+            reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, **MODELS, trigger_mode="always_last",
                                   api_visibility="private"))
         ev = lv.pair.input(runs.stop, None, None, queue=False, api_visibility="private")
         ev = ev.then(lambda: gr.Timer(active=True), None, [timer], queue=False, api_visibility="private")
-        reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, concurrency_id=MODELS, trigger_mode="always_last",
+        reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, **MODELS, trigger_mode="always_last",
                               api_visibility="private"))
         for ev in reruns:
             then_refresh(ev)
@@ -133,12 +133,12 @@ def build_page(config: PageConfig) -> gr.Blocks:
             lambda: gr.Tabs(selected="inspector"), None, [tabs], api_visibility="private")
 
         # Side by side: plain decoding of the same run, then the race replay at measured speed.
-        compare_run = cmp.run.click(comparisons.run, [trace], [plain, *cmp.outputs], concurrency_id=MODELS,
+        compare_run = cmp.run.click(comparisons.run, [trace], [plain, *cmp.outputs], **MODELS,
                                     api_visibility="private")
         compare_run.success(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
         replay = cmp.replay.click(comparisons.replay, [trace, plain, cmp.speed], [cmp.spec_column, cmp.plain_column],
                                   concurrency_limit=None, api_visibility="private")
-        lv.stop.click(None, cancels=[compare_run, replay])
+        cmp.stop.click(runs.stop, None, None, queue=False, cancels=[compare_run, replay], api_visibility="private")
 
         # Theory: each slider redraws on release; the last run's numbers can fill them.
         for slider in th.sliders:
@@ -149,6 +149,8 @@ def build_page(config: PageConfig) -> gr.Blocks:
         # Lossless lab.
         ll.run.click(lossless_tab.simulate, ll.inputs, ll.outputs, concurrency_id="lossless", concurrency_limit=1,
                      api_visibility="private")
+        ll.run_position.click(lossless_tab.simulate_position, [trace, ins.round, ins.position, ll.samples, ll.seed],
+                              ll.position_outputs, concurrency_id="lossless", concurrency_limit=1, api_visibility="private")
 
         # Traces: an upload replaces the current trace and redraws everything from it.
         upload = tr.upload.upload(traces.read_upload, [tr.upload], [trace], api_visibility="private")
@@ -156,7 +158,7 @@ def build_page(config: PageConfig) -> gr.Blocks:
         upload = upload.then(lambda t: live.controls_from(t, config), [trace], lv.inputs, api_visibility="private")
         then_refresh(upload)
 
-        gr.api(generate_api(config, runs), api_name="generate", concurrency_id=MODELS)
+        gr.api(generate_api(config, runs), api_name="generate", **MODELS)
     return demo
 
 

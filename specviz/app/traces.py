@@ -15,10 +15,9 @@ import gradio as gr
 
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
-from specviz.events import Trace
+from specviz.events import MAX_TRACE_BYTES, Trace, load_trace
 from specviz.viz.text import esc
 
-MAX_UPLOAD_BYTES = 50 << 20
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"
 
 
@@ -42,33 +41,32 @@ def build() -> TracesTab:
     return TracesTab(download, upload, summary)
 
 
-def save_for_download(trace: Trace | None):
-    """The DownloadButton's new state: a JSON file of the trace, or disabled without one."""
-    if trace is None:
-        return gr.DownloadButton(value=None, interactive=False)
+def write_trace(trace: Trace) -> str:
+    """The trace as a JSON file named after its mode and prompt; returns its path."""
     TRACE_DIR.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", trace.prompt[:32]).strip("-").lower() or "run"
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=TRACE_DIR, prefix=f"specviz-{trace.mode}-{slug}-",
                                      suffix=".json", delete=False) as f:
         f.write(trace.to_json(indent=1))
-    return gr.DownloadButton(value=f.name, interactive=True)
+    return f.name
+
+
+def save_for_download(trace: Trace | None):
+    """The DownloadButton's new state: a JSON file of the trace, or disabled without one."""
+    if trace is None:
+        return gr.DownloadButton(value=None, interactive=False)
+    return gr.DownloadButton(value=write_trace(trace), interactive=True)
 
 
 @shown_errors
 def read_upload(path: str | None) -> Trace:
+    """The uploaded file as a Trace; load_trace says in words what is wrong with a bad one."""
     if not path:
         raise UserError("no file was uploaded")
-    p = Path(path)
-    if p.stat().st_size > MAX_UPLOAD_BYTES:
-        raise UserError(f"the trace is {p.stat().st_size / 2**20:.0f} MB; traces up to {MAX_UPLOAD_BYTES >> 20} MB can be replayed")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError("the file is not text: a trace is a JSON file saved by specviz") from None
-    try:
-        return Trace.from_json(text)
-    except ValueError as e:
-        raise UserError(f"not a specviz trace: {e}") from None
+    size = Path(path).stat().st_size
+    if size > MAX_TRACE_BYTES:  # before reading it in
+        raise UserError(f"the file is {size / 2**20:.0f} MB; traces up to {MAX_TRACE_BYTES >> 20} MB can be replayed")
+    return load_trace(Path(path).read_bytes())
 
 
 def summary_html(trace: Trace | None) -> str:

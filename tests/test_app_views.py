@@ -1,0 +1,128 @@
+"""The page's handlers as plain functions, on a trace from the engine (tiny models, in-process)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import gradio as gr
+import pytest
+
+from specviz.app import compare, inspector, live, lossless_tab, theory_tab, traces
+from specviz.app.config import PageConfig
+from specviz.app.loading import LoadState
+from specviz.app.page import build_page, status_html
+from specviz.engine import run
+from specviz.events import RoundEvent, Trace
+from specviz.settings import GenerationSettings
+from tiny_models import tiny_pair
+
+HOSTILE = '<img src=x onerror="alert(1)">'
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    return run(tiny_pair("close"), "for i in range(10):", GenerationSettings(k=4, max_new_tokens=48))
+
+
+def test_the_page_builds_with_the_stable_element_ids():
+    demo = build_page(PageConfig(default_pair="qwen-coder", preload=False))
+    ids = {getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    assert {"prompt", "run", "stop", "k", "pair", "tokens", "timeline", "stats"} <= ids
+    api = demo.get_api_info()["named_endpoints"]
+    assert list(api) == ["/generate"], "only generate is offered to API clients"
+    params = [p["parameter_name"] for p in api["/generate"]["parameters"]]
+    assert params[:9] == ["prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode"]
+
+
+def test_live_views_show_the_stream_stats_and_why_the_run_stopped(trace):
+    stream, stats, timeline = live.live_views(trace)
+    assert stream.count('class="tok ') == sum(len(e.drafted) + (e.emitted is not None) for e in trace.events)
+    assert 'data-state="done"' in stream and "max new tokens" in stream
+    assert "sv-stat" in stats and timeline.data, "the timeline has its bars"
+    assert live.live_views(trace, plot=False)[2] is not None
+
+
+def test_the_inspector_opens_on_the_telling_position_and_clamps_rounds(trace):
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
+    slider, story, radio, bars, stream = inspector.inspect(trace, 10_000)
+    assert slider.value == len(rounds) - 1 and stream.count('class="sv-round"') == len(rounds)
+    rejected = next(i for i, e in enumerate(rounds) if any(d.decision == "rejected" for d in e.drafted))
+    slider, story, radio, bars, stream = inspector.inspect(trace, rejected)
+    first_rejection = next(p for p, d in enumerate(rounds[rejected].drafted, 1) if d.decision == "rejected")
+    assert radio.value == first_rejection and "rejected" in story
+    assert bars.layout.title.text.startswith(f"Round {rounds[rejected].index}, position {first_rejection}")
+    # A click carries data-round and data-pos; an out-of-range position falls back to the default.
+    assert inspector.inspect(trace, rejected, 99)[2].value == first_rejection
+
+
+def test_the_inspector_explains_itself_without_rounds(trace):
+    plain = Trace.from_dict({**trace.to_dict(), "mode": "plain", "events": []})
+    assert "Plain decoding has no rounds" in inspector.inspect(plain, 0)[1]
+    assert "Run a generation" in inspector.inspect(None, 0)[1]
+
+
+def test_theory_marks_the_run_and_fills_the_sliders_from_it(trace):
+    text, tpr, speedup, heatmap, measured = theory_tab.views(0.7, 4, 344, 132, trace, None)
+    assert any(t.name == "measured" for t in tpr.data) and any(t.name == "this run" for t in heatmap.data)
+    assert "predicted" in measured
+    alpha, k, t, d = theory_tab.from_run(trace, None)
+    assert 0 <= alpha <= 1 and k == 4 and t >= 1 and d >= 0
+    assert "Run a generation" in theory_tab.views(0.7, 4, 344, 132, None, None)[4]
+
+
+def test_comparison_views_need_a_speculative_run(trace):
+    assert "Run a generation in speculative mode" in compare.views(None, None)[0]
+    table, identity, curve, spec_col, plain_col = compare.views(trace, None)
+    assert "Run plain decoding" in table and spec_col and plain_col == ""
+    assert compare.plain_settings(trace).mode == "plain" and compare.plain_settings(trace).seed == trace.settings["seed"]
+
+
+def test_real_position_distributions_are_distributions_and_run_the_lab(trace):
+    event = next(e for e in trace.events if isinstance(e, RoundEvent) and e.drafted)
+    p, q, labels = lossless_tab.position_distributions(event, 1)
+    assert len(p) == len(q) == len(labels) and labels[-1] == "(all others)"
+    assert math.isclose(sum(p), 1, abs_tol=1e-9) and math.isclose(sum(q), 1, abs_tol=1e-9)
+    summary, freq, acc = lossless_tab.simulate_position(trace, event.index, 1, 10_000, 0)
+    assert "draws" in summary and len(freq.data[0].y) == len(p)
+    with pytest.raises(gr.Error, match="no draft to test"):
+        lossless_tab.simulate_position(trace, event.index, len(event.drafted) + 1, 10_000, 0)
+
+
+def test_the_lossless_lab_refuses_bad_distributions_in_words():
+    with pytest.raises(gr.Error, match="sum to 1"):
+        lossless_tab.simulate("0.5, 0.6", "0.5, 0.5", 1000, 0)
+    summary, _, _ = lossless_tab.simulate(lossless_tab.DEFAULT_P, lossless_tab.DEFAULT_Q, 100_000, 0)
+    assert "distributed as p" in summary
+
+
+def test_a_trace_round_trips_through_download_and_upload(trace, tmp_path):
+    assert traces.read_upload(traces.write_trace(trace)) == trace
+    assert traces.save_for_download(None).interactive is False
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"\xff\xfe not text", "not"),
+    (b"{not json", "not JSON"),
+    (json.dumps({"prompt": "x"}).encode(), "missing"),
+])
+def test_a_bad_upload_is_refused_in_words(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(gr.Error, match=message):
+        traces.read_upload(str(path))
+
+
+def test_an_uploaded_trace_fills_the_controls_that_can_show_it(trace):
+    config = PageConfig(default_pair="qwen-coder", allow_custom=False)
+    values = live.controls_from(trace, config)
+    assert values[0] == trace.prompt and values[3] == 4 and values[9] == "speculative"
+    assert values[1] is not trace.pair, "a pair the page does not offer is left alone"
+
+
+def test_user_and_model_text_is_escaped(trace):
+    state = LoadState(HOSTILE, True, error=HOSTILE)
+    state.done.set()
+    for html in (status_html(HOSTILE, None), status_html(HOSTILE, state),
+                 traces.summary_html(Trace.from_dict({**trace.to_dict(), "prompt": HOSTILE, "pair": HOSTILE}))):
+        assert "<img" not in html and "&lt;img" in html
