@@ -2,9 +2,11 @@
 
 A policy answers three questions: how many tokens at most this round (`limit`), whether to
 keep drafting after a token the draft was this confident about (`keep_going`), and what
-to learn from a finished round (`update`). A cost model (T as a function of how many
-tokens a verify pass covers, measured at load time) can subclass `DraftLength` and
-override `limit`.
+to learn from a finished round (`update`: how many were drafted and accepted, the ms of
+the round's target pass over drafted + 1 tokens, and the ms spent drafting). A cost model (T as a
+function of how many tokens a verify pass covers, measured at load time) can subclass
+`DraftLength`, override `limit` and `update`, and be handed to `engine.start(...,
+draft_length=...)`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class DraftLength:
     def keep_going(self, confidence: float) -> bool:
         return True
 
-    def update(self, drafted: int, accepted: int) -> None:
+    def update(self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0) -> None:
         pass
 
 
@@ -40,7 +42,7 @@ class AdaptiveLength(DraftLength):
     def keep_going(self, confidence: float) -> bool:
         return confidence >= self.threshold
 
-    def update(self, drafted: int, accepted: int) -> None:
+    def update(self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0) -> None:
         if drafted == 0:
             return
         self.k = min(self.k_max, self.k + 2) if accepted == drafted else max(1, self.k - 1)

@@ -63,7 +63,7 @@ class SpeculativeDecoder(Decoder):
         self.ids = torch.cat([self.ids, torch.tensor(v.new_tokens[:kept], dtype=torch.long, device=self.device)])
         self.target.crop(context_len + n)
         self.drafter.accepted(n)
-        self.length.update(m, n)
+        self.length.update(m, n, verify_ms=target_ms, draft_ms=proposal.ms)
 
         drafted = [
             DraftToken(id=t, text="", p=v.p[i], q=v.q[i], u=v.u[i] if i < tested else None, decision=d if i < tested else "unchecked")
