@@ -75,9 +75,13 @@ def test_online_observations_move_the_estimate_towards_what_is_timed():
     assert CostModel.from_dict(json.loads(json.dumps(cost.to_dict()))).verify == cost.verify
 
 
-def _play(policy: CostAwareLength, rounds: int, accept: float, confidence: float) -> list[int]:
-    """Run the policy through rounds where each drafted token is accepted with the given
-    probability (deterministically: accepted while the running sum stays below it)."""
+def _play(cost: CostModel, rounds: int, accept: float, confidence: float, *, true_cost: CostModel | None = None, **kw) -> tuple[list[int], CostAwareLength]:
+    """Run a policy through rounds where drafted tokens are accepted at the given rate
+    (deterministically: accepted while the running credit lasts) and each round takes the
+    time `true_cost` (default: `cost`) says, on a fake clock."""
+    true_cost = true_cost or cost
+    now = [0.0]
+    policy = CostAwareLength(cost, 8, clock=lambda: now[0], **kw)
     ks, credit = [], 0.0
     for _ in range(rounds):
         k = policy.limit()
@@ -94,18 +98,18 @@ def _play(policy: CostAwareLength, rounds: int, accept: float, confidence: float
             credit -= 1
             accepted += 1
         policy.update(drafted, accepted)
+        now[0] += (drafted * true_cost.draft + true_cost.verify_ms(drafted + 1)) / 1000
         ks.append(drafted)
-    return ks
+    return ks, policy
 
 
 def test_policy_drafts_long_when_everything_is_accepted_and_verify_is_flat():
-    ks = _play(CostAwareLength(flat(), 8), 30, accept=1.0, confidence=0.99)
-    assert ks[-1] == 8 and ks[-5:] == [8] * 5
+    ks, _ = _play(flat(), 30, accept=1.0, confidence=0.99)
+    assert ks[-5:] == [8] * 5
 
 
 def test_policy_stops_drafting_when_drafts_are_never_accepted_but_keeps_probing():
-    policy = CostAwareLength(CostModel(verify={n: 100.0 + 20 * n for n in range(1, 10)}, draft=30.0), 8)
-    ks = _play(policy, 40, accept=0.0, confidence=0.2)
+    ks, policy = _play(CostModel(verify={n: 100.0 + 20 * n for n in range(1, 10)}, draft=30.0), 40, accept=0.0, confidence=0.2)
     assert policy.alpha < 0.3
     tail = ks[10:]
     assert tail.count(0) >= len(tail) - len(tail) // PROBE_EVERY - 1  # plain rounds, bar the probes
@@ -113,16 +117,27 @@ def test_policy_stops_drafting_when_drafts_are_never_accepted_but_keeps_probing(
 
 
 def test_policy_drafts_less_when_verify_grows_with_n():
-    flat_ks = _play(CostAwareLength(flat(), 8), 30, accept=0.8, confidence=0.8)
+    flat_ks, _ = _play(flat(), 30, accept=0.8, confidence=0.8)
     steep = CostModel(verify={n: 100.0 + 60.0 * (n - 1) for n in range(1, 18)}, draft=10.0)
-    steep_ks = _play(CostAwareLength(steep, 8), 30, accept=0.8, confidence=0.8)
+    steep_ks, _ = _play(steep, 30, accept=0.8, confidence=0.8)
     assert sum(steep_ks[10:]) < sum(flat_ks[10:])
 
 
 def test_policy_trusts_confident_drafts_further_than_hesitant_ones():
-    sure = _play(CostAwareLength(flat(draft=30.0), 8), 20, accept=0.7, confidence=0.95)
-    unsure = _play(CostAwareLength(flat(draft=30.0), 8), 20, accept=0.7, confidence=0.15)
+    sure, _ = _play(flat(draft=30.0), 20, accept=0.7, confidence=0.95)
+    unsure, _ = _play(flat(draft=30.0), 20, accept=0.7, confidence=0.15)
     assert sum(sure) > sum(unsure)
+
+
+def test_policy_learns_round_costs_the_measurement_got_wrong():
+    # Measured flat, but on this machine a verify pass grows steeply with its size: timing its
+    # own rounds, the policy drafts less than the measured costs alone would make it.
+    steep = CostModel(verify={n: 100.0 + 80.0 * (n - 1) for n in range(1, 18)}, draft=10.0)
+    trusting, _ = _play(flat(), 40, accept=0.8, confidence=0.8)
+    learning, policy = _play(flat(), 40, accept=0.8, confidence=0.8, true_cost=steep)
+    assert sum(learning[20:]) < sum(trusting[20:])
+    timed = [m for m in range(9) if policy.observed[m] == policy.observed[m]]
+    assert all(policy.round_ms(m) == pytest.approx(m * 10.0 + steep.verify_ms(m + 1), rel=0.05) for m in timed)
 
 
 def test_policy_without_confidence_drafts_the_best_fixed_k():

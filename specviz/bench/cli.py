@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", help="comma-separated subset of: " + ", ".join(default_methods([4])).replace("k4", "k<K>"))
     parser.add_argument("--limit", type=int, help="run only the first N prompts (alternating code and prose)")
     parser.add_argument("--prompt-ids", help="comma-separated prompt ids to run")
+    parser.add_argument("--dtype", help="float32, bfloat16 or float16 (default: the pair's default for the device)")
+    parser.add_argument("--device", help="cpu or cuda (default: cuda when present)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each method")
     parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md and bench.png")
@@ -57,9 +60,12 @@ def run(args: argparse.Namespace) -> int:
 
     from specviz.models import load_pair
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
     print(f"loading {args.pair} ...", file=sys.stderr)
     t0 = time.perf_counter()
-    pair = load_pair(args.pair, with_draft=any(m.needs_draft for m in methods))
+    pair = load_pair(args.pair, with_draft=any(m.needs_draft for m in methods), device=args.device, dtype=args.dtype)
     load_s = time.perf_counter() - t0
     command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
     result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True)
@@ -156,6 +162,8 @@ class _progress:
 def _check(args: argparse.Namespace) -> None:
     if args.repeats < 1:
         raise UserError(f"--repeats must be 1 or more (got {args.repeats})")
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be 1 or more (got {args.threads})")
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be 1 or more (got {args.limit})")
     if not 1 <= args.k_max <= MAX_K:

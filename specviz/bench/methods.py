@@ -101,11 +101,15 @@ def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> Generat
 
 
 def run_specviz(pair, prompt: str, method: Method, settings: GenerationSettings) -> Sample:
+    from specviz.engine.cost_model import policy_for
     from specviz.engine.generation import run
 
+    # Adaptive k is the measured-cost policy, fresh for each run so runs do not share what
+    # one of them learnt.
+    policy = policy_for(pair, settings) if settings.mode == "speculative" and settings.adaptive else None
     _sync(pair.device)
     t0 = time.perf_counter()
-    trace = run(pair, prompt, settings, record=method.record)
+    trace = run(pair, prompt, settings, record=method.record, draft_length=policy)
     _sync(pair.device)
     wall = time.perf_counter() - t0
     return Sample(token_ids=list(trace.token_ids), wall_s=wall, stats=trace_stats(trace))

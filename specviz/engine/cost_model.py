@@ -5,20 +5,19 @@ The textbook speedup takes one target pass to cost the same T whether it verifie
 k+1. On a GPU, or a CPU in bf16 with AMX, that holds; on a CPU in fp32 it does not (DESIGN.md
 section 3: 344 ms for one token, 724 ms for four). So the engine measures the target's pass
 cost V(n) over n new tokens on a warm cache, and the draft's cost per token D, once per
-pair / device / dtype (cached on disk: on these CPUs a measurement takes tens of seconds),
-and refines both from the passes it times while generating.
+pair / device / dtype (cached on disk: on these CPUs a measurement takes tens of seconds).
 
 `CostAwareLength` is the adaptive-k policy built on it. Expected tokens per ms is what it
-maximises, not acceptance:
+maximises, not acceptance. A round that drafts m tokens costs C(m) = m*D + V(m+1), first as
+measured, then as the policy times its own rounds:
 
-- before a round, the best fixed k for the running acceptance estimate alpha gives the rate
-  R = tokens_per_round(alpha, k) / (k*D + V(k+1)) to beat; where no k beats plain decoding
-  (R = 1/V(1)) the round drafts nothing (k = 0), and a probe round every few rounds keeps
-  alpha up to date;
-- after each drafted token, one more token is drafted only while its expected gain in
-  tokens, P(all drafts so far accepted) * alpha, per ms it adds (D + V(n+2) - V(n+1)),
-  beats R. P uses the draft's confidence in each token, calibrated online against the
-  target's verdicts: a confident draft runs long, a hesitant one stops early.
+- before a round, the draft length with the most tokens_per_round(alpha, m) / C(m) at the
+  running acceptance estimate alpha sets the rate R to beat; where m = 0 (plain decoding)
+  wins, the round drafts nothing, and a probe round every few rounds keeps alpha current;
+- after each drafted token, one more is drafted only while its expected gain in tokens,
+  P(all drafts so far accepted) * alpha, per ms it adds, C(n+1) - C(n), beats R. P uses
+  the draft's confidence in each token, calibrated online against the target's verdicts:
+  a confident draft runs long, a hesitant one stops early.
 """
 
 from __future__ import annotations
@@ -243,22 +242,35 @@ PRIOR_WEIGHT = 2.0
 # starting from a prior that acceptance equals confidence, worth CALIBRATION_PRIOR tokens.
 CONFIDENCE_BINS = 10
 CALIBRATION_PRIOR = 3.0
+# Weight of one timed round in the running round cost C(m) of its draft length m.
+ROUND_WEIGHT = 0.3
 # While drafting does not pay, probe with one drafted token every this many rounds.
 PROBE_EVERY = 8
 
 
 class CostAwareLength(DraftLength):
-    """Adaptive k that maximises expected tokens per ms under a measured cost model (see the
-    module docstring). `draft_ms` overrides the model's D (a drafter other than the draft
-    model). `confidence` says whether the drafter reports a meaningful confidence per token
-    (a model does; prompt lookup does not): without it each round drafts the best fixed k."""
+    """Adaptive k that maximises expected tokens per ms (see the module docstring).
 
-    def __init__(self, cost: CostModel, k_max: int, *, draft_ms: float | None = None, confidence: bool = True):
+    A round that drafts m tokens costs C(m): m drafted tokens and a verify pass over m+1,
+    plus everything else the engine does per round. C starts from the measured cost model,
+    C(m) = m*D + V(m+1), and then learns from the rounds themselves: the policy times the
+    interval between the starts of consecutive rounds, so what it optimises is what the
+    user waits for, on this machine, at this moment.
+
+    `draft_ms` overrides the model's D (a drafter other than the draft model).
+    `confidence` says whether the drafter reports a meaningful confidence per token (a
+    model does; prompt lookup does not): without it each round drafts the best fixed k.
+    """
+
+    def __init__(self, cost: CostModel, k_max: int, *, draft_ms: float | None = None, confidence: bool = True, clock=time.perf_counter):
         super().__init__(k_max)
-        self.cost = cost
         self.k_max = k_max
-        self.draft_ms = cost.draft if draft_ms is None else draft_ms
         self.use_confidence = confidence
+        d = cost.draft if draft_ms is None else draft_ms
+        self.prior = np.array([m * d + cost.verify_ms(m + 1) for m in range(k_max + 1)])
+        self.observed = np.full(k_max + 1, np.nan)  # running C(m) where timed
+        self._scale = 1.0  # running observed / prior, for the lengths not yet timed
+        self._clock = clock
         self._accepted = PRIOR_ALPHA * PRIOR_WEIGHT
         self._tested = PRIOR_WEIGHT
         self._bin_acc = np.array([(i + 0.5) / CONFIDENCE_BINS * CALIBRATION_PRIOR for i in range(CONFIDENCE_BINS)])
@@ -267,18 +279,35 @@ class CostAwareLength(DraftLength):
         self._p_all = 1.0
         self._rate = 0.0
         self._idle = 0
+        self._started: float | None = None
+        self._last_drafted: int | None = None
 
     @property
     def alpha(self) -> float:
         """Running estimate of the probability that a drafted token is accepted."""
         return self._accepted / self._tested
 
+    def round_ms(self, m: int) -> float:
+        """C(m): what a round drafting m tokens costs, as timed or else as predicted."""
+        seen = self.observed[m]
+        return float(seen) if seen == seen else float(self.prior[m] * self._scale)
+
+    def choose(self, alpha: float) -> tuple[int, float]:
+        """The draft length with the most expected tokens per ms, and that rate."""
+        costs = np.array([self.round_ms(m) for m in range(self.k_max + 1)])
+        rates = np.asarray(theory.tokens_per_round(alpha, np.arange(self.k_max + 1))) / costs
+        k = int(np.argmax(rates))
+        return k, float(rates[k])
+
     def limit(self) -> int:
         """Start a round: the most tokens it may draft (0: decode plainly this round)."""
+        now = self._clock()
+        if self._started is not None and self._last_drafted is not None:
+            self._observe_round(self._last_drafted, (now - self._started) * 1000)
+        self._started, self._last_drafted = now, None
         self._round_conf = []
         self._p_all = 1.0
-        k, speedup = self.cost.best_k(self.alpha, self.k_max, self.draft_ms)
-        self._rate = speedup / self.cost.target
+        k, self._rate = self.choose(self.alpha)
         if k == 0:
             self._idle += 1
             if self._idle < PROBE_EVERY:
@@ -296,11 +325,15 @@ class CostAwareLength(DraftLength):
             return True
         self._p_all *= self._calibrated(confidence)
         n = len(self._round_conf)
-        added_ms = self.draft_ms + self.cost.verify_ms(n + 2) - self.cost.verify_ms(n + 1)
+        if n >= self.k_max:
+            return False
+        added_ms = self.round_ms(n + 1) - self.round_ms(n)
         gain = self._p_all * self.alpha
         return added_ms <= 0 or gain / added_ms >= self._rate
 
-    def update(self, drafted: int, accepted: int) -> None:
+    def update(self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0) -> None:
+        # The round's own pass timings are not needed: the next limit() times the whole round.
+        self._last_drafted = drafted
         if drafted == 0:
             return
         tested = min(accepted + 1, drafted)
@@ -311,11 +344,10 @@ class CostAwareLength(DraftLength):
             self._bin_n[b] += 1
             self._bin_acc[b] += i < accepted
 
-    def observe(self, drafted: int, draft_ms: float, verify_n: int, verify_ms: float) -> None:
-        """Fold a round's timings into the cost estimates (called by the engine)."""
-        if drafted:
-            self.draft_ms += ONLINE_WEIGHT * (draft_ms / drafted - self.draft_ms)
-        self.cost.observe_verify(verify_n, verify_ms)
+    def _observe_round(self, m: int, ms: float) -> None:
+        seen = self.observed[m]
+        self.observed[m] = ms if seen != seen else seen + ROUND_WEIGHT * (ms - seen)
+        self._scale += ROUND_WEIGHT * (ms / self.prior[m] - self._scale)
 
     def _bin(self, confidence: float) -> int:
         return min(int(confidence * CONFIDENCE_BINS), CONFIDENCE_BINS - 1)
@@ -323,3 +355,18 @@ class CostAwareLength(DraftLength):
     def _calibrated(self, confidence: float) -> float:
         b = self._bin(confidence)
         return float(self._bin_acc[b] / self._bin_n[b])
+
+
+def policy_for(pair, settings) -> CostAwareLength:
+    """The cost-aware adaptive-k policy for a run of `settings` on `pair`, up to k =
+    settings.k, with D for the drafter the settings name."""
+    cost = for_pair(pair).copy()
+    if settings.drafter == "lookup":
+        return CostAwareLength(cost, settings.k, draft_ms=0.0, confidence=False)
+    if settings.drafter == "early-exit":
+        from specviz.drafters.early_exit import default_layers
+
+        layers = settings.early_exit_layers or default_layers(pair.target)
+        # The first L of the target's layers cost about L / all of a one-token pass.
+        return CostAwareLength(cost, settings.k, draft_ms=cost.target * layers / pair.target.config.num_hidden_layers)
+    return CostAwareLength(cost, settings.k)
