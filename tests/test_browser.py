@@ -125,9 +125,12 @@ def test_the_bundled_pair_runs_in_the_page(browser):
     with launched_app({}, "app-browser-bundled") as url:
         page = open_page(browser, url, 1280)
         assert page.inner_text("#model-status").strip(), "the page shows the pair's status while it loads"
-        page.fill("#prompt textarea", "")  # so setting the slider only loads, without a run
-        page.fill("#max_new_tokens input[type=number]", "24")
-        page.press("#max_new_tokens input[type=number]", "Enter")
+        # Typing a slider's value and leaving it counts as a release: with no prompt, it only loads.
+        page.fill("#prompt textarea", "")
+        tokens = page.locator("#max_new_tokens input[type=number]")
+        tokens.fill("24")
+        tokens.press("Enter")
+        tokens.blur()
         run(page, "Write a Python function that checks whether a number is prime.")
         assert page.locator("#tokens .tok-accepted").count() > 0
         page.wait_for_selector("#timeline .js-plotly-plot .barlayer")

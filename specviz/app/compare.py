@@ -58,7 +58,7 @@ def build() -> CompareTab:
             identity = gr.HTML(elem_id="identity")
         with gr.Column(min_width=300):
             curve = gr.Plot(viz.empty_figure("Tokens over time appear here", "Tokens over time"), elem_id="race-curve", show_label=False)
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=False, elem_id="race-controls"):
         replay = gr.Button("\u25b6 Replay the race", elem_id="race-replay", scale=0, min_width=180)
         speed = gr.Radio(SPEEDS, value=1.0, label="Replay speed", elem_id="race-speed", scale=1)
     with gr.Row(equal_height=False, elem_id="race"):

@@ -43,9 +43,10 @@ def status_html(name: str, state: LoadState | None) -> str:
 
 
 def model_status(pair: str) -> tuple[str, gr.Timer]:
+    """The status, and whether to keep polling: until the pair has loaded or failed (a Run or
+    a pair change polls again)."""
     state = runner.LOADER.status(pair)
-    busy = state is not None and not state.done.is_set()
-    return status_html(pair, state), gr.Timer(active=busy)
+    return status_html(pair, state), gr.Timer(active=state is None or not state.done.is_set())
 
 
 @dataclass
@@ -106,19 +107,18 @@ def build_page(config: PageConfig) -> gr.Blocks:
         demo.load(model_status, [lv.pair], [status, timer], queue=False, show_progress="hidden", api_visibility="private")
         demo.load(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
 
-        # Live run. Every model run shares one concurrency slot; Stop skips the queue.
+        # Live run. Every model run shares one concurrency slot; Stop skips the queue. A load's
+        # progress bar shows on the stream only; the header's status polls while it loads.
         run_outputs = [*lv.outputs, trace]
-        run_event = lv.run.click(runs.run, lv.inputs, run_outputs, **MODELS, api_visibility="private")
+        live_run = {**MODELS, "show_progress_on": [lv.tokens], "api_visibility": "private"}
+        run_event = lv.run.click(runs.run, lv.inputs, run_outputs, **live_run)
         then_refresh(run_event)
         reruns = []
-        for slider in lv.sliders:
-            ev = slider.release(runs.stop, None, None, queue=False, api_visibility="private")
-            reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, **MODELS, trigger_mode="always_last",
-                                  api_visibility="private"))
-        ev = lv.pair.input(runs.stop, None, None, queue=False, api_visibility="private")
-        ev = ev.then(lambda: gr.Timer(active=True), None, [timer], queue=False, api_visibility="private")
-        reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, **MODELS, trigger_mode="always_last",
-                              api_visibility="private"))
+        for trigger in [*(slider.release for slider in lv.sliders), lv.pair.input]:
+            ev = trigger(runs.stop, None, None, queue=False, api_visibility="private")
+            reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, trigger_mode="always_last", **live_run))
+        for trigger in (lv.run.click, lv.pair.input):
+            trigger(lambda: gr.Timer(active=True), None, [timer], queue=False, api_visibility="private")
         for ev in reruns:
             then_refresh(ev)
         then_refresh(lv.stop.click(runs.stop, None, None, queue=False, cancels=[run_event, *reruns], api_visibility="private"))
@@ -137,7 +137,7 @@ def build_page(config: PageConfig) -> gr.Blocks:
                                     api_visibility="private")
         compare_run.success(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
         replay = cmp.replay.click(comparisons.replay, [trace, plain, cmp.speed], [cmp.spec_column, cmp.plain_column],
-                                  concurrency_limit=None, api_visibility="private")
+                                  concurrency_limit=None, show_progress="hidden", api_visibility="private")
         cmp.stop.click(runs.stop, None, None, queue=False, cancels=[compare_run, replay], api_visibility="private")
 
         # Theory: each slider redraws on release; the last run's numbers can fill them.
