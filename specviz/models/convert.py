@@ -9,11 +9,11 @@ values; tokenizer.json) that later loads memory-mapped.
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from pathlib import Path
 
 from specviz.models import cache
 from specviz.models.bundled import assemble, find_parts
+from specviz.models.gguf_info import describe
 from specviz.models.presets import BundledGGUF
 from specviz.models.progress import Progress
 
@@ -47,26 +47,6 @@ def custom_gguf_folder(path: Path) -> Path:
     return cache.cache_root() / "models" / f"{path.stem}-{key}"
 
 
-def describe_gguf(path: Path) -> dict:
-    """The file's quantisation (file type and tensor types) and parameter count."""
-    from gguf import GGUFReader, LlamaFileType
-
-    reader = GGUFReader(path)
-    types = Counter(t.tensor_type.name for t in reader.tensors)
-    field = reader.fields.get("general.file_type")
-    file_type = None
-    if field is not None:
-        try:
-            file_type = LlamaFileType(int(field.parts[field.data[0]][0])).name.removeprefix("MOSTLY_")
-        except ValueError:
-            pass
-    kinds = ", ".join(f"{n} {t}" for t, n in types.most_common())
-    return {
-        "quant": f"GGUF {file_type or '?'} ({kinds} tensors)",
-        "params": int(sum(int(t.n_elements) for t in reader.tensors)),
-    }
-
-
 def convert(gguf_file: Path, out: Path, progress: Progress | None = None) -> dict:
     """Write `gguf_file` as a transformers folder into `out`; return manifest fields."""
     import torch
@@ -77,7 +57,7 @@ def convert(gguf_file: Path, out: Path, progress: Progress | None = None) -> dic
     report = progress or (lambda f, m: None)
     folder, name = str(gguf_file.parent), gguf_file.name
     report(0.0, f"reading {name}")
-    about = describe_gguf(gguf_file)
+    about = describe(gguf_file)
     report(0.05, f"converting the tokenizer of {name}")
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     report(0.3, f"reading the config of {name}")
