@@ -187,14 +187,11 @@ def _load_model(
         nbytes = model_bytes(params_in_folder(folder), dt)
     check_fits(f"{what}: {ref.label}", nbytes, loaded_bytes(dev), dev)
     progress(0.0, f"loading {ref.label}")
-    shared, check = None, None
-    if target is not None:
-        if same_tokenizer_files(folder, target.folder):
-            shared = target.tokenizer
-        else:
+    shared = target.tokenizer if target is not None and same_tokenizer_files(folder, target.folder) else None
 
-            def check(tokenizer: Any) -> None:
-                check_same_vocab(tokenizer, target.tokenizer, ref.label, target.info["label"])
+    def check(tokenizer: Any) -> None:
+        if target is not None and shared is None:
+            check_same_vocab(tokenizer, target.tokenizer, ref.label, target.info["label"])
 
     with _unreadable(what, folder):
         model, tokenizer = _load_folder(folder, dev, dt, what, shared, check)

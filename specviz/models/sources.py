@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from specviz.models.bundled import parts_installed
 from specviz.models.errors import CustomModelsDisabledError, MissingModelError, UnsafeWeightsError
 from specviz.models.presets import PRESETS, BundledGGUF, Preset, get_preset
 
@@ -117,10 +116,3 @@ def check_folder(path: Path) -> None:
         why = f"it holds only pickled weights ({', '.join(pickled)})" if pickled else "it holds no *.safetensors weights"
         raise UnsafeWeightsError(f"{path}: {why}; specviz loads only safetensors or GGUF")
 
-
-def bundled_available(ref: ModelRef) -> bool:
-    """True if a bundled model can be had offline: its parts are installed or it is converted."""
-    from specviz.models import cache
-    from specviz.models.convert import bundled_folder
-
-    return parts_installed(ref.bundled) or cache.folder_is_valid(bundled_folder(ref.bundled))
