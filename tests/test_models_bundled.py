@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
+from specviz.cli import main
 from specviz.models import load_pair
 from specviz.models.convert import bundled_folder
 from specviz.models.presets import get_preset
@@ -52,3 +55,11 @@ def test_the_load_is_described_and_cached(pair):
     assert load_pair("qwen-coder", device="cpu", dtype="float32") is pair
     solo = load_pair("qwen-coder", with_draft=False, device="cpu", dtype="float32")
     assert solo.draft is None and solo.target is pair.target
+
+
+def test_prepare_reports_the_converted_folders(capsys):
+    assert main(["models", "--prepare", "qwen-coder", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    preset = get_preset("qwen-coder")
+    assert result["target"]["folder"] == str(bundled_folder(preset.target.bundled))
+    assert result["draft"]["folder"] == str(bundled_folder(preset.draft.bundled))
