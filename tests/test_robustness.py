@@ -346,3 +346,14 @@ def test_the_page_binds_to_localhost_unless_told_otherwise():
     assert PageConfig.from_env({}).host == "127.0.0.1"
     assert PageConfig().host == "127.0.0.1"
     assert PageConfig.from_env({"GRADIO_SERVER_NAME": "0.0.0.0"}).host == "0.0.0.0"
+
+
+def test_custom_models_are_off_by_default_on_a_public_space(monkeypatch, models):
+    from specviz.models.errors import CustomModelsDisabledError
+    from specviz.models.sources import custom_allowed
+
+    assert custom_allowed({}) and not custom_allowed({"SPACE_ID": "someone/specviz"})
+    assert custom_allowed({"SPACE_ID": "someone/specviz", "SPECVIZ_ALLOW_CUSTOM_MODELS": "1"})
+    monkeypatch.setenv("SPACE_ID", "someone/specviz")
+    with pytest.raises(CustomModelsDisabledError):
+        load_pair(models["target"], with_draft=False)

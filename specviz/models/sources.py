@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,8 +47,12 @@ class Plan:
     preset: Preset | None = None
 
 
-def custom_allowed() -> bool:
-    return os.environ.get("SPECVIZ_ALLOW_CUSTOM_MODELS", "1").strip().lower() not in ("0", "false", "no", "off")
+def custom_allowed(env: Mapping[str, str] | None = None) -> bool:
+    """Whether models other than the presets may be loaded: SPECVIZ_ALLOW_CUSTOM_MODELS says,
+    and without it, yes, except on a public Hugging Face Space (where SPACE_ID is set)."""
+    env = os.environ if env is None else env
+    default = "0" if env.get("SPACE_ID") else "1"
+    return env.get("SPECVIZ_ALLOW_CUSTOM_MODELS", default).strip().lower() not in ("0", "false", "no", "off")
 
 
 def resolve(spec: str | tuple, *, with_draft: bool = True) -> Plan:
