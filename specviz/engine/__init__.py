@@ -5,9 +5,25 @@
     trace = generation.trace()
 
     trace = run(pair, prompt, settings)          # the same, to the end
+
+The names below are imported on first use, so `python -m specviz generate --help` does not
+wait for torch.
 """
 
-from specviz.engine.generation import Generation, run, start
-from specviz.engine.prompt import encode_prompt, stop_ids
+import importlib
 
-__all__ = ["Generation", "start", "run", "encode_prompt", "stop_ids"]
+_LAZY = {
+    "Generation": "specviz.engine.generation",
+    "start": "specviz.engine.generation",
+    "run": "specviz.engine.generation",
+    "encode_prompt": "specviz.engine.prompt",
+    "stop_ids": "specviz.engine.prompt",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'specviz.engine' has no attribute {name!r}")

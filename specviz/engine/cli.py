@@ -12,8 +12,6 @@ import argparse
 import sys
 from typing import TextIO
 
-from specviz import engine
-from specviz.engine.prompt import check_prompt
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.settings import DRAFTERS, MODES, GenerationSettings
@@ -83,6 +81,8 @@ def pair_spec(args: argparse.Namespace) -> str | tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from specviz.engine.prompt import check_prompt  # torch: imported only when a run happens
+
     settings = settings_from(args)
     check_prompt(args.prompt)
     spec = pair_spec(args)
@@ -97,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
 def generate(pair, prompt: str, settings: GenerationSettings, *, as_json: bool, out: TextIO, color: bool | None = None) -> int:
     """Run once on a loaded pair and print the result (the testable part of `run`)."""
+    from specviz import engine
+
     generation = engine.start(pair, prompt, settings)
     if as_json:
         for _ in generation:
