@@ -33,9 +33,10 @@ def test_generate_streams_the_trace_round_by_round_and_ends_with_the_whole_trace
     traces = stream(client, prompt=PROMPT, pair=spec, drafter="model", k=4, temperature=0.0, top_p=1.0,
                     max_new_tokens=24, seed=0, mode="speculative")
     final = traces[-1]
-    assert len(traces) >= 3, "one message per round, then the finished trace"
+    # A message per round (rounds closer than runner.MIN_UPDATE_S share one), then the finished trace.
+    assert len(traces) >= 2
     counts = [len(t.events) for t in traces]
-    assert counts == sorted(counts) and counts[-1] == counts[-2], "each message adds the round just done"
+    assert counts == sorted(counts) and counts[0] >= 1
     assert final.summary.stop_reason in ("eos", "max_new_tokens")
     assert [t.summary.stop_reason for t in traces[:-1]] == [""] * (len(traces) - 1)
     assert all(isinstance(e, RoundEvent) for e in final.events)

@@ -78,6 +78,29 @@ def test_a_run_colours_every_kind_of_token_and_draws_the_timeline(browser, tiny_
     page.close()
 
 
+def set_slider(page, elem_id: str, value: int) -> None:
+    """Type a slider's value and leave the box: Gradio takes that as releasing the slider."""
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.blur()
+
+
+def test_releasing_a_slider_reruns_and_stop_ends_the_run(browser, tiny_url):
+    page = open_page(browser, tiny_url, 1280)
+    run(page)
+    set_slider(page, "k", 1)  # the same prompt and seed again, drafting one token a round
+    page.wait_for_function("""() => document.querySelector('#tokens [data-state=done]') &&
+        [...document.querySelectorAll('#tokens .sv-round')].every(r => r.querySelectorAll('.tok').length <= 2)""",
+                           timeout=RUN_TIMEOUT_MS)
+    set_slider(page, "max_new_tokens", 512)  # a long run, then Stop
+    page.wait_for_selector("#tokens [data-state=running]", timeout=RUN_TIMEOUT_MS)
+    page.click("#stop")
+    page.wait_for_selector("#tokens [data-state=done]", timeout=60_000)
+    assert "it was stopped" in page.inner_text("#tokens")
+    assert int(page.inner_text("#stats .sv-stat-value >> nth=0")) < 512
+    page.close()
+
+
 def test_the_page_fits_a_phone_and_reads_in_the_dark_theme(browser, tiny_url):
     page = open_page(browser, tiny_url, 390, dark=True)
     assert page.evaluate("document.body.classList.contains('dark') || document.documentElement.classList.contains('dark')")
@@ -125,13 +148,12 @@ def test_the_bundled_pair_runs_in_the_page(browser):
     with launched_app({}, "app-browser-bundled") as url:
         page = open_page(browser, url, 1280)
         assert page.inner_text("#model-status").strip(), "the page shows the pair's status while it loads"
-        # Typing a slider's value and leaving it counts as a release: with no prompt, it only loads.
-        page.fill("#prompt textarea", "")
-        tokens = page.locator("#max_new_tokens input[type=number]")
-        tokens.fill("24")
-        tokens.press("Enter")
-        tokens.blur()
-        run(page, "Write a Python function that checks whether a number is prime.")
+        # Typing a slider's value counts as releasing it: the same prompt runs again, now
+        # with 24 new tokens (it waits for the pair to load first).
+        page.fill("#prompt textarea", "Write a Python function that checks whether a number is prime.")
+        set_slider(page, "max_new_tokens", 24)
+        page.wait_for_selector("#tokens [data-state=done]", timeout=RUN_TIMEOUT_MS)
+        assert 1 <= int(page.inner_text("#stats .sv-stat-value >> nth=0")) <= 24
         assert page.locator("#tokens .tok-accepted").count() > 0
         page.wait_for_selector("#timeline .js-plotly-plot .barlayer")
         page.screenshot(path=str(ARTIFACTS / "bundled-desktop-1280.png"), full_page=True)

@@ -1,9 +1,10 @@
 """Tab 1, the live run: prompt and settings, the coloured token stream, stats, the timeline.
 
 `LiveRuns.run` is the Run button's handler: a generator that sends one update per round
-(the stream, the stats and the timeline, each drawn once) and keeps the trace so far in the
-session's state, so Stop leaves a trace to inspect. `LiveRuns.rerun` is the same run after a
-slider is released or the pair changes.
+(the stream, the stats and the timeline, each drawn once; rounds closer together than
+runner.MIN_UPDATE_S share an update, so a fast GPU does not flood the browser) and keeps
+the trace so far in the session's state, so Stop leaves a trace to inspect.
+`LiveRuns.rerun` is the same run after a slider is released or the pair changes.
 """
 
 from __future__ import annotations
@@ -145,9 +146,9 @@ STOP_REASONS = {
 }
 
 
-def run_state_html(trace: Trace) -> str:
+def run_state_html(trace: Trace, *, stopped: bool = False) -> str:
     """One line under the stream: running (rounds so far) or done (and why it stopped)."""
-    reason = trace.summary.stop_reason
+    reason = "cancelled" if stopped else trace.summary.stop_reason
     steps = "tokens" if trace.mode == "plain" else "rounds"
     if reason:
         why = STOP_REASONS.get(reason, reason)
@@ -155,12 +156,19 @@ def run_state_html(trace: Trace) -> str:
     return f'<div class="sv-run-state" data-state="running">Running: {len(trace.events)} {steps} so far\u2026</div>'
 
 
-def live_views(trace: Trace, *, plot: bool = True) -> tuple:
+def live_views(trace: Trace, *, plot: bool = True, stopped: bool = False) -> tuple:
     """The stream (with its running / done line), the stats and (unless plot=False) the timeline."""
     events = trace.events
-    stream = viz.tokens_html(events, empty="No tokens yet.") + run_state_html(trace)
+    stream = viz.tokens_html(events, empty="No tokens yet.") + run_state_html(trace, stopped=stopped)
     stats = viz.stats_html(viz.live_stats(events))
     return stream, stats, viz.round_timeline_figure(events) if plot else gr.skip()
+
+
+def stopped_views(trace: Trace | None) -> tuple:
+    """After Stop: the stream as it stood, marked stopped (its plot is already drawn)."""
+    if trace is None or trace.summary.stop_reason:
+        return gr.skip(), gr.skip(), gr.skip()
+    return live_views(trace, plot=False, stopped=True)
 
 
 class LiveRuns:

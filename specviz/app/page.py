@@ -107,11 +107,13 @@ def build_page(config: PageConfig) -> gr.Blocks:
         demo.load(model_status, [lv.pair], [status, timer], queue=False, show_progress="hidden", api_visibility="private")
         demo.load(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
 
-        # Live run. Every model run shares one concurrency slot; Stop skips the queue. A load's
-        # progress bar shows on the stream only; the header's status polls while it loads.
+        # Live run. Every model run shares one concurrency slot; a new run first stops the
+        # session's current one (Stop and that step skip the queue). A load's progress bar
+        # shows on the stream only; the header's status polls while it loads.
         run_outputs = [*lv.outputs, trace]
         live_run = {**MODELS, "show_progress_on": [lv.tokens], "api_visibility": "private"}
-        run_event = lv.run.click(runs.run, lv.inputs, run_outputs, **live_run)
+        run_event = lv.run.click(runs.stop, None, None, queue=False, api_visibility="private").then(
+            runs.run, lv.inputs, run_outputs, **live_run)
         then_refresh(run_event)
         reruns = []
         for trigger in [*(slider.release for slider in lv.sliders), lv.pair.input]:
@@ -121,7 +123,8 @@ def build_page(config: PageConfig) -> gr.Blocks:
             trigger(lambda: gr.Timer(active=True), None, [timer], queue=False, api_visibility="private")
         for ev in reruns:
             then_refresh(ev)
-        then_refresh(lv.stop.click(runs.stop, None, None, queue=False, cancels=[run_event, *reruns], api_visibility="private"))
+        stop = lv.stop.click(runs.stop, None, None, queue=False, cancels=[run_event, *reruns], api_visibility="private")
+        then_refresh(stop.then(live.stopped_views, [trace], lv.outputs, api_visibility="private"))
 
         # Round inspector: step, pick a position, or click a token in either stream.
         ins.round.release(inspector.inspect, [trace, ins.round], ins.outputs, api_visibility="private")
@@ -179,7 +182,8 @@ def generate_api(config: PageConfig, runs: live.LiveRuns):
         request: gr.Request = None,
     ) -> Iterator[str]:
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
-        (the schema of `python -m specviz generate --json`); the last is the finished trace."""
+        (the schema of `python -m specviz generate --json`), one per round (at most five a
+        second); the last is the finished trace."""
         settings = runner.settings_from(drafter=drafter, k=k, adaptive=adaptive, temperature=temperature, top_p=top_p,
                                         max_new_tokens=max_new_tokens, seed=seed, mode=mode)
         prompt = runner.check_prompt(prompt)

@@ -10,6 +10,7 @@ ZeroGPU runs it in another process.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +25,10 @@ log = logging.getLogger(__name__)
 LOADER = PairLoader()
 FLAGS = StopFlags()
 GPU_SECONDS = 120  # ZeroGPU's budget for one run
+# Rounds closer together than this are sent as one update: a browser redrawing the stream and
+# the timeline cannot keep up with a GPU's tens of rounds a second, and the API's messages
+# (the whole trace so far) would grow as the square of the run's length.
+MIN_UPDATE_S = 0.2
 
 Progress = Callable[[float, str], None]
 
@@ -71,17 +76,24 @@ def stream(
     *,
     on_progress: Progress | None = None,
     max_wall_s: float | None = None,
+    min_interval_s: float = MIN_UPDATE_S,
 ) -> Iterator[Trace]:
     """The trace after each round (speculative) or token (plain), then the finished trace.
 
     Waits for the pair first, reporting its load through `on_progress`. A new run in the
     same session, or Stop, ends this one before its next round (stop_reason "cancelled").
-    The last trace has the same events as the one before it, plus its stop reason.
+    Rounds that end within `min_interval_s` of the last trace sent are sent with the next
+    one; the first round and the finished trace (the only one with a stop reason) always go.
     """
     flag = FLAGS.begin(session)
     try:
         LOADER.wait(pair_name, with_draft=needs_draft(settings), on_progress=on_progress, should_stop=flag.is_set)
-        yield from _generate(pair_name, prompt, settings.to_dict(), session, max_wall_s)
+        sent = None
+        for trace in _generate(pair_name, prompt, settings.to_dict(), session, max_wall_s):
+            now = time.monotonic()
+            if sent is None or now - sent >= min_interval_s or trace.summary.stop_reason:
+                sent = now
+                yield trace
     except Cancelled:
         return
     finally:
@@ -97,7 +109,7 @@ def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wal
     generation = start(pair, prompt, settings_, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s)
     for _ in generation:
         yield generation.trace()
-    yield generation.trace()
+    yield generation.trace()  # the same events, now with the stop reason
 
 
 try:  # pragma: no cover - only on Hugging Face ZeroGPU
