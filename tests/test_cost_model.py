@@ -123,6 +123,16 @@ def test_policy_drafts_less_when_verify_grows_with_n():
     assert sum(steep_ks[10:]) < sum(flat_ks[10:])
 
 
+def test_policy_looks_past_a_steep_start_of_the_cost_curve():
+    # Passes over 2 and 3 tokens cost much more than over 1, then the curve is flat (as on a
+    # CPU in fp32): with near-certain drafts, long rounds pay even though one more token
+    # after the first does not.
+    cost = CostModel(verify={1: 100.0, 2: 200.0, 3: 300.0, 4: 320.0, 17: 330.0}, draft=5.0)
+    ks, policy = _play(cost, 30, accept=0.97, confidence=0.99)
+    assert ks[-5:] == [8] * 5  # once a confident probe has shown it, every round drafts long
+    assert policy.alpha > 0.9
+
+
 def test_policy_trusts_confident_drafts_further_than_hesitant_ones():
     sure, _ = _play(flat(draft=30.0), 20, accept=0.7, confidence=0.95)
     unsure, _ = _play(flat(draft=30.0), 20, accept=0.7, confidence=0.15)

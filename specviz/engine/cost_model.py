@@ -13,11 +13,12 @@ measured, then as the policy times its own rounds:
 
 - before a round, the draft length with the most tokens_per_round(alpha, m) / C(m) at the
   running acceptance estimate alpha sets the rate R to beat; where m = 0 (plain decoding)
-  wins, the round drafts nothing, and a probe round every few rounds keeps alpha current;
-- after each drafted token, one more is drafted only while its expected gain in tokens,
-  P(all drafts so far accepted) * alpha, per ms it adds, C(n+1) - C(n), beats R. P uses
-  the draft's confidence in each token, calibrated online against the target's verdicts:
-  a confident draft runs long, a hesitant one stops early.
+  wins, the round drafts nothing, and a probe round now and then keeps alpha current;
+- after each drafted token, drafting goes on only while the expected gain in tokens of the
+  next j drafts (j >= 1), sum of P(all drafts so far accepted) * a^i, per ms they add,
+  C(n+j) - C(n), beats R for some j. P and a use the draft's confidence in each token,
+  calibrated online against the target's verdicts: a confident draft runs long, a
+  hesitant one stops early.
 """
 
 from __future__ import annotations
@@ -246,8 +247,11 @@ CONFIDENCE_BINS = 10
 CALIBRATION_PRIOR = 3.0
 # Weight of one timed round in the running round cost C(m) of its draft length m.
 ROUND_WEIGHT = 0.3
-# While drafting does not pay, probe with one drafted token every this many rounds.
+# While drafting does not pay, probe with a drafted token after this many plain rounds,
+# doubling the wait after each probe that changes nothing (a probe costs a draft pass, a
+# larger verify pass and the draft's catch-up over the tokens it skipped).
 PROBE_EVERY = 8
+MAX_PROBE_EVERY = 64
 
 
 class CostAwareLength(DraftLength):
@@ -281,6 +285,7 @@ class CostAwareLength(DraftLength):
         self._p_all = 1.0
         self._rate = 0.0
         self._idle = 0
+        self._probe_every = PROBE_EVERY
         self._started: float | None = None
         self._last_drafted: int | None = None
 
@@ -312,10 +317,14 @@ class CostAwareLength(DraftLength):
         k, self._rate = self.choose(self.alpha)
         if k == 0:
             self._idle += 1
-            if self._idle < PROBE_EVERY:
+            if self._idle < self._probe_every:
                 self.k = 0
                 return 0
+            # A probe that finds drafting still unprofitable makes the next one wait longer.
+            self._probe_every = min(2 * self._probe_every, MAX_PROBE_EVERY)
             k = 1
+        else:
+            self._probe_every = PROBE_EVERY
         self._idle = 0
         self.k = self.k_max if self.use_confidence else k
         return self.k
@@ -327,11 +336,19 @@ class CostAwareLength(DraftLength):
             return True
         self._p_all *= self._calibrated(confidence)
         n = len(self._round_conf)
-        if n >= self.k_max:
-            return False
-        added_ms = self.round_ms(n + 1) - self.round_ms(n)
-        gain = self._p_all * self.alpha
-        return added_ms <= 0 or gain / added_ms >= self._rate
+        # Look ahead past the next token: on a CPU the cost curve is steep for small passes
+        # and flat after, so one more token may not pay where several more do.
+        # The drafts to come are taken to be as likely accepted as this one (a confident
+        # draft tends to stay confident), so a confident probe can show that drafting pays.
+        a_next = self._calibrated(confidence)
+        p, gain, base = self._p_all, 0.0, self.round_ms(n)
+        for j in range(n + 1, self.k_max + 1):
+            p *= a_next
+            gain += p
+            added_ms = self.round_ms(j) - base
+            if added_ms <= 0 or gain / added_ms >= self._rate:
+                return True
+        return False
 
     def update(self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0) -> None:
         # The round's own pass timings are not needed: the next limit() times the whole round.
