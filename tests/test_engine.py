@@ -11,19 +11,12 @@ from specviz.engine.speculative import SpeculativeDecoder
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RoundEvent, Trace
 from specviz.settings import GenerationSettings, SettingsError
-from tiny_models import tiny_model, tiny_pair, tiny_tokenizer
+from tiny_models import single_thread, tiny_model, tiny_pair, tiny_tokenizer  # single_thread: a fixture
+
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 PROMPT = "Write a function that reverses a string"
 N = 24  # new tokens per run: enough for several rounds, fast on tiny models
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread (and suffer most from a busy thread pool)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def settings(**kw) -> GenerationSettings:

@@ -11,17 +11,11 @@ from specviz.cli import main
 from specviz.engine import cli
 from specviz.events import Trace
 from specviz.settings import GenerationSettings
-from tiny_models import tiny_pair
+from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 SUMMARY_KEYS = {"new_tokens", "rounds", "target_passes", "draft_passes", "acceptance_rate", "mean_overlap", "tokens_per_round", "wall_s", "tokens_per_s", "target_ms", "draft_ms", "load_s"}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -10,7 +10,9 @@ from specviz.drafters import make_drafter
 from specviz.drafters.early_exit import EarlyExitForward
 from specviz.engine.sampling import Sampler, distribution, processors
 from specviz.settings import GenerationSettings
-from tiny_models import tiny_pair
+from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 LOGITS = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])
 

@@ -14,18 +14,11 @@ import torch
 from specviz.engine.sampling import Sampler
 from specviz.engine.verify import residual_distribution, verify
 from specviz.settings import GenerationSettings
-from tiny_models import tiny_pair
+from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 SIGMAS = 5
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tests make many tiny tensor calls: one thread avoids thread-pool overhead."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def assert_matches(counts: torch.Tensor, p: torch.Tensor, n: int) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 import torch
 
 from specviz.models.pair import ModelPair
@@ -37,6 +38,16 @@ CORPUS = [
 TOKENIZER_VOCAB = 384
 # Weight noise of the "close" draft: enough that it disagrees with the target now and then.
 CLOSE_NOISE = 0.02
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """Tiny models run fastest on one thread, and a busy machine slows a thread pool most.
+    Use with `pytestmark = pytest.mark.usefixtures("single_thread")` after importing it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @functools.lru_cache(maxsize=None)
