@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tiny_models import CORPUS, tiny_model, tiny_pair, tiny_tokenizer
+from tiny_models import CORPUS, single_thread, tiny_model, tiny_pair, tiny_tokenizer  # single_thread: a fixture
 
 from specviz import engine
 from specviz.cli import main
@@ -32,6 +32,7 @@ from specviz.models import clear_loaded, load_pair
 from specviz.models.errors import CorruptModelError
 from specviz.settings import GenerationSettings
 
+pytestmark = pytest.mark.usefixtures("single_thread")
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "def reverse(s):"
 

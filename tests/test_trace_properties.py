@@ -16,13 +16,15 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny_models import tiny_pair
+from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 
 from specviz import viz
 from specviz.engine import run
 from specviz.errors import UserError
 from specviz.events import MAX_TRACE_BYTES, RoundEvent, Trace, TraceError, load_trace
 from specviz.settings import GenerationSettings
+
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 FAST = settings(max_examples=300, deadline=None)
 DRAWN = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
