@@ -19,6 +19,9 @@ CHROMIUM = "/usr/bin/chromium"
 # The tiny pair, greedy, k = 4: a prompt whose first 48 tokens hold every kind of token.
 PROMPT = "for i in range(10):"
 OUTCOMES = ("tok-accepted", "tok-rejected", "tok-resampled", "tok-bonus")
+# Greedy on the tiny pair, this prompt runs past 1024 tokens without an end-of-text token, so a
+# run of it can only end early by Stop (the first prompts tried ended within 500 tokens).
+LONG_PROMPT = "hello range"
 RUN_TIMEOUT_MS = 300_000  # a bound for a busy machine, not a speed requirement
 
 
@@ -34,7 +37,8 @@ def browser():
 @pytest.fixture(scope="module")
 def tiny_url(tmp_path_factory):
     spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
-    with launched_app({"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0"}, "app-browser") as url:
+    # One thread, like the in-process tiny-model tests: the greedy text (and LONG_PROMPT's length) is the same.
+    with launched_app({"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "OMP_NUM_THREADS": "1"}, "app-browser") as url:
         yield url
 
 
@@ -87,7 +91,7 @@ def set_slider(page, elem_id: str, value: int) -> None:
 
 def test_releasing_a_slider_reruns_and_stop_ends_the_run(browser, tiny_url):
     page = open_page(browser, tiny_url, 1280)
-    run(page)
+    run(page, LONG_PROMPT)
     set_slider(page, "k", 1)  # the same prompt and seed again, drafting one token a round
     page.wait_for_function("""() => document.querySelector('#tokens [data-state=done]') &&
         [...document.querySelectorAll('#tokens .sv-round')].every(r => r.querySelectorAll('.tok').length <= 2)""",

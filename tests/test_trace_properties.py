@@ -88,7 +88,8 @@ def draw_html(trace: Trace) -> list[str]:
         html.append(viz.round_narrative_html(r))
         viz.position_choices(r)  # labels of a radio: text, not HTML
     pred = viz.predict(trace.summary, events, k=trace.settings.get("k"), plain=trace.summary)
-    html += [viz.prediction_html(pred), *viz.gap_explanation(pred)]
+    if pred is not None:
+        html += [viz.prediction_html(pred), *viz.gap_explanation(pred)]
     html += [viz.comparison_html(trace.summary, trace.summary), viz.identity_html(trace, trace)]
     html += list(viz.race_frame(trace, trace, viz.race_end_s(trace) / 2))
     return html

@@ -81,6 +81,13 @@ def test_prediction_explains_low_alpha_and_streaky_acceptance():
     assert pred.target_ms_source == "measured one-token pass" and pred.measured_speedup == pytest.approx(3.0)
 
 
+def test_no_prediction_without_timings():
+    summary = RunSummary(new_tokens=50, rounds=10, mean_overlap=0.5, tokens_per_round=5.0, wall_s=5, tokens_per_s=10,
+                         target_ms=0, draft_ms=0)
+    assert predict(summary, [], k=4) is None
+    assert predict(summary, [], k=4, one_token_ms=300) is not None
+
+
 LOSSLESS = {
     "p": [0.5, 0.3, 0.2], "q": [0.2, 0.2, 0.6], "residual": [0.6, 0.4, 0.0], "measured": [0.501, 0.299, 0.2],
     "abs_error": [0.001, 0.001, 0.0], "std_error": [0.0005, 0.00046, 0.0004], "acceptance_rate": 0.601, "overlap": 0.6,

@@ -43,13 +43,13 @@ class Prediction:
 
 
 def predict(summary: RunSummary, events: Iterable[Event], k: int | None = None, plain: RunSummary | None = None,
-            one_token_ms: float | None = None) -> Prediction:
+            one_token_ms: float | None = None) -> Prediction | None:
     """Predicted and measured numbers for a speculative run.
 
     T (one one-token target pass) is, in order: one_token_ms (e.g. the engine's measured cost
     model), the plain run's mean pass, else the run's own mean target pass (which, being a
     verify pass, overstates T). The measured speedup is against the plain run when given,
-    else against one T per token.
+    else against one T per token. None when no T can be found (a trace without timings).
     """
     events = list(events)
     rounds = [e for e in events if isinstance(e, RoundEvent)]
@@ -65,6 +65,8 @@ def predict(summary: RunSummary, events: Iterable[Event], k: int | None = None, 
         t, source = plain.target_ms, "plain run's mean pass"
     else:
         t, source = summary.target_ms or verify, "this run's mean verify pass (no one-token measurement)"
+    if not t > 0:  # a trace without timings (e.g. edited by hand): nothing to predict from
+        return None
     drafted = sum(len(r.drafted) for r in rounds)
     d = summary.draft_ms if summary.draft_ms > 0 else (stats.draft_ms / drafted if drafted else 0.0)
     tpr = float(theory.tokens_per_round(alpha, k))
