@@ -12,7 +12,9 @@ from specviz.app import compare, inspector, live, lossless_tab, theory_tab, trac
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.page import build_page, status_html
+from specviz.app.shown_errors import shown_errors
 from specviz.engine import run
+from specviz.errors import UserError
 from specviz.events import RoundEvent, Trace
 from specviz.settings import GenerationSettings
 from tiny_models import tiny_pair
@@ -116,7 +118,7 @@ def test_a_bad_upload_is_refused_in_words(tmp_path, content, message):
 def test_an_uploaded_trace_fills_the_controls_that_can_show_it(trace):
     config = PageConfig(default_pair="qwen-coder", allow_custom=False)
     values = live.controls_from(trace, config)
-    assert values[0] == trace.prompt and values[3] == 4 and values[9] == "speculative"
+    assert values[0] == trace.prompt and values[3] == 4 and values[7] == trace.settings["top_k"] and values[10] == "speculative"
     assert values[1] is not trace.pair, "a pair the page does not offer is left alone"
 
 
@@ -126,3 +128,13 @@ def test_user_and_model_text_is_escaped(trace):
     for html in (status_html(HOSTILE, None), status_html(HOSTILE, state),
                  traces.summary_html(Trace.from_dict({**trace.to_dict(), "prompt": HOSTILE, "pair": HOSTILE}))):
         assert "<img" not in html and "&lt;img" in html
+
+
+def test_a_message_quoting_user_input_is_shown_as_text():
+    @shown_errors
+    def handler(pair):
+        raise UserError(f"unknown model pair {pair!r}: write 'DRAFT -> TARGET'")
+
+    with pytest.raises(gr.Error) as err:
+        handler("<b id=x>bold</b> &amp;")
+    assert err.value.message == "unknown model pair '&lt;b id=x>bold&lt;/b> &amp;amp;': write 'DRAFT -> TARGET'"

@@ -16,6 +16,7 @@ import gradio as gr
 
 from specviz import viz
 from specviz.app import runner
+from specviz.app.config import PageConfig
 from specviz.app.live import session_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
@@ -87,8 +88,9 @@ def plain_settings(spec: Trace) -> GenerationSettings:
 class Comparisons:
     """The side-by-side handlers, bound to the page's limits."""
 
-    def __init__(self, max_wall_s: float | None):
-        self.max_wall_s = max_wall_s
+    def __init__(self, config: PageConfig):
+        self.config = config
+        self.max_wall_s = config.max_wall_s
 
     @shown_errors
     def run(self, spec: Trace | None, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
@@ -97,6 +99,7 @@ class Comparisons:
         if spec is None or spec.mode != "speculative":
             raise UserError("run a generation in speculative mode first: plain decoding is compared with it")
         settings = plain_settings(spec)
+        runner.check_pair(spec.pair, self.config)  # an uploaded trace names its own pair
         plain = None
         for plain in runner.stream(spec.pair, spec.prompt, settings, session_of(request), max_wall_s=self.max_wall_s,
                                    on_progress=lambda f, message: progress(f, desc=f"Loading {spec.pair}: {message}")):

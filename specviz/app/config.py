@@ -3,7 +3,9 @@
     GRADIO_SERVER_NAME / GRADIO_SERVER_PORT or PORT   where to listen (127.0.0.1:7860)
     SPECVIZ_DEFAULT_PAIR       the pair selected and preloaded (the bundled qwen-coder)
     SPECVIZ_PRELOAD=0          do not start loading the default pair at launch
-    SPECVIZ_ALLOW_CUSTOM_MODELS=0   offer only the presets (models refuses the rest too)
+    SPECVIZ_ALLOW_CUSTOM_MODELS=0   offer only the presets (models refuses the rest too); the
+                               default is 0 on a Hugging Face Space, else 1. A page bound beyond
+                               127.0.0.1 never loads a visitor's local paths, only Hub ids.
     SPECVIZ_MAX_WALL_S         stop any one run after this many seconds (300)
     SPECVIZ_QUEUE_SIZE         requests that may wait in the queue (32)
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 from specviz.errors import UserError
 from specviz.models.presets import DEFAULT_PAIR
+from specviz.models.sources import custom_allowed
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,11 @@ class PageConfig:
     max_wall_s: float = 300.0
     queue_size: int = 32
 
+    @property
+    def local_only(self) -> bool:
+        """Whether only this machine can reach the page."""
+        return self.host in ("127.0.0.1", "localhost", "::1")
+
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "PageConfig":
         env = os.environ if env is None else env
@@ -35,7 +43,7 @@ class PageConfig:
             port=_int(env.get("GRADIO_SERVER_PORT") or env.get("PORT") or "7860", "the port"),
             default_pair=env.get("SPECVIZ_DEFAULT_PAIR") or DEFAULT_PAIR,
             preload=env.get("SPECVIZ_PRELOAD", "1") != "0",
-            allow_custom=env.get("SPECVIZ_ALLOW_CUSTOM_MODELS", "1").strip().lower() not in ("0", "false", "no", "off"),
+            allow_custom=custom_allowed(env),
             max_wall_s=float(_int(env.get("SPECVIZ_MAX_WALL_S") or "300", "SPECVIZ_MAX_WALL_S")),
             queue_size=_int(env.get("SPECVIZ_QUEUE_SIZE") or "32", "SPECVIZ_QUEUE_SIZE"),
         )

@@ -58,6 +58,7 @@ class LiveTab:
     adaptive: gr.Checkbox
     temperature: gr.Slider
     top_p: gr.Slider
+    top_k: gr.Number
     seed: gr.Number
     max_new_tokens: gr.Slider
     run: gr.Button
@@ -70,7 +71,7 @@ class LiveTab:
     def inputs(self) -> list[gr.components.Component]:
         """run_live's inputs, in its parameter order."""
         return [self.prompt, self.pair, self.drafter, self.k, self.adaptive, self.temperature,
-                self.top_p, self.seed, self.max_new_tokens, self.mode]
+                self.top_p, self.top_k, self.seed, self.max_new_tokens, self.mode]
 
     @property
     def outputs(self) -> list[gr.components.Component]:
@@ -124,7 +125,8 @@ def build(config: PageConfig) -> LiveTab:
                     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature", min_width=160)
                     top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top_p", min_width=160)
                 with gr.Row():
-                    seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=120)
+                    seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=100)
+                    top_k = gr.Number(0, precision=0, minimum=0, label="Top-k", info="0 = off", elem_id="top_k", min_width=100)
                     max_new_tokens = gr.Slider(1, MAX_SHOWN_TOKENS, value=128, step=1, precision=0, label="Max new tokens",
                                                elem_id="max_new_tokens", min_width=200)
                 gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
@@ -135,7 +137,7 @@ def build(config: PageConfig) -> LiveTab:
             stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
             timeline = gr.Plot(empty_figure("The time of each round appears here as it runs", "Time per round"),
                                elem_id="timeline", show_label=False)
-    return LiveTab(prompt, pair, drafter, mode, k, adaptive, temperature, top_p, seed, max_new_tokens, run, stop, tokens, stats, timeline)
+    return LiveTab(prompt, pair, drafter, mode, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, run, stop, tokens, stats, timeline)
 
 
 STOP_REASONS = {
@@ -175,15 +177,17 @@ class LiveRuns:
     """The live run's handlers, bound to the page's limits."""
 
     def __init__(self, config: PageConfig):
+        self.config = config
         self.max_wall_s = config.max_wall_s
 
     @shown_errors
-    def run(self, prompt, pair, drafter, k, adaptive, temperature, top_p, seed, max_new_tokens, mode,
+    def run(self, prompt, pair, drafter, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, mode,
             request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
         """Run with the page's settings: yields (stream, stats, timeline, trace) once per round."""
         settings = runner.settings_from(drafter=drafter, k=k, adaptive=adaptive, temperature=temperature, top_p=top_p,
-                                        max_new_tokens=max_new_tokens, seed=seed, mode=mode)
+                                        top_k=top_k, max_new_tokens=max_new_tokens, seed=seed, mode=mode)
         prompt = runner.check_prompt(prompt)
+        pair = runner.check_pair(pair, self.config)
         shown = -1
         for trace in runner.stream(pair, prompt, settings, session_of(request), max_wall_s=self.max_wall_s,
                                    on_progress=lambda f, message: progress(f, desc=f"Loading {pair}: {message}")):
@@ -191,14 +195,15 @@ class LiveRuns:
             yield *live_views(trace, plot=len(trace.events) != shown), trace
             shown = len(trace.events)
 
-    def rerun(self, prompt, pair, drafter, k, adaptive, temperature, top_p, seed, max_new_tokens, mode,
+    def rerun(self, prompt, pair, drafter, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, mode,
               request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
         """A slider released or the pair changed: run again if there is a prompt, else only load."""
         if not (isinstance(prompt, str) and prompt.strip()):
-            runner.LOADER.request(pair)
+            runner.LOADER.request(runner.check_pair(pair, self.config))
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
-        yield from self.run(prompt, pair, drafter, k, adaptive, temperature, top_p, seed, max_new_tokens, mode, request, progress)
+        yield from self.run(prompt, pair, drafter, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, mode, request,
+                            progress)
 
     @staticmethod
     def stop(request: gr.Request) -> None:
@@ -216,7 +221,7 @@ def controls_from(trace: Trace, config: PageConfig) -> tuple:
     return (
         trace.prompt,
         trace.pair if trace.pair and offered else gr.skip(),
-        s.drafter, s.k, s.adaptive, s.temperature, s.top_p, s.seed,
+        s.drafter, s.k, s.adaptive, s.temperature, s.top_p, s.top_k, s.seed,
         s.max_new_tokens if s.max_new_tokens <= MAX_SHOWN_TOKENS else gr.skip(),
         s.mode,
     )

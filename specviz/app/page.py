@@ -73,7 +73,7 @@ class _Refresh:
 
 def build_page(config: PageConfig) -> gr.Blocks:
     runs = live.LiveRuns(config)
-    comparisons = compare.Comparisons(config.max_wall_s)
+    comparisons = compare.Comparisons(config)
     with gr.Blocks(title="specviz: speculative decoding, made visible") as demo:
         trace = gr.State(None)  # the session's current trace: the last run, or an uploaded one
         plain = gr.State(None)  # plain decoding of the same prompt and settings, for side by side
@@ -179,14 +179,16 @@ def generate_api(config: PageConfig, runs: live.LiveRuns):
         seed: int = 0,
         mode: str = "speculative",
         adaptive: bool = False,
+        top_k: int = 0,
         request: gr.Request = None,
     ) -> Iterator[str]:
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
         (the schema of `python -m specviz generate --json`), one per round (at most five a
         second); the last is the finished trace."""
         settings = runner.settings_from(drafter=drafter, k=k, adaptive=adaptive, temperature=temperature, top_p=top_p,
-                                        max_new_tokens=max_new_tokens, seed=seed, mode=mode)
+                                        top_k=top_k, max_new_tokens=max_new_tokens, seed=seed, mode=mode)
         prompt = runner.check_prompt(prompt)
+        pair = runner.check_pair(pair, config)
         for trace in runner.stream(pair, prompt, settings, live.session_of(request), max_wall_s=runs.max_wall_s):
             yield trace.to_json()
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+from specviz.app.config import PageConfig
 from specviz.app.loading import Cancelled, PairLoader
 from specviz.app.stopping import StopFlags
 from specviz.errors import UserError
@@ -38,12 +40,13 @@ def needs_draft(settings: GenerationSettings) -> bool:
 
 
 def settings_from(
-    *, drafter: Any, k: Any, adaptive: Any, temperature: Any, top_p: Any, max_new_tokens: Any, seed: Any, mode: Any
+    *, drafter: Any, k: Any, adaptive: Any, temperature: Any, top_p: Any, top_k: Any, max_new_tokens: Any, seed: Any, mode: Any
 ) -> GenerationSettings:
     """Settings from the page's (or an API caller's) values; raises SettingsError if bad."""
     return GenerationSettings(
         temperature=_number(temperature),
         top_p=_number(top_p),
+        top_k=_whole(top_k),
         max_new_tokens=_whole(max_new_tokens),
         seed=_whole(seed),
         k=_whole(k),
@@ -60,6 +63,25 @@ def _whole(x: Any) -> Any:
 
 def _number(x: Any) -> Any:
     return float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+
+
+def check_pair(spec: Any, config: PageConfig) -> Any:
+    """`spec`, unless the page is reachable beyond this machine and it names local files.
+
+    On a page bound to another address, a visitor's pair may be presets and Hub ids only: a
+    path would let strangers make the server read its disk. The operator's own default pair
+    (set at launch) is always allowed. Anything else is checked when the pair is resolved.
+    """
+    from specviz.models.presets import PRESETS
+    from specviz.models.sources import ARROW, HUB_ID
+
+    if config.local_only or not isinstance(spec, str) or spec.strip() == config.default_pair:
+        return spec
+    for part in (s.strip() for s in spec.split(ARROW)):
+        if part and part not in PRESETS and (not HUB_ID.match(part) or Path(part).expanduser().exists()):
+            raise UserError(f"{part!r}: this page only loads presets and Hub ids; local files and folders can be "
+                            "named by the operator (SPECVIZ_DEFAULT_PAIR) or on a page bound to 127.0.0.1")
+    return spec
 
 
 def check_prompt(prompt: Any) -> str:

@@ -2,7 +2,8 @@
 
 A UserError's text is shown as it is (it says what is wrong and what is allowed). Anything
 else is a bug: its traceback goes to the server log and the page gets one line, never the
-trace.
+trace. The page renders a message as (sanitised) HTML and messages quote user input, so
+'&' and '<' are escaped: a pair named '<b>x</b>' shows as typed.
 """
 
 from __future__ import annotations
@@ -23,9 +24,15 @@ def _as_page_error(e: Exception) -> gr.Error:
     if isinstance(e, gr.Error):
         return e
     if isinstance(e, UserError):
-        return gr.Error(str(e), print_exception=False)
+        return gr.Error(_as_text(str(e)), print_exception=False)
     log.exception("unexpected error in a page handler")
-    return gr.Error(f"Something went wrong ({type(e).__name__}: {e}). The details are in the server log.", print_exception=False)
+    return gr.Error(_as_text(f"Something went wrong ({type(e).__name__}: {e}). The details are in the server log."),
+                    print_exception=False)
+
+
+def _as_text(message: str) -> str:
+    """The message escaped for HTML text ('>' alone starts no tag, so 'DRAFT -> TARGET' stays readable)."""
+    return message.replace("&", "&amp;").replace("<", "&lt;")
 
 
 def shown_errors(fn: Callable) -> Callable:
