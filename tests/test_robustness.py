@@ -355,6 +355,9 @@ def test_custom_models_are_off_by_default_on_a_public_space(monkeypatch, models)
 
     assert custom_allowed({}) and not custom_allowed({"SPACE_ID": "someone/specviz"})
     assert custom_allowed({"SPACE_ID": "someone/specviz", "SPECVIZ_ALLOW_CUSTOM_MODELS": "1"})
+    from specviz.app.config import PageConfig
+
+    assert not PageConfig.from_env({"SPACE_ID": "someone/specviz"}).allow_custom, "the page offers presets only there too"
     monkeypatch.setenv("SPACE_ID", "someone/specviz")
     with pytest.raises(CustomModelsDisabledError):
         load_pair(models["target"], with_draft=False)
