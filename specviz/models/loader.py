@@ -33,6 +33,7 @@ from specviz.models.memory import check_fits, model_bytes, params_in_folder
 from specviz.models.pair import ModelPair
 from specviz.models.presets import DEFAULT_PAIR
 from specviz.models.progress import Progress, Steps
+from specviz.models.small_batch import use_few_rows_product
 from specviz.models.sources import ModelRef, Plan, resolve
 from specviz.models.vocab import check_same_vocab, head_rows, same_tokenizer_files, shared_vocab_size
 
@@ -195,6 +196,7 @@ def _load_model(
 
     with _unreadable(what, folder):
         model, tokenizer = _load_folder(folder, dev, dt, what, shared, check)
+    use_few_rows_product(model)
     progress(1.0, f"loaded {ref.label}")
     info.update(bytes=nbytes, load_s=round(time.perf_counter() - start, 2), head_rows=head_rows(model))
     _models[key] = Loaded(model, tokenizer, nbytes, info, folder)
