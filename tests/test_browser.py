@@ -96,8 +96,9 @@ def test_releasing_a_slider_reruns_and_stop_ends_the_run(browser, tiny_url):
     page.wait_for_function("""() => document.querySelector('#tokens [data-state=done]') &&
         [...document.querySelectorAll('#tokens .sv-round')].every(r => r.querySelectorAll('.tok').length <= 2)""",
                            timeout=RUN_TIMEOUT_MS)
-    set_slider(page, "max_new_tokens", 512)  # a long run, then Stop
-    page.wait_for_selector("#tokens [data-state=running]", timeout=RUN_TIMEOUT_MS)
+    set_slider(page, "max_new_tokens", 512)  # a long run, then Stop once it is past the 128 tokens of the runs before
+    page.wait_for_function("""() => document.querySelector('#tokens [data-state=running]') &&
+        parseInt(document.querySelector('#stats .sv-stat-value').innerText) > 128""", timeout=RUN_TIMEOUT_MS)
     page.click("#stop")
     page.wait_for_selector("#tokens [data-state=done]", timeout=60_000)
     assert "it was stopped" in page.inner_text("#tokens")

@@ -10,6 +10,8 @@ the trace so far in the session's state, so Stop leaves a trace to inspect.
 from __future__ import annotations
 
 import json
+import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +142,13 @@ def build(config: PageConfig) -> LiveTab:
     return LiveTab(prompt, pair, drafter, mode, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, run, stop, tokens, stats, timeline)
 
 
+def plot_interval_s(trace: Trace) -> float:
+    """How long the timeline waits between redraws while a run streams (it is always drawn at
+    the end). Redrawing a plot of hundreds of rounds several times a second kept a browser so
+    busy that the Stop click waited until the run had ended; the wait grows with the plot."""
+    return max(1.0, len(trace.events) / 150)
+
+
 STOP_REASONS = {
     "eos": "the model ended its answer",
     "max_new_tokens": "it reached the max new tokens",
@@ -188,12 +197,15 @@ class LiveRuns:
                                         top_k=top_k, max_new_tokens=max_new_tokens, seed=seed, mode=mode)
         prompt = runner.check_prompt(prompt)
         pair = runner.check_pair(pair, self.config)
-        shown = -1
+        shown, plotted_at = -1, -math.inf
         for trace in runner.stream(pair, prompt, settings, session_of(request), max_wall_s=self.max_wall_s,
                                    on_progress=lambda f, message: progress(f, desc=f"Loading {pair}: {message}")):
             # The finished trace repeats the last round's events: only the stats change then.
-            yield *live_views(trace, plot=len(trace.events) != shown), trace
-            shown = len(trace.events)
+            now = time.monotonic()
+            plot = len(trace.events) != shown and (bool(trace.summary.stop_reason) or now - plotted_at >= plot_interval_s(trace))
+            yield *live_views(trace, plot=plot), trace
+            if plot:
+                shown, plotted_at = len(trace.events), now
 
     def rerun(self, prompt, pair, drafter, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, mode,
               request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
