@@ -48,7 +48,10 @@ def test_a_custom_pair_of_folders_loads_ready_for_inference(folders):
     ids = torch.tensor([pair.tokenizer("def reverse(s):").input_ids])
     for loaded, original in ((pair.target, tiny_model(0)), (pair.draft, tiny_model(1, layers=2))):
         assert not loaded.training and not any(p.requires_grad for p in loaded.parameters())
-        torch.testing.assert_close(loaded(ids).logits, original(ids).logits)
+        weights = original.state_dict()
+        assert all(torch.equal(t, weights[name]) for name, t in loaded.state_dict().items())
+        # The loader gives CPU layers the few-row product: the same weights, sums in another order.
+        torch.testing.assert_close(loaded(ids).logits, original(ids).logits, rtol=1e-4, atol=1e-4)
     assert pair.info["target"]["kind"] == "folder" and pair.info["draft"]["source"] == draft_dir
     assert pair.info["draft"]["head_rows"] == pair.info["target"]["head_rows"] == len(tiny_tokenizer())
     fractions = [f for f, _ in seen]
