@@ -90,7 +90,6 @@ class Comparisons:
 
     def __init__(self, config: PageConfig):
         self.config = config
-        self.max_wall_s = config.max_wall_s
 
     @shown_errors
     def run(self, spec: Trace | None, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
@@ -101,7 +100,7 @@ class Comparisons:
         settings = plain_settings(spec)
         runner.check_pair(spec.pair, self.config)  # an uploaded trace names its own pair
         plain = None
-        for plain in runner.stream(spec.pair, spec.prompt, settings, session_of(request), max_wall_s=self.max_wall_s,
+        for plain in runner.stream(spec.pair, spec.prompt, settings, session_of(request), max_wall_s=self.config.max_wall_s,
                                    on_progress=lambda f, message: progress(f, desc=f"Loading {spec.pair}: {message}")):
             _, column = viz.race_frame([], plain, viz.race_end_s(plain))
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), column

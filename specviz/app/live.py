@@ -187,7 +187,6 @@ class LiveRuns:
 
     def __init__(self, config: PageConfig):
         self.config = config
-        self.max_wall_s = config.max_wall_s
 
     @shown_errors
     def run(self, prompt, pair, drafter, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, mode,
@@ -198,7 +197,7 @@ class LiveRuns:
         prompt = runner.check_prompt(prompt)
         pair = runner.check_pair(pair, self.config)
         shown, plotted_at = -1, -math.inf
-        for trace in runner.stream(pair, prompt, settings, session_of(request), max_wall_s=self.max_wall_s,
+        for trace in runner.stream(pair, prompt, settings, session_of(request), max_wall_s=self.config.max_wall_s,
                                    on_progress=lambda f, message: progress(f, desc=f"Loading {pair}: {message}")):
             # The finished trace repeats the last round's events: only the stats change then.
             now = time.monotonic()

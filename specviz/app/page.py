@@ -161,11 +161,11 @@ def build_page(config: PageConfig) -> gr.Blocks:
         upload = upload.then(lambda t: live.controls_from(t, config), [trace], lv.inputs, api_visibility="private")
         then_refresh(upload)
 
-        gr.api(generate_api(config, runs), api_name="generate", **MODELS)
+        gr.api(generate_api(config), api_name="generate", **MODELS)
     return demo
 
 
-def generate_api(config: PageConfig, runs: live.LiveRuns):
+def generate_api(config: PageConfig):
     """The `generate` endpoint for gradio_client: streams the trace so far as JSON."""
 
     def generate(
@@ -189,7 +189,7 @@ def generate_api(config: PageConfig, runs: live.LiveRuns):
                                         top_k=top_k, max_new_tokens=max_new_tokens, seed=seed, mode=mode)
         prompt = runner.check_prompt(prompt)
         pair = runner.check_pair(pair, config)
-        for trace in runner.stream(pair, prompt, settings, live.session_of(request), max_wall_s=runs.max_wall_s):
+        for trace in runner.stream(pair, prompt, settings, live.session_of(request), max_wall_s=config.max_wall_s):
             yield trace.to_json()
 
     return shown_errors(generate)
