@@ -157,3 +157,20 @@ def test_bench_end_to_end_on_tiny_models(tmp_path, monkeypatch, one_thread):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert width > 400 and height > 300
+
+
+def test_a_run_cut_short_keeps_the_prompts_it_finished(tmp_path, monkeypatch, one_thread):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    pair = tiny_pair("close")
+    prompts = [BenchPrompt("c1", "code", "def f(x):"), BenchPrompt("c2", "code", "import os"), BenchPrompt("p1", "prose", "The sea")]
+    methods = [parse_method(n) for n in ("hf-plain", "sv-k2")]
+    partials = []
+    result = bench(pair, prompts, methods, BenchOptions(max_new_tokens=6, k_max=2, warmup=False), command="test", load_s=0.0, partial=partials.append)
+
+    # code and prose in turn, each partial result a complete report of the prompts done
+    assert [[p["id"] for p in r["prompts"]] for r in partials] == [["c1"], ["c1", "p1"], ["c1", "c2", "p1"]]
+    assert [r["meta"]["prompts_done"] for r in partials] == ["1 of 3", "2 of 3", "3 of 3"]
+    assert "Partial: 2 of 3 prompts" in markdown(partials[1]) and "Partial" not in markdown(result)
+    assert set(partials[1]["summary"]["per_prompt"]) == {"c1", "p1"}
+    assert partials[1]["summary"]["overall"]["sv-k2"]["tokens_per_s"] > 0
+    assert [p["id"] for p in result["prompts"]] == ["c1", "c2", "p1"]  # the final report keeps file order

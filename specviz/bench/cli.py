@@ -15,7 +15,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -68,15 +68,27 @@ def run(args: argparse.Namespace) -> int:
     pair = load_pair(args.pair, with_draft=any(m.needs_draft for m in methods), device=args.device, dtype=args.dtype)
     load_s = time.perf_counter() - t0
     command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
-    result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True)
+    # the outputs are rewritten after every prompt, so a run cut short keeps what it measured
+    result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True, partial=lambda r: report.write_all(r, Path(args.out)))
     paths = report.write_all(result, Path(args.out))
     print(report.markdown(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
     return 0
 
 
-def bench(pair, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, command: str, load_s: float, progress_bar: bool = False) -> dict[str, Any]:
-    """Run the bench on a loaded pair and return everything bench.json holds."""
+def bench(
+    pair,
+    prompts: list[BenchPrompt],
+    methods: list[Method],
+    opts: BenchOptions,
+    *,
+    command: str,
+    load_s: float,
+    progress_bar: bool = False,
+    partial: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run the bench on a loaded pair and return everything bench.json holds. `partial`, if
+    given, gets the same over the prompts finished so far after each prompt."""
     import transformers
 
     transformers.utils.logging.set_verbosity_error()  # per-call deprecation chatter
@@ -87,39 +99,43 @@ def bench(pair, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOp
     t0 = time.perf_counter()
     cost = cost_model.for_pair(pair)
     cost_s = time.perf_counter() - t0
+    meta = {
+        "command": command,
+        "machine": machine(pair.device),
+        "pair": pair.name,
+        "device": str(pair.device),
+        "dtype": str(pair.dtype).replace("torch.", ""),
+        "load_s": load_s or pair.load_s,
+        "cost_model_s": cost_s,
+        "cost_model": cost.to_dict() if cost else None,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "max_new_tokens": opts.max_new_tokens,
+        "temperature": opts.temperature,
+        "repeats": opts.repeats,
+        "k_max": opts.k_max,
+        "seed": opts.seed,
+    }
+    stop = set(eos_ids(pair))
+
+    def result(raw, bench_s: float) -> dict[str, Any]:
+        done = [p for p in prompts if p.id in raw]
+        return {
+            "meta": {**meta, "bench_s": bench_s, "prompts_done": f"{len(done)} of {len(prompts)}"},
+            "methods": [{"name": m.name, "library": FAMILY_NAMES[m.family], "kind": m.kind, "k": m.k, "events": m.record if m.family == "sv" else None} for m in methods],
+            "prompts": [{"id": p.id, "kind": p.kind, "chars": len(p.prompt)} for p in done],
+            "samples": {p.id: {n: [{"tokens_per_s": s.tokens_per_s, "wall_s": s.wall_s, "new_tokens": s.new_tokens, **s.stats} for s in runs] for n, runs in raw[p.id].items()} for p in done},
+            "summary": summarise(raw, done, methods, opts, stop=stop, cost=cost),
+        }
+
     bar = _progress(count_runs(prompts, methods, opts)) if progress_bar else None
     t0 = time.perf_counter()
     try:
-        raw = run_bench(pair, prompts, methods, opts, progress=bar.step if bar else None)
+        raw = run_bench(pair, prompts, methods, opts, progress=bar.step if bar else None, prompt_done=(lambda raw: partial(result(raw, time.perf_counter() - t0))) if partial else None)
     finally:
         if bar:
             bar.close()
-    bench_s = time.perf_counter() - t0
-    summary = summarise(raw, prompts, methods, opts, stop=set(eos_ids(pair)), cost=cost)
-    return {
-        "meta": {
-            "command": command,
-            "machine": machine(pair.device),
-            "pair": pair.name,
-            "device": str(pair.device),
-            "dtype": str(pair.dtype).replace("torch.", ""),
-            "load_s": load_s or pair.load_s,
-            "cost_model_s": cost_s,
-            "bench_s": bench_s,
-            "cost_model": cost.to_dict() if cost else None,
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "max_new_tokens": opts.max_new_tokens,
-            "temperature": opts.temperature,
-            "repeats": opts.repeats,
-            "k_max": opts.k_max,
-            "seed": opts.seed,
-        },
-        "methods": [{"name": m.name, "library": FAMILY_NAMES[m.family], "kind": m.kind, "k": m.k, "events": m.record if m.family == "sv" else None} for m in methods],
-        "prompts": [{"id": p.id, "kind": p.kind, "chars": len(p.prompt)} for p in prompts],
-        "samples": {pid: {n: [{"tokens_per_s": s.tokens_per_s, "wall_s": s.wall_s, "new_tokens": s.new_tokens, **s.stats} for s in runs] for n, runs in by_m.items()} for pid, by_m in raw.items()},
-        "summary": summary,
-    }
+    return result(raw, time.perf_counter() - t0)
 
 
 def machine(device) -> str:

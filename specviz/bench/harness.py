@@ -15,7 +15,7 @@ import torch
 
 from specviz.bench import hf_baselines
 from specviz.bench.methods import Method, Sample, run_specviz, run_transformers, sv_settings
-from specviz.bench.prompts import BenchPrompt
+from specviz.bench.prompts import BenchPrompt, alternating
 from specviz.settings import GenerationSettings
 
 WARMUP_TOKENS = 8
@@ -38,28 +38,35 @@ class BenchOptions:
 Raw = dict[str, dict[str, list[Sample]]]
 # progress(label) is called once before every run (warm-ups included)
 Progress = Callable[[str], None]
+# done(raw) is called after each prompt with the prompts finished so far
+PromptDone = Callable[[Raw], None]
 
 
 def count_runs(prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions) -> int:
     return len(methods) * (len(prompts) * opts.repeats + (1 if opts.warmup else 0))
 
 
-def run_bench(pair, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, progress: Progress | None = None) -> Raw:
+def run_bench(pair, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, progress: Progress | None = None, prompt_done: PromptDone | None = None) -> Raw:
+    """Prompts run code and prose in turn, so a run cut short still covers both kinds."""
     base = opts.base_settings()
     step = progress or (lambda label: None)
     if opts.warmup:
         for m in methods:
             step(f"warm-up {m.name}")
             _run_one(pair, prompts[0], m, replace(base, max_new_tokens=min(WARMUP_TOKENS, base.max_new_tokens)), opts)
-    raw: Raw = {p.id: {m.name: [] for m in methods} for p in prompts}
-    for i, p in enumerate(prompts):
+    raw: Raw = {}
+    for i, p in enumerate(alternating(prompts)):
+        samples: dict[str, list[Sample]] = {m.name: [] for m in methods}
         for r in range(opts.repeats):
             settings = replace(base, seed=opts.seed + r)
             order = methods[(i + r) % len(methods) :] + methods[: (i + r) % len(methods)]
             for m in order:
                 step(f"{p.id} {m.name}")
-                raw[p.id][m.name].append(_run_one(pair, p, m, settings, opts))
-    return raw
+                samples[m.name].append(_run_one(pair, p, m, settings, opts))
+        raw[p.id] = samples
+        if prompt_done:
+            prompt_done(raw)
+    return {p.id: raw[p.id] for p in prompts}
 
 
 def _run_one(pair, prompt: BenchPrompt, method: Method, settings: GenerationSettings, opts: BenchOptions) -> Sample:

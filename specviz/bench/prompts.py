@@ -62,12 +62,13 @@ def select(prompts: list[BenchPrompt], *, ids: list[str] | None = None, limit: i
         prompts = [p for p in prompts if p.id in ids]
     if limit is None or limit >= len(prompts):
         return prompts
-    by_kind = {k: [p for p in prompts if p.kind == k] for k in KINDS}
-    chosen: list[BenchPrompt] = []
-    i = 0
-    while len(chosen) < limit:
-        for k in KINDS:
-            if i < len(by_kind[k]) and len(chosen) < limit:
-                chosen.append(by_kind[k][i])
-        i += 1
+    chosen = alternating(prompts)[:limit]
     return [p for p in prompts if p in chosen]
+
+
+def alternating(prompts: list[BenchPrompt]) -> list[BenchPrompt]:
+    """The prompts taken in turn from each kind (code, prose, code, ...), each kind in file
+    order; the rest of the longer kind at the end."""
+    by_kind = [[p for p in prompts if p.kind == k] for k in KINDS]
+    turns = [p for i in range(max(map(len, by_kind), default=0)) for kind in by_kind if i < len(kind) for p in [kind[i]]]
+    return turns + [p for p in prompts if p not in turns]

@@ -33,6 +33,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"{len(result['prompts'])} prompts, median of {meta['repeats']} run(s), geometric mean over prompts.",
         "",
     ]
+    done, total = meta.get("prompts_done", "0 of 0").split(" of ")
+    if done != total:
+        lines += [f"**Partial: {done} of {total} prompts finished so far.**", ""]
     if meta.get("cost_model"):
         cm = meta["cost_model"]
         sizes = ", ".join(f"{n}: {v:.0f}" for n, v in cm["verify"].items())
