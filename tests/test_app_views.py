@@ -138,3 +138,12 @@ def test_a_message_quoting_user_input_is_shown_as_text():
     with pytest.raises(gr.Error) as err:
         handler("<b id=x>bold</b> &amp;")
     assert err.value.message == "unknown model pair '&lt;b id=x>bold&lt;/b> &amp;amp;': write 'DRAFT -> TARGET'"
+
+
+def test_an_api_client_reads_messages_unescaped():
+    from specviz.app.page import generate_api
+
+    api = generate_api(PageConfig(default_pair="tiny", preload=False))
+    with pytest.raises(gr.Error) as err:
+        next(api("hello", pair="<b>x</b> & y"))
+    assert "'<b>x</b> & y'" in err.value.message and "&lt;" not in err.value.message

@@ -192,4 +192,4 @@ def generate_api(config: PageConfig):
         for trace in runner.stream(pair, prompt, settings, live.session_of(request), max_wall_s=config.max_wall_s):
             yield trace.to_json()
 
-    return shown_errors(generate)
+    return shown_errors(generate, html=False)

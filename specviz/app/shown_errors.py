@@ -3,7 +3,8 @@
 A UserError's text is shown as it is (it says what is wrong and what is allowed). Anything
 else is a bug: its traceback goes to the server log and the page gets one line, never the
 trace. The page renders a message as (sanitised) HTML and messages quote user input, so
-'&' and '<' are escaped: a pair named '<b>x</b>' shows as typed.
+'&' and '<' are escaped: a pair named '<b>x</b>' shows as typed. An API client reads the
+message as plain text, so the API's handler keeps it unescaped (`html=False`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from specviz.errors import UserError
 log = logging.getLogger("specviz.app")
 
 
-def _as_page_error(e: Exception) -> gr.Error:
+def _as_page_error(e: Exception, html: bool) -> gr.Error:
     if isinstance(e, gr.Error):
         return e
+    text = _as_text if html else str
     if isinstance(e, UserError):
-        return gr.Error(_as_text(str(e)), print_exception=False)
+        return gr.Error(text(str(e)), print_exception=False)
     log.exception("unexpected error in a page handler")
-    return gr.Error(_as_text(f"Something went wrong ({type(e).__name__}: {e}). The details are in the server log."),
+    return gr.Error(text(f"Something went wrong ({type(e).__name__}: {e}). The details are in the server log."),
                     print_exception=False)
 
 
@@ -35,7 +37,7 @@ def _as_text(message: str) -> str:
     return message.replace("&", "&amp;").replace("<", "&lt;")
 
 
-def shown_errors(fn: Callable) -> Callable:
+def shown_errors(fn: Callable, *, html: bool = True) -> Callable:
     """Wrap a handler (plain or generator) so every failure reaches the page as gr.Error."""
     if inspect.isgeneratorfunction(fn):
 
@@ -44,7 +46,7 @@ def shown_errors(fn: Callable) -> Callable:
             try:
                 yield from fn(*args, **kwargs)
             except Exception as e:
-                raise _as_page_error(e) from None
+                raise _as_page_error(e, html) from None
 
         return gen_wrapper
 
@@ -53,6 +55,6 @@ def shown_errors(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except Exception as e:
-            raise _as_page_error(e) from None
+            raise _as_page_error(e, html) from None
 
     return wrapper
