@@ -111,18 +111,10 @@ class Generation:
         )
 
 
-def start(
-    pair: ModelPair,
-    prompt: str,
-    settings: GenerationSettings,
-    *,
-    should_stop: Callable[[], bool] | None = None,
-    max_wall_s: float | None = None,
-    record: Record = "full",
-    draft_length: DraftLength | None = None,
-) -> Generation:
-    """Prepare a run (settings validated, prompt encoded); iterate the result to run it."""
-    return Generation(pair, prompt, settings, should_stop=should_stop, max_wall_s=max_wall_s, record=record, draft_length=draft_length)
+def start(pair: ModelPair, prompt: str, settings: GenerationSettings, **options) -> Generation:
+    """Prepare a run (settings validated, prompt encoded); iterate the result to run it.
+    `options` are Generation's: should_stop, max_wall_s, record, draft_length."""
+    return Generation(pair, prompt, settings, **options)
 
 
 def run(pair: ModelPair, prompt: str, settings: GenerationSettings, **kw) -> Trace:
