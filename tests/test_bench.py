@@ -14,9 +14,10 @@ from specviz.bench.cli import bench
 from specviz.bench.harness import BenchOptions
 from specviz.bench.methods import Method, Sample, default_methods, parse_method
 from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
-from specviz.bench.report import markdown, write_all
+from specviz.bench.report import markdown, write_all, write_traces
 from specviz.bench.summary import geomean, summarise
 from specviz.errors import UserError
+from specviz.events import load_trace
 from tiny_models import tiny_pair
 
 
@@ -165,7 +166,12 @@ def test_a_run_cut_short_keeps_the_prompts_it_finished(tmp_path, monkeypatch, on
     prompts = [BenchPrompt("c1", "code", "def f(x):"), BenchPrompt("c2", "code", "import os"), BenchPrompt("p1", "prose", "The sea")]
     methods = [parse_method(n) for n in ("hf-plain", "sv-k2")]
     partials = []
-    result = bench(pair, prompts, methods, BenchOptions(max_new_tokens=6, k_max=2, warmup=False), command="test", load_s=0.0, partial=partials.append)
+
+    def save(result, raw):
+        partials.append(result)
+        write_traces(raw, tmp_path)
+
+    result = bench(pair, prompts, methods, BenchOptions(max_new_tokens=6, k_max=2, warmup=False), command="test", load_s=0.0, partial=save)
 
     # code and prose in turn, each partial result a complete report of the prompts done
     assert [[p["id"] for p in r["prompts"]] for r in partials] == [["c1"], ["c1", "p1"], ["c1", "c2", "p1"]]
@@ -174,3 +180,29 @@ def test_a_run_cut_short_keeps_the_prompts_it_finished(tmp_path, monkeypatch, on
     assert set(partials[1]["summary"]["per_prompt"]) == {"c1", "p1"}
     assert partials[1]["summary"]["overall"]["sv-k2"]["tokens_per_s"] > 0
     assert [p["id"] for p in result["prompts"]] == ["c1", "c2", "p1"]  # the final report keeps file order
+
+    # each specviz run's trace is saved once, in the page's trace format
+    assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == ["c1.sv-k2.json", "c2.sv-k2.json", "p1.sv-k2.json"]
+    trace = load_trace((tmp_path / "traces" / "p1.sv-k2.json").read_bytes())
+    assert trace.prompt == "The sea" and trace.settings["k"] == 2
+    assert len(trace.token_ids) == result["samples"]["p1"]["sv-k2"][0]["new_tokens"]
+
+
+def test_the_command_writes_its_outputs_and_the_traces(tmp_path, monkeypatch, capsys, one_thread):
+    import argparse
+
+    import specviz.models
+    from specviz.bench import cli
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(specviz.models, "load_pair", lambda name, **kw: tiny_pair("close"))
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args(["--limit", "2", "--max-new-tokens", "4", "--methods", "hf-plain,sv-k2", "--no-warmup", "--out", str(tmp_path / "out")])
+    assert cli.run(args) == 0
+
+    out = tmp_path / "out"
+    data = json.loads((out / "bench.json").read_text())
+    assert data["meta"]["prompts_done"] == "2 of 2" and len(data["prompts"]) == 2
+    assert (out / "bench.md").read_text() in capsys.readouterr().out
+    assert sorted(p.name for p in (out / "traces").iterdir()) == [f"{p['id']}.sv-k2.json" for p in sorted(data["prompts"], key=lambda p: p["id"])]

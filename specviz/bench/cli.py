@@ -2,8 +2,10 @@
 
     python -m specviz bench --pair qwen-coder --max-new-tokens 128 --out bench-out
 
-Writes bench.json, bench.md and bench.png to --out and prints the table. A full run on the
-bundled pair takes hours on two CPU cores: --methods, --limit and --prompt-ids run subsets.
+Writes bench.json, bench.md and bench.png to --out and prints the table; each specviz run's
+trace goes to --out/traces, for the page's Traces tab. The outputs are rewritten after every
+prompt. A full run on the bundled pair takes hours on two CPU cores: --methods, --limit and
+--prompt-ids run subsets.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Callable
 import torch
 
 from specviz.bench import report
-from specviz.bench.harness import BenchOptions, count_runs, eos_ids, run_bench
+from specviz.bench.harness import BenchOptions, Raw, count_runs, eos_ids, run_bench
 from specviz.bench.methods import FAMILY_NAMES, Method, default_methods, parse_method
 from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
 from specviz.bench.summary import summarise
@@ -47,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each method")
-    parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md and bench.png")
+    parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md, bench.png and traces/")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,9 +70,15 @@ def run(args: argparse.Namespace) -> int:
     pair = load_pair(args.pair, with_draft=any(m.needs_draft for m in methods), device=args.device, dtype=args.dtype)
     load_s = time.perf_counter() - t0
     command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
-    # the outputs are rewritten after every prompt, so a run cut short keeps what it measured
-    result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True, partial=lambda r: report.write_all(r, Path(args.out)))
-    paths = report.write_all(result, Path(args.out))
+    out = Path(args.out)
+
+    def save(result: dict[str, Any], raw: Raw) -> None:
+        # after every prompt, so a run cut short keeps what it measured
+        report.write_all(result, out)
+        report.write_traces(raw, out)
+
+    result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True, partial=save)
+    paths = report.write_all(result, out)
     print(report.markdown(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
     return 0
@@ -85,10 +93,11 @@ def bench(
     command: str,
     load_s: float,
     progress_bar: bool = False,
-    partial: Callable[[dict[str, Any]], None] | None = None,
+    partial: Callable[[dict[str, Any], Raw], None] | None = None,
 ) -> dict[str, Any]:
     """Run the bench on a loaded pair and return everything bench.json holds. `partial`, if
-    given, gets the same over the prompts finished so far after each prompt."""
+    given, gets the same over the prompts finished so far after each prompt, with their
+    samples."""
     import transformers
 
     transformers.utils.logging.set_verbosity_error()  # per-call deprecation chatter
@@ -131,7 +140,7 @@ def bench(
     bar = _progress(count_runs(prompts, methods, opts)) if progress_bar else None
     t0 = time.perf_counter()
     try:
-        raw = run_bench(pair, prompts, methods, opts, progress=bar.step if bar else None, prompt_done=(lambda raw: partial(result(raw, time.perf_counter() - t0))) if partial else None)
+        raw = run_bench(pair, prompts, methods, opts, progress=bar.step if bar else None, prompt_done=(lambda raw: partial(result(raw, time.perf_counter() - t0), raw)) if partial else None)
     finally:
         if bar:
             bar.close()

@@ -50,6 +50,7 @@ class Sample:
     token_ids: list[int]
     wall_s: float
     stats: dict[str, Any] = field(default_factory=dict)
+    trace: Any = None  # a specviz run's whole trace, saved to --out/traces for the page
 
     @property
     def new_tokens(self) -> int:
@@ -112,7 +113,7 @@ def run_specviz(pair, prompt: str, method: Method, settings: GenerationSettings)
     trace = run(pair, prompt, settings, record=method.record, draft_length=policy)
     _sync(pair.device)
     wall = time.perf_counter() - t0
-    return Sample(token_ids=list(trace.token_ids), wall_s=wall, stats=trace_stats(trace))
+    return Sample(token_ids=list(trace.token_ids), wall_s=wall, stats=trace_stats(trace), trace=trace)
 
 
 def trace_stats(trace) -> dict[str, Any]:
