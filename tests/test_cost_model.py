@@ -54,6 +54,18 @@ def test_verify_cost_interpolates_between_and_extrapolates_past_the_measured_siz
         CostModel(verify={2: 1.0}, draft=1.0)
 
 
+def test_a_pass_over_more_tokens_never_costs_less():
+    # a single timed sweep on a busy CPU once gave 842 ms for 4 tokens between 1086 for 3 and 1180 for 5
+    cost = CostModel(verify={1: 705.0, 3: 1086.0, 4: 842.0, 5: 1180.0, 8: 1123.0, 10: 1551.0}, draft=233.0)
+    assert [cost.verify_ms(n) for n in (1, 3, 4, 5, 8, 10)] == [705.0, 1086.0, 1086.0, 1180.0, 1180.0, 1551.0]
+    assert cost.verify_ms(7) == pytest.approx(1180.0)
+    cost.observe_verify(5, 100.0)  # an online figure below the smaller sizes' costs
+    assert cost.verify_ms(5) >= cost.verify_ms(4) and cost.verify_ms(8) >= cost.verify_ms(5)
+    # the adaptive policy's round cost C(m) = m*D + V(m+1) then grows with m
+    policy = CostAwareLength(cost, 8)
+    assert all(policy.round_ms(m) < policy.round_ms(m + 1) for m in range(8))
+
+
 def test_predicted_speedup_interpolates_a_fractional_mean_k():
     cost = CostModel(verify={1: 100.0, 2: 110.0, 3: 120.0, 4: 130.0}, draft=10.0)
     s2 = theory.speedup_with_cost(0.8, 2, cost, 10.0)
