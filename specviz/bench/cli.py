@@ -73,9 +73,11 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
 
     def save(result: dict[str, Any], raw: Raw) -> None:
-        # after every prompt, so a run cut short keeps what it measured
+        # after every prompt, so a run cut short keeps what it measured; raw keeps the order
+        # prompts finished in, so its last one is the prompt just done
         report.write_all(result, out)
-        report.write_traces(raw, out)
+        latest = next(reversed(raw))
+        report.write_traces({latest: raw[latest]}, out)
 
     result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True, partial=save)
     paths = report.write_all(result, out)

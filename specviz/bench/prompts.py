@@ -68,7 +68,6 @@ def select(prompts: list[BenchPrompt], *, ids: list[str] | None = None, limit: i
 
 def alternating(prompts: list[BenchPrompt]) -> list[BenchPrompt]:
     """The prompts taken in turn from each kind (code, prose, code, ...), each kind in file
-    order; the rest of the longer kind at the end."""
+    order, until the shorter kind runs out and the longer one finishes."""
     by_kind = [[p for p in prompts if p.kind == k] for k in KINDS]
-    turns = [p for i in range(max(map(len, by_kind), default=0)) for kind in by_kind if i < len(kind) for p in [kind[i]]]
-    return turns + [p for p in prompts if p not in turns]
+    return [kind[i] for i in range(max(map(len, by_kind), default=0)) for kind in by_kind if i < len(kind)]

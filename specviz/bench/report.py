@@ -21,12 +21,12 @@ def write_all(result: dict[str, Any], out: Path) -> dict[str, Path]:
 
 def write_traces(raw, out: Path) -> list[Path]:
     """Each specviz run's trace (the first repeat) as `traces/PROMPT.METHOD.json`, a file
-    the page's Traces tab opens round by round; files already written are kept."""
+    the page's Traces tab opens round by round."""
     written = []
     for pid, by_method in raw.items():
         for name, runs in by_method.items():
             path = out / "traces" / f"{pid}.{name}.json"
-            if runs and runs[0].trace is not None and not path.exists():
+            if runs and runs[0].trace is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(runs[0].trace.to_json())
                 written.append(path)
