@@ -206,3 +206,53 @@ def test_the_command_writes_its_outputs_and_the_traces(tmp_path, monkeypatch, ca
     assert data["meta"]["prompts_done"] == "2 of 2" and len(data["prompts"]) == 2
     assert (out / "bench.md").read_text() in capsys.readouterr().out
     assert sorted(p.name for p in (out / "traces").iterdir()) == [f"{p['id']}.sv-k2.json" for p in sorted(data["prompts"], key=lambda p: p["id"])]
+
+
+def _cli(tmp_path, monkeypatch, *argv):
+    import argparse
+
+    import specviz.models
+    from specviz.bench import cli
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(specviz.models, "load_pair", lambda name, **kw: tiny_pair("close"))
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return cli.run(parser.parse_args([*argv, "--methods", "hf-plain,sv-k2", "--no-warmup", "--out", str(tmp_path / "out")]))
+
+
+def test_resume_keeps_the_finished_prompts_and_runs_the_rest(tmp_path, monkeypatch, one_thread):
+    assert _cli(tmp_path, monkeypatch, "--limit", "1", "--max-new-tokens", "4") == 0
+    first = json.loads((tmp_path / "out" / "bench.json").read_text())
+    (done,) = first["samples"]
+
+    assert _cli(tmp_path, monkeypatch, "--limit", "2", "--max-new-tokens", "4", "--resume") == 0
+    data = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert data["meta"]["prompts_done"] == "2 of 2" and data["meta"]["processes"] == 2
+    assert data["samples"][done] == first["samples"][done]  # kept as measured, not run again
+    (new,) = set(data["samples"]) - {done}
+    assert all(len(runs[0]["token_ids"]) == 4 for runs in data["samples"][new].values())
+    assert data["meta"]["bench_s"] > first["meta"]["bench_s"]
+    assert data["summary"]["overall"]["sv-k2"]["identical"] is True
+    assert "Run in 2 processes" in (tmp_path / "out" / "bench.md").read_text()
+
+
+def test_resume_refuses_a_run_measured_otherwise(tmp_path, monkeypatch, one_thread):
+    assert _cli(tmp_path, monkeypatch, "--limit", "1", "--max-new-tokens", "4") == 0
+    with pytest.raises(UserError, match="max_new_tokens was 4"):
+        _cli(tmp_path, monkeypatch, "--limit", "2", "--max-new-tokens", "5", "--resume")
+    from specviz.bench import resume
+
+    with monkeypatch.context() as m:
+        m.setattr(resume, "code_digest", lambda: "changed")
+        with pytest.raises(UserError, match="code was"):
+            _cli(tmp_path, monkeypatch, "--limit", "2", "--max-new-tokens", "4", "--resume")
+    path = tmp_path / "out" / "bench.json"
+    data = json.loads(path.read_text())
+    for runs in data["samples"].values():
+        for samples in runs.values():
+            for s in samples:
+                del s["token_ids"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError, match="lacks the runs' tokens"):
+        _cli(tmp_path, monkeypatch, "--limit", "2", "--max-new-tokens", "4", "--resume")

@@ -5,7 +5,7 @@
 Writes bench.json, bench.md and bench.png to --out and prints the table; each specviz run's
 trace goes to --out/traces, for the page's Traces tab. The outputs are rewritten after every
 prompt. A full run on the bundled pair takes hours on two CPU cores: --methods, --limit and
---prompt-ids run subsets.
+--prompt-ids run subsets, and --resume continues a run that stopped part way.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from specviz.bench import report
+from specviz.bench import report, resume
 from specviz.bench.harness import BenchOptions, Raw, count_runs, eos_ids, run_bench
 from specviz.bench.methods import FAMILY_NAMES, Method, default_methods, parse_method
 from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each method")
     parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md, bench.png and traces/")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run whose bench.json is in --out: keep the prompts it finished (same pair, machine, "
+                             "settings and methods) and run the rest")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     load_s = time.perf_counter() - t0
     command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
     out = Path(args.out)
+    earlier = resume.read_earlier(out) if args.resume else None
 
     def save(result: dict[str, Any], raw: Raw) -> None:
         # after every prompt, so a run cut short keeps what it measured; raw keeps the order
@@ -79,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         latest = next(reversed(raw))
         report.write_traces({latest: raw[latest]}, out)
 
-    result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True, partial=save)
+    result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True, partial=save, earlier=earlier)
     paths = report.write_all(result, out)
     print(report.markdown(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
@@ -96,10 +100,11 @@ def bench(
     load_s: float,
     progress_bar: bool = False,
     partial: Callable[[dict[str, Any], Raw], None] | None = None,
+    earlier: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the bench on a loaded pair and return everything bench.json holds. `partial`, if
     given, gets the same over the prompts finished so far after each prompt, with their
-    samples."""
+    samples. `earlier` is the bench.json of a run to continue: its finished prompts are kept."""
     import transformers
 
     transformers.utils.logging.set_verbosity_error()  # per-call deprecation chatter
@@ -121,6 +126,7 @@ def bench(
         "cost_model": cost.to_dict() if cost else None,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
+        "code": resume.code_digest(),
         "max_new_tokens": opts.max_new_tokens,
         "temperature": opts.temperature,
         "repeats": opts.repeats,
@@ -128,21 +134,29 @@ def bench(
         "seed": opts.seed,
     }
     stop = set(eos_ids(pair))
+    kept: Raw = {}
+    earlier_s, processes = 0.0, 1
+    if earlier is not None:
+        kept = resume.finished(earlier, meta, methods, prompts)
+        earlier_s = earlier["meta"].get("bench_s", 0.0) if kept else 0.0
+        processes = earlier["meta"].get("processes", 1) + 1 if kept else 1
+        print(f"resuming: {len(kept)} of {len(prompts)} prompts already done", file=sys.stderr)
 
     def result(raw, bench_s: float) -> dict[str, Any]:
         done = [p for p in prompts if p.id in raw]
         return {
-            "meta": {**meta, "bench_s": bench_s, "prompts_done": f"{len(done)} of {len(prompts)}"},
+            # bench_s: timed runs of every process that worked on it; processes: how many
+            "meta": {**meta, "bench_s": earlier_s + bench_s, "processes": processes, "prompts_done": f"{len(done)} of {len(prompts)}"},
             "methods": [{"name": m.name, "library": FAMILY_NAMES[m.family], "kind": m.kind, "k": m.k, "events": m.record if m.family == "sv" else None} for m in methods],
             "prompts": [{"id": p.id, "kind": p.kind, "chars": len(p.prompt)} for p in done],
-            "samples": {p.id: {n: [{"tokens_per_s": s.tokens_per_s, "wall_s": s.wall_s, "new_tokens": s.new_tokens, **s.stats} for s in runs] for n, runs in raw[p.id].items()} for p in done},
+            "samples": {p.id: {n: [s.record() for s in runs] for n, runs in raw[p.id].items()} for p in done},
             "summary": summarise(raw, done, methods, opts, stop=stop, cost=cost),
         }
 
-    bar = _progress(count_runs(prompts, methods, opts)) if progress_bar else None
+    bar = _progress(count_runs([p for p in prompts if p.id not in kept], methods, opts)) if progress_bar else None
     t0 = time.perf_counter()
     try:
-        raw = run_bench(pair, prompts, methods, opts, progress=bar.step if bar else None, prompt_done=(lambda raw: partial(result(raw, time.perf_counter() - t0), raw)) if partial else None)
+        raw = run_bench(pair, prompts, methods, opts, progress=bar.step if bar else None, prompt_done=(lambda raw: partial(result(raw, time.perf_counter() - t0), raw)) if partial else None, done=kept)
     finally:
         if bar:
             bar.close()

@@ -43,19 +43,30 @@ PromptDone = Callable[[Raw], None]
 
 
 def count_runs(prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions) -> int:
-    return len(methods) * (len(prompts) * opts.repeats + (1 if opts.warmup else 0))
+    return len(methods) * (len(prompts) * opts.repeats + (1 if opts.warmup and prompts else 0))
 
 
-def run_bench(pair, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, progress: Progress | None = None, prompt_done: PromptDone | None = None) -> Raw:
-    """Prompts run code and prose in turn, so a run cut short still covers both kinds."""
+def run_bench(
+    pair,
+    prompts: list[BenchPrompt],
+    methods: list[Method],
+    opts: BenchOptions,
+    *,
+    progress: Progress | None = None,
+    prompt_done: PromptDone | None = None,
+    done: Raw | None = None,
+) -> Raw:
+    """Prompts run code and prose in turn, so a run cut short still covers both kinds.
+    `done` holds prompts an earlier process finished (`--resume`): they are not run again."""
     base = opts.base_settings()
     step = progress or (lambda label: None)
-    if opts.warmup:
+    raw: Raw = dict(done or {})
+    todo = [p for p in alternating(prompts) if p.id not in raw]
+    if opts.warmup and todo:
         for m in methods:
             step(f"warm-up {m.name}")
-            _run_one(pair, prompts[0], m, replace(base, max_new_tokens=min(WARMUP_TOKENS, base.max_new_tokens)), opts)
-    raw: Raw = {}
-    for i, p in enumerate(alternating(prompts)):
+            _run_one(pair, todo[0], m, replace(base, max_new_tokens=min(WARMUP_TOKENS, base.max_new_tokens)), opts)
+    for i, p in enumerate(todo, start=len(raw)):
         samples: dict[str, list[Sample]] = {m.name: [] for m in methods}
         for r in range(opts.repeats):
             settings = replace(base, seed=opts.seed + r)

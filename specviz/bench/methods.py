@@ -60,6 +60,15 @@ class Sample:
     def tokens_per_s(self) -> float:
         return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
 
+    def record(self) -> dict[str, Any]:
+        """What bench.json keeps of the run (not the trace, which goes to its own file)."""
+        return {"tokens_per_s": self.tokens_per_s, "wall_s": self.wall_s, "new_tokens": self.new_tokens, **self.stats, "token_ids": self.token_ids}
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> "Sample":
+        stats = {k: v for k, v in d.items() if k not in ("tokens_per_s", "wall_s", "new_tokens", "token_ids")}
+        return cls(token_ids=list(d["token_ids"]), wall_s=float(d["wall_s"]), stats=stats)
+
 
 def default_methods(ks: list[int]) -> list[str]:
     return (

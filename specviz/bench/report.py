@@ -50,6 +50,8 @@ def markdown(result: dict[str, Any]) -> str:
     done, total = meta.get("prompts_done", "0 of 0").split(" of ")
     if done != total:
         lines += [f"**Partial: {done} of {total} prompts finished so far.**", ""]
+    if meta.get("processes", 1) > 1:
+        lines += [f"Run in {meta['processes']} processes (`--resume`), each prompt's methods in one.", ""]
     if meta.get("cost_model"):
         cm = meta["cost_model"]
         sizes = ", ".join(f"{n}: {v:.0f}" for n, v in cm["verify"].items())
