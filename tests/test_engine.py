@@ -68,7 +68,7 @@ def check_consistent(trace: Trace) -> None:
     assert s.acceptance_rate == (pytest.approx(s.accepted / s.drafted) if s.drafted else 0.0)
 
 
-@pytest.mark.parametrize("kind", ["random", "close", "same"])
+@pytest.mark.parametrize("kind", ["random", "close", "close-int8", "same"])
 @pytest.mark.parametrize("k", [1, 3, 8])
 def test_greedy_speculative_equals_plain_with_a_draft_model(kind, k, plain_greedy):
     trace = engine.run(tiny_pair(kind), PROMPT, settings(k=k))

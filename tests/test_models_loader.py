@@ -20,6 +20,7 @@ def fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SPECVIZ_DEVICE", "cpu")
     monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
+    monkeypatch.delenv("SPECVIZ_INT8_DRAFT", raising=False)
     monkeypatch.delenv("SPECVIZ_MEMORY_BUDGET_GB", raising=False)
     monkeypatch.delenv("SPECVIZ_ALLOW_CUSTOM_MODELS", raising=False)
     clear_loaded()
@@ -41,7 +42,7 @@ def folders(tmp_path):
 def test_a_custom_pair_of_folders_loads_ready_for_inference(folders):
     draft_dir, target_dir = folders
     seen = []
-    pair = load_pair(f"{draft_dir} -> {target_dir}", progress=lambda f, m: seen.append((f, m)))
+    pair = load_pair(f"{draft_dir} -> {target_dir}", progress=lambda f, m: seen.append((f, m)), int8_draft=False)
     assert pair.name == f"{draft_dir} -> {target_dir}"
     assert pair.device == torch.device("cpu") and pair.dtype == torch.float32
     assert pair.vocab_size == len(tiny_tokenizer()) and pair.load_s > 0
@@ -58,10 +59,29 @@ def test_a_custom_pair_of_folders_loads_ready_for_inference(folders):
     assert fractions == sorted(fractions) and fractions[-1] == 1.0 and seen[-1][1].endswith("ready")
 
 
+def test_on_a_cpu_the_draft_runs_in_int8_and_the_target_in_fp32(folders, monkeypatch):
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+
+    spec = " -> ".join(folders)
+    seen = []
+    pair = load_pair(spec, progress=lambda f, m: seen.append(m))
+    assert pair.draft_precision == "int8" and any("int8" in m for m in seen)
+    assert any(isinstance(m, Int8Linear) for m in pair.draft.modules())
+    assert not any(type(m) is torch.nn.Linear for m in pair.draft.modules())
+    assert not any(isinstance(m, Int8Linear) for m in pair.target.modules())
+    full = load_pair(spec, int8_draft=False)  # the fp32 draft the int8 one was made from, kept
+    assert full.draft_precision == "float32" and full.target is pair.target and full.draft is not pair.draft
+    assert not any(isinstance(m, Int8Linear) for m in full.draft.modules())
+    assert load_pair(folders[0], with_draft=False).target is full.draft  # never quantized as a target
+    assert load_pair(spec, dtype="bfloat16").draft_precision == "bfloat16"  # 16-bit drafts stay as loaded
+    monkeypatch.setenv("SPECVIZ_INT8_DRAFT", "0")
+    assert load_pair(spec) is full
+
+
 def test_pairs_are_cached_and_a_draftless_load_shares_the_target(folders):
     spec = " -> ".join(folders)
-    pair = load_pair(spec)
-    assert load_pair(spec) is pair
+    pair = load_pair(spec, int8_draft=False)
+    assert load_pair(spec, int8_draft=False) is pair
     solo = load_pair(spec, with_draft=False)
     assert solo.draft is None and solo.target is pair.target
     assert load_pair(folders[1], with_draft=False).target is pair.target

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from specviz import engine
-from specviz.models.small_batch import use_few_rows_product
+from specviz.models.small_batch import FEW_ROWS, cheapest_rows, use_few_rows_product
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 
@@ -29,6 +29,24 @@ def test_a_linear_layer_gives_the_same_products(bias):
         y = layer(x)
         assert y.shape == (1, rows, 200)
         torch.testing.assert_close(y, F.linear(x, plain.weight, plain.bias), rtol=1e-5, atol=1e-5)
+
+
+def test_rows_padded_to_a_cheaper_count_give_the_same_products():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(96, 200)
+    plain = copy.deepcopy(layer)
+    use_few_rows_product(layer, rows_to={3: 4, 5: 8})
+    for rows in (3, 5):
+        x = torch.randn(1, rows, 96)
+        y = layer(x)
+        assert y.shape == (1, rows, 200)  # the zero rows added for the product are not returned
+        torch.testing.assert_close(y, F.linear(x, plain.weight, plain.bias), rtol=1e-5, atol=1e-5)
+
+
+def test_the_padding_table_only_pads_upwards_within_the_few_row_sizes():
+    table = cheapest_rows(torch.randn(512, 256), repeats=2)
+    assert sorted(table) == list(FEW_ROWS)
+    assert all(n <= m <= FEW_ROWS[-1] for n, m in table.items())
 
 
 def test_only_fp32_cpu_layers_change():

@@ -113,11 +113,16 @@ def test_local_paths_are_refused_from_a_page_bound_beyond_localhost(tiny_pair_sp
     from specviz.app import runner
     from specviz.app.config import PageConfig
     from specviz.errors import UserError
+    from specviz.settings import GenerationSettings
 
     public = PageConfig(host="0.0.0.0", default_pair="qwen-coder")
     for spec in (tiny_pair_spec, "/etc -> /tmp", "../models -> x/y", "~/.ssh"):
         with pytest.raises(UserError, match="local"):
             runner.check_pair(spec, public)
+    # Every run goes through runner.stream (the live tab, the API, the race against plain
+    # decoding of an uploaded trace), which checks the pair before loading anything.
+    with pytest.raises(UserError, match="local"):
+        next(runner.stream(tiny_pair_spec, "Hello", GenerationSettings(max_new_tokens=2), "a-session", public))
     assert runner.check_pair("qwen-coder", public) == "qwen-coder"
     assert runner.check_pair("Qwen/Qwen2.5-0.5B-Instruct -> Qwen/Qwen2.5-1.5B-Instruct", public)
     local = PageConfig(host="127.0.0.1", default_pair="qwen-coder")

@@ -65,6 +65,34 @@ def test_low_precision_logits_are_processed_in_float32():
     assert d.dtype == torch.float32 and math.isclose(float(d.sum()), 1.0, rel_tol=1e-6)
 
 
+def test_q_of_an_int8_draft_is_the_int8_models_own():
+    """A draft quantized at load drafts from its own int8 distribution, and q must be that
+    one, not the fp32 model's it was made from. Dynamic int8 quantizes each pass's
+    activations together, so the check replays the drafter's own passes: the prompt but its
+    last token, then one token at a time."""
+    pair, full = tiny_pair("close-int8"), tiny_pair("close").draft
+    settings = GenerationSettings(temperature=4.0)  # the tiny models are peaked: flatten to tell q apart
+    sampler = Sampler(settings, pair.vocab_size)
+    d = make_drafter(pair, settings, generator=torch.Generator().manual_seed(0))
+    context = torch.tensor(pair.tokenizer("def reverse(s):")["input_ids"])
+
+    def replayed(model, ids):
+        cache = DynamicCache(config=model.config)
+        with torch.inference_mode():
+            model(input_ids=context[None, :-1], cache=cache, use_cache=True)
+            for t in ids[len(context) - 1 :]:
+                logits = model(input_ids=t.view(1, 1), cache=cache, use_cache=True).logits[0, -1]
+        return sampler.distribution(logits)
+
+    with torch.inference_mode():
+        d.begin(context)
+        proposal = d.propose(context, 3, lambda c: True)
+    for i in range(3):
+        prefix = torch.cat([context, proposal.tokens[:i]])
+        assert torch.allclose(proposal.q[i], replayed(pair.draft, prefix), atol=1e-6)
+        assert not torch.allclose(proposal.q[i], replayed(full, prefix), atol=1e-3)
+
+
 @pytest.mark.parametrize("drafter", ["model", "early-exit"])
 def test_q_is_the_processed_draft_distribution(drafter):
     """q must be what the draft sampled from after temperature / top-k / top-p, not its raw

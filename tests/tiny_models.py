@@ -112,15 +112,19 @@ def tiny_model(seed: int = 0, *, layers: int = 4, hidden: int = 64, dtype: torch
 def tiny_pair(draft: str | None = "close", *, seed: int = 0, layers: int = 4, dtype: torch.dtype = torch.float32, chat_template: bool = True) -> ModelPair:
     """A ModelPair of tiny models on the CPU.
 
-    draft: "close" (the target's weights plus a little noise), "random" (independent
-    weights), "same" (identical weights, a separate module), or None (no draft model).
+    draft: "close" (the target's weights plus a little noise), "close-int8" (that draft
+    quantized as a CPU load quantizes drafts), "random" (independent weights), "same"
+    (identical weights, a separate module), or None (no draft model).
     """
+    from specviz.models.int8_draft import quantized
+
     tok = tiny_tokenizer(chat_template)
     target = tiny_model(seed, layers=layers, dtype=dtype)
     drafts = {
         None: lambda: None,
         "same": lambda: tiny_model(seed, layers=layers, dtype=dtype, noise_from=seed, noise=0.0),
         "close": lambda: tiny_model(seed + 1000, layers=layers, dtype=dtype, noise_from=seed, noise=CLOSE_NOISE),
+        "close-int8": lambda: quantized(tiny_model(seed + 1000, layers=layers, dtype=dtype, noise_from=seed, noise=CLOSE_NOISE)),
         "random": lambda: tiny_model(seed + 1, layers=2, dtype=dtype),
     }
     if draft not in drafts:

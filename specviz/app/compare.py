@@ -98,9 +98,8 @@ class Comparisons:
         if spec is None or spec.mode != "speculative":
             raise UserError("run a generation in speculative mode first: plain decoding is compared with it")
         settings = plain_settings(spec)
-        runner.check_pair(spec.pair, self.config)  # an uploaded trace names its own pair
         plain = None
-        for plain in runner.stream(spec.pair, spec.prompt, settings, session_of(request), max_wall_s=self.config.max_wall_s,
+        for plain in runner.stream(spec.pair, spec.prompt, settings, session_of(request), self.config,
                                    on_progress=lambda f, message: progress(f, desc=f"Loading {spec.pair}: {message}")):
             _, column = viz.race_frame([], plain, viz.race_end_s(plain))
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), column

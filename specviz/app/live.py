@@ -195,9 +195,8 @@ class LiveRuns:
         settings = runner.settings_from(drafter=drafter, k=k, adaptive=adaptive, temperature=temperature, top_p=top_p,
                                         top_k=top_k, max_new_tokens=max_new_tokens, seed=seed, mode=mode)
         prompt = runner.check_prompt(prompt)
-        pair = runner.check_pair(pair, self.config)
         shown, plotted_at = -1, -math.inf
-        for trace in runner.stream(pair, prompt, settings, session_of(request), max_wall_s=self.config.max_wall_s,
+        for trace in runner.stream(pair, prompt, settings, session_of(request), self.config,
                                    on_progress=lambda f, message: progress(f, desc=f"Loading {pair}: {message}")):
             # The finished trace repeats the last round's events: only the stats change then.
             now = time.monotonic()

@@ -33,7 +33,8 @@ def status_html(name: str, state: LoadState | None) -> str:
     if state.error is not None:
         return f'<div class="sv-load sv-load-error" role="alert"><b>{esc(name)}</b> could not load: {esc(state.error)}</div>'
     if state.ready:
-        return f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready.</div>'
+        int8 = " (its draft runs in int8 on this CPU)" if getattr(state.pair, "draft_precision", None) == "int8" else ""
+        return f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{int8}.</div>'
     pct = round(100 * state.fraction)
     waited = time.monotonic() - state.started
     return (
@@ -188,8 +189,7 @@ def generate_api(config: PageConfig):
         settings = runner.settings_from(drafter=drafter, k=k, adaptive=adaptive, temperature=temperature, top_p=top_p,
                                         top_k=top_k, max_new_tokens=max_new_tokens, seed=seed, mode=mode)
         prompt = runner.check_prompt(prompt)
-        pair = runner.check_pair(pair, config)
-        for trace in runner.stream(pair, prompt, settings, live.session_of(request), max_wall_s=config.max_wall_s):
+        for trace in runner.stream(pair, prompt, settings, live.session_of(request), config):
             yield trace.to_json()
 
     return shown_errors(generate, html=False)

@@ -95,9 +95,9 @@ def stream(
     prompt: str,
     settings: GenerationSettings,
     session: str,
+    config: PageConfig,
     *,
     on_progress: Progress | None = None,
-    max_wall_s: float | None = None,
     min_interval_s: float = MIN_UPDATE_S,
 ) -> Iterator[Trace]:
     """The trace after each round (speculative) or token (plain), then the finished trace.
@@ -106,12 +106,15 @@ def stream(
     same session, or Stop, ends this one before its next round (stop_reason "cancelled").
     Rounds that end within `min_interval_s` of the last trace sent are sent with the next
     one; the first round and the finished trace (the only one with a stop reason) always go.
+    The pair is checked first (`check_pair`: a public page loads no local files, even one an
+    uploaded trace names); a run stops after `config.max_wall_s`.
     """
+    pair_name = check_pair(pair_name, config)  # before the session's previous run is stopped
     flag = FLAGS.begin(session)
     try:
         LOADER.wait(pair_name, with_draft=needs_draft(settings), on_progress=on_progress, should_stop=flag.is_set)
         sent = None
-        for trace in _generate(pair_name, prompt, settings.to_dict(), session, max_wall_s):
+        for trace in _generate(pair_name, prompt, settings.to_dict(), session, config.max_wall_s):
             now = time.monotonic()
             if sent is None or now - sent >= min_interval_s or trace.summary.stop_reason:
                 sent = now

@@ -47,12 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", help="float32, bfloat16 or float16 (default: the pair's default for the device)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
+    parser.add_argument("--fp32-draft", action="store_true",
+                        help="keep the draft in the pair's dtype on a CPU (default there: int8, for both libraries)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each method")
     parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md, bench.png and traces/")
     parser.add_argument("--resume", action="store_true",
-                        help="continue the run whose bench.json is in --out: keep the prompts it finished (same pair, machine, "
-                             "settings and methods) and run the rest")
+                        help="continue the run whose bench.json is in --out: keep the prompts it finished and run the rest; "
+                             "refused unless the pair, machine, libraries, specviz code, settings, methods, prompts and "
+                             "measured pass costs are the same")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"loading {args.pair} ...", file=sys.stderr)
     t0 = time.perf_counter()
-    pair = load_pair(args.pair, with_draft=any(m.needs_draft for m in methods), device=args.device, dtype=args.dtype)
+    pair = load_pair(args.pair, with_draft=any(m.needs_draft for m in methods), device=args.device, dtype=args.dtype,
+                     int8_draft=False if args.fp32_draft else None)
     load_s = time.perf_counter() - t0
     command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
     out = Path(args.out)
@@ -121,6 +125,7 @@ def bench(
         "pair": pair.name,
         "device": str(pair.device),
         "dtype": str(pair.dtype).replace("torch.", ""),
+        "draft_precision": pair.draft_precision,
         "load_s": load_s or pair.load_s,
         "cost_model_s": cost_s,
         "cost_model": cost.to_dict() if cost else None,
@@ -134,12 +139,12 @@ def bench(
         "seed": opts.seed,
     }
     stop = set(eos_ids(pair))
-    kept: Raw = {}
+    kept: Raw = resume.finished(earlier, meta, methods, prompts) if earlier is not None else {}
     earlier_s, processes = 0.0, 1
+    if kept:
+        earlier_s = earlier["meta"].get("bench_s", 0.0)
+        processes = earlier["meta"].get("processes", 1) + 1
     if earlier is not None:
-        kept = resume.finished(earlier, meta, methods, prompts)
-        earlier_s = earlier["meta"].get("bench_s", 0.0) if kept else 0.0
-        processes = earlier["meta"].get("processes", 1) + 1 if kept else 1
         print(f"resuming: {len(kept)} of {len(prompts)} prompts already done", file=sys.stderr)
 
     def result(raw, bench_s: float) -> dict[str, Any]:

@@ -62,12 +62,16 @@ class Sample:
 
     def record(self) -> dict[str, Any]:
         """What bench.json keeps of the run (not the trace, which goes to its own file)."""
-        return {"tokens_per_s": self.tokens_per_s, "wall_s": self.wall_s, "new_tokens": self.new_tokens, **self.stats, "token_ids": self.token_ids}
+        return {**{k: getattr(self, k) for k in RECORDED}, **self.stats}
 
     @classmethod
     def from_record(cls, d: dict[str, Any]) -> "Sample":
-        stats = {k: v for k, v in d.items() if k not in ("tokens_per_s", "wall_s", "new_tokens", "token_ids")}
+        stats = {k: v for k, v in d.items() if k not in RECORDED}
         return cls(token_ids=list(d["token_ids"]), wall_s=float(d["wall_s"]), stats=stats)
+
+
+# A sample's own fields in bench.json, beside its method's stats.
+RECORDED = ("tokens_per_s", "wall_s", "new_tokens", "token_ids")
 
 
 def default_methods(ks: list[int]) -> list[str]:

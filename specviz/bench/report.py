@@ -42,7 +42,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Command: `{meta['command']}`",
         "",
-        f"Machine: {meta['machine']}. Pair: {meta['pair']} ({meta['dtype']} on {meta['device']}; "
+        f"Machine: {meta['machine']}. Pair: {meta['pair']} ({meta['dtype']} on {meta['device']}{_draft(meta)}; "
         f"load {meta['load_s']:.1f} s, excluded). {_mode(meta)}, {meta['max_new_tokens']} new tokens, "
         f"{len(result['prompts'])} prompts, median of {meta['repeats']} run(s), geometric mean over prompts.",
         "",
@@ -124,6 +124,12 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _draft(meta: dict) -> str:
+    """Where the draft was quantized at load, say so: transformers got the same draft."""
+    precision = meta.get("draft_precision")
+    return f", draft in {precision} for both libraries" if precision and precision != meta["dtype"] else ""
 
 
 def _mode(meta: dict) -> str:

@@ -20,7 +20,7 @@ from specviz.bench.prompts import BenchPrompt
 from specviz.errors import UserError
 
 # meta fields of bench.json that must be the same in both processes
-SAME = ("pair", "device", "dtype", "machine", "torch", "transformers", "code", "max_new_tokens", "temperature", "repeats", "k_max", "seed")
+SAME = ("pair", "device", "dtype", "draft_precision", "machine", "torch", "transformers", "code", "max_new_tokens", "temperature", "repeats", "k_max", "seed")
 
 
 def code_digest() -> str:

@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", action="store_true", help="send the prompt as-is, without the chat template")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     parser.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on a CPU)")
+    parser.add_argument("--fp32-draft", action="store_true", help="keep the draft in the pair's dtype on a CPU (default there: int8)")
     parser.add_argument("--json", action="store_true", help="print one JSON object: the whole trace")
 
 
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     needs_draft = settings.mode == "speculative" and settings.drafter == "model"
     if needs_draft and args.target and not args.draft:
         raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
-    pair = load_pair(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype)
+    pair = load_pair(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
     return generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
 
 

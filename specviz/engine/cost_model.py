@@ -216,11 +216,12 @@ def _key_fields(pair, sizes) -> dict:
         "device": str(device),
         "hardware": hw,
         "dtype": str(pair.dtype),
+        "draft": pair.draft_precision,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "sizes": list(sizes),
-        "linear": "few-rows product",  # models/small_batch.py changed what a pass costs
+        "linear": "few-rows product, padded",  # models/small_batch.py changed what a pass costs
     }
 
 

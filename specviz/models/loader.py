@@ -33,6 +33,8 @@ from specviz.models.memory import check_fits, model_bytes, params_in_folder
 from specviz.models.pair import ModelPair
 from specviz.models.presets import DEFAULT_PAIR
 from specviz.models.progress import Progress, Steps
+from specviz.models.int8_draft import quantized as quantized_draft
+from specviz.models.int8_draft import wanted as int8_draft_wanted
 from specviz.models.small_batch import use_few_rows_product
 from specviz.models.sources import ModelRef, Plan, resolve
 from specviz.models.vocab import check_same_vocab, head_rows, same_tokenizer_files, shared_vocab_size
@@ -62,17 +64,20 @@ def load_pair(
     progress: Progress | None = None,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
+    int8_draft: bool | None = None,
 ) -> ModelPair:
     """Load (or return the already loaded) pair named by `spec`.
 
     `spec`: a preset name, `"DRAFT -> TARGET"`, `(draft, target)`, or one model for a target
     without a draft (see `sources.py`). `with_draft=False` loads only the target (draft None).
+    `int8_draft`: run the draft in int8 (default: on a CPU in fp32; see `int8_draft.py`).
     `progress(fraction, message)` is called as the load advances.
     """
     plan = resolve(spec, with_draft=with_draft)
     dev = choose_device(device)
     dt = choose_dtype(dev, dtype)
-    key = (plan.name, str(dev), dt, plan.draft is not None)
+    int8 = plan.draft is not None and int8_draft_wanted(dev, dt, int8_draft)
+    key = (plan.name, str(dev), dt, plan.draft is not None, int8)
     pair = _pairs.get(key)
     if pair is not None:
         return pair
@@ -86,6 +91,9 @@ def load_pair(
         weights = {}
         for role, ref in roles:
             weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, dt)
+        if int8:
+            # quantizing takes several times as long as loading the draft from the cache
+            weights["int8 draft"] = 0.0 if (plan.draft.key, str(dev), dt, "int8") in _models else 3.0 * float(plan.draft.params or 1e9)
         steps = Steps(progress, weights)
         folders = {}
         for role, ref in roles:
@@ -98,6 +106,8 @@ def load_pair(
         for role, ref in roles:
             report = steps.step(f"load {role}")
             loaded[role] = _load_model(ref, plan.name, role, dev, dt, folders.get(role), loaded.get("target"), report)
+        if int8:
+            loaded["draft"] = _int8_copy(plan.draft, dev, dt, loaded["draft"], steps.step("int8 draft"))
         target, draft = loaded["target"], loaded.get("draft")
         if draft is not None and "draft" not in folders and draft.tokenizer is not target.tokenizer:
             # A draft loaded earlier for another pair: a fresh one was checked before loading.
@@ -200,6 +210,20 @@ def _load_model(
     progress(1.0, f"loaded {ref.label}")
     info.update(bytes=nbytes, load_s=round(time.perf_counter() - start, 2), head_rows=head_rows(model))
     _models[key] = Loaded(model, tokenizer, nbytes, info, folder)
+    return _models[key]
+
+
+def _int8_copy(ref: ModelRef, dev: torch.device, dt: torch.dtype, draft: Loaded, progress: Progress) -> Loaded:
+    """The draft's int8 copy, made once per process (the fp32 model stays loaded: another
+    pair may use it as its target)."""
+    key = (ref.key, str(dev), dt, "int8")
+    if key not in _models:
+        progress(0.0, f"quantizing {ref.label} to int8")
+        start = time.perf_counter()
+        model = quantized_draft(draft.model)
+        info = {**draft.info, "precision": "int8", "quantize_s": round(time.perf_counter() - start, 2)}
+        _models[key] = Loaded(model, draft.tokenizer, draft.nbytes // 2, info, draft.folder)  # int8 layers, fp32 embeddings
+    progress(1.0, f"{ref.label} in int8")
     return _models[key]
 
 

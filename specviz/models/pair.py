@@ -25,3 +25,11 @@ class ModelPair:
     dtype: torch.dtype
     load_s: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)  # sources, sizes, cache state: for display
+
+    @property
+    def draft_precision(self) -> str | None:
+        """"int8" for a draft quantized at load (models/int8_draft.py), else the pair's dtype;
+        None without a draft."""
+        if self.draft is None:
+            return None
+        return self.info.get("draft", {}).get("precision") or str(self.dtype).replace("torch.", "")

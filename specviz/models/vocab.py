@@ -65,8 +65,8 @@ def same_tokenizer_files(a: Path, b: Path) -> bool:
 
 def head_rows(model: torch.nn.Module) -> int:
     """How many token ids the model scores (its LM head's rows)."""
-    head = model.get_output_embeddings()
-    return int(head.weight.shape[0]) if head is not None else int(model.config.vocab_size)
+    head = model.get_output_embeddings()  # a Linear, or an int8 one (no weight tensor)
+    return int(head.out_features) if head is not None else int(model.config.vocab_size)
 
 
 def shared_vocab_size(tokenizer: Any, target: torch.nn.Module, draft: torch.nn.Module | None, names: str) -> int:
