@@ -65,7 +65,7 @@ def test_on_a_cpu_the_draft_runs_in_int8_and_the_target_in_fp32(folders, monkeyp
     spec = " -> ".join(folders)
     seen = []
     pair = load_pair(spec, progress=lambda f, m: seen.append(m))
-    assert pair.draft_precision == "int8" and any("int8" in m for m in seen)
+    assert pair.draft_precision == "int8" and any(m.startswith("quantizing") and m.endswith("linear layers") for m in seen)
     assert any(isinstance(m, Int8Linear) for m in pair.draft.modules())
     assert not any(type(m) is torch.nn.Linear for m in pair.draft.modules())
     assert not any(isinstance(m, Int8Linear) for m in pair.target.modules())
@@ -76,6 +76,17 @@ def test_on_a_cpu_the_draft_runs_in_int8_and_the_target_in_fp32(folders, monkeyp
     assert load_pair(spec, dtype="bfloat16").draft_precision == "bfloat16"  # 16-bit drafts stay as loaded
     monkeypatch.setenv("SPECVIZ_INT8_DRAFT", "0")
     assert load_pair(spec) is full
+
+
+def test_the_int8_copy_of_the_draft_must_fit_in_the_memory_budget(folders, monkeypatch):
+    spec = " -> ".join(folders)
+    full = load_pair(spec, int8_draft=False)
+    held, draft_bytes = loaded_bytes(), 4 * sum(p.numel() for p in full.draft.parameters())
+    # Room for half the draft: its int8 copy is made from a full-precision copy.
+    monkeypatch.setenv("SPECVIZ_MEMORY_BUDGET_GB", f"{(held + draft_bytes / 2) / 1e9:.12f}")
+    with pytest.raises(MemoryBudgetError, match="the int8 copy of the draft"):
+        load_pair(spec)
+    assert load_pair(spec, int8_draft=False) is full  # what was loaded is still served
 
 
 def test_pairs_are_cached_and_a_draftless_load_shares_the_target(folders):

@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
+from copy import deepcopy
 
 import torch
+
+LAYERS_PER_STEP = 8
 
 
 def wanted(device: torch.device, dtype: torch.dtype, choice: bool | None) -> bool:
@@ -32,15 +36,23 @@ def wanted(device: torch.device, dtype: torch.dtype, choice: bool | None) -> boo
     return device.type == "cpu" and dtype == torch.float32
 
 
-def quantized(model: torch.nn.Module) -> torch.nn.Module:
+def quantized(model: torch.nn.Module, progress: Callable[[float, str], None] | None = None) -> torch.nn.Module:
     """An int8 copy of `model`: every linear layer, the output head included (about 17 s for
     the bundled 0.5B draft here, mostly fbgemm packing the weights). `model` is left as is:
-    another pair may use it unquantized, as its target."""
+    another pair may use it unquantized, as its target. The layers are quantized a few at a
+    time so that `progress(fraction, message)` can follow them."""
     from torch.ao import quantization
 
-    with warnings.catch_warnings():
-        # torch.ao.quantization is deprecated in favour of torchao; torch is pinned (2.13).
-        warnings.simplefilter("ignore")
-        copy = quantization.quantize_dynamic(model, {torch.nn.Linear: quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=False)
+    copy = deepcopy(model)
+    names = [name for name, m in copy.named_modules() if isinstance(m, torch.nn.Linear)]
+    for start in range(0, len(names), LAYERS_PER_STEP):
+        chunk = names[start : start + LAYERS_PER_STEP]
+        with warnings.catch_warnings():
+            # torch.ao.quantization is deprecated in favour of torchao; torch is pinned (2.13).
+            warnings.simplefilter("ignore")
+            quantization.quantize_dynamic(copy, dict.fromkeys(chunk, quantization.per_channel_dynamic_qconfig), dtype=torch.qint8, inplace=True)
+        if progress is not None:
+            done = start + len(chunk)
+            progress(done / len(names), f"{done} of {len(names)} linear layers")
     copy.eval()
     return copy

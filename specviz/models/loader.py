@@ -93,7 +93,7 @@ def load_pair(
             weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, dt)
         if int8:
             # quantizing takes several times as long as loading the draft from the cache
-            weights["int8 draft"] = 0.0 if (plan.draft.key, str(dev), dt, "int8") in _models else 3.0 * float(plan.draft.params or 1e9)
+            weights["int8 draft"] = 0.0 if _int8_key(plan.draft, dev, dt) in _models else 3.0 * float(plan.draft.params or 1e9)
         steps = Steps(progress, weights)
         folders = {}
         for role, ref in roles:
@@ -216,15 +216,21 @@ def _load_model(
 def _int8_copy(ref: ModelRef, dev: torch.device, dt: torch.dtype, draft: Loaded, progress: Progress) -> Loaded:
     """The draft's int8 copy, made once per process (the fp32 model stays loaded: another
     pair may use it as its target)."""
-    key = (ref.key, str(dev), dt, "int8")
+    key = _int8_key(ref, dev, dt)
     if key not in _models:
+        # While it is made, the copy holds a full-precision copy of every layer not yet quantized.
+        check_fits(f"the int8 copy of the draft: {ref.label}", draft.nbytes, loaded_bytes(dev), dev)
         progress(0.0, f"quantizing {ref.label} to int8")
         start = time.perf_counter()
-        model = quantized_draft(draft.model)
+        model = quantized_draft(draft.model, lambda f, m: progress(f, f"quantizing {ref.label} to int8: {m}"))
         info = {**draft.info, "precision": "int8", "quantize_s": round(time.perf_counter() - start, 2)}
         _models[key] = Loaded(model, draft.tokenizer, draft.nbytes // 2, info, draft.folder)  # int8 layers, fp32 embeddings
     progress(1.0, f"{ref.label} in int8")
     return _models[key]
+
+
+def _int8_key(ref: ModelRef, dev: torch.device, dt: torch.dtype) -> tuple:
+    return (ref.key, str(dev), dt, "int8")
 
 
 def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tuple[Path, dict]:
