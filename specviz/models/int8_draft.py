@@ -45,14 +45,14 @@ def quantized(model: torch.nn.Module, progress: Callable[[float, str], None] | N
 
     copy = deepcopy(model)
     names = [name for name, m in copy.named_modules() if isinstance(m, torch.nn.Linear)]
-    for start in range(0, len(names), LAYERS_PER_STEP):
-        chunk = names[start : start + LAYERS_PER_STEP]
-        with warnings.catch_warnings():
-            # torch.ao.quantization is deprecated in favour of torchao; torch is pinned (2.13).
-            warnings.simplefilter("ignore")
+    with warnings.catch_warnings():
+        # torch.ao.quantization is deprecated in favour of torchao; torch is pinned (2.13).
+        warnings.simplefilter("ignore")
+        for start in range(0, len(names), LAYERS_PER_STEP):
+            chunk = names[start : start + LAYERS_PER_STEP]
             quantization.quantize_dynamic(copy, dict.fromkeys(chunk, quantization.per_channel_dynamic_qconfig), dtype=torch.qint8, inplace=True)
-        if progress is not None:
-            done = start + len(chunk)
-            progress(done / len(names), f"{done} of {len(names)} linear layers")
+            if progress is not None:
+                done = start + len(chunk)
+                progress(done / len(names), f"{done} of {len(names)} linear layers")
     copy.eval()
     return copy
