@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from specviz import theory
-from specviz.engine.cost_model import PROBE_EVERY, CostAwareLength, CostModel, for_pair, load_or_measure, measure_pass_ms
+from specviz.drafters.cost_model import PROBE_EVERY, CostAwareLength, CostModel, for_pair, load_or_measure, measure_pass_ms
 from specviz.engine.generation import run
 from specviz.settings import GenerationSettings
 from tiny_models import tiny_pair

@@ -8,7 +8,7 @@ from transformers import DynamicCache, TemperatureLogitsWarper, TopKLogitsWarper
 
 from specviz.drafters import make_drafter
 from specviz.drafters.early_exit import EarlyExitForward
-from specviz.engine.sampling import Sampler, distribution, processors
+from specviz.lm.sampling import Sampler, distribution, processors
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 

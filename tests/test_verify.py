@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from specviz.engine.sampling import Sampler
+from specviz.lm.sampling import Sampler
 from specviz.engine.verify import residual_distribution, verify
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture

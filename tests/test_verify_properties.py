@@ -12,7 +12,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from specviz.engine.sampling import distribution
+from specviz.lm.sampling import distribution
 from specviz.engine.verify import residual_distribution, verify
 from specviz.settings import GenerationSettings
 

@@ -114,7 +114,7 @@ def bench(
     transformers.utils.logging.set_verbosity_error()  # per-call deprecation chatter
     if any(m.needs_draft for m in methods) and pair.draft is None:
         raise UserError(f"pair {pair.name} has no draft model: drop the draft-model methods (sv-k*, sv-adaptive*, hf-assisted*)")
-    from specviz.engine import cost_model
+    from specviz.drafters import cost_model
 
     t0 = time.perf_counter()
     cost = cost_model.for_pair(pair)
@@ -173,7 +173,7 @@ def machine(device) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
-    from specviz.engine.cost_model import cpu_name
+    from specviz.drafters.cost_model import cpu_name
 
     mem = ""
     try:

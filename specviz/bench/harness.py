@@ -97,13 +97,13 @@ def _run_one(pair, prompt: BenchPrompt, method: Method, settings: GenerationSett
 
 def prompt_ids(pair, prompt: str, settings: GenerationSettings) -> torch.Tensor:
     """The prompt as the engine feeds it to the target, so both libraries see the same ids."""
-    from specviz.engine.prompt import encode_prompt
+    from specviz.lm.prompt import encode_prompt
 
     ids = encode_prompt(pair, prompt, settings)
     return torch.as_tensor(ids, dtype=torch.long, device=pair.device).reshape(1, -1)
 
 
 def eos_ids(pair) -> list[int]:
-    from specviz.engine.prompt import stop_ids
+    from specviz.lm.prompt import stop_ids
 
     return sorted(stop_ids(pair))

@@ -115,7 +115,7 @@ def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> Generat
 
 
 def run_specviz(pair, prompt: str, method: Method, settings: GenerationSettings) -> Sample:
-    from specviz.engine.cost_model import policy_for
+    from specviz.drafters.cost_model import policy_for
     from specviz.engine.generation import run
 
     # Adaptive k is the measured-cost policy, fresh for each run so runs do not share what

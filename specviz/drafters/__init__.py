@@ -14,9 +14,9 @@ from specviz.drafters.early_exit import EarlyExitForward, default_layers
 from specviz.drafters.length import AdaptiveLength, DraftLength
 from specviz.drafters.lookup import LookupDrafter
 from specviz.drafters.model import ModelDrafter
-from specviz.engine.kv import CachedLM, model_forward
-from specviz.engine.prompt import stop_ids
-from specviz.engine.sampling import Sampler
+from specviz.lm.cached import CachedLM, model_forward
+from specviz.lm.prompt import stop_ids
+from specviz.lm.sampling import Sampler
 from specviz.errors import UserError
 from specviz.models.pair import ModelPair
 from specviz.settings import GenerationSettings

@@ -13,8 +13,8 @@ import time
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal
-from specviz.engine.kv import CachedLM
-from specviz.engine.sampling import Sampler
+from specviz.lm.cached import CachedLM
+from specviz.lm.sampling import Sampler
 
 
 class ModelDrafter:

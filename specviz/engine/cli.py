@@ -82,7 +82,7 @@ def pair_spec(args: argparse.Namespace) -> str | tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.engine.prompt import check_prompt  # torch: imported only when a run happens
+    from specviz.lm.prompt import check_prompt  # torch: imported only when a run happens
 
     settings = settings_from(args)
     check_prompt(args.prompt)

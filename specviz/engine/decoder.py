@@ -7,9 +7,9 @@ import time
 
 import torch
 
-from specviz.engine.kv import CachedLM, model_forward
-from specviz.engine.prompt import stop_ids
-from specviz.engine.sampling import Sampler
+from specviz.lm.cached import CachedLM, model_forward
+from specviz.lm.prompt import stop_ids
+from specviz.lm.sampling import Sampler
 from specviz.engine.tally import Tally
 from specviz.engine.text import Detokenizer, TokenTexts
 from specviz.models.pair import ModelPair

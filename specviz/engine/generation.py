@@ -6,7 +6,7 @@ from typing import Callable, Iterator, Literal
 
 from specviz.drafters.length import DraftLength
 from specviz.engine.plain import PlainDecoder
-from specviz.engine.prompt import encode_prompt
+from specviz.lm.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
 from specviz.events import Event, Trace
 from specviz.models.pair import ModelPair
