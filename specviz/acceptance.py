@@ -1,0 +1,418 @@
+"""Acceptance statistics of a run by draft position, against the geometric model, and the
+draft length each round should have used in hindsight.
+
+A leaf: plain data in (the events of specviz.events, a cost model as a dict), numbers out.
+The engine puts `acceptance_by_position(events)` and `hindsight_k(events, cost_model)` in a
+run's summary; the labs tab draws the rest.
+
+Two definitions of acceptance at draft position i (1-based) are in use, and they differ:
+
+- conditional: accepted at i / reached i, where a round reaches i when every draft before
+  i was accepted and the target judged the draft at i. It answers "once the draft got this
+  far, how often was the next token right?". The geometric model (each draft accepted
+  independently with probability alpha) predicts alpha at every position.
+- unconditional: accepted at i / rounds that drafted at least i tokens. This is what vLLM
+  logs as "Per-position acceptance rate" (vllm/v1/spec_decode/metrics.py: accepted tokens
+  per position / number of drafts, its drafts all num_speculative_tokens long) and what
+  llama.cpp's server logs as "acceptance rate per position" (accepted per position / draft
+  verification steps). The model predicts alpha^i: position i needs i acceptances in a row.
+
+alpha is the run's measured acceptance, accepted / judged drafts: under the model that is
+the maximum-likelihood estimate, since every judged draft is one trial.
+
+Mean accepted length, per round that drafted at least one token:
+
+- with the bonus token: 1 + accepted / rounds, the tokens one target pass yields. vLLM's
+  "Mean acceptance length" is this (metrics.py: "Conventionally, mean acceptance length
+  includes the bonus token", 1 + num_accepted_tokens / num_drafts, since vLLM PR #17908),
+  and so is llama.cpp's "mean acceptance length" (server: 1 + n_draft_accepted /
+  n_draft_verif_steps; common/speculative.cpp's "#mean acc len", since llama.cpp PR #24536).
+- without it: accepted / rounds, drafts kept per round (0..k), as vLLM's v1 metrics
+  reported before PR #17908, and what specviz's histogram of accepted lengths counts.
+
+Rounds cut short by the end of the run (an accepted end-of-text token or the token limit:
+no token emitted) leave their later drafts unjudged; those drafts count nowhere, and the
+round is left out of the histogram and the mean lengths. Rounds that drafted nothing (a
+cost-aware policy may decode a round plainly) are left out of all of it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from specviz import theory
+from specviz.events import Event, RoundEvent
+from specviz.settings import MAX_K
+
+# A measured rate further than this many binomial standard errors from the model's is
+# called a departure; closer ones are within the noise of the sample.
+DEPARTURE_SE = 2.0
+
+
+def rounds_of(events: Iterable[Event]) -> list[RoundEvent]:
+    return [e for e in events if isinstance(e, RoundEvent)]
+
+
+def judged(r: RoundEvent) -> int:
+    """Drafts the target judged in the round: the accepted ones plus a rejection, if any."""
+    return sum(d.decision != "unchecked" for d in r.drafted)
+
+
+def finished(r: RoundEvent) -> bool:
+    """Whether the round ran to its end (the target emitted its token)."""
+    return r.emitted is not None
+
+
+@dataclass
+class PositionStats:
+    """Counts by draft position i = 1..K (index i - 1) and the rates built from them."""
+
+    drafted: np.ndarray  # rounds that drafted at least i tokens (cut-short rounds: judged ones only)
+    reached: np.ndarray  # rounds where every draft before i was accepted and i was judged
+    accepted: np.ndarray  # rounds whose draft at i was accepted
+    alpha: float  # the run's measured acceptance: accepted / judged over all positions
+
+    @property
+    def positions(self) -> np.ndarray:
+        return np.arange(1, len(self.drafted) + 1)
+
+    @property
+    def conditional(self) -> np.ndarray:
+        """accepted / reached at each position (nan where no round reached it)."""
+        return _ratio(self.accepted, self.reached)
+
+    @property
+    def unconditional(self) -> np.ndarray:
+        """accepted / rounds that drafted at least i tokens (vLLM's and llama.cpp's rate)."""
+        return _ratio(self.accepted, self.drafted)
+
+    @property
+    def predicted_conditional(self) -> np.ndarray:
+        return np.full(len(self.drafted), self.alpha)
+
+    @property
+    def predicted_unconditional(self) -> np.ndarray:
+        return self.alpha ** self.positions
+
+
+def position_stats(events: Iterable[Event]) -> PositionStats:
+    rounds = rounds_of(events)
+    k = max((len(r.drafted) for r in rounds), default=0)
+    drafted, reached, accepted = np.zeros(k, int), np.zeros(k, int), np.zeros(k, int)
+    for r in rounds:
+        counted = len(r.drafted) if finished(r) else judged(r)
+        drafted[:counted] += 1
+        for i, d in enumerate(r.drafted):
+            if d.decision == "unchecked":
+                break
+            reached[i] += 1
+            accepted[i] += d.decision == "accepted"
+    total = int(reached.sum())
+    return PositionStats(drafted, reached, accepted, float(accepted.sum() / total) if total else 0.0)
+
+
+def acceptance_by_position(events: Iterable[Event]) -> list[float]:
+    """The conditional acceptance (accepted / reached) at draft positions 1, 2, ... up to the
+    last position any round reached. A round reaches i + 1 only by accepting i, so no
+    position before the last reached one is empty: every entry is a finite rate."""
+    s = position_stats(events)
+    n = int(np.count_nonzero(s.reached))
+    return [float(s.accepted[i] / s.reached[i]) for i in range(n)]
+
+
+# --- accepted lengths per round -------------------------------------------------------------
+
+
+@dataclass
+class LengthStats:
+    """Drafts accepted per finished round that drafted something, against the model."""
+
+    accepted: np.ndarray  # per round: drafts accepted
+    k: np.ndarray  # per round: drafts proposed
+    alpha: float
+
+    @property
+    def rounds(self) -> int:
+        return len(self.accepted)
+
+    @property
+    def histogram(self) -> np.ndarray:
+        """Rounds with 0, 1, ..., max k accepted drafts."""
+        return np.bincount(self.accepted, minlength=int(self.k.max(initial=0)) + 1)
+
+    @property
+    def predicted_histogram(self) -> np.ndarray:
+        """Expected rounds with 0..max k accepted: a truncated geometric per round, summed."""
+        return predicted_histogram(self.alpha, self.k)
+
+    @property
+    def mean_without_bonus(self) -> float:
+        return float(self.accepted.mean()) if self.rounds else 0.0
+
+    @property
+    def mean_with_bonus(self) -> float:
+        """vLLM's and llama.cpp's "mean acceptance length": accepted drafts plus the
+        target's own token, per round."""
+        return 1.0 + self.mean_without_bonus if self.rounds else 0.0
+
+    @property
+    def predicted_mean_without_bonus(self) -> float:
+        """Expected accepted drafts per round, alpha (1 - alpha^k) / (1 - alpha) averaged over
+        the rounds' k (tokens_per_round less the target's token)."""
+        if not self.rounds:
+            return 0.0
+        return float(np.mean(np.asarray(theory.tokens_per_round(self.alpha, self.k)) - 1))
+
+
+def predicted_histogram(alpha: float, ks: np.ndarray) -> np.ndarray:
+    ks = np.asarray(ks, int)
+    expected = np.zeros(int(ks.max(initial=0)) + 1)
+    for k, count in zip(*np.unique(ks, return_counts=True)):
+        expected[: k + 1] += count * theory.accepted_length_distribution(alpha, int(k))
+    return expected
+
+
+def length_stats(events: Iterable[Event], alpha: float | None = None) -> LengthStats:
+    """alpha defaults to the run's measured acceptance (accepted / judged)."""
+    events = list(events)
+    rounds = [r for r in rounds_of(events) if finished(r) and r.drafted]
+    if alpha is None:
+        alpha = position_stats(events).alpha
+    return LengthStats(np.array([r.accepted for r in rounds], int), np.array([len(r.drafted) for r in rounds], int), alpha)
+
+
+# --- where the run departs from the model ----------------------------------------------------
+
+
+@dataclass
+class Departure:
+    position: int
+    measured: float
+    predicted: float
+    n: int
+    z: float  # (measured - predicted) / binomial standard error
+
+
+def departures(stats: PositionStats) -> list[Departure]:
+    """Positions whose conditional rate is more than DEPARTURE_SE standard errors from alpha."""
+    out = []
+    a = stats.alpha
+    for i, (acc, n) in enumerate(zip(stats.accepted, stats.reached)):
+        if n == 0 or not 0 < a < 1:
+            continue
+        z = (acc / n - a) / math.sqrt(a * (1 - a) / n)
+        if abs(z) > DEPARTURE_SE:
+            out.append(Departure(i + 1, float(acc / n), a, int(n), float(z)))
+    return out
+
+
+def departure_words(events: Iterable[Event]) -> list[str]:
+    """Sentences on where the run departs from the geometric model, or that it does not."""
+    events = list(events)
+    ps, ls = position_stats(events), length_stats(events)
+    if ps.reached.sum() == 0 or ls.rounds == 0:
+        return ["No drafts were judged, so there is nothing to compare with the model."]
+    a = ps.alpha
+    words = []
+    if a in (0.0, 1.0):
+        words.append(f"Every judged draft was {'accepted' if a == 1 else 'rejected'} (\u03b1 = {a:.0%}): "
+                     "the model has nothing left to predict.")
+        return words
+    found = departures(ps)
+    for d in found:
+        trend = "more" if d.z > 0 else "less"
+        words.append(
+            f"Position {d.position}: {d.measured:.0%} of the {d.n} drafts that got there were accepted, {trend} often than "
+            f"the model's {d.predicted:.0%} ({abs(d.z):.1f} standard errors)."
+        )
+    rising = [d for d in found if d.position > 1 and d.z > 0]
+    falling = [d for d in found if d.position > 1 and d.z < 0]
+    if rising:
+        words.append("Later positions accept more often than the first: acceptances come in runs (easy stretches of "
+                     "text, where the draft keeps agreeing), not independently as the model assumes.")
+    if falling:
+        words.append("Later positions accept less often: the draft drifts from the target the further it guesses, so "
+                     "each token is harder than the one before.")
+    hist, pred = ls.histogram, ls.predicted_histogram
+    k_top = int(ls.k.max())
+    full = int(np.sum(ls.accepted == ls.k))
+    full_pred = float(np.sum(a ** ls.k))
+    if full_pred > 0 and abs(full - full_pred) > DEPARTURE_SE * math.sqrt(full_pred * (1 - full_pred / ls.rounds)):
+        more = "more" if full > full_pred else "fewer"
+        words.append(f"{full} rounds accepted every draft against {full_pred:.1f} expected: {more} whole drafts kept "
+                     f"than independent acceptances give.")
+    zero_pred = float(pred[0])
+    if zero_pred > 0 and abs(hist[0] - zero_pred) > DEPARTURE_SE * math.sqrt(zero_pred * (1 - zero_pred / ls.rounds)):
+        more = "more" if hist[0] > zero_pred else "fewer"
+        words.append(f"{int(hist[0])} rounds lost their first draft against {zero_pred:.1f} expected: {more} rounds "
+                     "that gain nothing from drafting.")
+    if not words:
+        words.append(f"Within noise of the geometric model at \u03b1 = {a:.2f}: no position's rate is more than "
+                     f"{DEPARTURE_SE:g} standard errors from \u03b1, and the accepted lengths (0 to {k_top}) follow the "
+                     "truncated geometric.")
+    return words
+
+
+# --- hindsight k ----------------------------------------------------------------------------
+
+
+def verify_cost(cost_model: Mapping) -> "VerifyCost":
+    return VerifyCost.from_dict(cost_model)
+
+
+@dataclass
+class VerifyCost:
+    """V(n), the target's pass over n new tokens, and D, one drafted token, from a cost
+    model's dict (`CostModel.to_dict()`): measured sizes, each at least as dear as any smaller
+    one, interpolated between them and extended along the last two beyond them, as
+    specviz.drafters.cost_model.CostModel.verify_ms does."""
+
+    sizes: list[int]
+    costs: list[float]
+    draft: float
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "VerifyCost":
+        pairs = sorted((int(n), float(v)) for n, v in dict(d["verify"]).items())
+        if not pairs or pairs[0][0] != 1:
+            raise ValueError("a cost model needs the cost of a one-token pass")
+        costs = list(np.maximum.accumulate([v for _, v in pairs]))
+        return cls([n for n, _ in pairs], costs, float(d["draft"]))
+
+    def __call__(self, n: int) -> float:
+        if n < 1:
+            raise ValueError(f"a pass carries at least one token (got {n})")
+        if n <= self.sizes[-1]:
+            return float(np.interp(n, self.sizes, self.costs))
+        if len(self.sizes) == 1:
+            return self.costs[-1]
+        slope = max((self.costs[-1] - self.costs[-2]) / (self.sizes[-1] - self.sizes[-2]), 0.0)
+        return self.costs[-1] + slope * (n - self.sizes[-1])
+
+    def round_ms(self, k: int) -> float:
+        """A round that drafts k tokens: k drafted tokens and a verify pass over k + 1."""
+        return k * self.draft + self(k + 1)
+
+
+@dataclass
+class HindsightRound:
+    index: int
+    k: int  # the policy's k (the round's recorded k)
+    drafted: int
+    accepted: int
+    best_k: int  # the draft length with the most tokens per ms for what this round accepted
+    capped: bool  # every draft accepted (or the run ended in the round): best_k <= its length
+
+
+@dataclass
+class Hindsight:
+    """The run with the k each round should have drafted, against the k the policy drafted.
+
+    Speeds are tokens per second from the cost model's costs, so the policy's and the
+    hindsight figures are comparable (the measured one also counts what the model leaves
+    out: sampling, bookkeeping, noise)."""
+
+    rounds: list[HindsightRound]
+    policy_tokens: int
+    policy_ms: float
+    hindsight_tokens: int
+    hindsight_ms: float
+    plain_ms_per_token: float  # V(1)
+    measured_ms: float  # the rounds' recorded draft + verify time
+    best_tokens_per_s: float  # the fastest run any choice of k per round gives (see best_speed)
+
+    @property
+    def policy_tokens_per_s(self) -> float:
+        return 1000 * self.policy_tokens / self.policy_ms if self.policy_ms else 0.0
+
+    @property
+    def hindsight_tokens_per_s(self) -> float:
+        return 1000 * self.hindsight_tokens / self.hindsight_ms if self.hindsight_ms else 0.0
+
+    @property
+    def measured_tokens_per_s(self) -> float:
+        return 1000 * self.policy_tokens / self.measured_ms if self.measured_ms else 0.0
+
+    @property
+    def plain_tokens_per_s(self) -> float:
+        return 1000 / self.plain_ms_per_token
+
+    @property
+    def matched(self) -> int:
+        """Rounds whose policy k was already the hindsight k."""
+        return sum(r.drafted == r.best_k for r in self.rounds)
+
+
+def _round_options(r: RoundEvent, cost: VerifyCost, k_max: int) -> tuple[int, list[tuple[int, int, float]]]:
+    """(accepted, [(k', tokens, ms)]) for the draft lengths this round could have used.
+
+    A round with a rejection at a + 1 would have yielded min(k', a) + 1 tokens for any k'.
+    A round whose drafts were all accepted says nothing about drafts beyond its length: k'
+    stops there. A round that drafted nothing keeps k' = 0 (one plain step), and the round
+    the run ended in (no token emitted) keeps its own k: what a shorter draft would have
+    led to is past the end of the run."""
+    a, n = r.accepted, len(r.drafted)
+    if n == 0:
+        return a, [(0, 1, cost(1))]
+    if not finished(r):
+        return a, [(n, r.gained, cost.round_ms(n))]
+    last = n if a == n else max(n, k_max)
+    return a, [(kk, min(kk, a) + 1, cost.round_ms(kk)) for kk in range(1, last + 1)]
+
+
+def hindsight(events: Iterable[Event], cost_model: Mapping, k_max: int = MAX_K) -> Hindsight:
+    """For each round, the k' in 1..k_max with the most tokens per ms,
+    (min(k', a) + 1) / (k' D + V(k' + 1)), a the drafts it accepted (the smallest k' of a
+    tie); then the whole run's speed with those k' (total tokens over total cost) beside
+    the policy's and plain decoding's.
+
+    Choosing each round's best ratio is not quite the fastest run: a round's cheap option can
+    pull the total down less than a dear one pulls it up. `best_tokens_per_s` is the
+    fastest (total tokens / total ms maximised over every choice, by Dinkelbach's method)."""
+    cost = verify_cost(cost_model)
+    rounds, options, policy_t, policy_ms, measured_ms = [], [], 0, 0.0, 0.0
+    for r in rounds_of(events):
+        a, opts = _round_options(r, cost, k_max)
+        best = max(opts, key=lambda o: (o[1] / o[2], -o[0]))  # the most tokens per ms; ties: the smaller k'
+        n = len(r.drafted)
+        rounds.append(HindsightRound(r.index, r.k, n, a, best[0], a == n or not finished(r)))
+        options.append(opts)
+        policy_t += r.gained
+        policy_ms += cost.round_ms(n) if n else cost(1)
+        measured_ms += r.draft_ms + r.verify_ms
+    by_k = [{o[0]: o for o in opts} for opts in options]
+    h_t = sum(by_k[i][r.best_k][1] for i, r in enumerate(rounds))
+    h_ms = sum(by_k[i][r.best_k][2] for i, r in enumerate(rounds))
+    return Hindsight(rounds, policy_t, policy_ms, h_t, h_ms, cost(1), measured_ms, best_speed(options))
+
+
+def best_speed(options: list[list[tuple[int, int, float]]]) -> float:
+    """max over one option per round of 1000 * sum(tokens) / sum(ms) (Dinkelbach: choose
+    each round's max of tokens - rate * ms, update the rate, until it stops rising)."""
+    if not options:
+        return 0.0
+    rate = 0.0
+    for _ in range(100):
+        picks = [max(opts, key=lambda o: o[1] - rate * o[2]) for opts in options]
+        new = sum(p[1] for p in picks) / sum(p[2] for p in picks)
+        if new <= rate * (1 + 1e-12):
+            break
+        rate = new
+    return 1000 * rate
+
+
+def hindsight_k(events: Iterable[Event], cost_model: Mapping | None) -> list[int]:
+    """One entry per round: the draft length that round should have used in hindsight (see
+    `hindsight`); [] without a cost model (traces recorded before runs carried one)."""
+    if not cost_model:
+        return []
+    return [r.best_k for r in hindsight(events, cost_model).rounds]
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.maximum(den, 1), np.nan)
