@@ -18,6 +18,8 @@ COMMANDS = {
     "generate": "specviz.engine.cli",
     "lossless": "specviz.lossless_cli",
     "bench": "specviz.bench.cli",
+    "sweep": "specviz.labs.sweep",
+    "batching": "specviz.labs.batching",
 }
 
 HELP = {
@@ -25,6 +27,8 @@ HELP = {
     "generate": "generate text with speculative or plain decoding",
     "lossless": "Monte Carlo check that the acceptance rule reproduces p exactly",
     "bench": "benchmark specviz against transformers' generate on one pair",
+    "sweep": "run one prompt at several temperatures: acceptance, tokens per round, speedup",
+    "batching": "time passes over several sequences at once and predict the speedup by batch size",
 }
 
 

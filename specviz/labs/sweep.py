@@ -1,0 +1,189 @@
+"""The same prompt at several temperatures: measured acceptance, tokens per round and speedup
+over plain decoding, run by run.
+
+    rows = sweep(pair, prompt, settings, [0, 0.3, 0.7, 1.0]).rows
+
+Each run is the engine's own (`specviz.engine.start`) with only the temperature changed, so
+the seed, k and policy stay as given. Speedup is the run's tokens per second over plain
+decoding's, 1000 / plain_ms_per_token, where the one-token target pass comes from the pair's
+cost model (the run's summary carries it as `speedup_vs_plain` when the engine records it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, TextIO
+
+from specviz.errors import UserError
+from specviz.events import Trace
+from specviz.settings import GenerationSettings
+
+HELP = "run one prompt at several temperatures: acceptance, tokens per round, speedup"
+DEFAULT_TEMPERATURES = "0,0.3,0.7,1.0"
+SWEEP_MAX_NEW_TOKENS = 48  # short runs: a sweep of four on the bundled pair stays in minutes
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class SweepRow:
+    temperature: float
+    acceptance: float  # accepted / judged drafts
+    mean_overlap: float
+    tokens_per_round: float
+    tokens_per_s: float
+    speedup: float  # over plain decoding of the target
+    plain_ms_per_token: float  # what the speedup divides by
+    new_tokens: int
+    rounds: int
+    stop_reason: str
+
+
+@dataclass
+class Sweep:
+    rows: list[SweepRow]
+    cancelled: bool = False  # stopped before every temperature had run
+    traces: list[Trace] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [asdict(r) for r in self.rows], "cancelled": self.cancelled}
+
+
+def parse_temperatures(text: str) -> list[float]:
+    """'0,0.7' -> [0.0, 0.7]: each a temperature the settings accept, no repeats."""
+    try:
+        temps = [float(t) for t in str(text).replace(" ", "").split(",") if t != ""]
+    except ValueError:
+        raise UserError(f"temperatures must be numbers separated by commas, like {DEFAULT_TEMPERATURES} (got {text!r})") from None
+    if not temps:
+        raise UserError(f"give at least one temperature, like {DEFAULT_TEMPERATURES}")
+    if len(set(temps)) != len(temps):
+        raise UserError(f"each temperature once (got {text!r})")
+    for t in temps:
+        replace(GenerationSettings(), temperature=t).validated()
+    return temps
+
+
+def plain_ms_per_token(trace: Trace, cost_model: Mapping | None = None) -> float | None:
+    """The one-token target pass a speedup divides by: the summary's own figure, else V(1) of
+    the given cost model, else of the one the trace recorded."""
+    ms = getattr(trace.summary, "plain_ms_per_token", None)
+    if ms:
+        return float(ms)
+    model = cost_model or trace.meta.get("cost_model")
+    if model:
+        return float(min(v for n, v in model["verify"].items() if int(n) == 1))
+    return None
+
+
+def row_of(trace: Trace, temperature: float, cost_model: Mapping | None = None) -> SweepRow:
+    s = trace.summary
+    plain_ms = plain_ms_per_token(trace, cost_model)
+    speedup = getattr(s, "speedup_vs_plain", None) or (s.tokens_per_s * plain_ms / 1000 if plain_ms else 0.0)
+    return SweepRow(temperature, s.acceptance_rate, s.mean_overlap, s.tokens_per_round, s.tokens_per_s, float(speedup),
+                    float(plain_ms or 0.0), s.new_tokens, s.rounds, s.stop_reason)
+
+
+def sweep(
+    pair,
+    prompt: str,
+    settings: GenerationSettings,
+    temperatures: Sequence[float],
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    on_progress: Progress | None = None,
+    cost_model: Mapping | None = None,
+    max_wall_s: float | None = None,
+) -> Sweep:
+    """One speculative run per temperature, in order. `should_stop` is checked before every
+    round; a run it stops is dropped and the sweep returns the rows so far, cancelled.
+    `on_progress(fraction, message)` follows the rounds. `cost_model` (a CostModel.to_dict())
+    gives the plain speed when the runs do not record one; else the pair's is measured or
+    read from its cache."""
+    from specviz import engine
+
+    if settings.mode != "speculative":
+        raise UserError("a temperature sweep compares speculative runs: use --mode speculative")
+    temps = list(temperatures)
+    out = Sweep(rows=[])
+    for i, t in enumerate(temps):
+        if should_stop is not None and should_stop():
+            out.cancelled = True
+            break
+        run_settings = replace(settings, temperature=float(t)).validated()
+        generation = engine.start(pair, prompt, run_settings, should_stop=should_stop, max_wall_s=max_wall_s)
+        for event in generation:
+            if on_progress is not None:
+                done = min(getattr(event, "new_tokens", 0) / run_settings.max_new_tokens, 1.0)
+                on_progress((i + done) / len(temps), f"temperature {t:g}: {getattr(event, 'new_tokens', 0)} tokens")
+        trace = generation.trace()
+        if trace.summary.stop_reason == "cancelled":
+            out.cancelled = True
+            break
+        if cost_model is None and plain_ms_per_token(trace) is None:
+            from specviz.drafters.cost_model import for_pair
+
+            cost_model = for_pair(pair).to_dict()
+        out.rows.append(row_of(trace, float(t), cost_model))
+        out.traces.append(trace)
+    if on_progress is not None and not out.cancelled:
+        on_progress(1.0, "done")
+    return out
+
+
+def table(rows: Sequence[SweepRow]) -> str:
+    lines = ["temperature  acceptance  overlap  tokens/round  tokens/s  speedup  tokens  stop"]
+    for r in rows:
+        lines.append(f"{r.temperature:>11g}  {r.acceptance:>10.0%}  {r.mean_overlap:>7.2f}  {r.tokens_per_round:>12.2f}  "
+                     f"{r.tokens_per_s:>8.2f}  {r.speedup:>6.2f}\u00d7  {r.new_tokens:>6}  {r.stop_reason}")
+    if rows:
+        lines.append(f"speedup: tokens/s over plain decoding's {1000 / rows[0].plain_ms_per_token:.2f} tokens/s "
+                     f"(one target pass: {rows[0].plain_ms_per_token:.0f} ms)" if rows[0].plain_ms_per_token else "")
+    return "\n".join(lines)
+
+
+# --- `python -m specviz sweep` ---------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from specviz.engine import cli as generate_cli
+
+    generate_cli.add_arguments(parser)
+    parser.add_argument("--temperatures", default=DEFAULT_TEMPERATURES,
+                        help="comma-separated temperatures, each run once (default: %(default)s; --temperature is ignored)")
+    parser.set_defaults(max_new_tokens=SWEEP_MAX_NEW_TOKENS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specviz.engine import cli as generate_cli
+    from specviz.lm.prompt import check_prompt
+
+    settings = generate_cli.settings_from(args)
+    temperatures = parse_temperatures(args.temperatures)
+    check_prompt(args.prompt)
+    if settings.mode != "speculative":
+        raise UserError("a temperature sweep compares speculative runs: use --mode speculative")
+    spec = generate_cli.pair_spec(args)
+    from specviz.models import load_pair
+
+    needs_draft = settings.drafter == "model"
+    if needs_draft and args.target and not args.draft:
+        raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
+    pair = load_pair(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
+    return report(pair, args.prompt, settings, temperatures, as_json=args.json, out=sys.stdout)
+
+
+def report(pair, prompt: str, settings: GenerationSettings, temperatures: Sequence[float], *, as_json: bool, out: TextIO,
+           cost_model: Mapping | None = None) -> int:
+    """Run the sweep on a loaded pair and print it (the testable part of `run`)."""
+    progress = None if as_json else (lambda f, m: print(f"  {f:4.0%} {m}", file=sys.stderr))
+    result = sweep(pair, prompt, settings, temperatures, on_progress=progress, cost_model=cost_model)
+    if as_json:
+        out.write(json.dumps(result.to_dict()) + "\n")
+    else:
+        out.write(table(result.rows) + "\n")
+    return 0
