@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 import plotly.graph_objects as go
 
-from specviz import theory
+from specviz.acceptance import length_stats, position_stats, predicted_histogram
 from specviz.events import Event, RoundEvent
 from specviz.viz.live_stats import checked_positions, live_stats
 from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, TARGET, empty_figure, style_figure
@@ -15,15 +15,13 @@ from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, TARGET, empty_figure, 
 
 def acceptance_by_position(events: Iterable[Event]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For draft positions 1..K: (times judged, times accepted, mean overlap when judged)."""
-    rounds = [e for e in events if isinstance(e, RoundEvent)]
-    k = max((len(r.drafted) for r in rounds), default=0)
-    judged, accepted, overlap = np.zeros(k, int), np.zeros(k, int), np.zeros(k)
-    for r in rounds:
-        for i, d in enumerate(r.drafted[: checked_positions(r)]):
-            judged[i] += 1
-            accepted[i] += d.decision == "accepted"
+    events = list(events)
+    counts = position_stats(events)
+    judged, overlap = counts.reached, np.zeros(len(counts.reached))
+    for r in (e for e in events if isinstance(e, RoundEvent)):
+        for i in range(checked_positions(r)):
             overlap[i] += r.positions[i].overlap if i < len(r.positions) else 0.0
-    return judged, accepted, overlap / np.maximum(judged, 1)
+    return judged, counts.accepted, overlap / np.maximum(judged, 1)
 
 
 def acceptance_by_position_figure(events: Iterable[Event], title: str | None = "Acceptance by position in the draft") -> go.Figure:
@@ -55,27 +53,26 @@ def acceptance_by_position_figure(events: Iterable[Event], title: str | None = "
 
 
 def accepted_lengths(events: Iterable[Event]) -> tuple[np.ndarray, np.ndarray]:
-    """Per finished round: (drafts accepted, draft length k). Rounds cut short by the end of
-    the run (no emitted token) are left out: their count says nothing about acceptance."""
-    rounds = [e for e in events if isinstance(e, RoundEvent) and e.emitted is not None]
-    return np.array([r.accepted for r in rounds], int), np.array([len(r.drafted) for r in rounds], int)
+    """Per finished round that drafted: (drafts accepted, draft length k). Rounds cut short by
+    the end of the run (no emitted token) are left out: their count says nothing about
+    acceptance (specviz.acceptance.length_stats)."""
+    ls = length_stats(events)
+    return ls.accepted, ls.k
 
 
 def predicted_accepted_lengths(alpha: float, ks: np.ndarray) -> np.ndarray:
     """Expected number of rounds with 0..max(k) accepted drafts, if each draft were accepted
     independently with probability alpha (a truncated geometric per round, summed)."""
-    k_max = int(ks.max(initial=0))
-    expected = np.zeros(k_max + 1)
-    for k, count in zip(*np.unique(ks, return_counts=True)):
-        expected[: k + 1] += count * theory.accepted_length_distribution(alpha, int(k))
-    return expected
+    return predicted_histogram(alpha, ks)
 
 
-def accepted_length_figure(events: Iterable[Event], alpha: float | None = None, title: str | None = "Drafts accepted per round") -> go.Figure:
+def accepted_length_figure(events: Iterable[Event], alpha: float | None = None, title: str | None = "Drafts accepted per round",
+                           model_name: str | None = None) -> go.Figure:
     """Histogram of accepted drafts per round against the truncated-geometric prediction.
 
     alpha defaults to the run's mean overlap (the expected acceptance). A gap between the two
     means acceptances are not independent: easy stretches of text accept whole drafts.
+    `model_name` names the prediction in the legend (default: "predicted (alpha = ...)").
     """
     events = list(events)
     counts, ks = accepted_lengths(events)
@@ -89,7 +86,7 @@ def accepted_length_figure(events: Iterable[Event], alpha: float | None = None, 
     fig = go.Figure()
     fig.add_bar(x=n, y=measured, name="measured", marker_color=ACCEPTED, hovertemplate="%{x} accepted: %{y} rounds<extra></extra>")
     fig.add_scatter(
-        x=n, y=expected, name=f"predicted (\u03b1 = {alpha:.2f})", mode="lines+markers",
+        x=n, y=expected, name=model_name or f"predicted (\u03b1 = {alpha:.2f})", mode="lines+markers",
         line={"color": NEUTRAL, "dash": "dot"}, marker={"color": NEUTRAL},
         hovertemplate="%{x} accepted: %{y:.1f} rounds expected<extra></extra>",
     )
