@@ -1,0 +1,226 @@
+"""The tree acceptance rules: exact cases, agreement with the chain rule on chains, and
+statistical losslessness on trees built the way they are drafted.
+
+Statistical tests: a toy language over 4 tokens whose target p and draft q at every context
+are fixed pseudo-random distributions (with zeros on both sides). N independent runs (fixed
+seed, so each test is deterministic) each produce the first two output tokens, taking a
+second round when the first emitted only one. Each outcome expected at least 5 times must
+have an observed frequency within 5 standard errors, sqrt(p (1 - p) / N), of its target
+probability (p(a) for the first token, p(a) p(b | a) for the first two); rarer outcomes are
+pooled into one bucket held to the same bound; outcomes of probability 0 must never appear.
+The same check on a deliberately wrong rule must fail.
+"""
+
+import functools
+
+import pytest
+import torch
+
+import specviz.engine.tree_verify as tv
+from specviz.drafters.tree import grow_tree
+from specviz.engine.tree_verify import tree_greedy, tree_multistep_sampling, tree_point_masses
+from specviz.engine.verify import verify
+from specviz.lm.tree import depths
+
+SIGMAS = 5
+V = 4
+N_RUNS = 40_000
+
+
+def frequencies_match(counts: torch.Tensor, p: torch.Tensor, n: int) -> tuple[bool, str]:
+    p = p.double()
+    if torch.any(counts[p == 0] != 0):
+        return False, "an outcome of target probability 0 came out"
+    common = p * n >= 5
+    buckets_p = torch.cat([p[common], p[~common].sum().view(1)])
+    buckets_c = torch.cat([counts[common], counts[~common].sum().view(1)]).double()
+    se = torch.sqrt(buckets_p * (1 - buckets_p) / n)
+    dev = (buckets_c / n - buckets_p).abs()
+    z = (dev / se.clamp_min(1e-12)).max().item()
+    ok = bool(((dev - SIGMAS * se) <= 1e-12).all())
+    return ok, f"worst deviation {z:.1f} standard errors (N={n}): {(buckets_c / n).tolist()} vs {buckets_p.tolist()}"
+
+
+# ---- a toy language: fixed target and draft distributions at every context -----------------
+
+
+@functools.lru_cache(maxsize=None)
+def toy(kind: int, context: tuple[int, ...]) -> torch.Tensor:
+    """Target (kind 0) or draft (kind 1) next-token distribution after `context`."""
+    seed = 1 + kind + 7 * sum((t + 1) * 5**i for i, t in enumerate(context)) + 1000 * len(context)
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(V, generator=g, dtype=torch.float64) * 1.5
+    logits[(seed * 3 + kind) % V] = float("-inf")  # a zero on each side, often in different places
+    return logits.softmax(-1)
+
+
+def target_rows(context: tuple[int, ...], tokens: list[int], parents: list[int]) -> torch.Tensor:
+    """p after the context, then after each node of the tree."""
+    paths: list[tuple[int, ...]] = []
+    for t, par in zip(tokens, parents):
+        paths.append((paths[par] if par >= 0 else ()) + (t,))
+    return torch.stack([toy(0, context)] + [toy(0, context + path) for path in paths])
+
+
+@functools.lru_cache(maxsize=None)
+def top_tree(context: tuple[int, ...]):
+    """The tree drafter's tree on the toy draft (it is deterministic): the 6 best nodes by
+    path probability, top-2 children per node, depth <= 3, grown by `grow_tree`."""
+    grown = grow_tree(toy(1, context), lambda batch: [toy(1, context + c.path) for c in batch], nodes=6, width=2, max_depth=3)
+    tokens, parents = grown.tokens, grown.parents
+    return torch.tensor(tokens), parents, target_rows(context, tokens, parents)
+
+
+def sampled_tree(context: tuple[int, ...], g: torch.Generator, widths=(3, 2, 1)):
+    """A SpecInfer tree: each node's children drawn independently from the draft's q there,
+    widths[d] children per node at depth d."""
+    tokens: list[int] = []
+    parents: list[int] = []
+    q_rows: list[torch.Tensor] = []
+    paths: list[tuple[int, ...]] = []
+    level = [(-1, ())]
+    for width in widths:
+        nxt = []
+        for par, path in level:
+            q = toy(1, context + path)
+            for t in torch.multinomial(q, width, replacement=True, generator=g).tolist():
+                tokens.append(t)
+                parents.append(par)
+                q_rows.append(q)
+                paths.append(path + (t,))
+                nxt.append((len(tokens) - 1, path + (t,)))
+        level = nxt
+    return torch.tensor(tokens), parents, torch.stack(q_rows), target_rows(context, tokens, parents)
+
+
+def one_round(rule: str, context: tuple[int, ...], g: torch.Generator) -> list[int]:
+    if rule == "point-masses":
+        tokens, parents, p = top_tree(context)
+        return tree_point_masses(tokens, parents, p, generator=g).new_tokens
+    tokens, parents, q, p = sampled_tree(context, g)
+    return tree_multistep_sampling(tokens, parents, p, q, generator=g).new_tokens
+
+
+def first_two(rule: str, n: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    first = torch.zeros(V, dtype=torch.long)
+    pairs = torch.zeros(V * V, dtype=torch.long)
+    for _ in range(n):
+        out = one_round(rule, (), g)
+        if len(out) < 2:
+            out += one_round(rule, (out[0],), g)
+        first[out[0]] += 1
+        pairs[out[0] * V + out[1]] += 1
+    return first, pairs
+
+
+def target_first_two():
+    p1 = toy(0, ())
+    joint = torch.stack([p1[a] * toy(0, (a,)) for a in range(V)]).reshape(-1)
+    return p1, joint
+
+
+def check_lossless(rule: str, n: int, seed: int) -> list[tuple[bool, str]]:
+    first, pairs = first_two(rule, n, seed)
+    p1, joint = target_first_two()
+    return [frequencies_match(first, p1, n), frequencies_match(pairs, joint, n)]
+
+
+# ---- exact cases -----------------------------------------------------------------------------
+
+
+def test_greedy_follows_the_argmax_down_the_tree():
+    # root -> 0 (tok 1), 1 (tok 2); 0 -> 2 (tok 0); 1 -> 3 (tok 3), 4 (tok 1)
+    tokens, parents = torch.tensor([1, 2, 0, 3, 1]), [-1, -1, 0, 1, 1]
+    logits = torch.zeros(6, 4)
+    logits[0, 2] = 5  # after the root: 2, so node 1
+    logits[2, 1] = 5  # after node 1: 1, so node 4 (the second sibling)
+    logits[5, 3] = 5  # after node 4 (a leaf): the bonus 3
+    v = tree_greedy(tokens, parents, logits)
+    assert v.path == [1, 4] and v.new_tokens == [2, 1, 3] and v.emitted_kind == "bonus"
+    assert v.decisions == ["rejected", "accepted", "unchecked", "rejected", "accepted"]
+    assert v.p == [0.0, 1.0, None, 0.0, 1.0] and v.u == [None] * 5
+    logits[2, 1] = 0
+    logits[2, 0] = 5  # after node 1 the target wants 0, which no child offers
+    v = tree_greedy(tokens, parents, logits)
+    assert v.path == [1] and v.new_tokens == [2, 0] and v.emitted_kind == "resampled"
+    assert v.decisions == ["rejected", "accepted", "unchecked", "rejected", "rejected"]
+
+
+def test_point_masses_accept_a_sure_candidate_and_never_emit_a_rejected_one():
+    tokens, parents = torch.tensor([0, 1, 2]), [-1, -1, -1]
+    g = torch.Generator().manual_seed(0)
+    p = torch.tensor([[0.0, 0.0, 1.0, 0.0]] + [[0.25] * 4] * 3)
+    for _ in range(50):
+        v = tree_point_masses(tokens, parents, p, generator=g)
+        assert v.decisions == ["rejected", "rejected", "accepted"] and v.path == [2]  # p = 0 never, p = 1 always
+    p = torch.tensor([[0.3, 0.3, 0.1, 0.3]] + [[0.25] * 4] * 3)
+    seen = set()
+    for _ in range(300):
+        v = tree_point_masses(tokens, parents, p, generator=g)
+        if not v.path:
+            assert v.decisions == ["rejected"] * 3 and v.emitted == 3 and v.emitted_kind == "resampled"
+        seen.add(tuple(v.decisions))
+    assert ("rejected", "rejected", "rejected") in seen and ("accepted", "unchecked", "unchecked") in seen
+
+
+def test_remove_token_renormalises_and_falls_back_when_nothing_is_left():
+    assert torch.allclose(tv.remove_token(torch.tensor([0.5, 0.25, 0.25]), 0), torch.tensor([0.0, 0.5, 0.5]))
+    assert torch.equal(tv.remove_token(torch.tensor([0.0, 1.0]), 1), torch.tensor([0.0, 1.0]))
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 4, 6])
+def test_a_chain_decides_exactly_as_the_chain_rule(k):
+    # Same seed, same draws: the tree rules on a chain are verify's, decision for decision.
+    for case in range(60):
+        g = torch.Generator().manual_seed(1000 * k + case)
+        p = torch.softmax(torch.randn(k + 1, 7, generator=g, dtype=torch.float64) * 2, -1)
+        q = torch.softmax(torch.randn(k, 7, generator=g, dtype=torch.float64) * 2, -1)
+        x = torch.multinomial(q, 1, generator=g).view(-1) if k else torch.empty(0, dtype=torch.long)
+        if case % 3 == 0 and k:
+            p[:k] = q  # long accepted runs too
+        parents = list(range(-1, k - 1))
+        for tree_rule, chain_q in ((lambda s: tree_multistep_sampling(x, parents, p, q, generator=s), q), (lambda s: tree_point_masses(x, parents, p, generator=s), None)):
+            t = tree_rule(torch.Generator().manual_seed(case))
+            c = verify(x, p, chain_q, generator=torch.Generator().manual_seed(case))
+            assert t.path == list(range(c.n_accepted))
+            assert (t.emitted, t.emitted_kind) == (c.emitted, c.emitted_kind)
+            assert t.emitted_p == pytest.approx(c.emitted_p)
+            assert t.decisions == c.decisions
+            assert t.u == c.u
+            assert t.p[: c.n_accepted + 1] == pytest.approx(c.p[: c.n_accepted + 1])
+        t = tree_greedy(x, parents, p)
+        c = verify(x, p, greedy=True)
+        assert (t.path, t.emitted, t.emitted_kind, t.decisions) == (list(range(c.n_accepted)), c.emitted, c.emitted_kind, c.decisions)
+
+
+def test_the_drafted_toy_tree_is_a_real_tree():
+    # The statistical tests below mean something only if the tree branches and goes deep.
+    tokens, parents, _ = top_tree(())
+    assert len(tokens) == 6
+    assert any(parents.count(i) == 2 for i in [-1] + list(range(6)))
+    assert max(depths(parents)) >= 2  # depth 3 counts from 0 here
+
+
+# ---- statistical losslessness -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", ["point-masses", "multistep-sampling"])
+def test_first_two_tokens_are_distributed_as_the_target(rule):
+    # N = 40,000 runs; 5 standard errors per outcome (4 first tokens, 16 pairs).
+    for ok, message in check_lossless(rule, N_RUNS, seed=11):
+        assert ok, message
+
+
+def test_a_wrong_residual_is_caught(monkeypatch):
+    # After a rejection keep p' as it was instead of norm(max(0, p' - q)).
+    monkeypatch.setattr(tv, "residual_distribution", lambda p, q: p)
+    results = check_lossless("multistep-sampling", N_RUNS, seed=11)
+    assert not all(ok for ok, _ in results), [m for _, m in results]
+
+
+def test_not_removing_a_rejected_candidate_is_caught(monkeypatch):
+    # After rejecting candidate c keep p' as it was, so c can still be emitted.
+    monkeypatch.setattr(tv, "remove_token", lambda dist, token: dist)
+    results = check_lossless("point-masses", N_RUNS, seed=11)
+    assert not all(ok for ok, _ in results), [m for _, m in results]
