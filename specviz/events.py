@@ -17,7 +17,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, Union
 
 from specviz.errors import UserError
-from specviz.settings import GenerationSettings
+from specviz.settings import FIELDS, GenerationSettings, from_request
 
 TRACE_VERSION = 1
 # The largest trace `load_trace` reads by default: a 1024-token run with every position
@@ -73,8 +73,23 @@ class EmittedToken:
 
 
 @dataclass
+class TreeNode:
+    """One drafted node of a token tree. A chain is the tree whose nodes each have one child."""
+
+    parent: int  # index of the parent node in the round's tree; -1: a child of the root (the last output token)
+    token: int
+    text: str
+    depth: int  # 1 for children of the root
+    q: float  # probability the drafter gave this token at its parent
+    p: float | None  # target probability of the token at its parent, where the target checked it
+    decision: Decision
+
+
+@dataclass
 class RoundEvent:
-    """One draft/verify round."""
+    """One draft/verify round. A tree round also lists every drafted node in `tree`; its
+    `drafted` are the nodes the target checked along the path it took, in order, so the
+    token stream draws chains and trees alike."""
 
     index: int
     k: int  # draft length actually used this round
@@ -86,6 +101,7 @@ class RoundEvent:
     t_end_s: float  # seconds since the run started when this round's tokens were known
     new_tokens: int  # total new tokens after this round
     type: Literal["round"] = "round"
+    tree: list[TreeNode] = field(default_factory=list)  # empty for a chain round
 
     @property
     def accepted(self) -> int:
@@ -130,6 +146,11 @@ class RunSummary:
     draft_ms: float = 0.0  # mean ms of one drafted token (D)
     load_s: float = 0.0
     stop_reason: str = ""  # "eos", "max_new_tokens", "cancelled", "time_limit"
+    policy: str = ""  # the draft-length policy of a speculative run: fixed, heuristic or cost-aware
+    # Plain decoding's cost of a token: the one-token target pass of the pair's cost model,
+    # measured when the pair loaded, so a trace's speedup does not depend on what else ran.
+    plain_ms_per_token: float = 0.0
+    speedup_vs_plain: float = 0.0  # tokens_per_s over 1000 / plain_ms_per_token (0 when unknown)
 
 
 @dataclass
@@ -273,6 +294,7 @@ def event_from_dict(d: Any, where: str = "event") -> Event:
     r = _build(RoundEvent, d, where)
     r.drafted = [_build(DraftToken, x, f"{where}.drafted[{j}]") for j, x in enumerate(_list(r.drafted, where))]
     r.positions = [_position(x, f"{where}.positions[{j}]") for j, x in enumerate(_list(r.positions, where))]
+    r.tree = [_build(TreeNode, x, f"{where}.tree[{j}]") for j, x in enumerate(_list(r.tree, where))]
     if r.emitted is not None:
         r.emitted = _build(EmittedToken, r.emitted, f"{where}.emitted")
     return r
@@ -302,8 +324,14 @@ def _trace_from_dict(d: Any) -> Trace:
 
 def _check_settings(settings: dict[str, Any]) -> None:
     """A trace's settings are a GenerationSettings' fields, within their limits, so the page
-    can rerun or compare with them as they are."""
-    known = {f.name for f in fields(GenerationSettings)}
+    can rerun or compare with them as they are. A trace recorded before the draft-length
+    policy existed says `adaptive` instead: it is read as `settings.from_request` reads it."""
+    if "adaptive" in settings and "policy" not in settings:
+        adaptive = settings.pop("adaptive")
+        if not isinstance(adaptive, bool):
+            raise TraceError(f"trace.settings.adaptive: expected true or false, got {_kind(adaptive)}")
+        settings["policy"] = "cost-aware" if adaptive else "fixed"
+    known = set(FIELDS)
     if not settings.keys() <= known:
         raise TraceError(f"trace.settings: {len(settings.keys() - known)} unknown names (known: {', '.join(sorted(known))})")
     hints = _hints(GenerationSettings)
@@ -311,6 +339,6 @@ def _check_settings(settings: dict[str, Any]) -> None:
         if not _conforms(settings[name], hints[name]):
             raise TraceError(f"trace.settings.{name}: expected {_describe(hints[name])}, got {_kind(settings[name])}")
     try:
-        GenerationSettings(**settings).validated()
+        from_request(settings)
     except UserError as e:
         raise TraceError(f"trace.settings: {e}") from None

@@ -1,12 +1,14 @@
-"""Generation settings shared by the CLI, the app and the bench, with validation.
+"""Generation settings shared by the CLI, the page, the API and the bench, with validation.
 
-Every limit a user can hit lives here, so the CLI and the page refuse bad input with the
-same words.
+Every default, range and choice a user can meet lives here: the page's widgets, the API's
+signature and the CLI's flags read them from this module, so all of them refuse bad input
+with the same words and a trace's settings rerun exactly as recorded (`from_request`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from specviz.errors import UserError
@@ -15,6 +17,30 @@ MAX_K = 16
 MAX_NEW_TOKENS_CAP = 1024
 DRAFTERS = ("model", "lookup", "early-exit")
 MODES = ("speculative", "plain")
+# How many tokens a round drafts: a fixed k; transformers' +2/-1 schedule with a confidence
+# cut ("heuristic"); or the most expected tokens per measured ms ("cost-aware", what
+# "adaptive" means everywhere in specviz).
+POLICIES = ("fixed", "heuristic", "cost-aware")
+
+# Inclusive numeric ranges (the page's sliders span them; top-p's lower end is open).
+RANGES: dict[str, tuple[float, float]] = {
+    "k": (1, MAX_K),
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "max_new_tokens": (1, MAX_NEW_TOKENS_CAP),
+    "adaptive_threshold": (0.0, 1.0),
+}
+
+HELP = {
+    "k": "tokens drafted per round: the fixed k, or the most a round may draft under the other policies",
+    "policy": "how many tokens each round drafts: fixed k, transformers' heuristic schedule, or cost-aware (the most tokens per measured ms)",
+    "temperature": "0 is greedy",
+    "top_p": "nucleus sampling mass; 1 disables",
+    "top_k": "keep the k most likely tokens; 0 disables",
+    "raw": "send the prompt as-is, without the chat template",
+    "early_exit_layers": "layers of the target the early-exit drafter uses (0: a quarter)",
+    "adaptive_threshold": "heuristic policy: draft confidence below which a round's drafting stops",
+}
 
 
 class SettingsError(UserError):
@@ -28,35 +54,42 @@ class GenerationSettings:
     top_p: float = 1.0  # 1.0 disables top-p
     max_new_tokens: int = 128
     seed: int = 0
-    k: int = 4  # draft length (the maximum when adaptive)
-    adaptive: bool = False
+    k: int = 8  # the fixed k, or the cap of the heuristic and cost-aware policies
+    policy: Literal["fixed", "heuristic", "cost-aware"] = "cost-aware"
     drafter: Literal["model", "lookup", "early-exit"] = "model"
     mode: Literal["speculative", "plain"] = "speculative"
     raw: bool = False  # send the prompt as-is instead of through the chat template
     early_exit_layers: int = 0  # layers of the target used by the early-exit drafter (0: a quarter)
-    adaptive_threshold: float = 0.4  # adaptive: stop a round's drafting below this draft confidence
+    adaptive_threshold: float = 0.4  # heuristic policy: stop a round's drafting below this draft confidence
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    @property
+    def needs_draft(self) -> bool:
+        """Whether a run with these settings needs the pair's draft model loaded."""
+        return self.mode == "speculative" and self.drafter == "model"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def validated(self) -> "GenerationSettings":
         """Return self, or raise SettingsError naming the first bad value."""
-        _check(isinstance(self.k, int) and 1 <= self.k <= MAX_K, f"k must be a whole number from 1 to {MAX_K} (got {self.k!r})")
-        _check(_num(self.temperature) and 0 <= self.temperature <= 2, f"temperature must be between 0 and 2 (got {self.temperature!r})")
+        lo, hi = RANGES["k"]
+        _check(isinstance(self.k, int) and not isinstance(self.k, bool) and lo <= self.k <= hi, f"k must be a whole number from {lo} to {hi} (got {self.k!r})")
+        lo, hi = RANGES["temperature"]
+        _check(_num(self.temperature) and lo <= self.temperature <= hi, f"temperature must be between {lo:g} and {hi:g} (got {self.temperature!r})")
         _check(_num(self.top_p) and 0 < self.top_p <= 1, f"top-p must be above 0 and at most 1 (got {self.top_p!r})")
-        _check(isinstance(self.top_k, int) and self.top_k >= 0, f"top-k must be a whole number, 0 or more (got {self.top_k!r})")
-        _check(
-            isinstance(self.max_new_tokens, int) and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_CAP,
-            f"max new tokens must be a whole number from 1 to {MAX_NEW_TOKENS_CAP} (got {self.max_new_tokens!r})",
-        )
-        _check(isinstance(self.seed, int) and 0 <= self.seed < 2**63, f"seed must be a whole number, 0 or more (got {self.seed!r})")
+        _check(_whole(self.top_k) and self.top_k >= 0, f"top-k must be a whole number, 0 or more (got {self.top_k!r})")
+        lo, hi = RANGES["max_new_tokens"]
+        _check(_whole(self.max_new_tokens) and lo <= self.max_new_tokens <= hi, f"max new tokens must be a whole number from {lo} to {hi} (got {self.max_new_tokens!r})")
+        _check(_whole(self.seed) and 0 <= self.seed < 2**63, f"seed must be a whole number, 0 or more (got {self.seed!r})")
+        _check(self.policy in POLICIES, f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
         _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)} (got {self.drafter!r})")
         _check(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
-        _check(isinstance(self.early_exit_layers, int) and self.early_exit_layers >= 0, "early-exit layers must be 0 or more")
+        _check(isinstance(self.raw, bool), f"raw must be true or false (got {self.raw!r})")
+        _check(_whole(self.early_exit_layers) and self.early_exit_layers >= 0, "early-exit layers must be 0 or more")
         _check(
             _num(self.adaptive_threshold) and 0 <= self.adaptive_threshold <= 1,
             f"adaptive threshold must be between 0 and 1 (got {self.adaptive_threshold!r})",
@@ -64,8 +97,50 @@ class GenerationSettings:
         return self
 
 
+DEFAULTS = GenerationSettings()
+FIELDS = tuple(f.name for f in fields(GenerationSettings))
+WHOLE = {"k", "top_k", "max_new_tokens", "seed", "early_exit_layers"}
+NUMBERS = {"temperature", "top_p", "adaptive_threshold"}
+
+
+def from_request(values: Mapping[str, Any]) -> GenerationSettings:
+    """Validated settings from a page's, an API caller's or a trace's values.
+
+    Every field given is kept (missing ones take their defaults), so a trace reruns exactly
+    as it was recorded. Numbers are taken as a browser or JSON sends them: 4.0 counts as
+    the whole number 4. `adaptive` (settings before the policy existed, and the API's
+    older parameter) means `policy="cost-aware"` when true and `"fixed"` when false, unless
+    a policy is given too.
+    """
+    values = dict(values)
+    adaptive = values.pop("adaptive", None)
+    if adaptive is not None and "policy" not in values:
+        values["policy"] = "cost-aware" if adaptive else "fixed"
+    unknown = sorted(values.keys() - set(FIELDS))
+    if unknown:
+        raise SettingsError(f"unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")
+    for name in WHOLE & values.keys():
+        x = values[name]
+        values[name] = int(x) if isinstance(x, float) and x.is_integer() else x
+    for name in NUMBERS & values.keys():
+        x = values[name]
+        values[name] = float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+    return GenerationSettings(**values).validated()
+
+
+def check_prompt(prompt: object) -> str:
+    """The prompt, if it has something in it; checked before any model is loaded."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UserError("the prompt is empty: type something for the model to continue")
+    return prompt
+
+
 def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+
+def _whole(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _check(ok: bool, message: str) -> None:

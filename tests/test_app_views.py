@@ -38,11 +38,23 @@ def test_the_page_builds_with_the_stable_element_ids():
 
 
 def test_live_views_show_the_stream_stats_and_why_the_run_stopped(trace):
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
     stream, stats, timeline = live.live_views(trace)
-    assert stream.count('class="tok ') == sum(len(e.drafted) + (e.emitted is not None) for e in trace.events)
-    assert 'data-state="done"' in stream and "max new tokens" in stream
-    assert "sv-stat" in stats and timeline.data, "the timeline has its bars"
-    assert live.live_views(trace, plot=False)[2] is not None
+    # The stream: one span per drafted or emitted token, then why the run ended.
+    assert stream.count('class="tok ') == sum(len(e.drafted) + (e.emitted is not None) for e in rounds)
+    assert stream.endswith(f'<div class="sv-run-state" data-state="done">Done after {len(rounds)} rounds: '
+                           "it reached the max new tokens.</div>")
+    # The stats: the run stopped at max_new_tokens = 48, in as many rounds as the trace holds.
+    assert '<div class="sv-stat-value">48</div><div class="sv-stat-label">tokens</div>' in stats
+    assert f'title="48 tokens in {len(rounds)} rounds"' in stats
+    # The timeline: a draft bar and a verify bar per round.
+    bars = {t.name: len(t.x) for t in timeline.data if t.type == "bar"}
+    assert bars["draft"] == bars["verify"] == len(rounds)
+    # Between redraws the timeline is left as drawn (gr.skip(), an empty update), the rest redrawn alike.
+    again = live.live_views(trace, plot=False)
+    assert again[:2] == (stream, stats) and again[2] == {"__type__": "update"}
+    # After Stop, the same stream says it was stopped instead.
+    assert live.live_views(trace, plot=False, stopped=True)[0].endswith("it was stopped.</div>")
 
 
 def test_the_inspector_opens_on_the_telling_position_and_clamps_rounds(trace):
@@ -118,8 +130,15 @@ def test_a_bad_upload_is_refused_in_words(tmp_path, content, message):
 def test_an_uploaded_trace_fills_the_controls_that_can_show_it(trace):
     config = PageConfig(default_pair="qwen-coder", allow_custom=False)
     values = live.controls_from(trace, config)
-    assert values[0] == trace.prompt and values[3] == 4 and values[7] == trace.settings["top_k"] and values[10] == "speculative"
+    assert values[0] == trace.prompt
     assert values[1] is not trace.pair, "a pair the page does not offer is left alone"
+    shown = dict(zip(live.SETTING_NAMES, values[2:]))
+    # every setting the trace ran with, so Run reruns it exactly (raw and the rest included)
+    assert shown == {name: trace.settings[name] for name in live.SETTING_NAMES}
+    assert set(live.SETTING_NAMES) == set(GenerationSettings().to_dict())
+    raw = Trace.from_dict({**trace.to_dict(), "settings": {**trace.settings, "raw": True, "early_exit_layers": 2}})
+    again = dict(zip(live.SETTING_NAMES, live.controls_from(raw, config)[2:]))
+    assert again["raw"] is True and again["early_exit_layers"] == 2
 
 
 def test_user_and_model_text_is_escaped(trace):

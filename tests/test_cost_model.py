@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from specviz import theory
-from specviz.drafters.cost_model import PROBE_EVERY, CostAwareLength, CostModel, for_pair, load_or_measure, measure_pass_ms
+from specviz.drafters.cost_aware import PROBE_EVERY, CostAwareLength
+from specviz.drafters.cost_model import CostModel, for_pair, load_or_measure, measure_pass_ms
 from specviz.engine.generation import run
 from specviz.settings import GenerationSettings
 from tiny_models import tiny_pair
@@ -196,5 +197,6 @@ def test_engine_with_the_policy_stays_lossless(tmp_path, monkeypatch, one_thread
     settings = GenerationSettings(max_new_tokens=24, k=6)
     plain = run(pair, "def reverse(s):", GenerationSettings(max_new_tokens=24, mode="plain"))
     for cost in (for_pair(pair).copy(), CostModel(verify={1: 1.0, 2: 50.0}, draft=5.0)):
-        trace = run(pair, "def reverse(s):", settings, draft_length=CostAwareLength(cost, 6))
-        assert trace.token_ids == plain.token_ids
+        monkeypatch.setitem(pair.info, "cost_model", cost)
+        trace = run(pair, "def reverse(s):", settings)
+        assert trace.summary.policy == "cost-aware" and trace.token_ids == plain.token_ids

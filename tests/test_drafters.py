@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from specviz.drafters import AdaptiveLength, DraftLength, make_drafter, make_length
+from specviz.drafters import DraftLength, HeuristicLength, make_drafter, make_length
 from specviz.drafters.early_exit import EarlyExitForward, default_layers
 from specviz.drafters.lookup import LookupDrafter, find_continuation
 from specviz.errors import UserError
@@ -109,16 +109,16 @@ def test_model_drafter_stops_when_told_to():
 
 
 def test_fixed_length_never_changes():
-    length = make_length(GenerationSettings(k=3))
+    length = make_length(tiny_pair("close"), GenerationSettings(k=3, policy="fixed"))
     assert type(length) is DraftLength
     for drafted, accepted in [(3, 0), (3, 3), (1, 1)]:
         length.update(drafted, accepted)
         assert length.limit() == 3 and length.keep_going(0.0)
 
 
-def test_adaptive_length_follows_acceptance_and_confidence():
-    length = make_length(GenerationSettings(k=6, adaptive=True, adaptive_threshold=0.5))
-    assert isinstance(length, AdaptiveLength) and length.limit() == 6
+def test_heuristic_length_follows_acceptance_and_confidence():
+    length = make_length(tiny_pair("close"), GenerationSettings(k=6, policy="heuristic", adaptive_threshold=0.5))
+    assert isinstance(length, HeuristicLength) and length.limit() == 6
     length.update(6, 2)
     assert length.limit() == 5
     for _ in range(10):

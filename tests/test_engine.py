@@ -20,7 +20,7 @@ N = 24  # new tokens per run: enough for several rounds, fast on tiny models
 
 
 def settings(**kw) -> GenerationSettings:
-    return GenerationSettings(**{"max_new_tokens": N, **kw})
+    return GenerationSettings(**{"max_new_tokens": N, "k": 4, "policy": "fixed", **kw})
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +90,11 @@ def test_greedy_speculative_equals_plain_with_self_drafting(drafter, k, plain_gr
     check_consistent(trace)
 
 
+@pytest.mark.parametrize("policy", ["heuristic", "cost-aware"])
 @pytest.mark.parametrize("drafter", ["model", "lookup", "early-exit"])
-def test_adaptive_greedy_equals_plain(drafter, plain_greedy):
-    trace = engine.run(tiny_pair("close"), PROMPT, settings(k=6, adaptive=True, drafter=drafter, early_exit_layers=3))
+def test_adaptive_greedy_equals_plain(drafter, policy, plain_greedy):
+    trace = engine.run(tiny_pair("close"), PROMPT, settings(k=6, policy=policy, drafter=drafter, early_exit_layers=3))
+    assert trace.summary.policy == policy
     assert trace.token_ids == plain_greedy
     check_consistent(trace)
 

@@ -56,7 +56,7 @@ def test_greedy_speculative_equals_plain_and_transformers(pair, prompt):
 def test_self_drafting_greedy_equals_plain(pair, drafter):
     prompt = PROMPTS[0]
     plain = engine.run(pair, prompt, GenerationSettings(max_new_tokens=16, mode="plain"))
-    spec = engine.run(pair, prompt, GenerationSettings(max_new_tokens=16, k=4, drafter=drafter, adaptive=True))
+    spec = engine.run(pair, prompt, GenerationSettings(max_new_tokens=16, k=4, drafter=drafter, policy="cost-aware"))
     assert spec.token_ids == plain.token_ids, _divergence(spec, plain.token_ids)
 
 

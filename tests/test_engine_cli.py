@@ -26,7 +26,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_arguments_become_settings():
     args = parse("--k", "6", "--adaptive", "--temperature", "0.7", "--top-p", "0.9", "--top-k", "20", "--max-new-tokens", "5", "--seed", "3", "--drafter", "lookup", "--raw")
-    assert cli.settings_from(args) == GenerationSettings(k=6, adaptive=True, temperature=0.7, top_p=0.9, top_k=20, max_new_tokens=5, seed=3, drafter="lookup", raw=True)
+    assert cli.settings_from(args) == GenerationSettings(k=6, policy="cost-aware", temperature=0.7, top_p=0.9, top_k=20, max_new_tokens=5, seed=3, drafter="lookup", raw=True)
     assert cli.pair_spec(parse()) == "qwen-coder"
     assert cli.pair_spec(parse("--draft", "a", "--target", "b")) == ("a", "b")
     assert cli.pair_spec(parse("--target", "b")) == "b"

@@ -228,7 +228,7 @@ def test_loading_never_runs_pickles_or_the_models_own_code(tmp_path):
 # --- 4. and 5. the engine: Stop, the time cap, failures inside a run ------------------------
 
 
-GREEDY = GenerationSettings(max_new_tokens=24, k=3)
+GREEDY = GenerationSettings(max_new_tokens=24, k=3, policy="fixed")
 
 
 def test_stop_ends_a_run_within_one_round():
@@ -285,7 +285,7 @@ def test_an_exception_inside_one_run_leaves_the_pair_serving_the_next():
 def test_runs_in_parallel_threads_do_not_share_state():
     """Sessions share one loaded pair; each run keeps its own caches, sampler and seed."""
     pair = tiny_pair("close")
-    settings = [GREEDY, GenerationSettings(max_new_tokens=24, k=2, temperature=0.8, seed=5), GenerationSettings(max_new_tokens=12, mode="plain")]
+    settings = [GREEDY, GenerationSettings(max_new_tokens=24, k=2, policy="fixed", temperature=0.8, seed=5), GenerationSettings(max_new_tokens=12, mode="plain")]
     reference = [engine.run(pair, PROMPT, s).token_ids for s in settings]
     results: dict[int, list[int]] = {}
 
@@ -323,9 +323,28 @@ def test_the_source_never(pattern, why):
     assert not hits, f"{why}: {hits}"
 
 
-def test_model_loads_ask_for_safetensors_without_remote_code():
-    loader = (ROOT / "specviz" / "models" / "loader.py").read_text()
-    assert '"use_safetensors": True, "trust_remote_code": False' in loader
+def test_model_loads_ask_for_safetensors_without_remote_code(tmp_path, monkeypatch):
+    """What loading a pair passes to transformers: safetensors only and never the model's own code."""
+    import transformers
+
+    asked: list[tuple[str, dict]] = []
+    for cls in (transformers.AutoTokenizer, transformers.AutoModelForCausalLM):
+        def spy(_cls, *args, _load=cls.from_pretrained, _name=cls.__name__, **kwargs):
+            asked.append((_name, kwargs))
+            return _load(*args, **kwargs)
+
+        monkeypatch.setattr(cls, "from_pretrained", classmethod(spy))
+    draft, target = save(tmp_path / "draft", tiny_model(1)), save(tmp_path / "target", tiny_model(0))
+    pair = load_pair(f"{draft} -> {target}", int8_draft=False)
+    assert pair.draft is not None and pair.target is not None
+    models = [kwargs for name, kwargs in asked if name == "AutoModelForCausalLM"]
+    tokenizers = [kwargs for name, kwargs in asked if name == "AutoTokenizer"]
+    assert len(models) == 2 and tokenizers, asked
+    for kwargs in models:
+        assert kwargs.get("use_safetensors") is True and kwargs.get("trust_remote_code") is False, kwargs
+    for kwargs in tokenizers:
+        assert kwargs.get("trust_remote_code") is False, kwargs
+
     from specviz.models import hub
 
     for name in ("pytorch_model.bin", "model.pt", "model.pth", "weights.pkl", "modeling_qwen2.py", "code/tokenization_x.py"):

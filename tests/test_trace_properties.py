@@ -61,8 +61,8 @@ def sample_traces() -> tuple[dict, ...]:
     """Real traces as JSON objects: speculative greedy, speculative sampled, plain."""
     pair = tiny_pair("close")
     runs = [
-        GenerationSettings(max_new_tokens=12, k=3),
-        GenerationSettings(max_new_tokens=12, k=4, temperature=1.0, top_p=0.9, seed=3),
+        GenerationSettings(max_new_tokens=12, k=3, policy="fixed"),
+        GenerationSettings(max_new_tokens=12, k=4, policy="fixed", temperature=1.0, top_p=0.9, seed=3),
         GenerationSettings(max_new_tokens=6, mode="plain"),
     ]
     return tuple(run(pair, "def reverse(s):", s).to_dict() for s in runs)

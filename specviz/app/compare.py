@@ -21,7 +21,7 @@ from specviz.app.live import session_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.settings import GenerationSettings
+from specviz.settings import GenerationSettings, from_request
 
 FRAME_S = 0.1  # one replay frame every 100 ms of screen time
 SPEEDS = [("1\u00d7 (real time)", 1.0), ("2\u00d7", 2.0), ("4\u00d7", 4.0), ("10\u00d7", 10.0)]
@@ -82,7 +82,7 @@ def views(spec: Trace | None, plain: Trace | None) -> tuple:
 
 
 def plain_settings(spec: Trace) -> GenerationSettings:
-    return replace(GenerationSettings(**spec.settings), mode="plain").validated()
+    return replace(from_request(spec.settings), mode="plain").validated()
 
 
 class Comparisons:

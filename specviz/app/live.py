@@ -24,7 +24,7 @@ from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.models.presets import list_presets
-from specviz.settings import MAX_K, MAX_NEW_TOKENS_CAP, GenerationSettings
+from specviz.settings import DEFAULTS, HELP, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
 
@@ -50,19 +50,23 @@ watch('value', () => {
 """
 
 
+# The settings the live tab sets, in the order of its inputs after the prompt and the pair
+# (LiveRuns.run takes them in this order; every GenerationSettings field is one of them, so
+# a run, or an uploaded trace, keeps every setting).
+SETTING_NAMES = ("drafter", "policy", "k", "temperature", "top_p", "top_k", "seed", "max_new_tokens", "mode", "raw",
+                 "early_exit_layers", "adaptive_threshold")
+POLICY_CHOICES = [
+    ("Cost-aware (most tokens per measured ms)", "cost-aware"),
+    ("Fixed k", "fixed"),
+    ("Heuristic (transformers' +2/-1 schedule)", "heuristic"),
+]
+
+
 @dataclass
 class LiveTab:
     prompt: gr.Textbox
     pair: gr.Dropdown
-    drafter: gr.Radio
-    mode: gr.Radio
-    k: gr.Slider
-    adaptive: gr.Checkbox
-    temperature: gr.Slider
-    top_p: gr.Slider
-    top_k: gr.Number
-    seed: gr.Number
-    max_new_tokens: gr.Slider
+    settings: dict[str, gr.components.Component]  # by SETTING_NAMES
     run: gr.Button
     stop: gr.Button
     tokens: gr.HTML
@@ -71,9 +75,8 @@ class LiveTab:
 
     @property
     def inputs(self) -> list[gr.components.Component]:
-        """run_live's inputs, in its parameter order."""
-        return [self.prompt, self.pair, self.drafter, self.k, self.adaptive, self.temperature,
-                self.top_p, self.top_k, self.seed, self.max_new_tokens, self.mode]
+        """LiveRuns.run's inputs, in its parameter order."""
+        return [self.prompt, self.pair, *(self.settings[name] for name in SETTING_NAMES)]
 
     @property
     def outputs(self) -> list[gr.components.Component]:
@@ -81,7 +84,12 @@ class LiveTab:
 
     @property
     def sliders(self) -> list[gr.Slider]:
-        return [self.k, self.temperature, self.top_p, self.max_new_tokens]
+        return [self.settings[name] for name in ("k", "temperature", "top_p", "max_new_tokens", "adaptive_threshold")]
+
+    @property
+    def choices(self) -> list[gr.components.Component]:
+        """Controls whose change reruns like a released slider."""
+        return [self.settings[name] for name in ("policy", "drafter", "mode")]
 
 
 def load_examples() -> list[dict]:
@@ -117,20 +125,30 @@ def build(config: PageConfig) -> LiveTab:
                     info=f"A preset{custom}. Changing it loads the pair, then runs again.",
                     allow_custom_value=config.allow_custom, elem_id="pair",
                 )
-                drafter = gr.Radio(DRAFTERS, value="model", label="Drafter", elem_id="drafter")
-                mode = gr.Radio(MODES, value="speculative", label="Decoding", elem_id="mode")
+                d = DEFAULTS
+                drafter = gr.Radio(DRAFTERS, value=d.drafter, label="Drafter", elem_id="drafter")
+                mode = gr.Radio(MODES, value=d.mode, label="Decoding", elem_id="mode")
+                policy = gr.Radio(POLICY_CHOICES, value=d.policy, label="Draft length per round", info=HELP["policy"],
+                                  elem_id="policy")
                 with gr.Row():
-                    k = gr.Slider(1, MAX_K, value=4, step=1, precision=0, label="k: tokens drafted per round", elem_id="k", min_width=200)
-                    adaptive = gr.Checkbox(value=False, label="Adaptive k", info="k grows after full acceptance, shrinks after a rejection",
-                                           elem_id="adaptive", min_width=160)
+                    k = gr.Slider(*RANGES["k"], value=d.k, step=1, precision=0, label="k: the fixed k, or the most a round drafts",
+                                  elem_id="k", min_width=200)
                 with gr.Row():
-                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature", info="0 = greedy", elem_id="temperature", min_width=160)
-                    top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top_p", min_width=160)
+                    temperature = gr.Slider(*RANGES["temperature"], value=d.temperature, step=0.05, label="Temperature",
+                                            info=HELP["temperature"], elem_id="temperature", min_width=160)
+                    top_p = gr.Slider(0.05, RANGES["top_p"][1], value=d.top_p, step=0.05, label="Top-p", elem_id="top_p", min_width=160)
                 with gr.Row():
-                    seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=100)
-                    top_k = gr.Number(0, precision=0, minimum=0, label="Top-k", info="0 = off", elem_id="top_k", min_width=100)
-                    max_new_tokens = gr.Slider(1, MAX_SHOWN_TOKENS, value=128, step=1, precision=0, label="Max new tokens",
-                                               elem_id="max_new_tokens", min_width=200)
+                    seed = gr.Number(d.seed, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=100)
+                    top_k = gr.Number(d.top_k, precision=0, minimum=0, label="Top-k", info="0 = off", elem_id="top_k", min_width=100)
+                    max_new_tokens = gr.Slider(RANGES["max_new_tokens"][0], MAX_SHOWN_TOKENS, value=d.max_new_tokens, step=1,
+                                               precision=0, label="Max new tokens", elem_id="max_new_tokens", min_width=200)
+                with gr.Accordion("More settings", open=False, elem_id="more-settings"):
+                    raw = gr.Checkbox(value=d.raw, label="Raw prompt", info=HELP["raw"], elem_id="raw")
+                    early_exit_layers = gr.Number(d.early_exit_layers, precision=0, minimum=0, label="Early-exit layers",
+                                                  info=HELP["early_exit_layers"], elem_id="early_exit_layers")
+                    adaptive_threshold = gr.Slider(*RANGES["adaptive_threshold"], value=d.adaptive_threshold, step=0.05,
+                                                   label="Heuristic confidence cut", info=HELP["adaptive_threshold"],
+                                                   elem_id="adaptive_threshold")
                 gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
         with gr.Column(scale=3, min_width=300, elem_id="live-output"):
             gr.HTML(viz.legend_html(plain=True), elem_id="legend")
@@ -139,7 +157,10 @@ def build(config: PageConfig) -> LiveTab:
             stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
             timeline = gr.Plot(empty_figure("The time of each round appears here as it runs", "Time per round"),
                                elem_id="timeline", show_label=False)
-    return LiveTab(prompt, pair, drafter, mode, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, run, stop, tokens, stats, timeline)
+    controls = dict(drafter=drafter, policy=policy, k=k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+                    max_new_tokens=max_new_tokens, mode=mode, raw=raw, early_exit_layers=early_exit_layers,
+                    adaptive_threshold=adaptive_threshold)
+    return LiveTab(prompt, pair, {name: controls[name] for name in SETTING_NAMES}, run, stop, tokens, stats, timeline)
 
 
 def plot_interval_s(trace: Trace) -> float:
@@ -189,12 +210,13 @@ class LiveRuns:
         self.config = config
 
     @shown_errors
-    def run(self, prompt, pair, drafter, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, mode,
-            request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+    def run(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
+            early_exit_layers, adaptive_threshold, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
         """Run with the page's settings: yields (stream, stats, timeline, trace) once per round."""
-        settings = runner.settings_from(drafter=drafter, k=k, adaptive=adaptive, temperature=temperature, top_p=top_p,
-                                        top_k=top_k, max_new_tokens=max_new_tokens, seed=seed, mode=mode)
-        prompt = runner.check_prompt(prompt)
+        values = dict(zip(SETTING_NAMES, (drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
+                                          early_exit_layers, adaptive_threshold)))
+        settings = from_request(values)
+        prompt = check_prompt(prompt)
         shown, plotted_at = -1, -math.inf
         for trace in runner.stream(pair, prompt, settings, session_of(request), self.config,
                                    on_progress=lambda f, message: progress(f, desc=f"Loading {pair}: {message}")):
@@ -205,15 +227,15 @@ class LiveRuns:
             if plot:
                 shown, plotted_at = len(trace.events), now
 
-    def rerun(self, prompt, pair, drafter, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, mode,
-              request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
-        """A slider released or the pair changed: run again if there is a prompt, else only load."""
+    def rerun(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
+              early_exit_layers, adaptive_threshold, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+        """A setting changed or the pair changed: run again if there is a prompt, else only load."""
         if not (isinstance(prompt, str) and prompt.strip()):
             runner.LOADER.request(runner.check_pair(pair, self.config))
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
-        yield from self.run(prompt, pair, drafter, k, adaptive, temperature, top_p, top_k, seed, max_new_tokens, mode, request,
-                            progress)
+        yield from self.run(prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
+                            early_exit_layers, adaptive_threshold, request, progress)
 
     @staticmethod
     def stop(request: gr.Request) -> None:
@@ -226,15 +248,12 @@ def controls_from(trace: Trace, config: PageConfig) -> tuple:
     Trace.from_json has checked the settings; a pair the page does not offer, or more tokens
     than the slider reaches, is left as it was.
     """
-    s = GenerationSettings(**trace.settings)
+    s = from_request(trace.settings)
     offered = config.allow_custom or trace.pair in {value for _, value in pair_choices(config)}
-    return (
-        trace.prompt,
-        trace.pair if trace.pair and offered else gr.skip(),
-        s.drafter, s.k, s.adaptive, s.temperature, s.top_p, s.top_k, s.seed,
-        s.max_new_tokens if s.max_new_tokens <= MAX_SHOWN_TOKENS else gr.skip(),
-        s.mode,
-    )
+    values = [getattr(s, name) for name in SETTING_NAMES]
+    if s.max_new_tokens > MAX_SHOWN_TOKENS:
+        values[SETTING_NAMES.index("max_new_tokens")] = gr.skip()
+    return (trace.prompt, trace.pair if trace.pair and offered else gr.skip(), *values)
 
 
 def session_of(request: gr.Request | None) -> str:

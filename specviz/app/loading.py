@@ -43,9 +43,9 @@ class LoadState:
 
 
 def _default_load(name: str, *, with_draft: bool, progress: Progress) -> Any:
-    from specviz.models import load_pair  # imported here: torch and transformers load slowly
+    from specviz.engine.load import load  # imported here: torch and transformers load slowly
 
-    return load_pair(name, with_draft=with_draft, progress=progress)
+    return load(name, with_draft=with_draft, progress=progress)
 
 
 class PairLoader:

@@ -19,6 +19,7 @@ from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
+from specviz.settings import DEFAULTS, check_prompt, from_request
 from specviz.viz.text import esc
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -167,28 +168,40 @@ def build_page(config: PageConfig) -> gr.Blocks:
 
 
 def generate_api(config: PageConfig):
-    """The `generate` endpoint for gradio_client: streams the trace so far as JSON."""
+    """The `generate` endpoint for gradio_client: streams the trace so far as JSON. Its
+    defaults are GenerationSettings' (`adaptive=True` is the older spelling of
+    `policy="cost-aware"`)."""
+    d = DEFAULTS
 
     def generate(
         prompt: str,
         pair: str = config.default_pair,
-        drafter: str = "model",
-        k: int = 4,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        max_new_tokens: int = 128,
-        seed: int = 0,
-        mode: str = "speculative",
-        adaptive: bool = False,
-        top_k: int = 0,
+        drafter: str = d.drafter,
+        k: int = d.k,
+        temperature: float = d.temperature,
+        top_p: float = d.top_p,
+        max_new_tokens: int = d.max_new_tokens,
+        seed: int = d.seed,
+        mode: str = d.mode,
+        adaptive: bool | None = None,
+        top_k: int = d.top_k,
+        policy: str | None = None,
+        raw: bool = d.raw,
+        early_exit_layers: int = d.early_exit_layers,
+        adaptive_threshold: float = d.adaptive_threshold,
         request: gr.Request = None,
     ) -> Iterator[str]:
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
         (the schema of `python -m specviz generate --json`), one per round (at most five a
         second); the last is the finished trace."""
-        settings = runner.settings_from(drafter=drafter, k=k, adaptive=adaptive, temperature=temperature, top_p=top_p,
-                                        top_k=top_k, max_new_tokens=max_new_tokens, seed=seed, mode=mode)
-        prompt = runner.check_prompt(prompt)
+        values = dict(drafter=drafter, k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
+                      mode=mode, top_k=top_k, raw=raw, early_exit_layers=early_exit_layers, adaptive_threshold=adaptive_threshold)
+        if policy is not None:
+            values["policy"] = policy
+        if adaptive:
+            values["adaptive"] = True
+        settings = from_request(values)
+        prompt = check_prompt(prompt)
         for trace in runner.stream(pair, prompt, settings, live.session_of(request), config):
             yield trace.to_json()
 

@@ -20,7 +20,7 @@ from specviz.app.loading import Cancelled, PairLoader
 from specviz.app.stopping import StopFlags
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.settings import GenerationSettings
+from specviz.settings import GenerationSettings, from_request
 
 log = logging.getLogger(__name__)
 
@@ -33,36 +33,6 @@ GPU_SECONDS = 120  # ZeroGPU's budget for one run
 MIN_UPDATE_S = 0.2
 
 Progress = Callable[[float, str], None]
-
-
-def needs_draft(settings: GenerationSettings) -> bool:
-    return settings.mode == "speculative" and settings.drafter == "model"
-
-
-def settings_from(
-    *, drafter: Any, k: Any, adaptive: Any, temperature: Any, top_p: Any, top_k: Any, max_new_tokens: Any, seed: Any, mode: Any
-) -> GenerationSettings:
-    """Settings from the page's (or an API caller's) values; raises SettingsError if bad."""
-    return GenerationSettings(
-        temperature=_number(temperature),
-        top_p=_number(top_p),
-        top_k=_whole(top_k),
-        max_new_tokens=_whole(max_new_tokens),
-        seed=_whole(seed),
-        k=_whole(k),
-        adaptive=bool(adaptive),
-        drafter=drafter,
-        mode=mode,
-    ).validated()
-
-
-def _whole(x: Any) -> Any:
-    """4.0 (a JSON number, a slider) counts as 4; anything else goes to validation as is."""
-    return int(x) if isinstance(x, float) and x.is_integer() else x
-
-
-def _number(x: Any) -> Any:
-    return float(x) if isinstance(x, int) and not isinstance(x, bool) else x
 
 
 def check_pair(spec: Any, config: PageConfig) -> Any:
@@ -82,12 +52,6 @@ def check_pair(spec: Any, config: PageConfig) -> Any:
             raise UserError(f"{part!r}: this page only loads presets and Hub ids; local files and folders can be "
                             "named by the operator (SPECVIZ_DEFAULT_PAIR) or on a page bound to 127.0.0.1")
     return spec
-
-
-def check_prompt(prompt: Any) -> str:
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise UserError("the prompt is empty: type something for the model to continue")
-    return prompt
 
 
 def stream(
@@ -112,7 +76,7 @@ def stream(
     pair_name = check_pair(pair_name, config)  # before the session's previous run is stopped
     flag = FLAGS.begin(session)
     try:
-        LOADER.wait(pair_name, with_draft=needs_draft(settings), on_progress=on_progress, should_stop=flag.is_set)
+        LOADER.wait(pair_name, with_draft=settings.needs_draft, on_progress=on_progress, should_stop=flag.is_set)
         sent = None
         for trace in _generate(pair_name, prompt, settings.to_dict(), session, config.max_wall_s):
             now = time.monotonic()
@@ -128,8 +92,8 @@ def stream(
 def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wall_s: float | None) -> Iterator[Trace]:
     from specviz.engine import start  # torch: imported on first use so the page starts fast
 
-    settings_ = GenerationSettings(**settings)
-    pair = LOADER.wait(pair_name, with_draft=needs_draft(settings_))
+    settings_ = from_request(settings)
+    pair = LOADER.wait(pair_name, with_draft=settings_.needs_draft)
     flag = FLAGS.current(session)
     generation = start(pair, prompt, settings_, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s)
     for _ in generation:

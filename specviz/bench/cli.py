@@ -66,15 +66,15 @@ def run(args: argparse.Namespace) -> int:
     prompts = select(load_prompts(args.prompts), ids=_str_list(args.prompt_ids) if args.prompt_ids else None, limit=args.limit)
     opts = BenchOptions(max_new_tokens=args.max_new_tokens, temperature=args.temperature, repeats=args.repeats, k_max=args.k_max, seed=args.seed, warmup=not args.no_warmup)
 
-    from specviz.models import load_pair
+    from specviz.engine.load import load
 
     if args.threads:
         torch.set_num_threads(args.threads)
 
     print(f"loading {args.pair} ...", file=sys.stderr)
     t0 = time.perf_counter()
-    pair = load_pair(args.pair, with_draft=any(m.needs_draft for m in methods), device=args.device, dtype=args.dtype,
-                     int8_draft=False if args.fp32_draft else None)
+    pair = load(args.pair, with_draft=any(m.needs_draft for m in methods), device=args.device, dtype=args.dtype,
+                int8_draft=False if args.fp32_draft else None)
     load_s = time.perf_counter() - t0
     command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
     out = Path(args.out)

@@ -4,10 +4,12 @@ Names: `sv-*` run specviz's engine, `hf-*` run transformers' `generate`.
 
     sv-plain              target alone
     sv-k{K}               speculative, draft model, fixed k
-    sv-adaptive           speculative, draft model, adaptive k (events recorded in full)
+    sv-adaptive           speculative, draft model, the cost-aware policy (the page's default;
+                          events recorded in full)
     sv-adaptive-min       the same with events reduced to the minimum: the event stream's cost
-    sv-lookup             speculative, prompt-lookup drafter (no draft model), adaptive k
-    sv-early-exit         speculative, the target's own first layers as the drafter, adaptive k
+    sv-heuristic          speculative, draft model, transformers' +2/-1 schedule
+    sv-lookup             speculative, prompt-lookup drafter (no draft model), cost-aware
+    sv-early-exit         speculative, the target's own first layers as the drafter, cost-aware
     hf-plain              transformers, target alone
     hf-assisted           transformers assisted generation, its default schedule
     hf-assisted-k{K}      the same with a constant k
@@ -37,6 +39,7 @@ class Method:
     kind: str  # plain | speculative | lookup | early-exit | assisted
     k: int | None = None  # fixed draft length; None: adaptive / the library's default schedule
     record: str = "full"  # specviz only: "full" or "minimal" events
+    policy: str = "cost-aware"  # specviz's draft-length policy when k is None
 
     @property
     def needs_draft(self) -> bool:
@@ -86,6 +89,7 @@ def parse_method(name: str) -> Method:
         "sv-plain": Method(name, "sv", "plain"),
         "sv-adaptive": Method(name, "sv", "speculative"),
         "sv-adaptive-min": Method(name, "sv", "speculative", record="minimal"),
+        "sv-heuristic": Method(name, "sv", "speculative", policy="heuristic"),
         "sv-lookup": Method(name, "sv", "lookup"),
         "sv-early-exit": Method(name, "sv", "early-exit"),
         "hf-plain": Method(name, "hf", "plain"),
@@ -99,7 +103,7 @@ def parse_method(name: str) -> Method:
         k = int(m.group(2))
         return Method(name, "sv", "speculative", k=k) if m.group(1) == "sv-k" else Method(name, "hf", "assisted", k=k)
     raise UserError(
-        f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-lookup, "
+        f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, sv-lookup, "
         "sv-early-exit, hf-plain, hf-assisted, hf-assisted-k<K> or hf-lookup (K from 1 to 16)"
     )
 
@@ -110,20 +114,16 @@ def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> Generat
         return replace(base, mode="plain")
     drafter = {"speculative": "model", "lookup": "lookup", "early-exit": "early-exit"}[method.kind]
     if method.k is not None:
-        return replace(base, mode="speculative", drafter=drafter, k=method.k, adaptive=False)
-    return replace(base, mode="speculative", drafter=drafter, k=k_max, adaptive=True)
+        return replace(base, mode="speculative", drafter=drafter, k=method.k, policy="fixed")
+    return replace(base, mode="speculative", drafter=drafter, k=k_max, policy=method.policy)
 
 
 def run_specviz(pair, prompt: str, method: Method, settings: GenerationSettings) -> Sample:
-    from specviz.drafters.cost_model import policy_for
     from specviz.engine.generation import run
 
-    # Adaptive k is the measured-cost policy, fresh for each run so runs do not share what
-    # one of them learnt.
-    policy = policy_for(pair, settings) if settings.mode == "speculative" and settings.adaptive else None
     _sync(pair.device)
     t0 = time.perf_counter()
-    trace = run(pair, prompt, settings, record=method.record, draft_length=policy)
+    trace = run(pair, prompt, settings, record=method.record)
     _sync(pair.device)
     wall = time.perf_counter() - t0
     return Sample(token_ids=list(trace.token_ids), wall_s=wall, stats=trace_stats(trace), trace=trace)

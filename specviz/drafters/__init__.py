@@ -1,8 +1,12 @@
-"""Drafting strategies behind one protocol (see `base.Drafter`).
+"""Drafting strategies behind one protocol (see `base.Drafter`), and how long each round drafts.
 
     model       a smaller draft model with its own KV cache
     lookup      prompt lookup: continue the latest n-gram match in the context
     early-exit  the target's own first L layers, final norm and LM head
+
+Draft-length policies (`length.py`, `cost_aware.py`): fixed k, transformers' heuristic
+schedule, and the cost-aware policy built on the measured cost model (`cost_model.py`).
+`make_drafter` and `make_length` are the only places either is chosen.
 """
 
 from __future__ import annotations
@@ -10,18 +14,21 @@ from __future__ import annotations
 import torch
 
 from specviz.drafters.base import Drafter, KeepGoing, Proposal
+from specviz.drafters.cost_aware import CostAwareLength
+from specviz.drafters.cost_model import CostModel, for_pair
 from specviz.drafters.early_exit import EarlyExitForward, default_layers
-from specviz.drafters.length import AdaptiveLength, DraftLength
+from specviz.drafters.length import DraftLength, HeuristicLength
 from specviz.drafters.lookup import LookupDrafter
 from specviz.drafters.model import ModelDrafter
+from specviz.errors import UserError
 from specviz.lm.cached import CachedLM, model_forward
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
-from specviz.errors import UserError
 from specviz.models.pair import ModelPair
 from specviz.settings import GenerationSettings
 
-__all__ = ["Drafter", "KeepGoing", "Proposal", "DraftLength", "AdaptiveLength", "make_drafter", "make_length"]
+__all__ = ["Drafter", "KeepGoing", "Proposal", "DraftLength", "HeuristicLength", "CostAwareLength", "CostModel",
+           "make_drafter", "make_length"]
 
 
 def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: torch.Generator | None = None) -> Drafter:
@@ -30,7 +37,7 @@ def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: to
     if settings.drafter == "lookup":
         return LookupDrafter()
     if settings.drafter == "early-exit":
-        layers = settings.early_exit_layers or default_layers(pair.target)
+        layers = early_exit_layers(pair, settings)
         forward = EarlyExitForward(pair.target, layers)
         lm = CachedLM(forward, pair.target.config, pair.device)
         return ModelDrafter(f"early-exit-{layers}", lm, sampler, generator, stop_ids(pair))
@@ -40,8 +47,23 @@ def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: to
     return ModelDrafter("model", lm, sampler, generator, stop_ids(pair))
 
 
-def make_length(settings: GenerationSettings) -> DraftLength:
-    """The draft-length policy: fixed k, or adaptive up to k."""
-    if settings.adaptive:
-        return AdaptiveLength(settings.k, threshold=settings.adaptive_threshold)
-    return DraftLength(settings.k)
+def make_length(pair: ModelPair, settings: GenerationSettings) -> DraftLength:
+    """The draft-length policy `settings.policy` names, up to k = settings.k, fresh for each
+    run (a policy learns from its own rounds only). The cost-aware one reads the pair's
+    measured cost model, with D for the drafter the settings name."""
+    if settings.policy == "fixed":
+        return DraftLength(settings.k)
+    if settings.policy == "heuristic":
+        return HeuristicLength(settings.k, threshold=settings.adaptive_threshold)
+    cost = for_pair(pair).copy()
+    if settings.drafter == "lookup":
+        return CostAwareLength(cost, settings.k, draft_ms=0.0, confidence=False)
+    if settings.drafter == "early-exit":
+        # The first L of the target's layers cost about L / all of a one-token pass.
+        share = early_exit_layers(pair, settings) / pair.target.config.num_hidden_layers
+        return CostAwareLength(cost, settings.k, draft_ms=cost.target * share)
+    return CostAwareLength(cost, settings.k)
+
+
+def early_exit_layers(pair: ModelPair, settings: GenerationSettings) -> int:
+    return settings.early_exit_layers or default_layers(pair.target)

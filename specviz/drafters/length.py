@@ -1,19 +1,20 @@
-"""How many tokens to draft each round: a fixed k, or an adaptive schedule.
+"""How many tokens to draft each round: the policy interface, a fixed k, and transformers'
+heuristic schedule. The cost-aware policy is in `cost_aware.py`; `make_length` in this
+package's `__init__` is the one place a policy is chosen.
 
 A policy answers three questions: how many tokens at most this round (`limit`), whether to
 keep drafting after a token the draft was this confident about (`keep_going`), and what
 to learn from a finished round (`update`: how many were drafted and accepted, the ms of
-the round's target pass over drafted + 1 tokens, and the ms spent drafting). A cost model (T as a
-function of how many tokens a verify pass covers, measured at load time) can subclass
-`DraftLength`, override `limit` and `update`, and be handed to `engine.start(...,
-draft_length=...)`.
+the round's target pass over drafted + 1 tokens, and the ms spent drafting).
 """
 
 from __future__ import annotations
 
 
 class DraftLength:
-    """A fixed k."""
+    """A fixed k (policy "fixed")."""
+
+    name = "fixed"
 
     def __init__(self, k: int):
         self.k = k
@@ -28,11 +29,13 @@ class DraftLength:
         pass
 
 
-class AdaptiveLength(DraftLength):
-    """Stop a round's drafting once the draft's top probability falls below `threshold`, and
-    move k with recent acceptance: +2 after a round where every draft was accepted, -1
-    after one with a rejection (between 1 and `k_max`), as transformers' assisted
-    generation does."""
+class HeuristicLength(DraftLength):
+    """transformers' assisted-generation schedule (policy "heuristic"): stop a round's
+    drafting once the draft's top probability falls below `threshold`, and move k with
+    recent acceptance: +2 after a round where every draft was accepted, -1 after one with a
+    rejection (between 1 and `k_max`). Kept so it can be compared with the cost-aware policy."""
+
+    name = "heuristic"
 
     def __init__(self, k_max: int, threshold: float = 0.4, start: int | None = None):
         super().__init__(start or k_max)

@@ -14,7 +14,8 @@ from typing import TextIO
 
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
-from specviz.settings import DRAFTERS, MODES, GenerationSettings
+from specviz.settings import HELP as SETTING_HELP
+from specviz.settings import DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, from_request
 
 HELP = "generate text with speculative or plain decoding"
 
@@ -29,23 +30,25 @@ RESET = "\x1b[0m"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    d = GenerationSettings()
+    """generate's options; defaults, choices and help come from specviz.settings."""
+    d = DEFAULTS
     parser.add_argument("--prompt", required=True, help="the user message (or raw text with --raw)")
     parser.add_argument("--pair", help="a model pair preset (see `python -m specviz models`); default qwen-coder")
     parser.add_argument("--draft", metavar="SRC", help="draft model: Hub id, local folder or GGUF file (with --target)")
     parser.add_argument("--target", metavar="SRC", help="target model: Hub id, local folder or GGUF file")
     parser.add_argument("--drafter", choices=DRAFTERS, default=d.drafter, help="how tokens are drafted (default: %(default)s)")
-    parser.add_argument("--k", type=int, default=d.k, help="draft length; the maximum with --adaptive (default: %(default)s)")
-    parser.add_argument("--adaptive", action="store_true", help="adapt k to acceptance and stop drafting on low confidence")
-    parser.add_argument("--adaptive-threshold", type=float, default=d.adaptive_threshold, help="with --adaptive: draft confidence below which a round's drafting stops (default: %(default)s)")
-    parser.add_argument("--early-exit-layers", type=int, default=d.early_exit_layers, help="layers of the target the early-exit drafter uses (0: a quarter)")
-    parser.add_argument("--temperature", type=float, default=d.temperature, help="0 is greedy (default: %(default)s)")
-    parser.add_argument("--top-p", type=float, default=d.top_p, help="nucleus sampling mass, 1 disables (default: %(default)s)")
-    parser.add_argument("--top-k", type=int, default=d.top_k, help="keep the k most likely tokens, 0 disables (default: %(default)s)")
+    parser.add_argument("--policy", choices=POLICIES, default=None, help=f"{SETTING_HELP['policy']} (default: {d.policy})")
+    parser.add_argument("--adaptive", action="store_true", help="the same as --policy cost-aware")
+    parser.add_argument("--k", type=int, default=d.k, help=f"{SETTING_HELP['k']} (default: %(default)s)")
+    parser.add_argument("--adaptive-threshold", type=float, default=d.adaptive_threshold, help=f"{SETTING_HELP['adaptive_threshold']} (default: %(default)s)")
+    parser.add_argument("--early-exit-layers", type=int, default=d.early_exit_layers, help=SETTING_HELP["early_exit_layers"])
+    parser.add_argument("--temperature", type=float, default=d.temperature, help=f"{SETTING_HELP['temperature']} (default: %(default)s)")
+    parser.add_argument("--top-p", type=float, default=d.top_p, help=f"{SETTING_HELP['top_p']} (default: %(default)s)")
+    parser.add_argument("--top-k", type=int, default=d.top_k, help=f"{SETTING_HELP['top_k']} (default: %(default)s)")
     parser.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="(default: %(default)s)")
     parser.add_argument("--seed", type=int, default=d.seed, help="(default: %(default)s)")
     parser.add_argument("--mode", choices=MODES, default=d.mode, help="(default: %(default)s)")
-    parser.add_argument("--raw", action="store_true", help="send the prompt as-is, without the chat template")
+    parser.add_argument("--raw", action="store_true", help=SETTING_HELP["raw"])
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     parser.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on a CPU)")
     parser.add_argument("--fp32-draft", action="store_true", help="keep the draft in the pair's dtype on a CPU (default there: int8)")
@@ -53,20 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> GenerationSettings:
-    return GenerationSettings(
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens,
-        seed=args.seed,
-        k=args.k,
-        adaptive=args.adaptive,
-        drafter=args.drafter,
-        mode=args.mode,
-        raw=args.raw,
-        early_exit_layers=args.early_exit_layers,
-        adaptive_threshold=args.adaptive_threshold,
-    ).validated()
+    """The settings the arguments name (`--adaptive` is `--policy cost-aware`)."""
+    if args.adaptive and args.policy not in (None, "cost-aware"):
+        raise UserError(f"--adaptive means --policy cost-aware: drop one of --adaptive and --policy {args.policy}")
+    values = {name: getattr(args, name) for name in FIELDS if name != "policy"}
+    values["policy"] = "cost-aware" if args.adaptive else (args.policy or DEFAULTS.policy)
+    return from_request(values)
 
 
 def pair_spec(args: argparse.Namespace) -> str | tuple[str, str]:
@@ -82,18 +77,19 @@ def pair_spec(args: argparse.Namespace) -> str | tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.lm.prompt import check_prompt  # torch: imported only when a run happens
-
     settings = settings_from(args)
     check_prompt(args.prompt)
     spec = pair_spec(args)
-    from specviz.models import load_pair
+    from specviz.engine.load import load
 
-    needs_draft = settings.mode == "speculative" and settings.drafter == "model"
-    if needs_draft and args.target and not args.draft:
+    if settings.needs_draft and args.target and not args.draft:
         raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
-    pair = load_pair(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
+    pair = load(spec, with_draft=settings.needs_draft, progress=_print_progress, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
     return generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
+
+
+def _print_progress(fraction: float, message: str) -> None:
+    print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
 
 def generate(pair, prompt: str, settings: GenerationSettings, *, as_json: bool, out: TextIO, color: bool | None = None) -> int:
@@ -146,6 +142,8 @@ def summary_line(s: RunSummary, *, speculative: bool) -> str:
         ]
     parts += [f"{s.tokens_per_s:.2f} tokens/s", f"{s.wall_s:.1f} s", f"T {s.target_ms:.0f} ms"]
     if speculative:
-        parts.append(f"D {s.draft_ms:.0f} ms")
+        parts += [f"D {s.draft_ms:.0f} ms", f"policy {s.policy}"]
+    if s.plain_ms_per_token:
+        parts.append(f"{s.speedup_vs_plain:.2f}x plain decoding ({1000 / s.plain_ms_per_token:.2f} tokens/s, measured at load)")
     parts += [f"load {s.load_s:.1f} s", f"stop: {s.stop_reason}"]
     return " · ".join(parts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Literal
 
-from specviz.drafters.length import DraftLength
+from specviz.drafters.cost_model import for_pair
 from specviz.engine.plain import PlainDecoder
 from specviz.lm.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
@@ -21,7 +21,10 @@ class Generation:
 
     Stops at EOS or max new tokens; before every round it also stops when `should_stop()`
     returns True ("cancelled") or `max_wall_s` seconds have passed ("time_limit").
-    `draft_length` overrides the settings' fixed / adaptive k policy (speculative mode).
+
+    The pair's cost model (measured when the pair was first used, see
+    `drafters.cost_model.for_pair`) goes into the trace: its one-token target pass is the
+    plain-decoding speed every speedup in the summary is measured against.
     """
 
     def __init__(
@@ -33,7 +36,6 @@ class Generation:
         should_stop: Callable[[], bool] | None = None,
         max_wall_s: float | None = None,
         record: Record = "full",
-        draft_length: DraftLength | None = None,
     ):
         settings = settings.validated()
         if record not in ("full", "minimal"):
@@ -44,9 +46,10 @@ class Generation:
         self._max_wall_s = max_wall_s
         prompt_ids = encode_prompt(pair, prompt, settings)
         if settings.mode == "speculative":
-            self._decoder = SpeculativeDecoder(pair, settings, prompt_ids, record=record, draft_length=draft_length)
+            self._decoder = SpeculativeDecoder(pair, settings, prompt_ids, record=record)
         else:
             self._decoder = PlainDecoder(pair, settings, prompt_ids, record=record)
+        self._cost = for_pair(pair)
         self._events: list[Event] = []
         self._started = False
         self._done = False
@@ -56,6 +59,7 @@ class Generation:
             "dtype": str(pair.dtype).removeprefix("torch."),
             "stop_ids": sorted(self._decoder.eos),
             "record": record,
+            "cost_model": self._cost.to_dict(),
         }
         if settings.mode == "speculative":
             meta["drafter"] = self._decoder.drafter.name
@@ -104,7 +108,13 @@ class Generation:
             text=d.detok.text,
             token_ids=d.token_ids,
             events=list(self._events),
-            summary=d.tally.summary(wall_s=wall, load_s=self.pair.load_s, stop_reason=d.stop_reason if self._done else ""),
+            summary=d.tally.summary(
+                wall_s=wall,
+                load_s=self.pair.load_s,
+                stop_reason=d.stop_reason if self._done else "",
+                policy=self.settings.policy if self.settings.mode == "speculative" else "",
+                plain_ms_per_token=self._cost.target,
+            ),
             mode=self.settings.mode,
             pair=self.pair.name,
             meta=dict(self._meta),
@@ -113,7 +123,7 @@ class Generation:
 
 def start(pair: ModelPair, prompt: str, settings: GenerationSettings, **options) -> Generation:
     """Prepare a run (settings validated, prompt encoded); iterate the result to run it.
-    `options` are Generation's: should_stop, max_wall_s, record, draft_length."""
+    `options` are Generation's: should_stop, max_wall_s, record."""
     return Generation(pair, prompt, settings, **options)
 
 

@@ -24,13 +24,10 @@ from specviz.events import DraftToken, EmittedToken, RoundEvent
 
 
 class SpeculativeDecoder(Decoder):
-    """`draft_length` replaces the policy the settings name (fixed or adaptive k), e.g. with
-    one driven by a measured cost model."""
-
-    def __init__(self, *args, draft_length: drafters.DraftLength | None = None, **kw):
+    def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self.drafter = drafters.make_drafter(self.pair, self.settings, generator=self.generator)
-        self.length = draft_length or drafters.make_length(self.settings)
+        self.length = drafters.make_length(self.pair, self.settings)
         self.index = 0
 
     @torch.inference_mode()

@@ -20,7 +20,8 @@ class Tally:
     draft_ms: float = 0.0  # summed over rounds
     draft_tokens: int = 0  # every drafted token, tested or not (D = draft_ms / draft_tokens)
 
-    def summary(self, *, wall_s: float, load_s: float, stop_reason: str = "") -> RunSummary:
+    def summary(self, *, wall_s: float, load_s: float, stop_reason: str = "", policy: str = "", plain_ms_per_token: float = 0.0) -> RunSummary:
+        tokens_per_s = _ratio(self.new_tokens, wall_s)
         return RunSummary(
             new_tokens=self.new_tokens,
             rounds=self.rounds,
@@ -32,11 +33,14 @@ class Tally:
             mean_overlap=_ratio(self.overlap_sum, self.drafted),
             tokens_per_round=_ratio(self.new_tokens, self.rounds),
             wall_s=wall_s,
-            tokens_per_s=_ratio(self.new_tokens, wall_s),
+            tokens_per_s=tokens_per_s,
             target_ms=_ratio(self.target_ms, self.target_passes),
             draft_ms=_ratio(self.draft_ms, self.draft_tokens),
             load_s=load_s,
             stop_reason=stop_reason,
+            policy=policy,
+            plain_ms_per_token=plain_ms_per_token,
+            speedup_vs_plain=tokens_per_s * plain_ms_per_token / 1000,
         )
 
 

@@ -6,14 +6,7 @@ import torch
 
 from specviz.errors import UserError
 from specviz.models.pair import ModelPair
-from specviz.settings import GenerationSettings
-
-
-def check_prompt(prompt: object) -> str:
-    """The prompt, if it has something in it; checked before any model is loaded."""
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise UserError("the prompt is empty: type something for the model to continue")
-    return prompt
+from specviz.settings import GenerationSettings, check_prompt
 
 
 def encode_prompt(pair: ModelPair, prompt: str, settings: GenerationSettings) -> list[int]:

@@ -1,0 +1,169 @@
+"""The cost-aware draft-length policy: the most expected tokens per measured ms.
+
+A round that drafts m tokens costs C(m) = m*D + V(m+1) (`cost_model.CostModel`), first as
+measured at load, then as the policy times its own rounds:
+
+- before a round, the draft length with the most tokens_per_round(alpha, m) / C(m) at the
+  running acceptance estimate alpha sets the rate R to beat; where m = 0 (plain decoding)
+  wins, the round drafts nothing, and a probe round now and then keeps alpha current;
+- after each drafted token, drafting goes on only while the expected gain in tokens of the
+  next j drafts (j >= 1), sum of P(all drafts so far accepted) * a^i, per ms they add,
+  C(n+j) - C(n), beats R for some j. P and a use the draft's confidence in each token,
+  calibrated online against the target's verdicts: a confident draft runs long, a
+  hesitant one stops early.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from specviz import theory
+from specviz.drafters.cost_model import CostModel
+from specviz.drafters.length import DraftLength
+
+# The policy's clock: rounds are timed with it (tests replace it to make runs repeatable).
+CLOCK = time.perf_counter
+
+# Running acceptance: each round's counts weigh this much less per round that follows
+# (about the last ten rounds count), starting from a prior of PRIOR_ALPHA over PRIOR_WEIGHT
+# tested tokens.
+ALPHA_MEMORY = 0.9
+PRIOR_ALPHA = 0.6
+PRIOR_WEIGHT = 2.0
+# Calibration of the draft's confidence: acceptance counts per confidence bin, each bin
+# starting from a prior that acceptance equals confidence, worth CALIBRATION_PRIOR tokens.
+CONFIDENCE_BINS = 10
+CALIBRATION_PRIOR = 3.0
+# Weight of one timed round in the running round cost C(m) of its draft length m.
+ROUND_WEIGHT = 0.3
+# While drafting does not pay, probe with a drafted token after this many plain rounds,
+# doubling the wait after each probe that changes nothing (a probe costs a draft pass, a
+# larger verify pass and the draft's catch-up over the tokens it skipped).
+PROBE_EVERY = 8
+MAX_PROBE_EVERY = 64
+
+
+class CostAwareLength(DraftLength):
+    """Adaptive k that maximises expected tokens per ms (see the module docstring).
+
+    A round that drafts m tokens costs C(m): m drafted tokens and a verify pass over m+1,
+    plus everything else the engine does per round. C starts from the measured cost model,
+    C(m) = m*D + V(m+1), and then learns from the rounds themselves: the policy times the
+    interval between the starts of consecutive rounds, so what it optimises is what the
+    user waits for, on this machine, at this moment.
+
+    `draft_ms` overrides the model's D (a drafter other than the draft model).
+    `confidence` says whether the drafter reports a meaningful confidence per token (a
+    model does; prompt lookup does not): without it each round drafts the best fixed k.
+    """
+
+    name = "cost-aware"
+
+    def __init__(self, cost: CostModel, k_max: int, *, draft_ms: float | None = None, confidence: bool = True, clock=None):
+        super().__init__(k_max)
+        self.k_max = k_max
+        self.use_confidence = confidence
+        d = cost.draft if draft_ms is None else draft_ms
+        self.prior = np.array([m * d + cost.verify_ms(m + 1) for m in range(k_max + 1)])
+        self.observed = np.full(k_max + 1, np.nan)  # running C(m) where timed
+        self._scale = 1.0  # running observed / prior, for the lengths not yet timed
+        self._clock = clock or CLOCK
+        self._accepted = PRIOR_ALPHA * PRIOR_WEIGHT
+        self._tested = PRIOR_WEIGHT
+        self._bin_acc = np.array([(i + 0.5) / CONFIDENCE_BINS * CALIBRATION_PRIOR for i in range(CONFIDENCE_BINS)])
+        self._bin_n = np.full(CONFIDENCE_BINS, CALIBRATION_PRIOR)
+        self._round_conf: list[float] = []
+        self._p_all = 1.0
+        self._rate = 0.0
+        self._idle = 0
+        self._probe_every = PROBE_EVERY
+        self._started: float | None = None
+        self._last_drafted: int | None = None
+
+    @property
+    def alpha(self) -> float:
+        """Running estimate of the probability that a drafted token is accepted."""
+        return self._accepted / self._tested
+
+    def round_ms(self, m: int) -> float:
+        """C(m): what a round drafting m tokens costs, as timed or else as predicted."""
+        seen = self.observed[m]
+        return float(seen) if seen == seen else float(self.prior[m] * self._scale)
+
+    def choose(self, alpha: float) -> tuple[int, float]:
+        """The draft length with the most expected tokens per ms, and that rate."""
+        costs = np.array([self.round_ms(m) for m in range(self.k_max + 1)])
+        rates = np.asarray(theory.tokens_per_round(alpha, np.arange(self.k_max + 1))) / costs
+        k = int(np.argmax(rates))
+        return k, float(rates[k])
+
+    def limit(self) -> int:
+        """Start a round: the most tokens it may draft (0: decode plainly this round)."""
+        now = self._clock()
+        if self._started is not None and self._last_drafted is not None:
+            self._observe_round(self._last_drafted, (now - self._started) * 1000)
+        self._started, self._last_drafted = now, None
+        self._round_conf = []
+        self._p_all = 1.0
+        k, self._rate = self.choose(self.alpha)
+        if k == 0:
+            self._idle += 1
+            if self._idle < self._probe_every:
+                self.k = 0
+                return 0
+            # A probe that finds drafting still unprofitable makes the next one wait longer.
+            self._probe_every = min(2 * self._probe_every, MAX_PROBE_EVERY)
+            k = 1
+        else:
+            self._probe_every = PROBE_EVERY
+        self._idle = 0
+        self.k = self.k_max if self.use_confidence else k
+        return self.k
+
+    def keep_going(self, confidence: float) -> bool:
+        """Draft one more token only if its expected tokens per added ms beat the rate."""
+        self._round_conf.append(confidence)
+        if not self.use_confidence:
+            return True
+        self._p_all *= self._calibrated(confidence)
+        n = len(self._round_conf)
+        # Look ahead past the next token: on a CPU the cost curve is steep for small passes
+        # and flat after, so one more token may not pay where several more do.
+        # The drafts to come are taken to be as likely accepted as this one (a confident
+        # draft tends to stay confident), so a confident probe can show that drafting pays.
+        a_next = self._calibrated(confidence)
+        p, gain, base = self._p_all, 0.0, self.round_ms(n)
+        for j in range(n + 1, self.k_max + 1):
+            p *= a_next
+            gain += p
+            added_ms = self.round_ms(j) - base
+            if added_ms <= 0 or gain / added_ms >= self._rate:
+                return True
+        return False
+
+    def update(self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0) -> None:
+        # The round's own pass timings are not needed: the next limit() times the whole round.
+        self._last_drafted = drafted
+        if drafted == 0:
+            return
+        tested = min(accepted + 1, drafted)
+        self._accepted = ALPHA_MEMORY * self._accepted + accepted
+        self._tested = ALPHA_MEMORY * self._tested + tested
+        for i, c in enumerate(self._round_conf[:tested]):
+            b = self._bin(c)
+            self._bin_n[b] += 1
+            self._bin_acc[b] += i < accepted
+
+    def _observe_round(self, m: int, ms: float) -> None:
+        seen = self.observed[m]
+        self.observed[m] = ms if seen != seen else seen + ROUND_WEIGHT * (ms - seen)
+        self._scale += ROUND_WEIGHT * (ms / self.prior[m] - self._scale)
+
+    def _bin(self, confidence: float) -> int:
+        return min(int(confidence * CONFIDENCE_BINS), CONFIDENCE_BINS - 1)
+
+    def _calibrated(self, confidence: float) -> float:
+        b = self._bin(confidence)
+        return float(self._bin_acc[b] / self._bin_n[b])

@@ -1,0 +1,33 @@
+"""Loading a pair for the engine: the models, then the costs of their passes.
+
+Every entry point (the page, the CLI, the bench) loads through `load`, so the cost model
+that the cost-aware policy and every speedup read is there before the first run, measured
+behind the same progress bar as the models (or read from its cache: milliseconds).
+"""
+
+from __future__ import annotations
+
+from specviz.drafters.cost_model import for_pair
+from specviz.models import load_pair
+from specviz.models.pair import ModelPair
+from specviz.models.progress import Progress
+
+# Share of the progress bar for the models; the cost model takes the rest.
+MODELS_SHARE = 0.9
+
+
+def load(spec, *, with_draft: bool = True, progress: Progress | None = None, **options) -> ModelPair:
+    """`models.load_pair(spec, ...)` and the pair's cost model. `options` are load_pair's
+    (device, dtype, int8_draft)."""
+
+    def models_progress(fraction: float, message: str) -> None:
+        if progress is not None:
+            progress(MODELS_SHARE * fraction, message)
+
+    pair = load_pair(spec, with_draft=with_draft, progress=models_progress, **options)
+    if "cost_model" not in pair.info and progress is not None:
+        progress(MODELS_SHARE, "timing the target's and the draft's passes (once per machine, then cached)")
+    for_pair(pair)
+    if progress is not None:
+        progress(1.0, "ready")
+    return pair
