@@ -1,0 +1,77 @@
+"""Data flows one way: models -> lm -> drafters -> engine -> viz -> app. No module imports a
+layer to its right (function-level imports included). `events`, `settings`, `errors`,
+`theory` and `acceptance` are leaves that any layer may import; the bench, the labs, the
+lossless lab and the command line sit at the top beside the app."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "specviz"
+ORDER = ["models", "lm", "drafters", "engine", "viz", "app"]
+TOP = {"app", "bench", "labs", "lossless", "lossless_cli", "cli", "__main__", "__init__"}
+LEAVES = {"events", "settings", "errors", "theory", "acceptance"}
+
+
+def layer(module: str) -> str:
+    """The layer of `specviz.x.y` (its first part), or of a top-level module file."""
+    return module.split(".")[1] if module.count(".") else "__init__"
+
+
+def rank(part: str) -> int:
+    if part in LEAVES:
+        return -1
+    if part in TOP:
+        return len(ORDER)
+    return ORDER.index(part)
+
+
+def imports(path: Path, package: str | None = None) -> set[str]:
+    """The specviz modules `path` imports; `package` resolves relative imports (default: the
+    file's own package under specviz/)."""
+    tree = ast.parse(path.read_text())
+    found = set()
+    package = package or ".".join(("specviz", *path.relative_to(ROOT).with_suffix("").parts[:-1]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("specviz.")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                name = f"{base}.{node.module}" if node.module else base
+            else:
+                name = node.module or ""
+            if name == "specviz":
+                found |= {f"specviz.{a.name}" for a in node.names}
+            elif name.startswith("specviz."):
+                found.add(name)
+    return found
+
+
+def test_no_module_imports_a_layer_to_its_right():
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        own = path.relative_to(ROOT).parts[0].removesuffix(".py")
+        for name in imports(path):
+            other = layer(name)
+            if other == own:
+                continue
+            if rank(other) > rank(own) or (own in LEAVES and other not in LEAVES):
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_package_has_a_layer():
+    parts = {p.relative_to(ROOT).parts[0].removesuffix(".py") for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts}
+    unplaced = {p for p in parts if p not in ORDER and p not in TOP and p not in LEAVES}
+    assert not unplaced, f"place these in the layer order of this test and docs/ARCHITECTURE.md: {unplaced}"
+
+
+def test_the_checker_catches_a_backward_import(tmp_path):
+    # The same walk over a module that breaks the rule must report it.
+    bad = tmp_path / "probe.py"
+    bad.write_text("def f():\n    from specviz.engine import start\n    from ..viz import text\n")
+    found = imports(bad, package="specviz.drafters")
+    assert found == {"specviz.engine", "specviz.viz"}
+    assert all(rank(layer(name)) > rank("drafters") for name in found)
