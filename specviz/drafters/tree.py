@@ -199,7 +199,11 @@ class TreeDrafter:
     def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
         """A tree of at most `nodes` nodes, none deeper than k (so that the round's path plus
         the emitted token stays within k + 1 tokens). `keep_going(confidence)` false for a
-        node (its parent's top probability) leaves that node a leaf, as it ends a chain."""
+        node (its parent's top probability) leaves that node a leaf, as it ends a chain.
+
+        The proposal's `parents` give the tree; q row i is the processed draft distribution at
+        node i's parent (siblings share it), None under greedy decoding; `confidence[i]` is
+        that distribution's top probability; `passes` counts the root's pass and one per level."""
         start = time.perf_counter()
         if self._tree is not None:  # the last round's path was never reported: keep none of it
             self._lm.crop(self._tree.context_len)

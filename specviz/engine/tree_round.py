@@ -1,0 +1,141 @@
+"""One round of tree verification: a single target pass over the whole tree, the acceptance
+rule that matches how the tree was drafted, and the target's cache cut to the accepted path.
+
+With the context ids[0..L) and the target's cache holding ids[0..L-1):
+
+1. one target pass over [ids[L-1], node 0, ..., node n-1] under the tree mask (`lm.tree`)
+   gives p after the root and after every node;
+2. the rule (`tree_verify`) walks down the tree and emits one token at the end of the
+   accepted path: `tree_greedy` when greedy, `tree_point_masses` for children chosen
+   deterministically (the draft's top-B, the tree drafter's way), `tree_multistep_sampling`
+   for children drawn independently from q;
+3. the target's cache keeps ids[0..L) and the accepted path, the emitted token left pending
+   for the next pass, exactly as the chain round's crop leaves it.
+
+A proposal without `parents` is a chain and goes through the same steps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from specviz.drafters.base import Proposal
+from specviz.engine.tree_verify import Decision, Rule, tree_greedy, tree_multistep_sampling, tree_point_masses
+from specviz.lm.cached import CachedLM
+from specviz.lm.sampling import Sampler
+from specviz.lm.tree import TreeForward, TreeLM, depths
+
+Children = Literal["top", "sampled"]
+
+
+@dataclass
+class TreeRound:
+    """What one tree round decided, per node of the proposal's tree and for the round."""
+
+    rule: Rule
+    path: list[int]  # accepted node indices, root to leaf
+    accepted: list[int]  # their tokens
+    emitted: int  # the token the target adds after the path
+    emitted_kind: Literal["resampled", "bonus"]
+    emitted_p: float  # the target's probability of the emitted token there (greedy: 1.0)
+    tokens: list[int]  # per node: the drafted token
+    parents: list[int]  # per node: its parent's index, -1 under the root
+    depth: list[int]  # per node: 1 for children of the root
+    p: list[float | None]  # per node: the target's probability of its token at its parent, where checked (greedy: 1 or 0)
+    q: list[float]  # per node: the draft's probability of its token at its parent (1.0 for point masses)
+    u: list[float | None]  # per node: the uniform draw it was checked with (None when greedy or unchecked)
+    decision: list[Decision]  # per node
+    target_ms: float  # the target's tree pass
+    verify_ms: float  # the pass and the rule
+    logits: torch.Tensor  # (n + 1, V) the target's logits after the root and after each node (vocabulary-cut)
+    dist: torch.Tensor | None  # (n + 1, V) the processed distributions (None when greedy)
+
+    @property
+    def new_tokens(self) -> list[int]:
+        """What this round adds to the output: the accepted path, then the emitted token."""
+        return self.accepted + [self.emitted]
+
+
+def chain_parents(n: int) -> list[int]:
+    return list(range(-1, n - 1))
+
+
+def tree_round(
+    target: CachedLM,
+    forward: TreeForward,
+    sampler: Sampler,
+    proposal: Proposal,
+    root: int,
+    generator: torch.Generator | None,
+    greedy: bool,
+    *,
+    children: Children = "top",
+) -> TreeRound:
+    """Verify `proposal` (a tree, or a chain when `parents` is None) in one target pass.
+
+    target: the target's cache, holding the context up to but not including `root`, the
+    last token of the context; forward: the target as a TreeForward
+    (`lm.tree.model_tree_forward(model)`); children: how the drafter chose each node's
+    children, "top" (deterministically, e.g. the draft's top-B) or "sampled" (drawn
+    independently from the proposal's q).
+    """
+    x = proposal.tokens.to(target.device)
+    n = x.numel()
+    parents = list(proposal.parents) if proposal.parents is not None else chain_parents(n)
+    if len(parents) != n:
+        raise ValueError(f"the proposal has {n} tokens but {len(parents)} parents")
+    if children == "sampled" and not greedy and proposal.q is None:
+        raise ValueError("children drawn from q need the proposal's q")
+
+    start = time.perf_counter()
+    tree = TreeLM(target, forward)
+    ids = torch.cat([torch.tensor([int(root)], dtype=torch.long, device=target.device), x])
+    logits = sampler.logits(tree.feed(ids, [-1] + [par + 1 for par in parents]))
+    _sync(logits)
+    target_ms = (time.perf_counter() - start) * 1000
+    dist = None
+    if greedy:
+        v = tree_greedy(x, parents, logits)
+    else:
+        dist = sampler.distribution(logits)
+        if children == "top":
+            v = tree_point_masses(x, parents, dist, generator=generator)
+        else:
+            v = tree_multistep_sampling(x, parents, dist, proposal.q.to(dist.device, dist.dtype), generator=generator)
+    _sync(logits)
+    verify_ms = (time.perf_counter() - start) * 1000
+    tree.keep_path([0] + [i + 1 for i in v.path])
+
+    toks = x.tolist()
+    if proposal.q is None:
+        q = [1.0] * n
+    else:
+        q = proposal.q[torch.arange(n, device=proposal.q.device), proposal.tokens.to(proposal.q.device)].tolist()
+    return TreeRound(
+        rule=v.rule,
+        path=v.path,
+        accepted=v.accepted_tokens,
+        emitted=v.emitted,
+        emitted_kind=v.emitted_kind,
+        emitted_p=v.emitted_p,
+        tokens=toks,
+        parents=parents,
+        depth=[d + 1 for d in depths(parents)],
+        p=v.p,
+        q=q,
+        u=v.u,
+        decision=v.decisions,
+        target_ms=target_ms,
+        verify_ms=verify_ms,
+        logits=logits,
+        dist=dist,
+    )
+
+
+def _sync(t: torch.Tensor) -> None:
+    if t.device.type == "cuda":
+        torch.cuda.synchronize(t.device)
