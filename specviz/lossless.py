@@ -7,6 +7,10 @@ p up to sampling noise, while the acceptance rate matches the overlap sum min(p,
 
 Vectorised with numpy in fixed-size chunks (memory stays bounded, and one seed gives one
 answer whatever the sample count): tens of millions of draws take seconds.
+
+`bug_gallery` runs the exact rule beside four mistakes found in real implementations, on the
+same p and q with the same number of draws, and measures how far each one's output lands
+from the distribution it should have (p at the sampling temperature), in total variation.
 """
 
 from __future__ import annotations
@@ -81,30 +85,11 @@ def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 def simulate(p, q, samples: int = 1_000_000, seed: int = 0) -> LosslessResult:
     """Run the acceptance rule `samples` times on p and q and measure what comes out."""
-    p, q = check_distribution(p, "p"), check_distribution(q, "q")
-    if p.size != q.size:
-        raise UserError(f"p and q must cover the same vocabulary (p has {p.size} entries, q has {q.size})")
-    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
-        raise UserError(f"samples must be a whole number from 1 to {MAX_SAMPLES:,} (got {samples!r})")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise UserError(f"seed must be a whole number, 0 or more (got {seed!r})")
-
+    p, q = _check_inputs(p, q, samples, seed)
     res = residual(p, q)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        keep = np.where(q > 0, np.minimum(1.0, p / q), 0.0)  # min(1, p(x)/q(x)); x never has q = 0
-    q_cdf, res_cdf = _cdf(q), _cdf(res)
     rng = np.random.default_rng(seed)
-    counts = np.zeros(p.size, dtype=np.int64)
-    accepted = 0
-
     start = time.perf_counter()
-    for done in range(0, samples, CHUNK):
-        n = min(CHUNK, samples - done)
-        x = _draw(rng, q_cdf, n)
-        kept = x[rng.random(n) <= keep[x]]
-        accepted += kept.size
-        counts += np.bincount(kept, minlength=p.size)
-        counts += np.bincount(_draw(rng, res_cdf, n - kept.size), minlength=p.size)
+    counts, accepted = _run(rng, q, _keep(p, q), res, samples)
     seconds = time.perf_counter() - start
 
     measured = counts / samples
@@ -129,6 +114,199 @@ def simulate(p, q, samples: int = 1_000_000, seed: int = 0) -> LosslessResult:
         seed=seed,
         seconds=seconds,
     )
+
+
+# --- The bug gallery -------------------------------------------------------------------
+
+DEFAULT_TEMPERATURE = 0.7  # two of the mistakes only show away from temperature 1
+MAX_TEMPERATURE = 100.0
+Z_TOLERANCE = 5  # "within noise": every token's frequency within this many standard errors of the target
+
+RULES = ("exact", "argmax-accept", "replacement-from-p", "q-before-temperature", "p-without-temperature")
+
+RULE_TITLES = {
+    "exact": "keep x with min(1, p(x)/q(x)), else draw from norm(max(0, p \u2212 q))",
+    "argmax-accept": "keep x only if it is argmax p, else emit argmax p",
+    "replacement-from-p": "after a rejection, draw the replacement from p instead of the residual",
+    "q-before-temperature": "the draft samples from q at T, the rule is given q at temperature 1",
+    "p-without-temperature": "the rule is given p at temperature 1, not p at T",
+}
+
+IN_PRACTICE = {
+    "exact": "The output is what the target alone would sample, only faster: the reference the others are measured against.",
+    "argmax-accept": "Sampling quietly turns greedy: every seed gives much the same text, repetition loops appear and "
+                     "temperature, top-k and top-p stop mattering, while greedy identity checks still pass.",
+    "replacement-from-p": "Tokens the draft also likes come out too often and those only the target likes too rarely, "
+                          "so the text drifts toward the draft model; greedy runs are unaffected, so identity tests pass.",
+    "q-before-temperature": "Exact at temperature 1 and wrong at any other: below 1 the draft's favourite tokens are "
+                            "accepted too often (the output is too sharp), above 1 too rarely; tests at T = 1 never see it.",
+    "p-without-temperature": "The output follows the target at temperature 1 whatever temperature is asked for: below 1 "
+                             "speculative text is more random than plain decoding at the same setting, above 1 less.",
+}
+
+
+@dataclass
+class RuleResult:
+    """One rule of the bug gallery: what it outputs and how far that is from what it should."""
+
+    rule: str  # one of RULES
+    title: str  # what the rule does, in a few words
+    in_practice: str  # how the mistake shows up in a real deployment
+    p: list[float]  # the target's distribution at temperature 1, as given
+    q: list[float]  # the draft's distribution at temperature 1, as given
+    temperature: float
+    target: list[float]  # the distribution the output should have: p at the temperature
+    draft: list[float]  # q at the temperature: what every rule's drafts are sampled from
+    measured: list[float]  # output frequency of each token
+    expected: list[float]  # the rule's exact output distribution, in closed form
+    tv: float  # total variation distance of `measured` from `target`
+    tv_std_error: float  # its standard error (delta method: reliable once the output is off)
+    tv_expected: float  # TV of `expected` from `target`: where `tv` tends as draws grow
+    tv_noise: float  # the TV sampling noise alone gives an output distributed exactly as `target`
+    max_z: float  # the largest |measured - target| in standard errors of the target
+    within_noise: bool  # max_z <= Z_TOLERANCE
+    acceptance_rate: float  # share of drafts kept
+    samples: int
+    seed: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def at_temperature(dist, temperature: float) -> np.ndarray:
+    """softmax(log(dist) / T): a distribution at temperature 1 taken to temperature T.
+    Tokens with probability 0 keep it."""
+    d = np.asarray(dist, dtype=np.float64)
+    logits = np.full(d.shape, -np.inf)
+    np.log(d, out=logits, where=d > 0)
+    logits = logits / temperature
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
+
+
+def check_temperature(temperature) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
+            or not 0 < temperature <= MAX_TEMPERATURE:
+        raise UserError(f"temperature must be a number above 0 and at most {MAX_TEMPERATURE:g} (got {temperature!r})")
+    return float(temperature)
+
+
+def rule_parts(rule: str, p: np.ndarray, q: np.ndarray, temperature: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(draft, keep, replacement) of a rule: drafts x ~ draft are kept with probability
+    keep[x], otherwise a replacement ~ replacement is emitted. p and q are at temperature 1."""
+    p_t, q_t = at_temperature(p, temperature), at_temperature(q, temperature)
+    if rule == "exact":
+        return q_t, _keep(p_t, q_t), residual(p_t, q_t)
+    if rule == "argmax-accept":
+        best = int(np.argmax(p))  # the same token at any temperature; ties go to the first
+        point = np.zeros(p.size)
+        point[best] = 1.0
+        return q_t, point, point
+    if rule == "replacement-from-p":
+        return q_t, _keep(p_t, q_t), p_t
+    if rule == "q-before-temperature":
+        return q_t, _keep(p_t, q), residual(p_t, q)  # q and q_t share their support
+    if rule == "p-without-temperature":
+        return q_t, _keep(p, q_t), residual(p, q_t)
+    raise UserError(f"unknown rule {rule!r}: choose from {', '.join(RULES)}")
+
+
+def expected_output(draft: np.ndarray, keep: np.ndarray, replacement: np.ndarray) -> np.ndarray:
+    """A rule's output distribution in closed form: kept drafts, then replacements for the rest."""
+    kept = draft * keep
+    return kept + (1 - kept.sum()) * replacement
+
+
+def bug_gallery(p, q, temperature: float = DEFAULT_TEMPERATURE, samples: int = 1_000_000,
+                seed: int = 0) -> dict[str, RuleResult]:
+    """Every rule of RULES run `samples` times on the same p and q (read as distributions at
+    temperature 1; drafts are sampled at `temperature`), each from the same seed."""
+    p, q = _check_inputs(p, q, samples, seed)
+    temperature = check_temperature(temperature)
+    target = at_temperature(p, temperature)
+    se = np.sqrt(target * (1 - target) / samples)
+    out = {}
+    for rule in RULES:
+        draft, keep, replacement = rule_parts(rule, p, q, temperature)
+        start = time.perf_counter()
+        counts, accepted = _run(np.random.default_rng(seed), draft, keep, replacement, samples)
+        seconds = time.perf_counter() - start
+        measured = counts / samples
+        expected = expected_output(draft, keep, replacement)
+        max_z = float(np.max(_z(np.abs(measured - target), se)))
+        out[rule] = RuleResult(
+            rule=rule, title=RULE_TITLES[rule], in_practice=IN_PRACTICE[rule], p=p.tolist(), q=q.tolist(),
+            temperature=temperature, target=target.tolist(), draft=draft.tolist(), measured=measured.tolist(),
+            expected=expected.tolist(), tv=total_variation(measured, target),
+            tv_std_error=tv_std_error(measured, target, samples), tv_expected=total_variation(expected, target),
+            tv_noise=tv_noise(target, samples), max_z=max_z, within_noise=max_z <= Z_TOLERANCE,
+            acceptance_rate=accepted / samples, samples=samples, seed=seed, seconds=seconds,
+        )
+    return out
+
+
+def total_variation(a, b) -> float:
+    return 0.5 * float(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)).sum())
+
+
+def tv_std_error(measured, target, samples: int) -> float:
+    """Standard error of the empirical TV by the delta method.
+
+    Where the output distribution differs from the target on every token, the empirical TV is
+    (1/2) sum_i s_i (f_i - t_i) with s_i = sign(f_i - t_i) fixed: a mean of `samples` draws of
+    s_X / 2, whose variance is (sum_i f_i s_i^2 - (sum_i f_i s_i)^2) / 4. Where the output is
+    the target, the TV is all noise: read it against `tv_noise` instead.
+    """
+    f, t = np.asarray(measured, dtype=np.float64), np.asarray(target, dtype=np.float64)
+    s = np.sign(f - t)
+    var = float((f * s * s).sum() - (f * s).sum() ** 2) / 4
+    return math.sqrt(max(var, 0.0) / samples)
+
+
+def tv_noise(target, samples: int) -> float:
+    """The expected empirical TV of `samples` draws from `target` itself, to first order.
+
+    Each |f_i - t_i| is about half-normal with scale sqrt(t_i (1 - t_i) / n), mean that times
+    sqrt(2 / pi); half their sum is sum_i sqrt(t_i (1 - t_i) / (2 pi n)). An exact rule's TV
+    sits near this, not at 0: an empirical TV is biased upward by sampling noise.
+    """
+    t = np.asarray(target, dtype=np.float64)
+    return float(np.sqrt(t * (1 - t) / (2 * math.pi * samples)).sum())
+
+
+def _check_inputs(p, q, samples, seed) -> tuple[np.ndarray, np.ndarray]:
+    p, q = check_distribution(p, "p"), check_distribution(q, "q")
+    if p.size != q.size:
+        raise UserError(f"p and q must cover the same vocabulary (p has {p.size} entries, q has {q.size})")
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise UserError(f"samples must be a whole number from 1 to {MAX_SAMPLES:,} (got {samples!r})")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"seed must be a whole number, 0 or more (got {seed!r})")
+    return p, q
+
+
+def _keep(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """min(1, p(x) / q(x)) where q(x) > 0; 0 elsewhere, where x is never drafted."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(q > 0, np.minimum(1.0, p / q), 0.0)
+
+
+def _run(rng: np.random.Generator, draft: np.ndarray, keep: np.ndarray, replacement: np.ndarray,
+         samples: int) -> tuple[np.ndarray, int]:
+    """Draw x ~ draft, keep it with probability keep[x], else emit a draw from replacement,
+    `samples` times: (counts per token, drafts kept)."""
+    draft_cdf, rep_cdf = _cdf(draft), _cdf(replacement)
+    counts = np.zeros(draft.size, dtype=np.int64)
+    accepted = 0
+    for done in range(0, samples, CHUNK):
+        n = min(CHUNK, samples - done)
+        x = _draw(rng, draft_cdf, n)
+        kept = x[rng.random(n) <= keep[x]]
+        accepted += kept.size
+        counts += np.bincount(kept, minlength=draft.size)
+        counts += np.bincount(_draw(rng, rep_cdf, n - kept.size), minlength=draft.size)
+    return counts, accepted
 
 
 def _cdf(dist: np.ndarray) -> np.ndarray:

@@ -5,6 +5,10 @@ drafts lands on the overlap sum min(p, q). specviz.lossless runs the Monte Carlo
 engine's own residual); this tab only reads the inputs and draws its result. The same runs
 on the loaded pair's real next-token distributions at a position of the current run, as the
 run recorded them: its top tokens, with all the others lumped into one.
+
+"Bugs people ship" runs the exact rule beside four mistakes on the same p and q at a chosen
+temperature (specviz.lossless.bug_gallery). Its button is wired here, in build(), since it
+reads and writes this tab's components only.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from specviz.app.inspector import rounds_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import RoundEvent, Trace
+from specviz.viz.lossless_plots import bug_frequencies_figure, bug_table_html, bug_tv_figure
 
 DEFAULT_Q = "0.5, 0.2, 0.2, 0.1"
 DEFAULT_P = "0.15, 0.35, 0.10, 0.40"
 TOP_TOKENS = 10  # tokens shown on their own at a real position; the rest are one bar
 SAMPLES = [("10 thousand", 10_000), ("100 thousand", 100_000), ("1 million", 1_000_000), ("10 million", 10_000_000)]
+DEFAULT_TEMPERATURE = 0.7  # specviz.lossless.DEFAULT_TEMPERATURE (not imported: it loads torch)
 
 
 @dataclass
@@ -39,6 +45,11 @@ class LosslessTab:
     position_summary: gr.HTML
     position_frequencies: gr.Plot
     position_acceptance: gr.Plot
+    temperature: gr.Slider
+    bugs_run: gr.Button
+    bugs_table: gr.HTML
+    bugs_frequencies: gr.Plot
+    bugs_tv: gr.Plot
 
     @property
     def inputs(self) -> list:
@@ -51,6 +62,14 @@ class LosslessTab:
     @property
     def position_outputs(self) -> list:
         return [self.position_summary, self.position_frequencies, self.position_acceptance]
+
+    @property
+    def bugs_inputs(self) -> list:
+        return [self.p, self.q, self.samples, self.seed, self.temperature]
+
+    @property
+    def bugs_outputs(self) -> list:
+        return [self.bugs_table, self.bugs_frequencies, self.bugs_tv]
 
 
 def build() -> LosslessTab:
@@ -67,6 +86,18 @@ def build() -> LosslessTab:
     with gr.Row(equal_height=False):
         frequencies = gr.Plot(elem_id="lossless-frequencies", show_label=False, min_width=300)
         acceptance = gr.Plot(elem_id="lossless-acceptance", show_label=False, min_width=260)
+    gr.Markdown("### Bugs people ship\nThe exact rule beside four mistakes found in real implementations, each run on "
+                "the p and q above with the same number of draws. p and q are read as the distributions at temperature "
+                "1; the drafts are sampled at T, so every output should be distributed as p at T, softmax(log p / T).")
+    with gr.Row(equal_height=False):
+        temperature = gr.Slider(0.1, 2.0, value=DEFAULT_TEMPERATURE, step=0.05, label="Temperature T",
+                                info="the two temperature mistakes only show away from 1", elem_id="lossless-temperature",
+                                min_width=220)
+        bugs_run = gr.Button("Run the bug gallery", elem_id="lossless-bugs-run", min_width=160)
+    bugs_table = gr.HTML(elem_id="lossless-bugs-table")
+    with gr.Row(equal_height=False):
+        bugs_frequencies = gr.Plot(elem_id="lossless-bugs-frequencies", show_label=False, min_width=300)
+        bugs_tv = gr.Plot(elem_id="lossless-bugs-tv", show_label=False, min_width=300)
     gr.Markdown("### On the loaded pair\nThe same draws on the target's p and the draft's q at the round and position "
                 "chosen in the round inspector, as the run recorded them: the top tokens, and all the others as one.")
     run_position = gr.Button("Run on the inspector's position", elem_id="lossless-run-position")
@@ -74,8 +105,12 @@ def build() -> LosslessTab:
     with gr.Row(equal_height=False):
         position_frequencies = gr.Plot(elem_id="lossless-position-frequencies", show_label=False, min_width=300)
         position_acceptance = gr.Plot(elem_id="lossless-position-acceptance", show_label=False, min_width=260)
-    return LosslessTab(q, p, samples, seed, run, summary, frequencies, acceptance, run_position, position_summary,
-                       position_frequencies, position_acceptance)
+    tab = LosslessTab(q, p, samples, seed, run, summary, frequencies, acceptance, run_position, position_summary,
+                      position_frequencies, position_acceptance, temperature, bugs_run, bugs_table, bugs_frequencies,
+                      bugs_tv)
+    tab.bugs_run.click(simulate_bugs, tab.bugs_inputs, tab.bugs_outputs, concurrency_id="lossless", concurrency_limit=1,
+                       api_visibility="private")
+    return tab
 
 
 @shown_errors
@@ -87,6 +122,18 @@ def simulate(p_text: str, q_text: str, samples, seed) -> tuple:
         raise UserError("choose a number of draws and a seed")
     result = monte_carlo(parse_distribution(p_text or "", "p"), parse_distribution(q_text or "", "q"), int(samples), int(seed))
     return viz.lossless_summary_html(result), viz.lossless_frequencies_figure(result), viz.lossless_acceptance_figure(result)
+
+
+@shown_errors
+def simulate_bugs(p_text: str, q_text: str, samples, seed, temperature) -> tuple:
+    """The bug gallery: (table and sentences, frequencies figure, TV figure)."""
+    from specviz.lossless import bug_gallery, parse_distribution  # torch: on first use
+
+    if seed is None or samples is None or temperature is None:
+        raise UserError("choose a number of draws, a seed and a temperature")
+    rules = bug_gallery(parse_distribution(p_text or "", "p"), parse_distribution(q_text or "", "q"), float(temperature),
+                        int(samples), int(seed))
+    return bug_table_html(rules), bug_frequencies_figure(rules), bug_tv_figure(rules)
 
 
 def position_distributions(event: RoundEvent, position: int) -> tuple[list[float], list[float], list[str]]:

@@ -1,8 +1,9 @@
 """The lossless lab, drawn: the acceptance rule's measured output frequencies against p and
-q, and its measured acceptance against the overlap sum min(p, q).
+q, and its measured acceptance against the overlap sum min(p, q); and the bug gallery, the
+exact rule beside the mistakes people ship, each rule's output against p at the temperature.
 
-Takes the result of specviz.lossless.simulate (or its to_dict()) without importing that
-module, which needs torch.
+Takes the results of specviz.lossless.simulate and bug_gallery (or their to_dict()) without
+importing that module, which needs torch.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, RESIDUAL, TARGET, style_figure
+from specviz.viz.palette import ACCEPTED, BONUS, DRAFT, NEUTRAL, REJECTED, RESIDUAL, TARGET, style_figure
 from specviz.viz.text import esc, label_html
 
 Z_TOLERANCE = 5.0  # deviations beyond this many standard errors would disprove losslessness
@@ -72,3 +73,104 @@ def lossless_summary_html(result: Any) -> str:
         f"{float(_get(result, 'overlap')):.4f} ({acc_z:.1f} standard errors)."
     )
     return f'<div class="specviz-text"><p>{esc(verdict)}</p><p>{esc(acceptance)}</p></div>'
+
+
+# The bug gallery. Green is the exact rule; the mistakes take the other Okabe-Ito shades.
+RULE_COLOURS = {
+    "exact": ACCEPTED,
+    "argmax-accept": REJECTED,
+    "replacement-from-p": RESIDUAL,
+    "q-before-temperature": BONUS,
+    "p-without-temperature": NEUTRAL,
+}
+
+
+def _rules(rules: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    if not rules:
+        raise ValueError("the bug gallery needs at least one rule")
+    return list(rules.items())
+
+
+def bug_frequencies_figure(rules: Mapping[str, Any], labels: Sequence[str] | None = None,
+                           title: str | None = "Output frequencies by rule") -> go.Figure:
+    """Bars per token: p at the temperature (what every rule should output), then each
+    rule's measured output frequency. The exact rule's bars match p at T; the mistakes' do not."""
+    items = _rules(rules)
+    first = items[0][1]
+    target, t = np.asarray(_get(first, "target")), float(_get(first, "temperature"))
+    x = list(range(len(target)))
+    ticks = [label_html(s) for s in labels] if labels is not None else [f"token {i}" for i in x]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=target, name=f"p at T = {t:g} (should be)", marker_color=TARGET,
+                marker_pattern_shape="/", hovertemplate="p at T = %{y:.4f}<extra></extra>")
+    for name, r in items:
+        measured = np.asarray(_get(r, "measured"))
+        fig.add_bar(x=x, y=measured, name=name, marker_color=RULE_COLOURS.get(name, NEUTRAL), customdata=target,
+                    hovertemplate=f"{esc(name)}: %{{y:.4f}} (p at T = %{{customdata:.4f}})<extra></extra>")
+    fig.update_layout(barmode="group", bargroupgap=0.05,
+                      xaxis={"tickmode": "array", "tickvals": x, "ticktext": ticks, "showgrid": False},
+                      yaxis={"title": "probability", "rangemode": "tozero"})
+    return style_figure(fig, title, height=360)
+
+
+def bug_tv_figure(rules: Mapping[str, Any],
+                  title: str | None = "Each rule's distance from p at T") -> go.Figure:
+    """Horizontal bars: each rule's measured total variation distance from p at T with
+    \u00b13 standard-error bars, green when within noise and vermillion when measurably off;
+    a cross marks the exact value from the rule's closed-form output. Numbers are kept short
+    to fit a phone: the table and the hover give the standard error."""
+    items = _rules(rules)
+    names = [name for name, _ in items]
+    tv = np.array([float(_get(r, "tv")) for _, r in items])
+    se = np.array([float(_get(r, "tv_std_error")) for _, r in items])
+    exact = np.array([float(_get(r, "tv_expected")) for _, r in items])
+    ok = [bool(_get(r, "within_noise")) for _, r in items]
+    noise = float(_get(items[0][1], "tv_noise"))
+    fig = go.Figure()
+    fig.add_bar(
+        y=names, x=tv, orientation="h", name="measured TV \u00b13 SE", marker_color=[ACCEPTED if o else REJECTED for o in ok],
+        error_x={"type": "data", "array": 3 * se, "color": NEUTRAL, "thickness": 1.5, "width": 5},
+        customdata=np.stack([se, exact], axis=-1),
+        hovertemplate="%{y}: TV %{x:.5f} \u00b1 %{customdata[0]:.5f} (exact %{customdata[1]:.5f})<extra></extra>",
+    )
+    fig.add_scatter(y=names, x=exact, mode="markers", name="exact value (closed form)",
+                    marker={"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": TARGET}, "color": TARGET},
+                    hovertemplate="%{y}: exact TV %{x:.5f}<extra></extra>")
+    top = max(float(np.max(tv + 3 * se)), float(np.max(exact)), 10 * noise, 1e-3)
+    # The numbers sit clear of the error bar and the cross, whichever reaches further.
+    fig.add_scatter(y=names, x=np.maximum(tv + 3 * se, exact) + 0.04 * top, mode="text", showlegend=False, hoverinfo="skip",
+                    text=[f"{v:.4f}" for v in tv], textposition="middle right", cliponaxis=False)
+    fig.update_layout(yaxis={"autorange": "reversed", "showgrid": False, "ticksuffix": " "},
+                      xaxis={"title": "total variation distance", "range": [0, top * 1.5]})
+    return style_figure(fig, title, height=60 + 48 * len(names))
+
+
+def bug_table_html(rules: Mapping[str, Any]) -> str:
+    """The gallery as a table (TV with its standard error, the exact TV, the verdict) and one
+    sentence per mistake on how it shows up in practice."""
+    items = _rules(rules)
+    first = items[0][1]
+    n, t, noise = int(_get(first, "samples")), float(_get(first, "temperature")), float(_get(first, "tv_noise"))
+    head = "<tr><th>rule</th><th>TV from p at T \u00b1 SE</th><th>exact TV</th><th>verdict (largest gap)</th></tr>"
+    body = "".join(
+        f"<tr><td>{esc(name)}</td><td>{float(_get(r, 'tv')):.5f} \u00b1 {float(_get(r, 'tv_std_error')):.5f}</td>"
+        f"<td>{float(_get(r, 'tv_expected')):.5f}</td>"
+        f"<td>{'within noise' if _get(r, 'within_noise') else 'measurably off'} ({float(_get(r, 'max_z')):.1f} SE)</td></tr>"
+        for name, r in items
+    )
+    off = [name for name, r in items if name != "exact" and not _get(r, "within_noise")]
+    mistakes = [name for name, _ in items if name != "exact"]
+    intro = (f"{n:,} draws per rule on the same p and q, drafts sampled at T = {t:g}; every output should be distributed "
+             f"as p at T. Sampling noise alone gives an exact rule a TV of about {noise:.5f}, not 0, so a rule is judged "
+             f"by its largest per-token gap: within {Z_TOLERANCE:g} standard errors is within noise.")
+    verdict = f"{len(off)} of {len(mistakes)} mistakes are measurably off here."
+    if "exact" in rules:
+        exact_ok = bool(_get(rules["exact"], "within_noise"))
+        verdict = ("The exact rule is within noise. " if exact_ok else "The exact rule is NOT within noise. ") + verdict
+    hidden = [name for name in mistakes if _get(rules[name], "within_noise")]
+    if hidden and abs(t - 1) < 1e-12:
+        verdict += " At T = 1 the temperature mistakes cannot show: choose another temperature."
+    practice = "".join(f"<p><b>{esc(name)}</b> ({esc(_get(r, 'title'))}): {esc(_get(r, 'in_practice'))}</p>"
+                       for name, r in items if name != "exact")
+    return (f'<div class="specviz-text"><p class="sv-muted">{esc(intro)}</p><table class="specviz-table">{head}{body}</table>'
+            f"<p>{esc(verdict)}</p>{practice}</div>")
