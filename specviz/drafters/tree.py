@@ -140,6 +140,8 @@ def grow_tree(
         for c, dist in zip(todo, dists):
             rows.append(dist)
             level += add_children(c, len(rows) - 1)
+    if not cands:
+        return GrownTree([], [], rows, passes)
     chosen = {c.index for c in sorted(cands, key=_key)[:nodes]}
     # Levels in order; within a level by the parent's place, then best sibling first.
     order: list[int] = []
