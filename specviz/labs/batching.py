@@ -264,7 +264,7 @@ def explanation(r: BatchingResult) -> list[str]:
     if m is not None and m.bandwidth_gb_s > 0:
         words.append(
             f"This machine copies memory at {m.bandwidth_gb_s:.1f} GB/s and multiplies {m.dtype} matrices at "
-            f"{m.matmul_gflop_s:.0f} GFLOP/s: {m.balance:.0f} flops in the time one byte arrives."
+            f"{m.matmul_gflop_s:.0f} GFLOP/s: {m.balance:.1f} flops in the time one byte arrives."
         )
         if m.weight_bytes:
             read_ms = m.weight_bytes / (m.bandwidth_gb_s * 1e9) * 1000

@@ -32,21 +32,21 @@ def position_rates_figure(events: Iterable[Event], title: str | None = "Acceptan
     pos = s.positions
     fig = go.Figure()
     fig.add_bar(
-        x=pos, y=s.conditional, name="conditional: accepted / reached", marker_color=ACCEPTED,
+        x=pos, y=s.conditional, name="conditional", marker_color=ACCEPTED,
         customdata=np.stack([s.accepted, s.reached], axis=-1),
         hovertemplate="position %{x}: %{customdata[0]} accepted of %{customdata[1]} that got there (%{y:.0%})<extra></extra>",
     )
     fig.add_bar(
-        x=pos, y=s.unconditional, name="unconditional: accepted / drafted (vLLM)", marker_color=BONUS,
+        x=pos, y=s.unconditional, name="unconditional (vLLM)", marker_color=BONUS,
         customdata=np.stack([s.accepted, s.drafted], axis=-1),
         hovertemplate="position %{x}: %{customdata[0]} accepted of %{customdata[1]} rounds that drafted it (%{y:.0%})<extra></extra>",
     )
     fig.add_scatter(
-        x=pos, y=s.predicted_conditional, name=f"model: \u03b1 = {s.alpha:.2f}", mode="lines",
+        x=pos, y=s.predicted_conditional, name=f"model \u03b1 = {s.alpha:.2f}", mode="lines",
         line={"color": NEUTRAL, "dash": "dash"}, hovertemplate="model, conditional: %{y:.0%}<extra></extra>",
     )
     fig.add_scatter(
-        x=pos, y=s.predicted_unconditional, name="model: \u03b1^i", mode="lines+markers",
+        x=pos, y=s.predicted_unconditional, name="model \u03b1^i", mode="lines+markers",
         line={"color": NEUTRAL, "dash": "dot"}, marker={"color": NEUTRAL, "size": 6},
         hovertemplate="model, unconditional: %{y:.0%}<extra></extra>",
     )
@@ -134,7 +134,7 @@ def temperature_sweep_figure(temperatures: Sequence[float], acceptance: Sequence
                              speedup: Sequence[float], title: str | None = "The same prompt at each temperature") -> go.Figure:
     """Three panels sharing the temperature axis: acceptance, tokens per round, speedup."""
     if not len(temperatures):
-        return empty_figure("Press the sweep button to run the prompt at each temperature", title)
+        return empty_figure("Press the sweep button", title)
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07)
     t = list(temperatures)
     fig.add_scatter(x=t, y=list(acceptance), name="acceptance", mode="lines+markers", line={"color": ACCEPTED},
@@ -167,8 +167,10 @@ def batching_figure(batch_sizes: Sequence[int], speedup: Sequence[float], best_s
     fig.add_hline(y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, annotation_text="plain decoding",
                   annotation_position="bottom right")
     if stops_at is not None:
-        fig.add_vline(x=stops_at, line={"color": REJECTED, "width": 1}, annotation_text=f"stops paying at {stops_at}",
-                      annotation_position="top left")
+        fig.add_vline(x=stops_at, line={"color": REJECTED, "width": 1})
+        # On a log axis an annotation's x is log10 of the value (a shape's is the value itself).
+        fig.add_annotation(x=np.log10(stops_at), y=1, yref="paper", text=f"stops paying at {stops_at}", showarrow=False,
+                           xanchor="left", yanchor="top", font={"color": REJECTED})
     top = max(max(speedup), max(best_speedup), 1.0)
     fig.update_layout(xaxis={"title": "sequences decoded together", "type": "log", "tickvals": b, "ticktext": [str(v) for v in b]},
                       yaxis={"title": "\u00d7 plain decoding", "range": [0, top * 1.25]})
@@ -191,8 +193,10 @@ def batch_costs_figure(batch_sizes: Sequence[int], pass_sizes: Sequence[int], ta
     fig.add_scatter(x=n, y=n, name="n \u00d7 one pass", mode="lines", line={"color": NEUTRAL, "dash": "dot", "width": 1},
                     hoverinfo="skip")
     fig.add_hline(y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, annotation_text="free", annotation_position="top left")
+    # The diagonal runs off the top: the measured ratios, not the worst case, set the scale.
+    top = max(max(float(np.max(np.maximum.accumulate(np.asarray(row, float)) / row[0])) for row in target_ms), 1.5)
     fig.update_layout(xaxis={"title": "new tokens per sequence (n)", "dtick": whole_dtick(max(n))},
-                      yaxis={"title": "cost \u00f7 one-token pass", "rangemode": "tozero"})
+                      yaxis={"title": "cost \u00f7 one-token pass", "range": [0, top * 1.3]})
     return style_figure(fig, title)
 
 

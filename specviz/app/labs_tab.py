@@ -1,0 +1,249 @@
+"""The labs tab: what production users of speculative decoding look at, on the current run.
+
+From the current trace alone (a run or an upload, no model needed): acceptance by draft
+position under both definitions in use, the accepted lengths per round with their mean
+length with and without the bonus token, each against the geometric model; and the draft
+length each round should have used in hindsight, from the cost model the trace carries.
+On the loaded pair: the current prompt at several temperatures (one button, cancellable),
+and the pass costs of several sequences at once with the speedup they predict by batch size.
+
+    tab = labs_tab.build()
+    labs_tab.wire(tab, trace_state, pair_dropdown, config)
+    ... trace changes -> labs_tab.views(trace) into tab.outputs
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import gradio as gr
+
+from specviz import acceptance
+from specviz.app import runner
+from specviz.app.config import PageConfig
+from specviz.app.shown_errors import shown_errors
+from specviz.errors import UserError
+from specviz.events import Trace
+from specviz.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse_temperatures
+from specviz.settings import GenerationSettings
+from specviz.viz import acceptance_plots as ap
+from specviz.viz import empty_figure
+
+NO_RUN = '<p class="sv-muted">Run a generation in speculative mode, or upload a trace: its rounds are measured here.</p>'
+SWEEP_HINT = ('<p class="sv-muted">Runs the current prompt and settings (up to '
+              f'{SWEEP_MAX_NEW_TOKENS} new tokens each) at each temperature on the loaded pair.</p>')
+BATCH_HINT = '<p class="sv-muted">Times the loaded pair\u2019s passes over 1 to 8 sequences at once (a minute or two on a CPU).</p>'
+BATCH_REPEATS = 2  # timed passes per size on the page: a CPU takes minutes for the whole grid
+MODELS = {"concurrency_id": "models", "concurrency_limit": 1}  # as the page's other model runs
+
+
+@dataclass
+class LabsTab:
+    position_rates: gr.Plot
+    lengths: gr.Plot
+    lengths_text: gr.HTML
+    hindsight: gr.Plot
+    hindsight_text: gr.HTML
+    temperatures: gr.Textbox
+    sweep: gr.Button
+    sweep_stop: gr.Button
+    sweep_plot: gr.Plot
+    sweep_text: gr.HTML
+    batching: gr.Button
+    batching_plot: gr.Plot
+    batch_costs: gr.Plot
+    batching_text: gr.HTML
+
+    @property
+    def outputs(self) -> list:
+        """views()' outputs, in its return order."""
+        return [self.position_rates, self.lengths, self.lengths_text, self.hindsight, self.hindsight_text]
+
+    @property
+    def sweep_outputs(self) -> list:
+        return [self.sweep_plot, self.sweep_text]
+
+    @property
+    def batching_outputs(self) -> list:
+        return [self.batching_plot, self.batch_costs, self.batching_text]
+
+
+def build() -> LabsTab:
+    gr.Markdown(
+        "### Acceptance by position\nTwo rates are in use. **Conditional**: of the rounds whose drafts were all "
+        "accepted up to position i, the share that accepted i too. **Unconditional** (what vLLM and llama.cpp log): "
+        "accepted at i over every round that drafted i tokens. If each draft were accepted independently with "
+        "probability \u03b1, the first would be \u03b1 everywhere and the second \u03b1^i.", elem_classes=["sv-hint"])
+    with gr.Row(equal_height=False):
+        position_rates = gr.Plot(elem_id="labs-positions", show_label=False, min_width=300)
+        lengths = gr.Plot(elem_id="labs-lengths", show_label=False, min_width=300)
+    lengths_text = gr.HTML(NO_RUN, elem_id="labs-lengths-text")
+    gr.Markdown("### Hindsight k\nFor each round, the draft length that would have yielded the most tokens per ms, "
+                "knowing how many of its drafts the target accepted, beside the length the policy drafted.",
+                elem_classes=["sv-hint"])
+    hindsight = gr.Plot(elem_id="labs-hindsight", show_label=False)
+    hindsight_text = gr.HTML(elem_id="labs-hindsight-text")
+    gr.Markdown("### Temperature\nSampling spreads both models' probability over more tokens, and the draft's guess "
+                "matches the target's less often.", elem_classes=["sv-hint"])
+    temperatures = gr.Textbox(DEFAULT_TEMPERATURES, label="Temperatures", info="comma-separated, 0 to 2",
+                              elem_id="labs-temperatures")
+    with gr.Row():
+        sweep = gr.Button("Run the temperature sweep", variant="primary", elem_id="labs-sweep", scale=3)
+        sweep_stop = gr.Button("Stop", variant="stop", elem_id="labs-sweep-stop", scale=1, min_width=80)
+    sweep_plot = gr.Plot(ap.temperature_sweep_figure([], [], [], []), elem_id="labs-sweep-plot", show_label=False)
+    sweep_text = gr.HTML(SWEEP_HINT, elem_id="labs-sweep-text")
+    gr.Markdown("### Batching\nA server decodes many sequences at once, and the speedup shrinks as the batch grows.",
+                elem_classes=["sv-hint"])
+    batching = gr.Button("Measure batch costs", elem_id="labs-batching")
+    with gr.Row(equal_height=False):
+        batching_plot = gr.Plot(ap.batching_figure([], [], [], [], 1), elem_id="labs-batching-plot", show_label=False, min_width=300)
+        batch_costs = gr.Plot(ap.batch_costs_figure([], [], []), elem_id="labs-batch-costs", show_label=False, min_width=300)
+    batching_text = gr.HTML(BATCH_HINT, elem_id="labs-batching-text")
+    return LabsTab(position_rates, lengths, lengths_text, hindsight, hindsight_text, temperatures, sweep, sweep_stop,
+                   sweep_plot, sweep_text, batching, batching_plot, batch_costs, batching_text)
+
+
+def _spec(trace: Trace | None) -> bool:
+    return trace is not None and trace.mode == "speculative" and any(getattr(e, "type", "") == "round" for e in trace.events)
+
+
+def views(trace: Trace | None) -> tuple:
+    """Per-position rates, accepted lengths (figure and words), hindsight k (figure and words)."""
+    if not _spec(trace):
+        empty = "Run a generation in speculative mode, or upload a trace"
+        return (empty_figure(empty, "Acceptance by position"), empty_figure(empty, "Drafts accepted per round"), NO_RUN,
+                empty_figure(empty, "Draft length in hindsight"), "")
+    cost = trace.meta.get("cost_model")
+    h = acceptance.hindsight(trace.events, cost) if cost else None
+    return (ap.position_rates_figure(trace.events), ap.lengths_figure(trace.events), ap.lengths_html(trace.events),
+            ap.hindsight_figure(h), ap.hindsight_html(h))
+
+
+def settings_of(trace: Trace) -> GenerationSettings:
+    """The trace's settings (as the page reruns them), capped to a short run."""
+    try:
+        from specviz.settings import from_request
+    except ImportError:  # settings before from_request
+        def from_request(values):
+            return GenerationSettings(**values).validated()
+    s = from_request(trace.settings)
+    return replace(s, max_new_tokens=min(s.max_new_tokens, SWEEP_MAX_NEW_TOKENS)).validated()
+
+
+def run_k(trace: Trace) -> int:
+    """The draft length the run mostly used: its mean drafted tokens per drafting round, rounded."""
+    drafted = [len(r.drafted) for r in acceptance.rounds_of(trace.events) if r.drafted]
+    return max(1, round(sum(drafted) / len(drafted))) if drafted else int(trace.settings.get("k", 4))
+
+
+def _session(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "no-session"
+
+
+class Labs:
+    """The labs' handlers, bound to the page's limits."""
+
+    def __init__(self, config: PageConfig):
+        self.config = config
+
+    def _pair(self, trace: Trace | None, pair_name: str | None, flag, progress, with_draft: bool):
+        """The pair chosen on the page (else the trace's), loaded; the labs measure the loaded pair."""
+        name = runner.check_pair(pair_name or (trace.pair if trace is not None else None), self.config)
+        if not name:
+            raise UserError("choose a model pair in the live run tab first")
+        return runner.LOADER.wait(name, with_draft=with_draft, should_stop=flag.is_set,
+                                  on_progress=lambda f, m: progress(f, desc=f"Loading {name}: {m}"))
+
+    @shown_errors
+    def sweep(self, trace: Trace | None, pair_name: str, temperatures: str, request: gr.Request,
+              progress=gr.Progress()) -> Iterator[tuple]:
+        """Run the current prompt at each temperature; the figure grows after each run."""
+        from specviz.app.loading import Cancelled
+        from specviz.labs.sweep import sweep as run_sweep
+
+        if not _spec(trace):
+            raise UserError("run a generation in speculative mode first: the sweep reruns its prompt and settings")
+        temps = parse_temperatures(temperatures)
+        settings = settings_of(trace)
+        session = _session(request)
+        flag = runner.FLAGS.begin(session)
+        rows = []
+        try:
+            pair = self._pair(trace, pair_name, flag, progress, settings.drafter == "model")
+            for i, t in enumerate(temps):
+                part = run_sweep(pair, trace.prompt, settings, [t], should_stop=flag.is_set, max_wall_s=self.config.max_wall_s,
+                                 on_progress=lambda f, m, i=i: progress((i + f) / len(temps), desc=m))
+                rows += part.rows
+                yield sweep_views(rows, stopped=part.cancelled, total=len(temps))
+                if part.cancelled:
+                    return
+        except Cancelled:
+            yield sweep_views(rows, stopped=True, total=len(temps))
+        finally:
+            runner.FLAGS.finish(session, flag)
+
+    @staticmethod
+    def stop(request: gr.Request) -> None:
+        runner.FLAGS.stop(_session(request))
+
+    @shown_errors
+    def batching(self, trace: Trace | None, pair_name: str, request: gr.Request, progress=gr.Progress()) -> tuple:
+        """Time the pair's batched passes; predict the speedup at the run's acceptance and k."""
+        from specviz.labs import batching as lab
+
+        if not _spec(trace):
+            raise UserError("run a generation in speculative mode first: its acceptance predicts the speedup by batch size")
+        session = _session(request)
+        flag = runner.FLAGS.begin(session)
+        try:
+            pair = self._pair(trace, pair_name, flag, progress, True)
+            if pair.draft is None:
+                raise UserError("the batching lab times a draft model: load a pair with one")
+            costs = lab.measure_batch_costs(pair, repeats=BATCH_REPEATS, should_stop=flag.is_set,
+                                            on_progress=lambda f, m: progress(0.9 * f, desc=f"Timing passes: {m}"))
+            progress(0.95, desc="Timing a large copy and a large matrix product")
+            figures = lab.machine(str(pair.device), str(pair.dtype), target=pair.target)
+        finally:
+            runner.FLAGS.finish(session, flag)
+        stats = acceptance.position_stats(trace.events)
+        return batching_views(lab.result(costs, stats.alpha, min(run_k(trace), max(costs.pass_sizes) - 1), figures))
+
+
+def sweep_views(rows, *, stopped: bool = False, total: int | None = None) -> tuple:
+    fig = ap.temperature_sweep_figure([r.temperature for r in rows], [r.acceptance for r in rows],
+                                      [r.tokens_per_round for r in rows], [r.speedup for r in rows])
+    lines = [f"T = {r.temperature:g}: acceptance {r.acceptance:.0%}, {r.tokens_per_round:.2f} tokens a round, "
+             f"{r.tokens_per_s:.2f} tokens/s, {r.speedup:.2f}\u00d7 plain decoding" for r in rows]
+    muted = []
+    if rows and rows[0].plain_ms_per_token:
+        muted.append(f"Speedup: tokens/s over plain decoding's {1000 / rows[0].plain_ms_per_token:.2f} tokens/s, one target "
+                     f"pass of {rows[0].plain_ms_per_token:.0f} ms from the pair's measured costs.")
+    if stopped:
+        muted.append("Stopped: the temperatures not run are left out.")
+    elif total is not None and len(rows) < total:
+        muted.append(f"{len(rows)} of {total} temperatures run\u2026")
+    return fig, ap.words_html(lines, muted)
+
+
+def batching_views(r) -> tuple:
+    c = r.costs
+    preds = r.predictions
+    fig = ap.batching_figure([p.batch for p in preds], [p.speedup for p in preds], [p.best_speedup for p in preds],
+                             [p.best_k for p in preds], r.k, r.stops_paying_at)
+    from specviz.labs.batching import explanation
+
+    muted = [f"Predicted from \u03b1 = {r.alpha:.2f} (the run's measured acceptance) and k = {r.k}; pass costs are the "
+             f"median of {c.repeats} timed passes after {c.context} cached tokens per sequence."]
+    return fig, ap.batch_costs_figure(c.batch_sizes, c.pass_sizes, c.target_ms), ap.words_html(explanation(r), muted)
+
+
+def wire(tab: LabsTab, trace: gr.State, pair: gr.components.Component, config: PageConfig) -> Labs:
+    """Connect the sweep (cancellable) and batching buttons; the views are the page's to
+    refresh when the current trace changes (`views` into `tab.outputs`)."""
+    labs = Labs(config)
+    sweep = tab.sweep.click(labs.sweep, [trace, pair, tab.temperatures], tab.sweep_outputs, **MODELS,
+                            api_visibility="private")
+    tab.sweep_stop.click(labs.stop, None, None, queue=False, cancels=[sweep], api_visibility="private")
+    tab.batching.click(labs.batching, [trace, pair], tab.batching_outputs, **MODELS, api_visibility="private")
+    return labs
