@@ -1,7 +1,8 @@
 """What speculative decoding should gain, from the acceptance rate alpha and the costs.
 
 With acceptance probability alpha per drafted token, draft length k, one target pass
-costing T and one drafted token costing D (DESIGN.md section 1):
+costing T and one drafted token costing D (the analysis of Leviathan, Kalman and Matias,
+"Fast Inference from Transformers via Speculative Decoding", 2023):
 
     tokens per round  = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha)
     speedup           = tokens per round * T / (k*D + T)
@@ -22,12 +23,14 @@ from typing import Union
 import numpy as np
 
 from specviz.errors import UserError
+from specviz.settings import MAX_K
 
-DEFAULT_K_MAX = 32
+# Best k is searched up to the largest k a run can use.
+DEFAULT_K_MAX = MAX_K
 
 # A verify-pass cost model: ms for a target pass over n new tokens. A callable n -> ms;
 # a sequence whose entry i is the cost of i+1 tokens; or a mapping {n: ms} of measured
-# sizes, interpolated linearly between them (as DESIGN.md's table: 1, 2, 4, 8, 16).
+# sizes, interpolated linearly between them (e.g. passes timed at 1, 2, 4, 8 and 16 tokens).
 CostModel = Union[Callable[[int], float], Sequence[float], Mapping[int, float]]
 
 
@@ -99,7 +102,7 @@ def speedup_with_cost(alpha, k, verify_ms: CostModel, draft_ms, target_ms=None):
 
 
 def best_k_with_cost(alpha, verify_ms: CostModel, draft_ms, target_ms=None, k_max: int | None = None):
-    """best_k for a measured verify cost. k_max defaults to 32, capped at the largest
+    """best_k for a measured verify cost. k_max defaults to MAX_K, capped at the largest
     pass size a table (sequence or mapping) measured, less one: no extrapolation."""
     if k_max is None:
         k_max = min(DEFAULT_K_MAX, _measured_max_n(verify_ms) - 1)

@@ -39,9 +39,10 @@ def test_live_stats_accept_a_generator():
 
 def test_timeline_has_draft_verify_and_gained_per_round():
     fig = round_timeline_figure(sample_rounds())
-    draft, verify, gained = fig.data
+    draft, verify, gained, k = fig.data
     assert list(draft.y) == [120, 60, 90, 30] and list(verify.y) == [344, 350, 360, 340]
     assert list(gained.y) == [3, 3, 2, 1]
+    assert list(k.y) == [r.k for r in sample_rounds()] and k.name == "k drafted"
     assert fig.layout.barmode == "stack" and fig.layout.paper_bgcolor == "rgba(0,0,0,0)"
     assert len(round_timeline_figure([]).data) == 0
 

@@ -57,35 +57,53 @@ def test_theory_text_gives_best_k_and_break_even():
 
 
 def test_prediction_uses_the_plain_run_and_explains_an_expensive_verify_pass():
+    # A trace without a load-time cost model: T is the plain run's mean pass.
     spec = spec_trace()
-    spec.summary.mean_overlap, spec.summary.tokens_per_round = 0.63, 2.25
+    spec.summary.mean_overlap, spec.summary.tokens_per_round, spec.summary.plain_ms_per_token = 0.63, 2.25, 0.0
     pred = predict(spec.summary, spec.events, k=4, plain=plain_trace().summary)
     assert pred.target_ms == 300 and pred.draft_ms == 30 and pred.verify_ms == pytest.approx(348.5)
     assert pred.predicted_speedup == pytest.approx(theory.speedup(0.63, 4, 300, 30))
     assert pred.predicted_speedup_measured_cost == pytest.approx(theory.tokens_per_round(0.63, 4) * 300 / (4 * 30 + 348.5))
-    assert pred.measured_speedup == pytest.approx(4.5 / (9 / 2.7))
+    # 4.5 tokens/s against one 300 ms pass per token (3.33 tokens/s), and against the plain
+    # run's 9 tokens in 2.7 s
+    assert spec.summary.tokens_per_s == 4.5
+    assert pred.measured_speedup == pytest.approx(4.5 * 0.3)
+    assert pred.plain_run_speedup == pytest.approx(4.5 / (9 / 2.7))
     assert pred.overhead_share == pytest.approx(1 - (300 + 1394) / 2000)
     why = " ".join(gap_explanation(pred))
     assert "348 ms, 1.2\u00d7 a one-token pass (300 ms)" in why
     assert "15% of the wall time" in why
     html = prediction_html(pred)
-    assert "plain run&#x27;s mean pass" in html and "<td>1.35\u00d7</td>" in html and "against the plain run" in html
+    assert "plain run&#x27;s mean pass" in html and "speedup over the plain run" in html
+
+
+def test_prediction_prices_plain_decoding_with_the_load_time_pass_not_the_verify_pass():
+    spec = spec_trace()
+    spec.summary.mean_overlap, spec.summary.plain_ms_per_token = 0.63, 250.0
+    cost = {"1": 250.0, "4": 400.0, "8": 700.0}
+    pred = predict(spec.summary, spec.events, k=4, plain=plain_trace().summary, verify_cost=cost)
+    assert pred.target_ms == 250.0 and pred.target_ms_source == "one-token pass measured at load"
+    assert pred.verify_ms == pytest.approx(400.0 + (700.0 - 400.0) / 4)  # V(5), between the measured 4 and 8
+    assert pred.measured_speedup == pytest.approx(spec.summary.tokens_per_s * 0.25)
+    # best k is searched within the k the page offers
+    assert pred.best_k <= 16
 
 
 def test_prediction_explains_low_alpha_and_streaky_acceptance():
     summary = RunSummary(new_tokens=50, rounds=10, mean_overlap=0.2, tokens_per_round=5.0, wall_s=5, tokens_per_s=10,
-                         target_ms=300, draft_ms=120)
-    pred = predict(summary, [], k=4, one_token_ms=300)
+                         target_ms=300, draft_ms=120, plain_ms_per_token=300)
+    pred = predict(summary, [], k=4)
     why = " ".join(gap_explanation(pred))
     assert "below the break-even" in why and "more than the 1.25" in why
-    assert pred.target_ms_source == "measured one-token pass" and pred.measured_speedup == pytest.approx(3.0)
+    assert pred.target_ms_source == "one-token pass measured at load" and pred.measured_speedup == pytest.approx(3.0)
 
 
-def test_no_prediction_without_timings():
+def test_no_prediction_without_a_one_token_measurement():
+    # Never the run's own verify pass (target_ms here): it covers k + 1 tokens.
     summary = RunSummary(new_tokens=50, rounds=10, mean_overlap=0.5, tokens_per_round=5.0, wall_s=5, tokens_per_s=10,
-                         target_ms=0, draft_ms=0)
+                         target_ms=400, draft_ms=0)
     assert predict(summary, [], k=4) is None
-    assert predict(summary, [], k=4, one_token_ms=300) is not None
+    assert predict(RunSummary(**{**summary.__dict__, "plain_ms_per_token": 300.0}), [], k=4) is not None
 
 
 LOSSLESS = {

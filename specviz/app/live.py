@@ -192,7 +192,7 @@ def live_views(trace: Trace, *, plot: bool = True, stopped: bool = False) -> tup
     """The stream (with its running / done line), the stats and (unless plot=False) the timeline."""
     events = trace.events
     stream = viz.tokens_html(events, empty="No tokens yet.") + run_state_html(trace, stopped=stopped)
-    stats = viz.stats_html(viz.live_stats(events))
+    stats = viz.stats_html(viz.live_stats(events), trace.summary)
     return stream, stats, viz.round_timeline_figure(events) if plot else gr.skip()
 
 

@@ -17,11 +17,13 @@ from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.settings import MAX_K
 
-# Until a run measures them: the bundled pair's one-token passes in fp32 on a 2-core CPU
-# (DESIGN.md section 3), and a typical acceptance for a same-family pair on code.
+# Until a run measures them: a one-token target pass and a drafted token of the bundled pair
+# on a 2-core CPU in fp32, and a typical acceptance for a same-family pair on code.
 DEFAULT_ALPHA, DEFAULT_K, DEFAULT_T_MS, DEFAULT_D_MS = 0.7, 4, 344.0, 132.0
 MAX_MS = 5000
 NO_RUN = '<p class="sv-muted">Run a generation in speculative mode: its measured \u03b1, T and D are marked here.</p>'
+NO_T = ('<p class="sv-muted">This trace carries no one-token pass cost (it was recorded before specviz measured one at '
+        'load): run plain decoding on the Side by side tab to compare it with a measured plain run.</p>')
 
 
 @dataclass
@@ -66,9 +68,15 @@ def build() -> TheoryTab:
 
 
 def prediction(spec: Trace | None, plain: Trace | None):
+    """The run's prediction against the pair's one-token pass measured at load (k: the fixed
+    k, else the mean drafted per round)."""
     if spec is None or spec.mode != "speculative" or not spec.events:
         return None
-    return viz.predict(spec.summary, spec.events, k=spec.settings.get("k"), plain=plain.summary if plain is not None else None)
+    fixed = spec.settings.get("policy") == "fixed"
+    cost = spec.meta.get("cost_model") if isinstance(spec.meta.get("cost_model"), dict) else {}
+    verify = cost.get("verify") if isinstance(cost.get("verify"), dict) else None
+    return viz.predict(spec.summary, spec.events, k=spec.settings.get("k") if fixed else None,
+                       plain=plain.summary if plain is not None else None, verify_cost=verify)
 
 
 @shown_errors
@@ -82,8 +90,15 @@ def views(alpha, k, target_ms, draft_ms, spec: Trace | None, plain: Trace | None
         viz.tokens_per_round_figure(**run, measured_tokens_per_round=pred.measured_tokens_per_round if pred else None),
         viz.speedup_vs_k_figure(t, d, **run, measured_speedup=pred.measured_speedup if pred else None),
         viz.speedup_heatmap_figure(t, d, **run),
-        NO_RUN if pred is None else viz.prediction_html(pred),
+        _measured_html(spec, pred),
     )
+
+
+def _measured_html(spec: Trace | None, pred) -> str:
+    if pred is not None:
+        return viz.prediction_html(pred)
+    has_run = spec is not None and spec.mode == "speculative" and bool(spec.events)
+    return NO_T if has_run else NO_RUN
 
 
 def from_run(spec: Trace | None, plain: Trace | None) -> tuple:

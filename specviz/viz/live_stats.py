@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from specviz.events import Event, PlainTokenEvent, RoundEvent
+from specviz.events import Event, PlainTokenEvent, RoundEvent, RunSummary
 from specviz.viz.text import esc
 
 
@@ -71,8 +71,10 @@ def _card(value: str, label: str, hint: str) -> str:
     )
 
 
-def stats_html(stats: LiveStats) -> str:
-    """The live stats as a grid of small cards (each with a tooltip saying what it means)."""
+def stats_html(stats: LiveStats, summary: RunSummary | None = None) -> str:
+    """The live stats as a grid of small cards (each with a tooltip saying what it means).
+    With the run's summary, also its speed against plain decoding at the one-token pass
+    measured when the pair loaded, and its draft-length policy."""
     cards = [_card(str(stats.tokens), "tokens", "new tokens generated so far")]
     if not stats.plain:
         cards += [
@@ -82,4 +84,12 @@ def stats_html(stats: LiveStats) -> str:
             _card(str(stats.target_passes_saved), "target passes saved", f"{stats.target_passes} target passes instead of {stats.tokens}"),
         ]
     cards.append(_card(f"{stats.tokens_per_s:.2f}", "tokens / s", f"{stats.tokens} tokens in {stats.elapsed_s:.2f} s"))
+    if summary is not None and summary.plain_ms_per_token > 0 and stats.tokens_per_s > 0:
+        plain_speed = 1000 / summary.plain_ms_per_token
+        speedup = stats.tokens_per_s / plain_speed
+        cards.append(_card(f"{speedup:.2f}\u00d7", "vs plain decoding",
+                           f"{stats.tokens_per_s:.2f} tokens/s against {plain_speed:.2f} tokens/s: one "
+                           f"{summary.plain_ms_per_token:.0f} ms target pass per token, measured when the pair loaded"))
+    if summary is not None and summary.policy and not stats.plain:
+        cards.append(_card(summary.policy, "draft length", "the draft-length policy: fixed k, heuristic or cost-aware"))
     return f'<div class="specviz-stats">{"".join(cards)}</div>'

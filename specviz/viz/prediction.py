@@ -1,19 +1,23 @@
 """Predicted against measured: the formula's speedup beside what the run did, and why they differ.
 
-The formula (DESIGN.md section 1) assumes acceptances are independent with probability alpha
-and that a verify pass over k+1 tokens costs what a one-token pass costs (T). A run measures
-alpha, T, D and the real verify cost V; each assumption that did not hold becomes a sentence.
+The formula (`specviz.theory`) assumes acceptances are independent with probability alpha
+and that a verify pass over k+1 tokens costs what a one-token pass costs (T). T is the
+one-token target pass measured when the pair loaded (the trace's `plain_ms_per_token`), so
+every speedup here is against the same plain-decoding speed the CLI, the API and the bench
+report; a plain run of the same prompt, when there is one, is shown beside it. Each
+assumption that did not hold becomes a sentence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from specviz import theory
 from specviz.events import Event, RoundEvent, RunSummary
+from specviz.settings import MAX_K
 from specviz.viz.live_stats import live_stats
 from specviz.viz.text import esc
 
@@ -25,7 +29,7 @@ OVERHEAD_SHARE = 0.10  # time outside model passes above this share of wall time
 @dataclass
 class Prediction:
     alpha: float  # measured mean overlap
-    k: int
+    k: int  # the run's k (a fixed k, else the mean drafted per round, rounded)
     target_ms: float  # T: one one-token target pass
     draft_ms: float  # D: one drafted token
     verify_ms: float  # V: the run's mean verify pass (over about k+1 tokens)
@@ -34,8 +38,10 @@ class Prediction:
     measured_tokens_per_round: float
     predicted_speedup: float  # the formula, verify costing T
     predicted_speedup_measured_cost: float  # the formula with V in place of T for the verify pass
-    measured_speedup: float | None
+    measured_speedup: float | None  # against T per token
     measured_basis: str  # what the measured speedup is relative to
+    plain_run_speedup: float | None  # against a measured plain run of the same prompt, when there is one
+    plain_run_tokens_per_s: float | None
     best_k: int
     best_k_speedup: float
     break_even_alpha: float
@@ -43,13 +49,14 @@ class Prediction:
 
 
 def predict(summary: RunSummary, events: Iterable[Event], k: int | None = None, plain: RunSummary | None = None,
-            one_token_ms: float | None = None) -> Prediction | None:
+            verify_cost: Mapping[int, float] | None = None) -> Prediction | None:
     """Predicted and measured numbers for a speculative run.
 
-    T (one one-token target pass) is, in order: one_token_ms (e.g. the engine's measured cost
-    model), the plain run's mean pass, else the run's own mean target pass (which, being a
-    verify pass, overstates T). The measured speedup is against the plain run when given,
-    else against one T per token. None when no T can be found (a trace without timings).
+    T (one one-token target pass) is the run's `plain_ms_per_token` (the cost model measured
+    at load), else a plain run's mean pass; never the run's own verify passes, which cover
+    several tokens. `verify_cost` ({n: ms}, the trace's cost model) prices the verify pass
+    over k+1 tokens; without it the run's mean verify pass does. None when no T is known (a
+    trace recorded without a cost model and no plain run to compare with).
     """
     events = list(events)
     rounds = [e for e in events if isinstance(e, RoundEvent)]
@@ -57,39 +64,45 @@ def predict(summary: RunSummary, events: Iterable[Event], k: int | None = None, 
     alpha = summary.mean_overlap if summary.mean_overlap > 0 else stats.mean_overlap
     alpha = float(np.clip(alpha, 0.0, 1.0))
     if k is None:
-        k = round(float(np.mean([len(r.drafted) for r in rounds]))) if rounds else 1
+        k = max(1, round(float(np.mean([r.k for r in rounds])))) if rounds else 1
     verify = float(np.mean([r.verify_ms for r in rounds])) if rounds else summary.target_ms
-    if one_token_ms:
-        t, source = one_token_ms, "measured one-token pass"
+    if summary.plain_ms_per_token > 0:
+        t, source = summary.plain_ms_per_token, "one-token pass measured at load"
     elif plain is not None and plain.target_ms > 0:
-        t, source = plain.target_ms, "plain run's mean pass"
+        t, source = plain.target_ms, "the plain run's mean pass"
     else:
-        t, source = summary.target_ms or verify, "this run's mean verify pass (no one-token measurement)"
-    if not t > 0:  # a trace without timings (e.g. edited by hand): nothing to predict from
         return None
     drafted = sum(len(r.drafted) for r in rounds)
     d = summary.draft_ms if summary.draft_ms > 0 else (stats.draft_ms / drafted if drafted else 0.0)
     tpr = float(theory.tokens_per_round(alpha, k))
     measured_tpr = summary.tokens_per_round or stats.tokens_per_round
     tokens_per_s = summary.tokens_per_s or stats.tokens_per_s
-    if plain is not None and plain.tokens_per_s > 0:
-        measured, basis = tokens_per_s / plain.tokens_per_s, "the plain run"
-    elif tokens_per_s > 0:
-        measured, basis = tokens_per_s * t / 1000, "one target pass per token"
-    else:
-        measured, basis = None, ""
-    bk, bs = theory.best_k(alpha, t, d)
+    measured = tokens_per_s * t / 1000 if tokens_per_s > 0 else None
+    plain_run = tokens_per_s / plain.tokens_per_s if plain is not None and plain.tokens_per_s > 0 and tokens_per_s > 0 else None
+    v = verify
+    if verify_cost:
+        v = _cost_at(verify_cost, k + 1)
+    bk, bs = theory.best_k(alpha, t, d, k_max=MAX_K)
     wall_ms = (summary.wall_s or stats.elapsed_s) * 1000
     model_ms = stats.draft_ms + stats.verify_ms
     return Prediction(
-        alpha=alpha, k=k, target_ms=t, draft_ms=d, verify_ms=verify, target_ms_source=source,
+        alpha=alpha, k=k, target_ms=t, draft_ms=d, verify_ms=v, target_ms_source=source,
         predicted_tokens_per_round=tpr, measured_tokens_per_round=measured_tpr,
         predicted_speedup=float(theory.speedup(alpha, k, t, d)),
-        predicted_speedup_measured_cost=tpr * t / (k * d + verify) if verify > 0 else float("nan"),
-        measured_speedup=measured, measured_basis=basis, best_k=bk, best_k_speedup=bs,
+        predicted_speedup_measured_cost=tpr * t / (k * d + v) if v > 0 else float("nan"),
+        measured_speedup=measured, measured_basis=f"{1000 / t:.2f} tokens/s, one {t:.0f} ms pass per token" if measured else "",
+        plain_run_speedup=plain_run, plain_run_tokens_per_s=plain.tokens_per_s if plain is not None and plain.tokens_per_s > 0 else None,
+        best_k=bk, best_k_speedup=bs,
         break_even_alpha=float(theory.break_even_alpha(k, t, d)),
         overhead_share=max(0.0, 1 - model_ms / wall_ms) if wall_ms > 0 else 0.0,
     )
+
+
+def _cost_at(verify_cost: Mapping[int, float], n: int) -> float:
+    """V(n) from measured sizes: interpolated between them, the largest beyond them."""
+    sizes = sorted(int(s) for s in verify_cost)
+    costs = [float(verify_cost[s]) for s in sorted(verify_cost, key=int)]
+    return float(np.interp(n, sizes, costs))
 
 
 def gap_explanation(pred: Prediction) -> list[str]:
@@ -97,7 +110,7 @@ def gap_explanation(pred: Prediction) -> list[str]:
     out = []
     if pred.verify_ms > VERIFY_COST_TOLERANCE * pred.target_ms:
         out.append(
-            f"A verify pass over about {pred.k + 1} tokens took {pred.verify_ms:.0f} ms, {pred.verify_ms / pred.target_ms:.1f}\u00d7 "
+            f"A verify pass over {pred.k + 1} tokens costs {pred.verify_ms:.0f} ms, {pred.verify_ms / pred.target_ms:.1f}\u00d7 "
             f"a one-token pass ({pred.target_ms:.0f} ms). The formula assumes it costs the same; with the measured cost it "
             f"predicts {pred.predicted_speedup_measured_cost:.2f}\u00d7 instead of {pred.predicted_speedup:.2f}\u00d7."
         )
@@ -133,15 +146,17 @@ def prediction_html(pred: Prediction) -> str:
 
     rows = [
         ("tokens per round", f"{pred.predicted_tokens_per_round:.2f}", f"{pred.measured_tokens_per_round:.2f}"),
-        ("speedup", x(pred.predicted_speedup), x(pred.measured_speedup)),
+        ("speedup over plain decoding", x(pred.predicted_speedup), x(pred.measured_speedup)),
         ("speedup, measured verify cost", x(pred.predicted_speedup_measured_cost), ""),
     ]
+    if pred.plain_run_speedup is not None:
+        rows.append((f"speedup over the plain run ({pred.plain_run_tokens_per_s:.2f} tokens/s)", "", x(pred.plain_run_speedup)))
     head = "<tr><th></th><th>predicted</th><th>measured</th></tr>"
     table = head + "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
     inputs = (
         f"From \u03b1 = {pred.alpha:.2f} (mean overlap), k = {pred.k}, T = {pred.target_ms:.0f} ms per target pass "
-        f"({pred.target_ms_source}), D = {pred.draft_ms:.0f} ms per drafted token; measured V = {pred.verify_ms:.0f} ms per "
-        f"verify pass" + (f"; measured speedup against {pred.measured_basis}." if pred.measured_basis else ".")
+        f"({pred.target_ms_source}), D = {pred.draft_ms:.0f} ms per drafted token, V = {pred.verify_ms:.0f} ms per "
+        f"verify pass over {pred.k + 1} tokens" + (f"; measured speedup against plain decoding at {pred.measured_basis}." if pred.measured_basis else ".")
     )
     why = "".join(f"<p>{esc(s)}</p>" for s in gap_explanation(pred))
     return f'<div class="specviz-text"><p class="sv-muted">{esc(inputs)}</p><table class="specviz-table">{table}</table>{why}</div>'

@@ -11,11 +11,12 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from specviz import theory
+from specviz.settings import MAX_K
 from specviz.viz.palette import BONUS, NEUTRAL, REJECTED, style_figure
 from specviz.viz.text import esc
 
 DEFAULT_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)
-DEFAULT_K_MAX = 16
+DEFAULT_K_MAX = MAX_K  # the page offers k up to MAX_K: best k is searched there
 
 
 # Low alpha cool, high alpha warm, all of middle lightness so each curve reads on white and on black.

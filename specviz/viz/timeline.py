@@ -11,7 +11,8 @@ from specviz.viz.palette import BONUS, DRAFT, NEUTRAL, RESAMPLED, TARGET, empty_
 
 
 def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per round") -> go.Figure:
-    """Stacked bars of draft ms and verify ms per round, with tokens gained on a second axis.
+    """Stacked bars of draft ms and verify ms per round, with tokens gained and the k each
+    round drafted (the policy's choice) on a second axis.
 
     The tokens-gained markers are blue when the round ended with a bonus token (all drafts
     accepted) and amber when it ended with a replacement.
@@ -37,6 +38,11 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
         marker={"color": [BONUS if b else RESAMPLED for b in bonus], "size": 8, "symbol": ["diamond" if b else "circle" for b in bonus]},
         customdata=[r.accepted for r in rounds],
         hovertemplate="round %{x}: %{y} tokens (%{customdata} drafts accepted)<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x, y=[r.k for r in rounds], name="k drafted", yaxis="y2", mode="lines", line={"color": DRAFT, "width": 1.5, "dash": "dot",
+                                                                                    "shape": "hvh"},
+        hovertemplate="round %{x}: drafted k = %{y}<extra></extra>",
     )
     top = max(max(gained), max(r.k for r in rounds) + 1)
     fig.update_layout(
