@@ -1,4 +1,5 @@
-"""`python app.py` launched for real in a subprocess, for the gradio_client and browser tests.
+"""`python app.py` launched for real in a subprocess, for the gradio_client and browser tests,
+and the headless chromium the browser tests drive.
 
     spec = save_tiny_pair(tmp_path)                      # "DRAFT_DIR -> TARGET_DIR" on disk
     with launched_app({"SPECVIZ_DEFAULT_PAIR": spec}) as url: ...
@@ -10,6 +11,7 @@ local folders take. The bundled tests launch the app with its defaults instead.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
@@ -25,6 +27,30 @@ from tiny_models import CLOSE_NOISE, tiny_model, tiny_tokenizer
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 START_TIMEOUT_S = 180  # a generous bound for a busy CI machine, not a speed requirement
+CHROMIUM = "/usr/bin/chromium"  # Debian's chromium, the browser .ci/run installs
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here (Playwright or chromium absent), or None."""
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed (python3.11 -m pip install -r requirements-dev.txt)"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"chromium is not installed at {CHROMIUM} (apt-get install chromium)"
+    return None
+
+
+@contextmanager
+def chromium():
+    """Headless chromium driven by Playwright, closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox", "--disable-background-networking"])
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def save_tiny_pair(folder: Path) -> str:

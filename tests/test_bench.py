@@ -55,7 +55,13 @@ def test_method_names_parse_and_reject_typos():
     assert parse_method("sv-k3") == Method("sv-k3", "sv", "speculative", k=3)
     assert parse_method("hf-assisted-k4").k == 4 and parse_method("hf-assisted").k is None
     assert parse_method("sv-adaptive-min").record == "minimal"
-    assert all(parse_method(n) for n in default_methods([2, 4]))
+    # Every default name parses to itself, in its family, with the k its name carries.
+    names = default_methods([2, 4])
+    methods = [parse_method(n) for n in names]
+    assert [m.name for m in methods] == names
+    assert [m.family for m in methods] == [n.split("-")[0] for n in names]
+    assert {n: m.k for n, m in zip(names, methods) if m.k is not None} == {
+        "hf-assisted-k2": 2, "hf-assisted-k4": 4, "sv-k2": 2, "sv-k4": 4}
     for bad in ("sv-k0", "sv-k17", "hf-plane", "sv-adaptive-k"):
         with pytest.raises(UserError):
             parse_method(bad)

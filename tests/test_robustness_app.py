@@ -25,7 +25,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError, Status
 
-from app_server import ARTIFACTS, launched_app, save_tiny_pair
+from app_server import ARTIFACTS, chromium, launched_app, save_tiny_pair
 from specviz.events import Trace
 
 pytestmark = pytest.mark.app
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.app
 PROMPT = "for i in range(10):"
 # Greedy on the tiny pair (one thread), this prompt runs past 1024 tokens without an end-of-text token.
 LONG_PROMPT = "hello range"
-CHROMIUM = "/usr/bin/chromium"
 RUN_TIMEOUT_MS = 300_000  # a bound for a busy machine, not a speed requirement
 HOSTILE = {
     "script": "<script>window.__pwned=1</script>",
@@ -196,11 +195,9 @@ def test_a_client_that_disconnects_mid_run_does_not_leave_it_running(app):
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"])
+    # Without Playwright or chromium the tests using this are skipped locally and fail in CI (tests/conftest.py).
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def hostile_trace(url: str, tmp_path) -> str:

@@ -62,9 +62,26 @@ def test_every_round_tells_its_story_and_draws_each_position(spec):
             assert fig.data and all(len(t.y) > 0 for t in fig.data)
 
 
-def test_greedy_speculative_output_equals_plain_greedy():
-    ident = identity_check(load("greedy"), load("plain"))
-    assert ident.identical and ident.compared == 40
+def test_identity_check_matches_the_recorded_greedy_run_to_plain_and_finds_a_changed_token():
+    """The identity check on frozen recordings: it reads the same 40 output tokens from the greedy
+    speculative rounds as from the plain tokens, and finds where they part: at a changed token,
+    or where a shorter run ends.
+    (That the engine's greedy speculative output equals plain greedy is checked on live runs in
+    test_engine.py and test_engine_bundled.py.)"""
+    greedy, plain = load("greedy"), load("plain")
+    ident = identity_check(greedy, plain)
+    assert ident.identical and ident.first_difference is None and ident.compared == 40
+    assert [e.id for e in plain.events] == plain.token_ids == greedy.token_ids
+
+    changed = load("plain")
+    changed.events[17].id += 1
+    ident = identity_check(greedy, changed)
+    assert not ident.identical and ident.first_difference == 17 and ident.compared == 40
+
+    cut = load("plain")
+    cut.events = cut.events[:30]
+    ident = identity_check(greedy, cut)
+    assert not ident.identical and ident.first_difference == 30 and ident.compared == 30
 
 
 def test_race_and_figures_on_recorded_runs(spec):

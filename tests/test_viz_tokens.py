@@ -1,6 +1,7 @@
 """The token stream HTML: classes, tooltips, escaping of hostile and invisible text."""
 
 import re
+import sys
 from html.parser import HTMLParser
 
 from viz_sample import HOSTILE_IMG, HOSTILE_SCRIPT, bonus_round, greedy_round, hostile_round, plain_events, sample_rounds, sampled_round
@@ -124,7 +125,30 @@ def test_legend_names_every_style():
     assert "tok-plain" not in legend_html()
 
 
+def _render_counting_calls(n_rounds: int) -> tuple[str, int]:
+    """The stream of n rounds, and how many function calls (Python and built-in) drawing it took."""
+    rounds = [sampled_round(i) for i in range(n_rounds)]
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        calls += event in ("call", "c_call")
+
+    sys.setprofile(count)
+    try:
+        html = tokens_html(rounds)
+    finally:
+        sys.setprofile(None)
+    return html, calls
+
+
 def test_stream_scales_linearly():
-    rounds = [sampled_round(i) for i in range(2000)]
-    html = tokens_html(rounds)
-    assert len(re.findall(r'class="tok ', html)) == 2000 * 5
+    # Four times the rounds must cost four times the work and the markup: redrawing or rescanning
+    # earlier rounds for each new one (quadratic) would cost 16 times, even n log n about 4.9 times.
+    # Counting calls instead of timing keeps the check exact on a busy machine.
+    small, small_calls = _render_counting_calls(500)
+    large, large_calls = _render_counting_calls(2000)
+    assert len(re.findall(r'class="tok ', small)) == 500 * 5 and len(re.findall(r'class="tok ', large)) == 2000 * 5
+    assert 3.9 <= large_calls / small_calls <= 4.1, (small_calls, large_calls)
+    # Round numbers gain a digit or so: the markup grows a little over 4 times, never 16.
+    assert 4.0 <= len(large) / len(small) <= 4.2, (len(small), len(large))
