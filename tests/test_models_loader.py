@@ -126,7 +126,7 @@ def test_dtype_from_the_environment(folders, monkeypatch):
     assert load_pair(" -> ".join(folders), dtype="float32") is not pair
 
 
-def test_differing_vocabularies_are_refused(tmp_path, folders):
+def test_a_draft_with_another_vocabulary_loads_with_its_own_tokenizer(tmp_path, folders):
     from tiny_models import CORPUS
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -136,13 +136,26 @@ def test_differing_vocabularies_are_refused(tmp_path, folders):
     other = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     other.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     other_tok = PreTrainedTokenizerFast(tokenizer_object=other, unk_token="<unk>")
-    odd = save(tmp_path / "odd-draft", tiny_model(2, layers=2), other_tok)
-    with pytest.raises(VocabMismatchError, match=r"odd-draft cannot draft for target: their vocabularies differ"):
-        load_pair(f"{odd} -> {folders[1]}")
-    assert loaded_bytes() == 4 * sum(p.numel() for p in tiny_model(0).parameters())  # the draft's weights never loaded
-    load_pair(odd, with_draft=False)  # a draft loaded before (here as a target) is checked too
-    with pytest.raises(VocabMismatchError):
-        load_pair(f"{odd} -> {folders[1]}")
+    draft_model = tiny_model(2, layers=2)
+    odd = save(tmp_path / "odd-draft", draft_model, other_tok)
+    pair = load_pair(f"{odd} -> {folders[1]}", int8_draft=False)
+    assert pair.cross_tokenizer and pair.tokenizer.get_vocab() == tiny_tokenizer().get_vocab()
+    assert other_tok.get_vocab().items() <= pair.draft_tokenizer.get_vocab().items()  # saving may add an EOS
+    assert pair.vocab_size == len(tiny_tokenizer())  # the target's ids
+    vocab_info = pair.info["vocab"]
+    assert vocab_info["method"] == pair.vocab_map.method == "text"  # few whole words are target tokens
+    assert vocab_info["draft_entries"] == len(pair.draft_tokenizer.get_vocab()) and vocab_info["target_entries"] == len(tiny_tokenizer())
+    assert "odd-draft and target have different vocabularies" in vocab_info["message"]
+    same = load_pair(" -> ".join(folders), int8_draft=False)
+    assert not same.cross_tokenizer and same.draft_tokenizer is None and same.info["vocab"]["method"] == "same"
+
+
+def test_a_draft_whose_head_is_smaller_than_its_own_tokenizer_is_refused(tmp_path, folders):
+    config = Qwen2Config(vocab_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False)
+    small = save(tmp_path / "small-draft", Qwen2ForCausalLM(config), tiny_tokenizer(chat_template=False))
+    with pytest.raises(VocabMismatchError, match="model scores only 8 ids"):
+        load_pair(f"{small} -> {folders[1]}", int8_draft=False)
 
 
 def test_padded_lm_heads_use_the_shared_rows(tmp_path):

@@ -1,4 +1,5 @@
-"""The vocabulary check: a draft must map every string to the same id as its target."""
+"""The vocabulary check: the same ids, or a pair with different vocabularies that says how it
+will draft (never refused)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from specviz.models.errors import VocabMismatchError
-from specviz.models.vocab import check_same_vocab, shared_vocab_size, vocab_differences
+from specviz.models.vocab import check_vocab, shared_vocab_size, vocab_differences
 
 WORDS = ["<unk>", "def", "return", "print", "(", ")", ":", "x", "y", "z"]
 
@@ -30,17 +31,25 @@ def tiny_lm(rows: int) -> Qwen2ForCausalLM:
 def test_identical_vocabularies_pass():
     a, b = word_tokenizer(WORDS), word_tokenizer(list(WORDS))
     assert vocab_differences(a, b) == []
-    check_same_vocab(a, b, "draft-model", "target-model")
+    m, message = check_vocab(a, b, "draft-model", "target-model")
+    assert m.identical and "share one vocabulary" in message
 
 
-def test_swapped_ids_are_refused_naming_both_models_and_the_first_differences():
+def test_swapped_ids_are_not_refused_the_pair_drafts_through_the_shared_tokens():
     swapped = WORDS[:2] + [WORDS[3], WORDS[2]] + WORDS[4:]  # "return" and "print" trade ids
-    with pytest.raises(VocabMismatchError) as err:
-        check_same_vocab(word_tokenizer(WORDS), word_tokenizer(swapped), "draft-model", "target-model")
-    message = str(err.value)
-    assert "draft-model" in message and "target-model" in message
+    m, message = check_vocab(word_tokenizer(WORDS), word_tokenizer(swapped), "draft-model", "target-model")
+    assert not m.identical and m.method == "intersection" and m.overlap == 1.0
+    assert m.draft_to_target.tolist() == [0, 1, 3, 2, 4, 5, 6, 7, 8, 9]
+    assert "draft-model and target-model have different vocabularies" in message
     assert "id 2: draft 'return' vs target 'print'" in message
-    assert "id 3: draft 'print' vs target 'return'" in message
+    assert "The pair drafts by intersection: 100.0% of the target's vocabulary" in message
+
+
+def test_vocabularies_sharing_little_draft_through_text():
+    other = ["<unk>", "alpha", "beta", "gamma", "delta", "x"]  # only <unk> and x shared: 2 of 10 target entries
+    m, message = check_vocab(word_tokenizer(other), word_tokenizer(WORDS), "draft-model", "target-model")
+    assert (m.shared, m.method) == (2, "text") and m.overlap == pytest.approx(0.2)
+    assert "The pair drafts by text: 20.0% of the target's vocabulary" in message and "below 50%" in message
 
 
 def test_a_longer_vocabulary_shows_the_missing_entries():

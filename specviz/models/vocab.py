@@ -1,8 +1,10 @@
-"""Can these two models draft for each other? Only if they speak the same vocabulary.
+"""Do these two models speak the same vocabulary, and if not, how will the draft draft?
 
-Speculative decoding compares p and q id by id, so the draft and the target must map every
-string to the same id. Their LM heads may still differ in size (rows padded to a multiple of
-64 or 128, e.g. 151936 vs 152064): the work then happens on the rows both have.
+Speculative decoding compares p and q id by id. When the draft and the target map every
+string to the same id, the draft proposes target ids directly; their LM heads may still
+differ in size (rows padded to a multiple of 64 or 128, e.g. 151936 vs 152064): the work then
+happens on the rows both have. When they do not, the pair drafts through text or through the
+shared tokens (`vocab_map.py`, `drafters/cross_vocab.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 import torch
 
 from specviz.models.errors import VocabMismatchError
+from specviz.models.vocab_map import VocabMap, vocab_map
 
 SHOWN_DIFFERENCES = 5
 
@@ -35,17 +38,28 @@ def _show(s: str | None) -> str:
     return "(none)" if s is None else repr(s)
 
 
-def check_same_vocab(draft_tok: Any, target_tok: Any, draft_name: str, target_name: str) -> None:
-    """Raise VocabMismatchError, naming both models and the first differences, unless the
-    two tokenizers map the same strings to the same ids."""
-    diffs = vocab_differences(draft_tok, target_tok)
-    if diffs:
-        n_d, n_t = len(draft_tok.get_vocab()), len(target_tok.get_vocab())
-        raise VocabMismatchError(
-            f"{draft_name} cannot draft for {target_name}: their vocabularies differ "
-            f"({n_d:,} vs {n_t:,} entries; first differences: {'; '.join(diffs)}). "
-            "Pick a draft from the same model family, or a self-drafting method (prompt lookup, early exit)."
-        )
+def check_vocab(
+    draft_tok: Any,
+    target_tok: Any,
+    draft_name: str,
+    target_name: str,
+    *,
+    draft_rows: int | None = None,
+    target_rows: int | None = None,
+) -> tuple[VocabMap, str]:
+    """Line the draft's vocabulary up with the target's and say, in words, how the pair will
+    draft: with the same ids, or (different vocabularies are no longer refused) through
+    text or the shared tokens, and why."""
+    m = vocab_map(draft_tok, target_tok, draft_rows=draft_rows, target_rows=target_rows)
+    if m.identical:
+        return m, f"{draft_name} and {target_name} share one vocabulary: the draft proposes target ids directly"
+    diffs = vocab_differences(draft_tok, target_tok, limit=3)
+    message = (
+        f"{draft_name} and {target_name} have different vocabularies ({m.draft_entries:,} vs {m.target_entries:,} "
+        f"entries, {m.shared:,} with the same text; first differing ids: {'; '.join(diffs)}). "
+        f"The pair drafts by {m.method}: {m.reason}"
+    )
+    return m, message
 
 
 # The files that define a transformers tokenizer's vocabulary and special tokens.
