@@ -86,6 +86,16 @@ class TreeNode:
 
 
 @dataclass
+class AlignedToken:
+    """A cross-tokenizer round: one token the draft proposed in its own vocabulary, and the
+    target's candidates (indices into the round's `drafted`) its text became."""
+
+    id: int
+    text: str
+    candidates: list[int]
+
+
+@dataclass
 class RoundEvent:
     """One draft/verify round. A tree round also lists every drafted node in `tree`; its
     `drafted` are the nodes the target checked along the path it took, in order, so the
@@ -102,6 +112,7 @@ class RoundEvent:
     new_tokens: int  # total new tokens after this round
     type: Literal["round"] = "round"
     tree: list[TreeNode] = field(default_factory=list)  # empty for a chain round
+    alignment: list[AlignedToken] = field(default_factory=list)  # a draft with another tokenizer: its own tokens
 
     @property
     def accepted(self) -> int:
@@ -151,6 +162,8 @@ class RunSummary:
     # measured when the pair loaded, so a trace's speedup does not depend on what else ran.
     plain_ms_per_token: float = 0.0
     speedup_vs_plain: float = 0.0  # tokens_per_s over 1000 / plain_ms_per_token (0 when unknown)
+    acceptance_by_position: list[float] = field(default_factory=list)  # accepted / reached at each draft position
+    hindsight_k: list[int] = field(default_factory=list)  # per round: the best k in hindsight (`specviz.acceptance`)
 
 
 @dataclass
@@ -295,6 +308,7 @@ def event_from_dict(d: Any, where: str = "event") -> Event:
     r.drafted = [_build(DraftToken, x, f"{where}.drafted[{j}]") for j, x in enumerate(_list(r.drafted, where))]
     r.positions = [_position(x, f"{where}.positions[{j}]") for j, x in enumerate(_list(r.positions, where))]
     r.tree = [_build(TreeNode, x, f"{where}.tree[{j}]") for j, x in enumerate(_list(r.tree, where))]
+    r.alignment = [_build(AlignedToken, x, f"{where}.alignment[{j}]") for j, x in enumerate(_list(r.alignment, where))]
     if r.emitted is not None:
         r.emitted = _build(EmittedToken, r.emitted, f"{where}.emitted")
     return r

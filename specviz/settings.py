@@ -15,12 +15,15 @@ from specviz.errors import UserError
 
 MAX_K = 16
 MAX_NEW_TOKENS_CAP = 1024
-DRAFTERS = ("model", "lookup", "early-exit")
+DRAFTERS = ("model", "tree", "lookup", "early-exit")
 MODES = ("speculative", "plain")
 # How many tokens a round drafts: a fixed k; transformers' +2/-1 schedule with a confidence
 # cut ("heuristic"); or the most expected tokens per measured ms ("cost-aware", what
 # "adaptive" means everywhere in specviz).
 POLICIES = ("fixed", "heuristic", "cost-aware")
+# A pair whose draft has another tokenizer drafts through text (re-encoded, point masses) or
+# on the vocabulary both share (q restricted and mapped); "auto" takes the pair's default.
+VOCAB_METHODS = ("auto", "text", "intersection")
 
 # Inclusive numeric ranges (the page's sliders span them; top-p's lower end is open).
 RANGES: dict[str, tuple[float, float]] = {
@@ -29,6 +32,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "top_p": (0.0, 1.0),
     "max_new_tokens": (1, MAX_NEW_TOKENS_CAP),
     "adaptive_threshold": (0.0, 1.0),
+    "tree_nodes": (1, 64),
+    "tree_width": (1, 8),
 }
 
 HELP = {
@@ -40,6 +45,9 @@ HELP = {
     "raw": "send the prompt as-is, without the chat template",
     "early_exit_layers": "layers of the target the early-exit drafter uses (0: a quarter)",
     "adaptive_threshold": "heuristic policy: draft confidence below which a round's drafting stops",
+    "tree_nodes": "tree drafter: the most drafted nodes per round (all verified in one target pass)",
+    "tree_width": "tree drafter: the most children per node (the draft's most likely tokens there)",
+    "vocab_method": "a draft with another tokenizer: drafts through text, or on the shared vocabulary (auto: the pair's default)",
 }
 
 
@@ -56,11 +64,14 @@ class GenerationSettings:
     seed: int = 0
     k: int = 8  # the fixed k, or the cap of the heuristic and cost-aware policies
     policy: Literal["fixed", "heuristic", "cost-aware"] = "cost-aware"
-    drafter: Literal["model", "lookup", "early-exit"] = "model"
+    drafter: Literal["model", "tree", "lookup", "early-exit"] = "model"
     mode: Literal["speculative", "plain"] = "speculative"
     raw: bool = False  # send the prompt as-is instead of through the chat template
     early_exit_layers: int = 0  # layers of the target used by the early-exit drafter (0: a quarter)
     adaptive_threshold: float = 0.4  # heuristic policy: stop a round's drafting below this draft confidence
+    tree_nodes: int = 8  # tree drafter: node budget per round
+    tree_width: int = 2  # tree drafter: children per node at most
+    vocab_method: Literal["auto", "text", "intersection"] = "auto"  # a draft with another tokenizer
 
     @property
     def greedy(self) -> bool:
@@ -69,7 +80,7 @@ class GenerationSettings:
     @property
     def needs_draft(self) -> bool:
         """Whether a run with these settings needs the pair's draft model loaded."""
-        return self.mode == "speculative" and self.drafter == "model"
+        return self.mode == "speculative" and self.drafter in ("model", "tree")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,8 +99,13 @@ class GenerationSettings:
         _check(self.policy in POLICIES, f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
         _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)} (got {self.drafter!r})")
         _check(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
+        _check(self.vocab_method in VOCAB_METHODS, f"vocab method must be one of {', '.join(VOCAB_METHODS)} (got {self.vocab_method!r})")
         _check(isinstance(self.raw, bool), f"raw must be true or false (got {self.raw!r})")
         _check(_whole(self.early_exit_layers) and self.early_exit_layers >= 0, "early-exit layers must be 0 or more")
+        for name, what in (("tree_nodes", "tree nodes"), ("tree_width", "tree width")):
+            lo, hi = RANGES[name]
+            value = getattr(self, name)
+            _check(_whole(value) and lo <= value <= hi, f"{what} must be a whole number from {lo} to {hi} (got {value!r})")
         _check(
             _num(self.adaptive_threshold) and 0 <= self.adaptive_threshold <= 1,
             f"adaptive threshold must be between 0 and 1 (got {self.adaptive_threshold!r})",
@@ -99,7 +115,7 @@ class GenerationSettings:
 
 DEFAULTS = GenerationSettings()
 FIELDS = tuple(f.name for f in fields(GenerationSettings))
-WHOLE = {"k", "top_k", "max_new_tokens", "seed", "early_exit_layers"}
+WHOLE = {"k", "top_k", "max_new_tokens", "seed", "early_exit_layers", "tree_nodes", "tree_width"}
 NUMBERS = {"temperature", "top_p", "adaptive_threshold"}
 
 

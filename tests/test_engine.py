@@ -291,3 +291,35 @@ def test_detokenizer_holds_back_incomplete_characters():
     shown = "".join(cut.push(i) for i in ids[:3])
     assert shown == "naïve" and cut.flush() == " \ufffd"
     assert cut.text == tok.decode(ids[:3])
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("width", [1, 2, 3])
+def test_greedy_tree_equals_plain(nodes, width, plain_greedy):
+    trace = engine.run(tiny_pair("close"), PROMPT, settings(k=8, drafter="tree", tree_nodes=nodes, tree_width=width))
+    assert trace.token_ids == plain_greedy
+    check_consistent(trace)
+    assert all(r.tree for r in trace.events[:-1]), "every round but a last one-token round drafts a tree"
+    for r in trace.events:
+        assert len(r.tree) <= nodes
+        assert all(n.depth == 1 if n.parent < 0 else n.depth == r.tree[n.parent].depth + 1 for n in r.tree)
+        path = [n.token for n in r.tree if n.decision == "accepted"]
+        # the accepted path, then the emitted token, is what the round added
+        assert path + ([r.emitted.id] if r.emitted else []) == [d.id for d in r.drafted if d.decision == "accepted"] + (
+            [r.emitted.id] if r.emitted else [])
+
+
+def test_a_one_wide_tree_is_the_chain():
+    pair = tiny_pair("close")
+    chain = engine.run(pair, PROMPT, settings(k=4, drafter="model"))
+    tree = engine.run(pair, PROMPT, settings(k=4, drafter="tree", tree_nodes=4, tree_width=1))
+    assert tree.token_ids == chain.token_ids
+    assert [[d.id for d in r.drafted] for r in tree.events] == [[d.id for d in r.drafted] for r in chain.events]
+    assert [r.k for r in tree.events] == [r.k for r in chain.events]
+
+
+def test_a_sampled_tree_trace_round_trips():
+    trace = engine.run(tiny_pair("close"), PROMPT, settings(k=8, drafter="tree", tree_nodes=8, tree_width=2, temperature=0.8, seed=1))
+    again = Trace.from_json(trace.to_json())
+    assert [r.tree for r in again.events] == [r.tree for r in trace.events]
+    assert any(n.decision == "rejected" for r in trace.events for n in r.tree)

@@ -73,7 +73,7 @@ def test_text_output_then_a_summary_line(mode):
 
 def test_terminal_colours_every_decision():
     out = io.StringIO()
-    cli.generate(tiny_pair("close"), "Write a function", GenerationSettings(max_new_tokens=30, k=4), as_json=False, out=out, color=True)
+    cli.generate(tiny_pair("close"), "Write a function", GenerationSettings(max_new_tokens=30, k=4, policy="fixed"), as_json=False, out=out, color=True)
     shown = out.getvalue()
     for kind in ("accepted", "rejected", "resampled", "bonus"):
         assert cli.STYLES[kind] in shown, kind

@@ -24,13 +24,14 @@ from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.models.presets import list_presets
-from specviz.settings import DEFAULTS, HELP, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request
+from specviz.settings import DEFAULTS, HELP, VOCAB_METHODS, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
 DRAFTERS = [
     ("Draft model", "model"),
+    ("Token tree (the draft model's best guesses, verified in one pass)", "tree"),
     ("Prompt lookup (n-grams of the prompt, no second model)", "lookup"),
     ("Early exit (the target's first layers)", "early-exit"),
 ]
@@ -54,7 +55,7 @@ watch('value', () => {
 # (LiveRuns.run takes them in this order; every GenerationSettings field is one of them, so
 # a run, or an uploaded trace, keeps every setting).
 SETTING_NAMES = ("drafter", "policy", "k", "temperature", "top_p", "top_k", "seed", "max_new_tokens", "mode", "raw",
-                 "early_exit_layers", "adaptive_threshold")
+                 "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method")
 POLICY_CHOICES = [
     ("Cost-aware (most tokens per measured ms)", "cost-aware"),
     ("Fixed k", "fixed"),
@@ -84,7 +85,8 @@ class LiveTab:
 
     @property
     def sliders(self) -> list[gr.Slider]:
-        return [self.settings[name] for name in ("k", "temperature", "top_p", "max_new_tokens", "adaptive_threshold")]
+        return [self.settings[name] for name in ("k", "temperature", "top_p", "max_new_tokens", "adaptive_threshold", "tree_nodes",
+                                                 "tree_width")]
 
     @property
     def choices(self) -> list[gr.components.Component]:
@@ -142,8 +144,15 @@ def build(config: PageConfig) -> LiveTab:
                     top_k = gr.Number(d.top_k, precision=0, minimum=0, label="Top-k", info="0 = off", elem_id="top_k", min_width=100)
                     max_new_tokens = gr.Slider(RANGES["max_new_tokens"][0], MAX_SHOWN_TOKENS, value=d.max_new_tokens, step=1,
                                                precision=0, label="Max new tokens", elem_id="max_new_tokens", min_width=200)
+                with gr.Row():
+                    tree_nodes = gr.Slider(*RANGES["tree_nodes"], value=d.tree_nodes, step=1, precision=0, label="Tree: nodes per round",
+                                           info=HELP["tree_nodes"], elem_id="tree_nodes", min_width=160)
+                    tree_width = gr.Slider(*RANGES["tree_width"], value=d.tree_width, step=1, precision=0, label="Tree: children per node",
+                                           info=HELP["tree_width"], elem_id="tree_width", min_width=160)
                 with gr.Accordion("More settings", open=False, elem_id="more-settings"):
                     raw = gr.Checkbox(value=d.raw, label="Raw prompt", info=HELP["raw"], elem_id="raw")
+                    vocab_method = gr.Radio(list(VOCAB_METHODS), value=d.vocab_method, label="Draft with another tokenizer",
+                                            info=HELP["vocab_method"], elem_id="vocab_method")
                     early_exit_layers = gr.Number(d.early_exit_layers, precision=0, minimum=0, label="Early-exit layers",
                                                   info=HELP["early_exit_layers"], elem_id="early_exit_layers")
                     adaptive_threshold = gr.Slider(*RANGES["adaptive_threshold"], value=d.adaptive_threshold, step=0.05,
@@ -159,7 +168,7 @@ def build(config: PageConfig) -> LiveTab:
                                elem_id="timeline", show_label=False)
     controls = dict(drafter=drafter, policy=policy, k=k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                     max_new_tokens=max_new_tokens, mode=mode, raw=raw, early_exit_layers=early_exit_layers,
-                    adaptive_threshold=adaptive_threshold)
+                    adaptive_threshold=adaptive_threshold, tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method)
     return LiveTab(prompt, pair, {name: controls[name] for name in SETTING_NAMES}, run, stop, tokens, stats, timeline)
 
 
@@ -211,10 +220,10 @@ class LiveRuns:
 
     @shown_errors
     def run(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-            early_exit_layers, adaptive_threshold, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
         """Run with the page's settings: yields (stream, stats, timeline, trace) once per round."""
         values = dict(zip(SETTING_NAMES, (drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-                                          early_exit_layers, adaptive_threshold)))
+                                          early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method)))
         settings = from_request(values)
         prompt = check_prompt(prompt)
         shown, plotted_at = -1, -math.inf
@@ -228,14 +237,14 @@ class LiveRuns:
                 shown, plotted_at = len(trace.events), now
 
     def rerun(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-              early_exit_layers, adaptive_threshold, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+              early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
         """A setting changed or the pair changed: run again if there is a prompt, else only load."""
         if not (isinstance(prompt, str) and prompt.strip()):
             runner.LOADER.request(runner.check_pair(pair, self.config))
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
         yield from self.run(prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-                            early_exit_layers, adaptive_threshold, request, progress)
+                            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, request, progress)
 
     @staticmethod
     def stop(request: gr.Request) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.app import compare, inspector, live, lossless_tab, runner, theory_tab, traces
+from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, traces
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import shown_errors
@@ -60,17 +60,19 @@ class _Refresh:
     th: theory_tab.TheoryTab
     tr: traces.TracesTab
     plain: gr.State
+    lb: labs_tab.LabsTab
 
     @property
     def outputs(self) -> list:
-        return [*self.ins.outputs, self.plain, *self.cmp.outputs, *self.th.outputs, self.tr.download, self.tr.summary]
+        return [*self.ins.outputs, self.plain, *self.cmp.outputs, *self.th.outputs, self.tr.download, self.tr.summary,
+                *self.lb.outputs]
 
     @staticmethod
     def views(trace: Trace | None, alpha, k, target_ms, draft_ms) -> tuple:
         """The new trace has no plain run to compare with yet."""
         return (*inspector.inspect(trace, 0), None, *compare.views(trace, None),
                 *theory_tab.views(alpha, k, target_ms, draft_ms, trace, None),
-                traces.save_for_download(trace), traces.summary_html(trace))
+                traces.save_for_download(trace), traces.summary_html(trace), *labs_tab.views(trace))
 
 
 def build_page(config: PageConfig) -> gr.Blocks:
@@ -96,9 +98,12 @@ def build_page(config: PageConfig) -> gr.Blocks:
                 th = theory_tab.build()
             with gr.Tab("Lossless lab", id="lossless", elem_id="tab-lossless"):
                 ll = lossless_tab.build()
+            with gr.Tab("Labs", id="labs", elem_id="tab-labs"):
+                lb = labs_tab.build()
             with gr.Tab("Traces", id="traces", elem_id="tab-traces"):
                 tr = traces.build()
-        refresh = _Refresh(ins, cmp, th, tr, plain)
+        refresh = _Refresh(ins, cmp, th, tr, plain, lb)
+        labs_tab.wire(lb, trace, lv.pair, config)
         refresh_inputs = [trace, *th.sliders]
 
         def then_refresh(event):
@@ -189,13 +194,17 @@ def generate_api(config: PageConfig):
         raw: bool = d.raw,
         early_exit_layers: int = d.early_exit_layers,
         adaptive_threshold: float = d.adaptive_threshold,
+        tree_nodes: int = d.tree_nodes,
+        tree_width: int = d.tree_width,
+        vocab_method: str = d.vocab_method,
         request: gr.Request = None,
     ) -> Iterator[str]:
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
         (the schema of `python -m specviz generate --json`), one per round (at most five a
         second); the last is the finished trace."""
         values = dict(drafter=drafter, k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
-                      mode=mode, top_k=top_k, raw=raw, early_exit_layers=early_exit_layers, adaptive_threshold=adaptive_threshold)
+                      mode=mode, top_k=top_k, raw=raw, early_exit_layers=early_exit_layers, adaptive_threshold=adaptive_threshold,
+                      tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method)
         if policy is not None:
             values["policy"] = policy
         if adaptive:

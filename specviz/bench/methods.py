@@ -8,6 +8,7 @@ Names: `sv-*` run specviz's engine, `hf-*` run transformers' `generate`.
                           events recorded in full)
     sv-adaptive-min       the same with events reduced to the minimum: the event stream's cost
     sv-heuristic          speculative, draft model, transformers' +2/-1 schedule
+    sv-tree{N}x{B}        speculative, a token tree of N nodes, at most B children each, from the draft model
     sv-lookup             speculative, prompt-lookup drafter (no draft model), cost-aware
     sv-early-exit         speculative, the target's own first layers as the drafter, cost-aware
     hf-plain              transformers, target alone
@@ -38,12 +39,13 @@ class Method:
     family: str  # "sv" or "hf"
     kind: str  # plain | speculative | lookup | early-exit | assisted
     k: int | None = None  # fixed draft length; None: adaptive / the library's default schedule
+    tree: tuple[int, int] | None = None  # specviz token tree: (nodes, width)
     record: str = "full"  # specviz only: "full" or "minimal" events
     policy: str = "cost-aware"  # specviz's draft-length policy when k is None
 
     @property
     def needs_draft(self) -> bool:
-        return self.kind in ("speculative", "assisted")
+        return self.kind in ("speculative", "assisted", "tree")
 
 
 @dataclass
@@ -98,13 +100,16 @@ def parse_method(name: str) -> Method:
     }
     if name in fixed:
         return fixed[name]
+    t = re.fullmatch(r"sv-tree(\d+)x(\d+)", name)
+    if t and 1 <= int(t.group(1)) <= 64 and 1 <= int(t.group(2)) <= 8:
+        return Method(name, "sv", "tree", tree=(int(t.group(1)), int(t.group(2))))
     m = re.fullmatch(r"(sv-k|hf-assisted-k)(\d+)", name)
     if m and 1 <= int(m.group(2)) <= 16:
         k = int(m.group(2))
         return Method(name, "sv", "speculative", k=k) if m.group(1) == "sv-k" else Method(name, "hf", "assisted", k=k)
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, sv-lookup, "
-        "sv-early-exit, hf-plain, hf-assisted, hf-assisted-k<K> or hf-lookup (K from 1 to 16)"
+        "sv-early-exit, sv-tree<N>x<B>, hf-plain, hf-assisted, hf-assisted-k<K> or hf-lookup (K from 1 to 16, N to 64, B to 8)"
     )
 
 
@@ -112,6 +117,9 @@ def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> Generat
     """The specviz settings one method runs with; `base` holds temperature, length, seed."""
     if method.kind == "plain":
         return replace(base, mode="plain")
+    if method.kind == "tree":
+        nodes, width = method.tree
+        return replace(base, mode="speculative", drafter="tree", k=k_max, policy="fixed", tree_nodes=nodes, tree_width=width)
     drafter = {"speculative": "model", "lookup": "lookup", "early-exit": "early-exit"}[method.kind]
     if method.k is not None:
         return replace(base, mode="speculative", drafter=drafter, k=method.k, policy="fixed")

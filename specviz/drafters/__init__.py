@@ -1,6 +1,7 @@
 """Drafting strategies behind one protocol (see `base.Drafter`), and how long each round drafts.
 
     model       a smaller draft model with its own KV cache
+    tree        the draft model growing a tree of guesses, verified in one target pass
     lookup      prompt lookup: continue the latest n-gram match in the context
     early-exit  the target's own first L layers, final norm and LM head
 
@@ -16,14 +17,17 @@ import torch
 from specviz.drafters.base import Drafter, KeepGoing, Proposal
 from specviz.drafters.cost_aware import CostAwareLength
 from specviz.drafters.cost_model import CostModel, for_pair
+from specviz.drafters.cross_vocab import make_cross_drafter
 from specviz.drafters.early_exit import EarlyExitForward, default_layers
 from specviz.drafters.length import DraftLength, HeuristicLength
 from specviz.drafters.lookup import LookupDrafter
 from specviz.drafters.model import ModelDrafter
+from specviz.drafters.tree import TreeDrafter
 from specviz.errors import UserError
 from specviz.lm.cached import CachedLM, model_forward
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
+from specviz.lm.tree import model_tree_forward
 from specviz.models.pair import ModelPair
 from specviz.settings import GenerationSettings
 
@@ -43,7 +47,14 @@ def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: to
         return ModelDrafter(f"early-exit-{layers}", lm, sampler, generator, stop_ids(pair))
     if pair.draft is None:
         raise UserError(f"the pair {pair.name!r} has no draft model: use the lookup or early-exit drafter")
+    if getattr(pair, "cross_tokenizer", False):
+        if settings.drafter == "tree":
+            raise UserError("the tree drafter needs a draft that shares the target's tokenizer; this pair's does not")
+        return make_cross_drafter(pair, settings, generator, None if settings.vocab_method == "auto" else settings.vocab_method)
     lm = CachedLM(model_forward(pair.draft), pair.draft.config, pair.device)
+    if settings.drafter == "tree":
+        return TreeDrafter(f"tree-{settings.tree_nodes}x{settings.tree_width}", lm, model_tree_forward(pair.draft), sampler,
+                           stop_ids(pair), nodes=settings.tree_nodes, width=settings.tree_width)
     return ModelDrafter("model", lm, sampler, generator, stop_ids(pair))
 
 
@@ -51,7 +62,8 @@ def make_length(pair: ModelPair, settings: GenerationSettings) -> DraftLength:
     """The draft-length policy `settings.policy` names, up to k = settings.k, fresh for each
     run (a policy learns from its own rounds only). The cost-aware one reads the pair's
     measured cost model, with D for the drafter the settings name."""
-    if settings.policy == "fixed":
+    if settings.policy == "fixed" or settings.drafter == "tree":
+        # A tree's size is its node budget; k caps its depth.
         return DraftLength(settings.k)
     if settings.policy == "heuristic":
         return HeuristicLength(settings.k, threshold=settings.adaptive_threshold)

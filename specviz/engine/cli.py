@@ -15,7 +15,7 @@ from typing import TextIO
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.settings import HELP as SETTING_HELP
-from specviz.settings import DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, from_request
+from specviz.settings import VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, from_request
 
 HELP = "generate text with speculative or plain decoding"
 
@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--adaptive", action="store_true", help="the same as --policy cost-aware")
     parser.add_argument("--k", type=int, default=d.k, help=f"{SETTING_HELP['k']} (default: %(default)s)")
     parser.add_argument("--adaptive-threshold", type=float, default=d.adaptive_threshold, help=f"{SETTING_HELP['adaptive_threshold']} (default: %(default)s)")
+    parser.add_argument("--tree-nodes", type=int, default=d.tree_nodes, help=f"{SETTING_HELP['tree_nodes']} (default: %(default)s)")
+    parser.add_argument("--tree-width", type=int, default=d.tree_width, help=f"{SETTING_HELP['tree_width']} (default: %(default)s)")
+    parser.add_argument("--vocab-method", choices=VOCAB_METHODS, default=d.vocab_method, help=f"{SETTING_HELP['vocab_method']} (default: %(default)s)")
     parser.add_argument("--early-exit-layers", type=int, default=d.early_exit_layers, help=SETTING_HELP["early_exit_layers"])
     parser.add_argument("--temperature", type=float, default=d.temperature, help=f"{SETTING_HELP['temperature']} (default: %(default)s)")
     parser.add_argument("--top-p", type=float, default=d.top_p, help=f"{SETTING_HELP['top_p']} (default: %(default)s)")

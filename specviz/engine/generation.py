@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Literal
 
+from specviz import acceptance
 from specviz.drafters.cost_model import for_pair
 from specviz.engine.plain import PlainDecoder
 from specviz.lm.prompt import encode_prompt
@@ -102,19 +103,23 @@ class Generation:
         """The run so far (summary up to date; stop_reason set once it has ended)."""
         d = self._decoder
         wall = self._events[-1].t_end_s if self._events else 0.0
+        summary = d.tally.summary(
+            wall_s=wall,
+            load_s=self.pair.load_s,
+            stop_reason=d.stop_reason if self._done else "",
+            policy=d.length.name if self.settings.mode == "speculative" else "",
+            plain_ms_per_token=self._cost.target,
+        )
+        if self.settings.mode == "speculative":
+            summary.acceptance_by_position = acceptance.acceptance_by_position(self._events)
+            summary.hindsight_k = acceptance.hindsight_k(self._events, self._meta["cost_model"])
         return Trace(
             prompt=self._prompt,
             settings=self.settings.to_dict(),
             text=d.detok.text,
             token_ids=d.token_ids,
             events=list(self._events),
-            summary=d.tally.summary(
-                wall_s=wall,
-                load_s=self.pair.load_s,
-                stop_reason=d.stop_reason if self._done else "",
-                policy=self.settings.policy if self.settings.mode == "speculative" else "",
-                plain_ms_per_token=self._cost.target,
-            ),
+            summary=summary,
             mode=self.settings.mode,
             pair=self.pair.name,
             meta=dict(self._meta),

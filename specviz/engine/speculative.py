@@ -19,8 +19,10 @@ import torch
 import specviz.drafters as drafters
 from specviz.engine import display
 from specviz.engine.decoder import Decoder
+from specviz.engine.tree_round import tree_round
 from specviz.engine.verify import verify
-from specviz.events import DraftToken, EmittedToken, RoundEvent
+from specviz.events import AlignedToken, DraftToken, EmittedToken, RoundEvent, TreeNode
+from specviz.lm.tree import model_tree_forward
 
 
 class SpeculativeDecoder(Decoder):
@@ -37,9 +39,11 @@ class SpeculativeDecoder(Decoder):
 
     @torch.inference_mode()
     def step(self) -> RoundEvent:
+        proposal = self.drafter.propose(self.ids, min(self.length.limit(), self.remaining - 1), self.length.keep_going)
+        if proposal.parents is not None:
+            return self._tree_step(proposal)
         greedy = self.sampler.greedy
         context_len = self.ids.numel()
-        proposal = self.drafter.propose(self.ids, min(self.length.limit(), self.remaining - 1), self.length.keep_going)
         x = proposal.tokens.to(self.device)
         m = x.numel()
 
@@ -102,6 +106,79 @@ class SpeculativeDecoder(Decoder):
             verify_ms=verify_ms,
             t_end_s=self.elapsed(),
             new_tokens=t.new_tokens,
+            alignment=[AlignedToken(id=int(a["id"]), text=str(a["text"]), candidates=[int(c) for c in a["candidates"]])
+                       for a in proposal.alignment or []],
         )
         self.index += 1
         return event
+
+    def _tree_step(self, proposal: drafters.Proposal) -> RoundEvent:
+        """One round over a token tree: one target pass over every node (`tree_round`), the
+        accepted path kept in both caches. The round's `drafted` is the chain a reader follows
+        (the accepted path, then below it the draft's first choice and its first choices, the
+        first of them rejected), so a one-wide tree shows exactly as a chain; `tree` lists
+        every node with its decision."""
+        greedy = self.sampler.greedy
+        if not hasattr(self, "_target_tree"):
+            self._target_tree = model_tree_forward(self.pair.target)
+        r = tree_round(self.target, self._target_tree, self.sampler, proposal, int(self.ids[-1]), self.generator, greedy)
+        self.sync()
+        self.drafter.accepted_path(r.path)
+        n = len(r.path)
+        kept = self.check_stop(r.new_tokens)
+        self.ids = torch.cat([self.ids, torch.tensor(r.new_tokens[:kept], dtype=torch.long, device=self.device)])
+        accepted = min(n, kept)
+
+        shown = r.path + _first_descendants(r.parents, r.path[-1] if r.path else -1)
+        drafted = [DraftToken(id=r.tokens[i], text="", p=r.p[i] if r.p[i] is not None else 0.0, q=r.q[i], u=r.u[i],
+                              decision=r.decision[i]) for i in shown]
+        for d in drafted[:accepted]:
+            self.say(d, d.id)
+        for d, text in zip(drafted[accepted:], self.detok.peek([d.id for d in drafted[accepted:]])):
+            d.text = text or self.texts(d.id)
+        emitted = None
+        if kept == n + 1:
+            emitted = EmittedToken(id=r.emitted, text="", p=r.emitted_p, kind=r.emitted_kind)
+            self.say(emitted, r.emitted)
+
+        # Along the shown chain: the target's distribution after the root and after each path node.
+        rows = torch.tensor([0] + [i + 1 for i in r.path], device=r.logits.device)
+        logits = r.logits[rows]
+        p = None if greedy else r.dist[rows]
+        x = torch.tensor([r.tokens[i] for i in shown], dtype=torch.long, device=r.logits.device)
+        n_pos = min(n + 1, kept)
+        tested = min(n_pos, len(shown))
+        overlap = display.overlaps(p, None, x[:tested], logits)
+        positions = display.positions(n_pos, logits, p, None, x, overlap, self.texts) if self.record == "full" else []
+        tree = [TreeNode(parent=r.parents[i], token=r.tokens[i], text=self.texts(r.tokens[i]), depth=r.depth[i], q=r.q[i],
+                         p=r.p[i], decision=r.decision[i]) for i in range(len(r.tokens))]
+        self.length.update(len(shown), n, verify_ms=r.target_ms, draft_ms=proposal.ms)
+
+        t = self.tally
+        t.new_tokens += kept
+        t.rounds += 1
+        t.target_passes += 1
+        t.draft_passes += proposal.passes
+        t.drafted += tested
+        t.accepted += accepted
+        t.overlap_sum += sum(overlap)
+        t.target_ms += r.target_ms
+        t.draft_ms += proposal.ms
+        t.draft_tokens += len(r.tokens)
+        event = RoundEvent(
+            index=self.index, k=len(drafted), drafted=drafted, emitted=emitted, positions=positions, draft_ms=proposal.ms,
+            verify_ms=r.verify_ms, t_end_s=self.elapsed(), new_tokens=t.new_tokens, tree=tree,
+        )
+        self.index += 1
+        return event
+
+
+def _first_descendants(parents: list[int], node: int) -> list[int]:
+    """Below `node` (-1: the root), its first child, that child's first child, and so on."""
+    out = []
+    while True:
+        child = next((i for i, par in enumerate(parents) if par == node), None)
+        if child is None:
+            return out
+        out.append(child)
+        node = child
