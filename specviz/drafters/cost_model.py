@@ -28,9 +28,11 @@ from specviz.models.cache import cache_root
 from specviz.settings import MAX_K
 
 # Pass sizes measured: the small ones a usual k needs, then sparser (interpolated between).
-# One timed sweep after a warm-up one: the adaptive policy corrects the costs from its own
-# rounds, so the measurement only has to be a fair prior, and fast on a slow machine.
 MEASURED_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 13, MAX_K + 1)
+# Timed sweeps after a warm-up one; each size's median is kept. One sweep is not enough: a
+# single slow pass (another process taking a core) is cached for good and, since a larger
+# pass never counts as cheaper, raises every size above it.
+REPEATS = 3
 # Context the costs are measured at: a typical prompt plus part of an answer.
 MEASURE_CONTEXT = 160
 # Weight of one timed pass in the running estimate (an exponential moving average).
@@ -154,7 +156,7 @@ def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int
     return {n: statistics.median(v) for n, v in times.items()}
 
 
-def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = 1) -> CostModel:
+def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     """Time the pair's target over each of `sizes` new tokens and its draft over one."""
     verify = measure_pass_ms(pair.target, list(sizes), vocab_size=pair.vocab_size, repeats=repeats)
     drafter = pair.draft if pair.draft is not None else pair.target
@@ -162,7 +164,7 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = 1) -> CostModel:
     return CostModel(verify=verify, draft=draft, source="measured", meta={"repeats": repeats, "context": MEASURE_CONTEXT})
 
 
-def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = 1) -> CostModel:
+def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = REPEATS) -> CostModel:
     """The pair's cost model from the cache folder, or measured now and cached.
 
     The cache key is everything that changes the costs: pair, device, dtype, thread count,
@@ -209,6 +211,7 @@ def _key_fields(pair, sizes) -> dict:
         "transformers": transformers.__version__,
         "sizes": list(sizes),
         "linear": "few-rows product, padded",  # models/small_batch.py changed what a pass costs
+        "sweeps": REPEATS,  # costs from fewer timed sweeps are not trusted
     }
 
 

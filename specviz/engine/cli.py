@@ -92,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_progress(fraction: float, message: str) -> None:
-    print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+    # Only to a terminal: a script reading stderr gets one line, and only on an error.
+    if sys.stderr.isatty():
+        print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
 
 def generate(pair, prompt: str, settings: GenerationSettings, *, as_json: bool, out: TextIO, color: bool | None = None) -> int:
