@@ -39,7 +39,7 @@ def test_the_page_builds_with_the_stable_element_ids():
 
 def test_live_views_show_the_stream_stats_and_why_the_run_stopped(trace):
     rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
-    stream, stats, timeline = live.live_views(trace)
+    stream, stats, timeline, tree, alignment = live.live_views(trace)
     # The stream: one span per drafted or emitted token, then why the run ended.
     assert stream.count('class="tok ') == sum(len(e.drafted) + (e.emitted is not None) for e in rounds)
     assert stream.endswith(f'<div class="sv-run-state" data-state="done">Done after {len(rounds)} rounds: '
@@ -52,17 +52,20 @@ def test_live_views_show_the_stream_stats_and_why_the_run_stopped(trace):
     assert bars["draft"] == bars["verify"] == len(rounds)
     # Between redraws the timeline is left as drawn (gr.skip(), an empty update), the rest redrawn alike.
     again = live.live_views(trace, plot=False)
-    assert again[:2] == (stream, stats) and again[2] == {"__type__": "update"}
+    assert again[:2] == (stream, stats) and again[2:] == ({"__type__": "update"},) * 3
+    # A chain run drawn from one tokenizer has no tree and no alignment to show.
+    assert tree.visible is False and alignment.visible is False
     # After Stop, the same stream says it was stopped instead.
     assert live.live_views(trace, plot=False, stopped=True)[0].endswith("it was stopped.</div>")
 
 
 def test_the_inspector_opens_on_the_telling_position_and_clamps_rounds(trace):
     rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
-    slider, story, radio, bars, stream = inspector.inspect(trace, 10_000)
+    slider, story, radio, bars, stream, tree_box, *_ = inspector.inspect(trace, 10_000)
     assert slider.value == len(rounds) - 1 and stream.count('class="sv-round"') == len(rounds)
     rejected = next(i for i, e in enumerate(rounds) if any(d.decision == "rejected" for d in e.drafted))
-    slider, story, radio, bars, stream = inspector.inspect(trace, rejected)
+    slider, story, radio, bars, stream, tree_box, tree, mask, alignment = inspector.inspect(trace, rejected)
+    assert tree_box.visible is False and alignment.visible is False  # a chain round
     first_rejection = next(p for p, d in enumerate(rounds[rejected].drafted, 1) if d.decision == "rejected")
     assert radio.value == first_rejection and "rejected" in story
     assert bars.layout.title.text.startswith(f"Round {rounds[rejected].index}, position {first_rejection}")
@@ -77,7 +80,8 @@ def test_the_inspector_explains_itself_without_rounds(trace):
 
 
 def test_theory_marks_the_run_and_fills_the_sliders_from_it(trace):
-    text, tpr, speedup, heatmap, measured = theory_tab.views(0.7, 4, 344, 132, trace, None)
+    text, tpr, speedup, heatmap, measured, tree_box, tree_text, tree_plot = theory_tab.views(0.7, 4, 344, 132, trace, None)
+    assert tree_box.visible is False and tree_text == ""  # not a tree run
     assert any(t.name == "measured" for t in tpr.data) and any(t.name == "this run" for t in heatmap.data)
     assert "predicted" in measured
     alpha, k, t, d = theory_tab.from_run(trace, None)
@@ -169,3 +173,59 @@ def test_an_api_client_reads_messages_unescaped():
     with pytest.raises(gr.Error) as err:
         next(api("hello", pair="<b>x</b> & y"))
     assert "'<b>x</b> & y'" in err.value.message and "&lt;" not in err.value.message
+
+
+@pytest.fixture(scope="module")
+def tree_trace() -> Trace:
+    return run(tiny_pair("close"), "for i in range(10):",
+               GenerationSettings(drafter="tree", tree_nodes=8, tree_width=2, policy="fixed", k=8, max_new_tokens=32))
+
+
+def test_a_tree_round_shows_its_tree_and_mask_in_the_inspector_and_the_live_run(tree_trace):
+    rounds = [e for e in tree_trace.events if isinstance(e, RoundEvent)]
+    i = next(j for j, e in enumerate(rounds) if len(e.tree) == 8)
+    *_, tree_box, tree, mask, alignment = inspector.inspect(tree_trace, i)
+    assert tree_box.visible is True and alignment.visible is False
+    assert sum(len(t.x) for t in tree.data if t.name in ("accepted path", "rejected", "unchecked")) == 8
+    assert len(mask.data[0].z) == 9  # the root and 8 nodes
+    stream, stats, timeline, live_tree, live_alignment = live.live_views(tree_trace)
+    last = [e for e in rounds if e.tree][-1]
+    assert live_tree.visible is True and f"Latest round ({last.index})" in live_tree.value["plot"]
+    assert live_alignment.visible is False
+    assert live.live_views(tree_trace, plot=False)[3:] == ({"__type__": "update"},) * 2  # redrawn with the timeline only
+
+
+def test_theory_says_whether_a_tree_pays(tree_trace):
+    *_, tree_box, tree_text, tree_plot = theory_tab.views(0.7, 4, 344, 132, tree_trace, None)
+    assert tree_box.visible is True
+    assert "A tree of 8 nodes" in tree_text and "a chain of 8 tokens" in tree_text and "V(9)" in tree_text
+    assert "On this machine" in tree_text and "sibling rank" in tree_text
+    assert [t.name for t in tree_plot.data] == ["chain of k", "tree of 8 nodes", "plain decoding"]
+
+
+def test_a_cross_tokenizer_round_shows_its_alignment():
+    from test_cross_vocab import cross_pair
+
+    from specviz.drafters.cost_model import for_pair
+
+    pair = cross_pair()
+    pair.info["cost_model"] = for_pair(tiny_pair("close"))  # the same target's costs
+    cross = run(pair, "The quick brown fox", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=12))
+    *_, tree_box, tree, mask, alignment = inspector.inspect(cross, 0)
+    assert tree_box.visible is False and alignment.visible is True and "sv-align-row" in alignment.value
+    assert live.live_views(cross)[4].visible is True
+
+
+def test_the_status_of_a_cross_tokenizer_pair_says_its_overlap_and_method():
+    class Pair:
+        draft_precision = "float32"
+        info = {"vocab": {"method": "intersection", "overlap": 0.7712, "message": "<b>77.1%</b> shared"}}
+
+    state = LoadState("p", True)
+    state.pair = Pair()
+    state.done.set()
+    html = status_html("p", state)
+    assert "77.1% of the target&#x27;s vocabulary matches the draft&#x27;s" in html and "shared vocabulary (intersection)" in html
+    assert "&lt;b&gt;77.1%" in html and "<b>77.1%" not in html
+    Pair.info = {"vocab": {"method": "same", "identical": True}}
+    assert "another tokenizer" not in status_html("p", state)

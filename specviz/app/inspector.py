@@ -2,8 +2,9 @@
 
 For the chosen round: the text so far (the round itself last), the round told in plain
 words, and for the chosen position the target's p against the draft's q over the top tokens,
-with their overlap and the residual. Clicking a token in any stream picks its round and
-position.
+with their overlap and the residual. A tree round also shows its tree and its tree attention
+mask; a round drafted with another tokenizer shows the draft's own tokens above the target
+tokens they became. Clicking a token in any stream picks its round and position.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
 from specviz.viz.inspector import position_bars_figure, position_choices, round_narrative_html
 from specviz.viz.palette import empty_figure
+from specviz.viz.tree import alignment_html, tree_figure, tree_mask_figure
 
 NO_ROUNDS = "Run a generation (or upload a trace) in speculative mode: its rounds appear here."
 
@@ -30,11 +32,15 @@ class InspectorTab:
     position: gr.Radio
     bars: gr.Plot
     tokens: gr.HTML
+    tree_box: gr.Row  # shown for a tree round
+    tree: gr.Plot
+    mask: gr.Plot
+    alignment: gr.HTML  # shown for a round drafted with another tokenizer
 
     @property
     def outputs(self) -> list:
         """inspect()'s outputs, in its return order."""
-        return [self.round, self.story, self.position, self.bars, self.tokens]
+        return [self.round, self.story, self.position, self.bars, self.tokens, self.tree_box, self.tree, self.mask, self.alignment]
 
 
 def build(token_click_js: str) -> InspectorTab:
@@ -52,7 +58,11 @@ def build(token_click_js: str) -> InspectorTab:
         with gr.Column(scale=1, min_width=300):
             bars = gr.Plot(empty_figure("p and q at the chosen position appear here", None, 320), elem_id="position-bars",
                            show_label=False)
-    return InspectorTab(prev, round_, next_, story, position, bars, tokens)
+    alignment = gr.HTML(visible=False, elem_id="round-alignment")
+    with gr.Row(equal_height=False, visible=False, elem_id="round-tree-box") as tree_box:
+        tree = gr.Plot(elem_id="round-tree", show_label=False, min_width=300)
+        mask = gr.Plot(elem_id="round-tree-mask", show_label=False, min_width=300)
+    return InspectorTab(prev, round_, next_, story, position, bars, tokens, tree_box, tree, mask, alignment)
 
 
 def rounds_of(trace: Trace | None) -> list[RoundEvent]:
@@ -73,7 +83,8 @@ def inspect(trace: Trace | None, round_index, position=None) -> tuple:
     if not rounds:
         message = NO_ROUNDS if trace is None or trace.mode != "plain" else "Plain decoding has no rounds to inspect."
         return (gr.Slider(minimum=0, maximum=1, value=0, interactive=False), f'<p class="sv-muted">{message}</p>',
-                gr.Radio(choices=[], value=None), empty_figure(message, None, 320), viz.tokens_html([], empty=message))
+                gr.Radio(choices=[], value=None), empty_figure(message, None, 320), viz.tokens_html([], empty=message),
+                *round_extras(None, trace))
     i = min(max(int(round_index or 0), 0), len(rounds) - 1)
     event = rounds[i]
     choices = position_choices(event)
@@ -85,7 +96,22 @@ def inspect(trace: Trace | None, round_index, position=None) -> tuple:
         gr.Radio(choices=choices, value=pos if pos in valid else None),
         position_bars_figure(event, pos),
         viz.tokens_html(rounds[: i + 1]),
+        *round_extras(event, trace),
     )
+
+
+def round_extras(event: RoundEvent | None, trace: Trace | None) -> tuple:
+    """The tree box (shown or hidden), the tree, its mask and the alignment, for one round:
+    figures are drawn only for a tree round, the alignment only for a cross-tokenizer one."""
+    if event is not None and event.tree:
+        box, tree, mask = gr.Row(visible=True), tree_figure(event), tree_mask_figure(event)
+    else:
+        box, tree, mask = gr.Row(visible=False), gr.skip(), gr.skip()
+    if event is not None and event.alignment:
+        align = gr.HTML(alignment_html(event, trace.meta if trace is not None else None), visible=True)
+    else:
+        align = gr.HTML(visible=False)
+    return box, tree, mask, align
 
 
 @shown_errors

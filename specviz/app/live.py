@@ -1,7 +1,9 @@
 """Tab 1, the live run: prompt and settings, the coloured token stream, stats, the timeline.
 
 `LiveRuns.run` is the Run button's handler: a generator that sends one update per round
-(the stream, the stats and the timeline, each drawn once; rounds closer together than
+(the stream, the stats and the timeline, each drawn once; a run with token trees or a draft
+with another tokenizer also shows its latest round's tree or alignment, redrawn with the
+timeline; rounds closer together than
 runner.MIN_UPDATE_S share an update, so a fast GPU does not flood the browser) and keeps
 the trace so far in the session's state, so Stop leaves a trace to inspect.
 `LiveRuns.rerun` is the same run after a slider is released or the pair changes.
@@ -22,11 +24,12 @@ from specviz import viz
 from specviz.app import runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
-from specviz.events import Trace
+from specviz.events import RoundEvent, Trace
 from specviz.models.presets import list_presets
 from specviz.settings import DEFAULTS, HELP, VOCAB_METHODS, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
+from specviz.viz.tree import alignment_html, tree_figure
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
 DRAFTERS = [
@@ -73,6 +76,8 @@ class LiveTab:
     tokens: gr.HTML
     stats: gr.HTML
     timeline: gr.Plot
+    round_tree: gr.Plot  # the latest round's tree, in a tree run
+    round_alignment: gr.HTML  # the latest round's alignment, with a draft of another tokenizer
 
     @property
     def inputs(self) -> list[gr.components.Component]:
@@ -81,7 +86,7 @@ class LiveTab:
 
     @property
     def outputs(self) -> list[gr.components.Component]:
-        return [self.tokens, self.stats, self.timeline]
+        return [self.tokens, self.stats, self.timeline, self.round_tree, self.round_alignment]
 
     @property
     def sliders(self) -> list[gr.Slider]:
@@ -163,13 +168,16 @@ def build(config: PageConfig) -> LiveTab:
             gr.HTML(viz.legend_html(plain=True), elem_id="legend")
             tokens = gr.HTML(viz.tokens_html([], empty="Press Run to generate: each token appears coloured by what happened to it."),
                              elem_id="tokens", js_on_load=TOKEN_CLICK_JS)
+            round_tree = gr.Plot(visible=False, elem_id="live-tree", show_label=False)
+            round_alignment = gr.HTML(visible=False, elem_id="live-alignment")
             stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
             timeline = gr.Plot(empty_figure("The time of each round appears here as it runs", "Time per round"),
                                elem_id="timeline", show_label=False)
     controls = dict(drafter=drafter, policy=policy, k=k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                     max_new_tokens=max_new_tokens, mode=mode, raw=raw, early_exit_layers=early_exit_layers,
                     adaptive_threshold=adaptive_threshold, tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method)
-    return LiveTab(prompt, pair, {name: controls[name] for name in SETTING_NAMES}, run, stop, tokens, stats, timeline)
+    return LiveTab(prompt, pair, {name: controls[name] for name in SETTING_NAMES}, run, stop, tokens, stats, timeline,
+                   round_tree, round_alignment)
 
 
 def plot_interval_s(trace: Trace) -> float:
@@ -198,17 +206,32 @@ def run_state_html(trace: Trace, *, stopped: bool = False) -> str:
 
 
 def live_views(trace: Trace, *, plot: bool = True, stopped: bool = False) -> tuple:
-    """The stream (with its running / done line), the stats and (unless plot=False) the timeline."""
+    """The stream (with its running / done line), the stats and, unless plot=False, the
+    timeline and the latest round's tree or alignment (hidden when it has neither)."""
     events = trace.events
     stream = viz.tokens_html(events, empty="No tokens yet.") + run_state_html(trace, stopped=stopped)
     stats = viz.stats_html(viz.live_stats(events), trace.summary)
-    return stream, stats, viz.round_timeline_figure(events) if plot else gr.skip()
+    if not plot:
+        return stream, stats, gr.skip(), gr.skip(), gr.skip()
+    return (stream, stats, viz.round_timeline_figure(events), *latest_round_views(trace))
+
+
+def latest_round_views(trace: Trace) -> tuple:
+    """The latest round's tree (a gr.Plot update) and alignment (a gr.HTML update); only that
+    round is drawn, however long the run. A round that drafted nothing (at the token limit)
+    leaves the one before it shown."""
+    last = next((e for e in reversed(trace.events) if isinstance(e, RoundEvent) and (e.tree or e.alignment)), None)
+    tree = (gr.Plot(tree_figure(last, title=f"Latest round ({last.index}): its token tree"), visible=True)
+            if last is not None and last.tree else gr.Plot(visible=False))
+    align = (gr.HTML(alignment_html(last, trace.meta), visible=True)
+             if last is not None and last.alignment else gr.HTML(visible=False))
+    return tree, align
 
 
 def stopped_views(trace: Trace | None) -> tuple:
-    """After Stop: the stream as it stood, marked stopped (its plot is already drawn)."""
+    """After Stop: the stream as it stood, marked stopped (its plots are already drawn)."""
     if trace is None or trace.summary.stop_reason:
-        return gr.skip(), gr.skip(), gr.skip()
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     return live_views(trace, plot=False, stopped=True)
 
 
@@ -221,7 +244,7 @@ class LiveRuns:
     @shown_errors
     def run(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
             early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
-        """Run with the page's settings: yields (stream, stats, timeline, trace) once per round."""
+        """Run with the page's settings: yields (stream, stats, timeline, tree, alignment, trace) once per round."""
         values = dict(zip(SETTING_NAMES, (drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
                                           early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method)))
         settings = from_request(values)
@@ -241,7 +264,7 @@ class LiveRuns:
         """A setting changed or the pair changed: run again if there is a prompt, else only load."""
         if not (isinstance(prompt, str) and prompt.strip()):
             runner.LOADER.request(runner.check_pair(pair, self.config))
-            yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
         yield from self.run(prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
                             early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, request, progress)

@@ -35,13 +35,28 @@ def status_html(name: str, state: LoadState | None) -> str:
         return f'<div class="sv-load sv-load-error" role="alert"><b>{esc(name)}</b> could not load: {esc(state.error)}</div>'
     if state.ready:
         int8 = " (its draft runs in int8 on this CPU)" if getattr(state.pair, "draft_precision", None) == "int8" else ""
-        return f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{int8}.</div>'
+        return f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{int8}.{vocab_html(state.pair)}</div>'
     pct = round(100 * state.fraction)
     waited = time.monotonic() - state.started
     return (
         f'<div class="sv-load sv-load-busy" role="status">Loading <b>{esc(name)}</b>: {esc(state.message)} '
         f'({pct}%, {waited:.0f} s)<div class="sv-load-bar"><div style="width:{pct}%"></div></div></div>'
     )
+
+
+VOCAB_METHOD_WORDS = {"text": "drafts through text", "intersection": "drafts through the shared vocabulary"}
+
+
+def vocab_html(pair) -> str:
+    """For a draft with its own tokenizer: the vocabulary overlap and the method, with the
+    check's message as a tooltip; empty when both share one tokenizer."""
+    vocab = (getattr(pair, "info", None) or {}).get("vocab")
+    if not isinstance(vocab, dict) or vocab.get("method") not in VOCAB_METHOD_WORDS:
+        return ""
+    overlap = vocab.get("overlap")
+    share = f"{overlap:.1%} of the target's vocabulary matches the draft's" if isinstance(overlap, (int, float)) else "vocabularies differ"
+    return (f' <span class="sv-vocab" title="{esc(vocab.get("message") or vocab.get("reason") or "")}">Its draft has another tokenizer: '
+            f'{esc(share)}; by default it {esc(VOCAB_METHOD_WORDS[vocab["method"]])} ({esc(vocab["method"])}).</span>')
 
 
 def model_status(pair: str) -> tuple[str, gr.Timer]:

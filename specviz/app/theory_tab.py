@@ -3,7 +3,10 @@
 Sliders for the acceptance rate alpha, the draft length k, one target pass T and one drafted
 token D redraw the tokens-per-round and speedup curves and the alpha x k map (on release,
 once each). The last run's measured alpha and k are marked with its measured speedup, and a
-table says how far the prediction was from the measurement, and why.
+table says how far the prediction was from the measurement, and why. For a tree run, the
+expected accepted length of its N-node trees against an N-token chain, from the run's
+acceptance by depth and sibling rank, each priced with the trace's measured V(n)
+(`viz.tree_payoff`), says whether a tree pays on this machine.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from specviz import viz
 from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.settings import MAX_K
+from specviz.viz.tree_payoff import payoff_figure, payoff_html, tree_payoff
 
 # Until a run measures them: a one-token target pass and a drafted token of the bundled pair
 # on a 2-core CPU in fp32, and a typical acceptance for a same-family pair on code.
@@ -38,6 +42,9 @@ class TheoryTab:
     speedup: gr.Plot
     heatmap: gr.Plot
     measured: gr.HTML
+    tree_box: gr.Row  # shown for a tree run
+    tree_text: gr.HTML
+    tree_plot: gr.Plot
 
     @property
     def sliders(self) -> list[gr.Slider]:
@@ -46,7 +53,8 @@ class TheoryTab:
     @property
     def outputs(self) -> list:
         """views()' outputs, in its return order."""
-        return [self.text, self.tokens_per_round, self.speedup, self.heatmap, self.measured]
+        return [self.text, self.tokens_per_round, self.speedup, self.heatmap, self.measured, self.tree_box, self.tree_text,
+                self.tree_plot]
 
 
 def build() -> TheoryTab:
@@ -64,7 +72,11 @@ def build() -> TheoryTab:
     with gr.Row(equal_height=False):
         heatmap = gr.Plot(elem_id="theory-heatmap", show_label=False, min_width=300)
         measured = gr.HTML(NO_RUN, elem_id="theory-measured", min_width=300)
-    return TheoryTab(alpha, k, target_ms, draft_ms, use_run, text, tokens_per_round, speedup, heatmap, measured)
+    with gr.Row(equal_height=False, visible=False, elem_id="theory-tree-box") as tree_box:
+        tree_text = gr.HTML(elem_id="theory-tree-text", min_width=300)
+        tree_plot = gr.Plot(elem_id="theory-tree-plot", show_label=False, min_width=300)
+    return TheoryTab(alpha, k, target_ms, draft_ms, use_run, text, tokens_per_round, speedup, heatmap, measured, tree_box,
+                     tree_text, tree_plot)
 
 
 def prediction(spec: Trace | None, plain: Trace | None):
@@ -91,7 +103,18 @@ def views(alpha, k, target_ms, draft_ms, spec: Trace | None, plain: Trace | None
         viz.speedup_vs_k_figure(t, d, **run, measured_speedup=pred.measured_speedup if pred else None),
         viz.speedup_heatmap_figure(t, d, **run),
         _measured_html(spec, pred),
+        *tree_views(spec),
     )
+
+
+def tree_views(spec: Trace | None) -> tuple:
+    """For a tree run: the box shown, the tree-or-chain words and the speedup figure."""
+    pay = None
+    if spec is not None and spec.mode == "speculative":
+        pay = tree_payoff(spec.events, spec.settings, spec.meta)
+    if pay is None:
+        return gr.Row(visible=False), "", gr.skip()
+    return gr.Row(visible=True), payoff_html(pay), payoff_figure(pay)
 
 
 def _measured_html(spec: Trace | None, pred) -> str:

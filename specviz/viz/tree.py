@@ -1,0 +1,337 @@
+"""One round's token tree, its attention mask, and a cross-tokenizer round's alignment.
+
+All three draw from a RoundEvent alone, so an uploaded trace replays them:
+
+    tree_figure(event)       the drafted tree laid out by depth (the root, the last output
+                             token, on the left), nodes coloured by decision, the target's
+                             choice at each level ringed, and the emitted token after the path
+    tree_mask_figure(event)  which node the target's one pass lets each node look at: itself
+                             and its ancestors (and, not drawn, the whole context)
+    alignment_html(event)    the draft's own tokens above the target tokens they became
+
+`tree_mask(parents)` computes that mask in plain Python, as `specviz.lm.tree.ancestry` does
+with torch for the real pass.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.events import RoundEvent
+from specviz.viz.palette import ACCEPTED, BONUS, GRID, NEUTRAL, REJECTED, RESAMPLED, TARGET, empty_figure, style_figure
+from specviz.viz.text import esc, quoted, token_inner_html, visible_text
+from specviz.viz.tokens import fmt_prob, round_is_greedy
+
+DECISION_COLOURS = {"accepted": ACCEPTED, "rejected": REJECTED, "unchecked": NEUTRAL}
+DECISION_NAMES = {"accepted": "accepted path", "rejected": "rejected", "unchecked": "unchecked"}
+ROOT_LABEL = "root"
+
+
+def _plotly(text: str) -> str:
+    """Text for a Plotly label, title or hover: <, > and & escaped (Plotly reads tags and
+    those entities, but shows &quot; as typed, so quotes stay as they are)."""
+    return html.escape(text, quote=False)
+
+
+def _label(text: str, limit: int) -> str:
+    """A token as a short Plotly label: visible, spaces as ␣, shortened, escaped."""
+    shown = visible_text(text).replace(" ", "␣")
+    return _plotly(shown[: limit - 1] + "…" if len(shown) > limit else shown)
+
+
+def check_parents(parents: Sequence[int]) -> None:
+    """Each parent is -1 (the root) or an earlier node, as the engine records them."""
+    for i, p in enumerate(parents):
+        if not -1 <= p < i:
+            raise ValueError(f"node {i} has parent {p}: a parent must be -1 or an earlier node")
+
+
+def tree_mask(parents: Sequence[int]) -> list[list[int]]:
+    """(n + 1) x (n + 1) rows and columns: the root (the last output token), then node 0..n-1.
+
+    [i][j] is 1 where row i may attend to column j in the target's pass: itself and its
+    ancestors, the root included; 0 for siblings, cousins and descendants."""
+    check_parents(parents)
+    n = len(parents)
+    rows = [[1] + [0] * n]
+    for i, p in enumerate(parents):
+        row = list(rows[p + 1])  # the parent's row: the root and every ancestor
+        row[i + 1] = 1
+        rows.append(row)
+    return rows
+
+
+def _children(parents: Sequence[int]) -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {-1: []}
+    for i, p in enumerate(parents):
+        kids.setdefault(p, []).append(i)
+        kids.setdefault(i, [])
+    return kids
+
+
+def accepted_path(event: RoundEvent) -> list[int]:
+    """The accepted nodes from the root down (each the accepted child of the one before)."""
+    path, node = [], -1
+    kids = _children([t.parent for t in event.tree])
+    while True:
+        nxt = next((c for c in kids.get(node, []) if event.tree[c].decision == "accepted"), None)
+        if nxt is None:
+            return path
+        path.append(nxt)
+        node = nxt
+
+
+def tree_layout(parents: Sequence[int], extra_leaf_under: int | None = None) -> tuple[dict[int, int], dict[int, float]]:
+    """Depth and vertical slot of the root (-1), every node and, with `extra_leaf_under`, one
+    more leaf (key len(parents)) under that node: leaves take slots 0, 1, 2, ... in depth-first
+    order, siblings in their listed order, and a parent sits level with its first child, so
+    the branch the draft liked best reads as a straight line."""
+    check_parents(parents)
+    kids = _children(parents)
+    extra = len(parents)
+    if extra_leaf_under is not None:
+        kids[extra_leaf_under] = kids[extra_leaf_under] + [extra]
+        kids[extra] = []
+    depth: dict[int, int] = {-1: 0}
+    slot: dict[int, float] = {}
+    next_leaf = 0
+    stack: list[tuple[int, bool]] = [(-1, False)]
+    while stack:  # iterative depth-first walk: a 64-node chain must not recurse 64 deep
+        node, done = stack.pop()
+        if done:
+            slot[node] = slot[kids[node][0]]
+            continue
+        if not kids[node]:
+            slot[node] = next_leaf
+            next_leaf += 1
+            continue
+        stack.append((node, True))
+        for c in reversed(kids[node]):
+            depth[c] = depth[node] + 1
+            stack.append((c, False))
+    return depth, slot
+
+
+def _p_words(p: float | None, greedy: bool) -> str:
+    if p is None:
+        return "p: not checked (its parent was not accepted)"
+    if greedy:
+        return "p: the target's top choice here" if p >= 0.5 else "p: not the target's top choice here"
+    return f"p = {fmt_prob(p)} (target)"
+
+
+def tree_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
+    """The round's tree: depth to the right, one row per leaf. Nodes are coloured accepted
+    (the path the target took), rejected or unchecked; the target's choice at each level (the
+    accepted node, and the token it emitted below the path) is ringed; hover shows the text,
+    q and p."""
+    if not event.tree:
+        return empty_figure(f"Round {event.index} drafted a chain, not a tree", title)
+    nodes = event.tree
+    parents = [t.parent for t in nodes]
+    path = accepted_path(event)
+    last = path[-1] if path else -1
+    e = event.emitted
+    depth, slot = tree_layout(parents, last if e is not None else None)
+    greedy = round_is_greedy(event) if event.drafted else all(t.p in (None, 0.0, 1.0) for t in nodes)
+    on_path = set(path)
+    title = title or (f"Round {event.index}: {len(nodes)} drafted nodes, {len(path)} accepted"
+                      + (f", then {_plotly(quoted(e.text))}" if e is not None else ""))
+
+    fig = go.Figure()
+    # Edges: the accepted path thick and green, the rest thin.
+    for name, chosen, colour, width in (("edges", False, GRID, 1.5), ("path", True, ACCEPTED, 4)):
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for i, p in enumerate(parents):
+            if (i in on_path) == chosen:
+                xs += [depth[p], depth[i], None]
+                ys += [slot[p], slot[i], None]
+        if chosen and e is not None:
+            xs += [depth[last], depth[len(nodes)], None]
+            ys += [slot[last], slot[len(nodes)], None]
+        if xs:
+            fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, hoverinfo="skip", showlegend=False)
+
+    fig.add_scatter(x=[0], y=[slot[-1]], mode="markers+text", name="root (the last output token)", text=[ROOT_LABEL],
+                    textposition="middle left", marker={"symbol": "square", "size": 12, "color": NEUTRAL},
+                    hovertemplate="the root: the last token of the output so far<extra></extra>", showlegend=False)
+    for decision in ("accepted", "rejected", "unchecked"):
+        idx = [i for i, t in enumerate(nodes) if t.decision == decision]
+        if not idx:
+            continue
+        hover = [
+            f"node {i} \u00b7 depth {nodes[i].depth} \u00b7 {_plotly(quoted(nodes[i].text))} (id {nodes[i].token})<br>"
+            f"q = {fmt_prob(nodes[i].q)} (draft)<br>{_plotly(_p_words(nodes[i].p, greedy))}<br>{decision}"
+            for i in idx
+        ]
+        fig.add_scatter(
+            x=[depth[i] for i in idx], y=[slot[i] for i in idx], mode="markers+text", name=DECISION_NAMES[decision],
+            text=[_label(nodes[i].text, 10) for i in idx], textposition="top center",
+            textfont={"family": "ui-monospace, Menlo, Consolas, monospace", "size": 12},
+            marker={"size": 14, "color": DECISION_COLOURS[decision], "opacity": 0.55 if decision == "unchecked" else 1.0,
+                    "line": {"width": 0}},
+            customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+        )
+    if e is not None:
+        kind = "bonus" if e.kind == "bonus" else "replacement"
+        fig.add_scatter(
+            x=[depth[len(nodes)]], y=[slot[len(nodes)]], mode="markers+text", name=f"emitted ({kind})",
+            text=[_label(e.text, 10)], textposition="top center",
+            textfont={"family": "ui-monospace, Menlo, Consolas, monospace", "size": 12},
+            marker={"symbol": "star", "size": 18, "color": BONUS if e.kind == "bonus" else RESAMPLED},
+            customdata=[f"emitted by the target after the path: {_plotly(quoted(e.text))} (id {e.id})<br>"
+                        f"{kind}, p = {fmt_prob(e.p)}"],
+            hovertemplate="%{customdata}<extra></extra>",
+        )
+    chosen = list(path) + ([len(nodes)] if e is not None else [])
+    if chosen:
+        fig.add_scatter(
+            x=[depth[i] for i in chosen], y=[slot[i] for i in chosen], mode="markers", name="the target's choice",
+            marker={"symbol": "circle-open", "size": 26, "color": TARGET, "line": {"width": 2.5}}, hoverinfo="skip",
+        )
+    top = max(depth.values())
+    leaves = max(slot.values()) + 1
+    fig.update_xaxes(title_text="depth (tokens after the root)", tickmode="array", tickvals=list(range(top + 1)),
+                     range=[-0.7, top + 0.6], showgrid=False)
+    fig.update_yaxes(visible=False, range=[leaves - 0.4, -0.8])  # reversed: the first leaf on top
+    return style_figure(fig, title, height=max(260, 120 + 34 * leaves))
+
+
+def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
+    """The round's tree attention mask: a row per token of the target's pass (the root, then
+    each node), a column per token it could look at; filled where it may (itself and its
+    ancestors). Every row also sees the whole context before the root, not drawn."""
+    if not event.tree:
+        return empty_figure(f"Round {event.index} drafted a chain: its mask is the usual causal triangle", title)
+    parents = [t.parent for t in event.tree]
+    mask = tree_mask(parents)
+    n = len(parents)
+    names = [ROOT_LABEL] + [f"{i} {_label(t.text, 8)}" for i, t in enumerate(event.tree)]
+    words = ["the root"] + [f"node {i} {_plotly(quoted(t.text))}" for i, t in enumerate(event.tree)]
+    hover = [[f"{words[r]} {'may' if mask[r][c] else 'may not'} look at {words[c]}" for c in range(n + 1)] for r in range(n + 1)]
+    fig = go.Figure(go.Heatmap(
+        z=mask, x=list(range(n + 1)), y=list(range(n + 1)), zmin=0, zmax=1, xgap=1, ygap=1, showscale=False,
+        colorscale=[[0, "rgba(128, 128, 128, 0.10)"], [1, TARGET]], customdata=hover,
+        hovertemplate="%{customdata}<extra></extra>",
+    ))
+    ticks = {"tickmode": "array", "tickvals": list(range(n + 1)), "ticktext": names, "showgrid": False,
+             "tickfont": {"family": "ui-monospace, Menlo, Consolas, monospace", "size": 11}}
+    fig.update_xaxes(title_text="may look at", side="top", tickangle=-60, **ticks)
+    fig.update_yaxes(title_text="token in the pass", autorange="reversed", **ticks)
+    fig.update_layout(margin={"t": 90})
+    title = title or f"Round {event.index}: tree attention mask ({n + 1} tokens, one pass)"
+    fig = style_figure(fig, title, height=max(300, 150 + 20 * (n + 1)))
+    fig.update_layout(margin={"t": 110, "l": 90})
+    return fig
+
+
+# --- a cross-tokenizer round ---------------------------------------------------------------
+
+METHOD_WORDS = {
+    "text": "through text: the draft's tokens are turned into text and re-encoded with the target's tokenizer",
+    "intersection": "through the shared vocabulary: the draft proposes only tokens both vocabularies have",
+}
+
+
+def method_of(meta: Mapping[str, Any] | None) -> str | None:
+    """The cross-tokenizer method a trace was drafted with ("text" or "intersection"), if known."""
+    meta = meta or {}
+    vocab = meta.get("vocab")
+    if isinstance(vocab, Mapping) and vocab.get("method") in METHOD_WORDS:
+        return str(vocab["method"])
+    drafter = meta.get("drafter")
+    if isinstance(drafter, str):
+        for method in METHOD_WORDS:
+            if drafter.endswith(f"-{method}"):
+                return method
+    return None
+
+
+def alignment_groups(event: RoundEvent) -> list[tuple[list[int], list[int]]]:
+    """(draft token indices, target candidate indices) groups, in order: draft tokens whose
+    candidates overlap share a group (a target token that spans two draft tokens), a draft
+    token that became several target tokens holds them all, and a draft token that became
+    none (its text was still incomplete, or beyond the round's k) stands alone. Target
+    candidates no draft token names get a group of their own."""
+    n = len(event.drafted)
+    groups: list[tuple[list[int], list[int]]] = []
+    for i, a in enumerate(event.alignment):
+        cands = sorted({c for c in a.candidates if 0 <= c < n})
+        if groups and cands and set(cands) & set(groups[-1][1]):
+            drafts, targets = groups[-1]
+            groups[-1] = (drafts + [i], sorted(set(targets) | set(cands)))
+        else:
+            groups.append(([i], cands))
+    named = {c for _, cands in groups for c in cands}
+    for c in range(n):
+        if c not in named:
+            at = next((g for g, (_, cands) in enumerate(groups) if cands and cands[0] > c), len(groups))
+            groups.insert(at, ([], [c]))
+    return groups
+
+
+def alignment_html(event: RoundEvent, meta: Mapping[str, Any] | None = None) -> str:
+    """A cross-tokenizer round: the draft's own tokens (top row) above the target tokens they
+    became (bottom row), coloured by what the target decided, then the token it emitted.
+    `meta` (the trace's) names the method and, when recorded, the vocabulary overlap."""
+    if not event.alignment:
+        return f'<p class="sv-muted">Round {event.index} was drafted in the target\'s own vocabulary: nothing to align.</p>'
+    groups = alignment_groups(event)
+    cols = []
+    for drafts, targets in groups:
+        top = "".join(
+            f'<span class="tok sv-align-draft-tok" title="{esc(_draft_title(event, i))}">{token_inner_html(event.alignment[i].text)}</span>'
+            for i in drafts
+        ) or '<span class="sv-muted">\u2014</span>'
+        bottom = "".join(
+            f'<span class="tok tok-{event.drafted[c].decision}" data-pos="{c + 1}" '
+            f'title="{esc(_target_title(event, c))}">{token_inner_html(event.drafted[c].text)}</span>'
+            for c in targets
+        ) or '<span class="sv-muted" title="no target token yet: its text was incomplete or beyond this round\'s k">\u2014</span>'
+        cols.append(f'<div class="sv-align-col"><div class="sv-align-top">{top}</div>'
+                    f'<div class="sv-align-link" aria-hidden="true">\u2193</div><div class="sv-align-bottom">{bottom}</div></div>')
+    e = event.emitted
+    if e is not None:
+        kind = "bonus" if e.kind == "bonus" else "resampled"
+        cols.append(
+            f'<div class="sv-align-col"><div class="sv-align-top"><span class="sv-muted">target</span></div>'
+            f'<div class="sv-align-link" aria-hidden="true">\u2193</div><div class="sv-align-bottom">'
+            f'<span class="tok tok-{kind}" title="{esc(f"emitted by the target ({kind}): {quoted(e.text)}, p = {fmt_prob(e.p)}")}">'
+            f"{token_inner_html(e.text)}</span></div></div>"
+        )
+    labels = ('<div class="sv-align-col sv-align-labels"><div class="sv-align-top">draft\'s own tokens</div>'
+              '<div class="sv-align-link" aria-hidden="true"></div><div class="sv-align-bottom">target tokens</div></div>')
+    counts = {d: sum(x.decision == d for x in event.drafted) for d in ("accepted", "rejected", "unchecked")}
+    n_draft = len(event.alignment)
+    summary = (f"Round {event.index}: the draft wrote {n_draft} token{'s' if n_draft != 1 else ''} of its own; "
+               f"they became {len(event.drafted)} target candidate{'s' if len(event.drafted) != 1 else ''}: "
+               f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['unchecked']} unchecked.")
+    method = method_of(meta)
+    how = f"Drafted {METHOD_WORDS[method]}." if method else ""
+    vocab = (meta or {}).get("vocab")
+    overlap = vocab.get("overlap") if isinstance(vocab, Mapping) else None
+    if isinstance(overlap, (int, float)):
+        how += f" {overlap:.1%} of the target's vocabulary has an exact match in the draft's."
+    return (
+        f'<div class="specviz-text sv-align"><p>{esc(summary)}</p>'
+        + (f'<p class="sv-muted">{esc(how.strip())}</p>' if how else "")
+        + f'<div class="sv-align-row">{labels}{"".join(cols)}</div></div>'
+    )
+
+
+def _draft_title(event: RoundEvent, i: int) -> str:
+    a = event.alignment[i]
+    n = len(event.drafted)
+    became = [c + 1 for c in a.candidates if 0 <= c < n]
+    where = f"became target candidate{'s' if len(became) != 1 else ''} {', '.join(map(str, became))}" if became else "became no target candidate this round"
+    return f"the draft's own token {quoted(a.text)} (id {a.id}): {where}"
+
+
+def _target_title(event: RoundEvent, c: int) -> str:
+    d = event.drafted[c]
+    return f"target candidate {c + 1}: {quoted(d.text)} (id {d.id}) \u00b7 p = {fmt_prob(d.p)} \u00b7 {d.decision}"
