@@ -160,7 +160,10 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     """Time the pair's target over each of `sizes` new tokens and its draft over one."""
     verify = measure_pass_ms(pair.target, list(sizes), vocab_size=pair.vocab_size, repeats=repeats)
     drafter = pair.draft if pair.draft is not None else pair.target
-    draft = measure_pass_ms(drafter, [1], vocab_size=pair.vocab_size, repeats=repeats)[1]
+    # A draft with another tokenizer reads ids of its own vocabulary, which may be smaller.
+    draft_vocab = len(pair.draft_tokenizer) if getattr(pair, "draft_tokenizer", None) is not None else pair.vocab_size
+    draft_vocab = min(draft_vocab, drafter.get_input_embeddings().num_embeddings)
+    draft = measure_pass_ms(drafter, [1], vocab_size=draft_vocab, repeats=repeats)[1]
     return CostModel(verify=verify, draft=draft, source="measured", meta={"repeats": repeats, "context": MEASURE_CONTEXT})
 
 

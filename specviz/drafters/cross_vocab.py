@@ -336,7 +336,9 @@ def make_cross_drafter(pair: ModelPair, settings: GenerationSettings, generator:
     if pair.draft is None or pair.draft_tokenizer is None:
         raise UserError(f"the pair {pair.name!r} has no draft with its own tokenizer")
     rows = head_rows(pair.draft)
-    vmap = pair.vocab_map or vocab_map(pair.draft_tokenizer, pair.tokenizer, draft_rows=rows, target_rows=pair.vocab_size)
+    if pair.vocab_map is None:  # a pair built by hand: map it once and keep the map with the pair
+        pair.vocab_map = vocab_map(pair.draft_tokenizer, pair.tokenizer, draft_rows=rows, target_rows=pair.vocab_size)
+    vmap = pair.vocab_map
     method = method or vmap.method
     if method not in METHODS:
         raise UserError(f"vocab method must be one of {', '.join(METHODS)} (got {method!r})")

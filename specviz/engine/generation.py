@@ -62,6 +62,9 @@ class Generation:
             "record": record,
             "cost_model": self._cost.to_dict(),
         }
+        if getattr(pair, "cross_tokenizer", False) and pair.vocab_map is not None:
+            # How the pair drafts across tokenizers, so a replayed trace can say it too.
+            meta["vocab"] = {k: v for k, v in pair.vocab_map.summary().items() if isinstance(v, (str, int, float, bool))}
         if settings.mode == "speculative":
             meta["drafter"] = self._decoder.drafter.name
         self._prompt = prompt

@@ -241,14 +241,14 @@ METHOD_WORDS = {
 def method_of(meta: Mapping[str, Any] | None) -> str | None:
     """The cross-tokenizer method a trace was drafted with ("text" or "intersection"), if known."""
     meta = meta or {}
-    vocab = meta.get("vocab")
-    if isinstance(vocab, Mapping) and vocab.get("method") in METHOD_WORDS:
-        return str(vocab["method"])
-    drafter = meta.get("drafter")
+    drafter = meta.get("drafter")  # the method the run used; the pair's default may differ
     if isinstance(drafter, str):
         for method in METHOD_WORDS:
             if drafter.endswith(f"-{method}"):
                 return method
+    vocab = meta.get("vocab")
+    if isinstance(vocab, Mapping) and vocab.get("method") in METHOD_WORDS:
+        return str(vocab["method"])
     return None
 
 
