@@ -23,7 +23,7 @@ import torch
 
 from specviz.bench import report, resume
 from specviz.bench.harness import BenchOptions, Raw, count_runs, eos_ids, run_bench
-from specviz.bench.methods import FAMILY_NAMES, Method, default_methods, parse_method
+from specviz.bench.methods import FAMILY_NAMES, Method, check_pair, default_methods, parse_method
 from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
 from specviz.bench.summary import summarise
 from specviz.errors import UserError
@@ -31,6 +31,10 @@ from specviz.settings import MAX_K
 
 HELP = "benchmark specviz against transformers' generate on one pair"
 DEFAULT_KS = "2,4"
+
+
+# The target precisions offered (models/devices.py CHOICES; float16 is also accepted there).
+PRECISIONS = ("auto", "float32", "bfloat16", "int8")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,10 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k-max", type=int, default=8, help="upper bound of adaptive k (default: 8)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); above 0 samples")
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per method and prompt; the median counts")
-    parser.add_argument("--methods", help="comma-separated subset of: " + ", ".join(default_methods([4])).replace("k4", "k<K>"))
+    parser.add_argument("--methods", help="comma-separated subset of: " + ", ".join(dict.fromkeys(default_methods([4]) + default_methods([4], cross_tokenizer=True))).replace("k4", "k<K>")
+                        + " (default: all of the first set; for a draft with its own tokenizer, hf-plain, hf-universal*, sv-plain, sv-k<K>, sv-text and sv-intersection)")
     parser.add_argument("--limit", type=int, help="run only the first N prompts (alternating code and prose)")
     parser.add_argument("--prompt-ids", help="comma-separated prompt ids to run")
-    parser.add_argument("--dtype", help="float32, bfloat16 or float16 (default: the pair's default for the device)")
+    parser.add_argument("--dtype", choices=PRECISIONS,
+                        help="the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, "
+                             "measured once per machine), float32, bfloat16, or int8 (a CPU only)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
     parser.add_argument("--fp32-draft", action="store_true",
@@ -61,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     ks = _int_list(args.k, "--k")
     names = _str_list(args.methods) if args.methods else default_methods(ks)
-    methods = [parse_method(n) for n in dict.fromkeys(names)]
+    methods = [parse_method(n) for n in dict.fromkeys(names)]  # parsed before loading: a typo fails fast
     _check(args)
     prompts = select(load_prompts(args.prompts), ids=_str_list(args.prompt_ids) if args.prompt_ids else None, limit=args.limit)
     opts = BenchOptions(max_new_tokens=args.max_new_tokens, temperature=args.temperature, repeats=args.repeats, k_max=args.k_max, seed=args.seed, warmup=not args.no_warmup)
@@ -76,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     pair = load(args.pair, with_draft=any(m.needs_draft for m in methods), device=args.device, dtype=args.dtype,
                 int8_draft=False if args.fp32_draft else None)
     load_s = time.perf_counter() - t0
+    if not args.methods and getattr(pair, "cross_tokenizer", False):
+        methods = [parse_method(n) for n in default_methods(ks, cross_tokenizer=True)]
     command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
     out = Path(args.out)
     earlier = resume.read_earlier(out) if args.resume else None
@@ -112,8 +121,7 @@ def bench(
     import transformers
 
     transformers.utils.logging.set_verbosity_error()  # per-call deprecation chatter
-    if any(m.needs_draft for m in methods) and pair.draft is None:
-        raise UserError(f"pair {pair.name} has no draft model: drop the draft-model methods (sv-k*, sv-adaptive*, hf-assisted*)")
+    check_pair(pair, methods)
     from specviz.drafters import cost_model
 
     t0 = time.perf_counter()
@@ -138,6 +146,8 @@ def bench(
         "k_max": opts.k_max,
         "seed": opts.seed,
     }
+    if getattr(pair, "cross_tokenizer", False):
+        meta["vocab"] = vocab_summary(pair)
     stop = set(eos_ids(pair))
     kept: Raw = resume.finished(earlier, meta, methods, prompts) if earlier is not None else {}
     earlier_s, processes = 0.0, 1
@@ -166,6 +176,17 @@ def bench(
         if bar:
             bar.close()
     return result(raw, time.perf_counter() - t0)
+
+
+def vocab_summary(pair) -> dict[str, Any]:
+    """For a draft with its own tokenizer: how much of the target's vocabulary it shares, and
+    the method `auto` picks."""
+    from specviz.models.vocab import head_rows
+    from specviz.models.vocab_map import vocab_map
+
+    m = pair.vocab_map or vocab_map(pair.draft_tokenizer, pair.tokenizer, draft_rows=head_rows(pair.draft), target_rows=pair.vocab_size)
+    return {"overlap": m.overlap, "shared": m.shared, "target_entries": m.target_entries, "draft_entries": m.draft_entries,
+            "default_method": m.method}
 
 
 def machine(device) -> str:

@@ -1,5 +1,6 @@
 """transformers' own `generate`, as the bench's reference: plain decoding, assisted
-generation with the draft model (its default schedule, or a constant k), and prompt lookup.
+generation with the draft model (its default schedule, or a constant k), assisted generation
+with a draft that has its own tokenizer (`assistant_tokenizer=`), and prompt lookup.
 
 Every call gets the same prompt ids, the same stopping tokens and the same sampling settings
 as specviz, so tokens/s compare like for like: a GenerationConfig is built from scratch
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import time
+import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +27,8 @@ PROMPT_LOOKUP_TOKENS = 10
 class HFRun:
     token_ids: list[int]  # new tokens only
     wall_s: float
+    target_calls: int = 0  # the target's forward passes: one per round in assisted generation
+    generator: str | None = None  # the candidate generator transformers ran, for assisted runs
 
 
 def generation_config(*, max_new_tokens: int, temperature: float, top_k: int, top_p: float, eos_ids: list[int], pad_id: int | None) -> GenerationConfig:
@@ -50,16 +55,31 @@ def generate(
     assistant: torch.nn.Module | None = None,
     assistant_k: int | None = None,
     prompt_lookup: int | None = None,
+    tokenizer=None,
+    assistant_tokenizer=None,
 ) -> HFRun:
     """One timed `generate` call. `assistant_k` None keeps transformers' default schedule;
-    a number makes the draft length constant (no confidence cut-off either)."""
+    a number makes the draft length constant (no confidence cut-off either).
+
+    `tokenizer` (the target's) and `assistant_tokenizer` (the draft's), both or neither, make
+    it transformers' generation with a draft of another tokenizer: greedy runs
+    AssistedCandidateGeneratorDifferentTokenizers, sampling UniversalSpeculativeDecodingGenerator
+    (see `universal_draft` for what the latter does to the draft model)."""
+    if (tokenizer is None) != (assistant_tokenizer is None) or (assistant_tokenizer is not None and assistant is None):
+        raise ValueError("a draft with its own tokenizer needs assistant, tokenizer and assistant_tokenizer together")
     config = copy.deepcopy(config)
     kwargs = {}
+    generator = None
     if prompt_lookup:
         config.prompt_lookup_num_tokens = prompt_lookup
+        generator = "PromptLookupCandidateGenerator"
     saved = None
     if assistant is not None:
         kwargs["assistant_model"] = assistant
+        generator = "AssistedCandidateGenerator"
+        if assistant_tokenizer is not None:
+            kwargs.update(tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer)
+            generator = "UniversalSpeculativeDecodingGenerator" if config.do_sample else "AssistedCandidateGeneratorDifferentTokenizers"
         # The assistant's schedule lives on the assistant's own generation config.
         saved = copy.deepcopy(assistant.generation_config)
         if assistant_k is not None:
@@ -68,17 +88,83 @@ def generate(
             assistant.generation_config.assistant_confidence_threshold = 0.0
     attention = torch.ones_like(input_ids)
     device = input_ids.device
-    torch.manual_seed(seed)
+    calls = [0]
+    hook = target.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    usd = assistant_tokenizer is not None and config.do_sample
     try:
-        _sync(device)
-        t0 = time.perf_counter()
-        out = target.generate(input_ids=input_ids, attention_mask=attention, generation_config=config, **kwargs)
-        _sync(device)
-        wall = time.perf_counter() - t0
+        with universal_draft(target, assistant, tokenizer, assistant_tokenizer) if usd else _nothing():
+            torch.manual_seed(seed)
+            _sync(device)
+            t0 = time.perf_counter()
+            out = target.generate(input_ids=input_ids, attention_mask=attention, generation_config=config, **kwargs)
+            _sync(device)
+            wall = time.perf_counter() - t0
     finally:
+        hook.remove()
         if saved is not None:
             assistant.generation_config = saved
-    return HFRun(token_ids=out[0, input_ids.shape[1] :].tolist(), wall_s=wall)
+    return HFRun(token_ids=out[0, input_ids.shape[1] :].tolist(), wall_s=wall, target_calls=calls[0], generator=generator)
+
+
+@dataclass
+class _UniversalDraft:
+    translator: object  # transformers' AssistantToTargetTranslator for this draft
+    own: tuple[torch.nn.Module, torch.nn.Module]  # the draft's input and output embeddings
+    pruned: tuple[torch.nn.Module, torch.nn.Module]  # the translator's versions of them
+
+
+_UNIVERSAL: "weakref.WeakKeyDictionary[torch.nn.Module, _UniversalDraft]" = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def universal_draft(target: torch.nn.Module, draft: torch.nn.Module, tokenizer, draft_tokenizer):
+    """The draft as transformers' UniversalSpeculativeDecodingGenerator wants it, for one call.
+
+    transformers 5.24 (GenerationMixin._get_candidate_generator) takes the translator from
+    AssistantVocabTranslatorCache, keyed by the two tokenizers, building it on first use with
+    `assistant_prune_lm_head=True`: that swaps the draft's output head for one over the shared
+    tokens only and its input embeddings for a remapping wrapper, in place and for good.
+    specviz's runs share the draft model, so here the translator is built once per draft
+    outside the timed call (transformers would reuse it across calls too), put in that cache
+    for the call, and the draft's own layers are put back after it.
+
+    A head that is not a plain Linear (the int8 draft's quantized one) cannot be pruned
+    (transformers' prune_linear_layer reads `.weight`); its translator suppresses the
+    draft-only tokens with a logits processor instead, which transformers does itself when
+    pruning is off."""
+    from transformers.generation.candidate_generator import AssistantToTargetTranslator, AssistantVocabTranslatorCache
+
+    state = _UNIVERSAL.get(draft)
+    if state is None or state.translator._target_tokenizer is not tokenizer or state.translator._assistant_tokenizer is not draft_tokenizer:
+        own = (draft.get_input_embeddings(), draft.get_output_embeddings())
+        prunable = type(own[1]) is torch.nn.Linear
+        translator = AssistantToTargetTranslator(
+            tokenizer, draft_tokenizer, target.config.get_text_config().vocab_size,
+            assistant_model=draft, assistant_prune_lm_head=prunable,
+        )
+        state = _UniversalDraft(translator, own, (draft.get_input_embeddings(), draft.get_output_embeddings()))
+        _UNIVERSAL[draft] = state
+    cache = AssistantVocabTranslatorCache._cache
+    if tokenizer not in cache:
+        cache[tokenizer] = weakref.WeakKeyDictionary()
+    previous = cache[tokenizer].get(draft_tokenizer)
+    cache[tokenizer][draft_tokenizer] = state.translator
+    draft.set_input_embeddings(state.pruned[0])
+    draft.set_output_embeddings(state.pruned[1])
+    try:
+        yield state.translator
+    finally:
+        draft.set_input_embeddings(state.own[0])
+        draft.set_output_embeddings(state.own[1])
+        if previous is None:
+            cache[tokenizer].pop(draft_tokenizer, None)
+        else:
+            cache[tokenizer][draft_tokenizer] = previous
+
+
+@contextmanager
+def _nothing():
+    yield
 
 
 def _sync(device: torch.device) -> None:

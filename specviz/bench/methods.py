@@ -11,10 +11,20 @@ Names: `sv-*` run specviz's engine, `hf-*` run transformers' `generate`.
     sv-tree{N}x{B}        speculative, a token tree of N nodes, at most B children each, from the draft model
     sv-lookup             speculative, prompt-lookup drafter (no draft model), cost-aware
     sv-early-exit         speculative, the target's own first layers as the drafter, cost-aware
+    sv-text               a draft with another tokenizer, drafting through text, cost-aware
+    sv-intersection       the same, drafting on the shared vocabulary, cost-aware
     hf-plain              transformers, target alone
     hf-assisted           transformers assisted generation, its default schedule
     hf-assisted-k{K}      the same with a constant k
+    hf-universal          transformers assisted generation with a draft of another tokenizer
+                          (`assistant_tokenizer=`), its default schedule: see run_transformers
+    hf-universal-k{K}     the same with a constant k
     hf-lookup             transformers prompt lookup (10 tokens)
+
+The cross-tokenizer methods (sv-text, sv-intersection, hf-universal*) need a pair whose draft
+has its own tokenizer, and hf-assisted* and sv-tree* need one whose draft shares the
+target's: `check_pair` refuses the others before anything runs. sv-k{K}, sv-adaptive and
+sv-heuristic run on either (on a cross-tokenizer pair with the pair's default vocab method).
 """
 
 from __future__ import annotations
@@ -42,10 +52,16 @@ class Method:
     tree: tuple[int, int] | None = None  # specviz token tree: (nodes, width)
     record: str = "full"  # specviz only: "full" or "minimal" events
     policy: str = "cost-aware"  # specviz's draft-length policy when k is None
+    vocab_method: str | None = None  # specviz, a draft with another tokenizer: "text" or "intersection"
 
     @property
     def needs_draft(self) -> bool:
-        return self.kind in ("speculative", "assisted", "tree")
+        return self.kind in ("speculative", "assisted", "tree", "universal")
+
+    @property
+    def cross_tokenizer(self) -> bool:
+        """Runs only on a pair whose draft has its own tokenizer."""
+        return self.kind == "universal" or self.vocab_method is not None
 
 
 @dataclass
@@ -79,7 +95,15 @@ class Sample:
 RECORDED = ("tokens_per_s", "wall_s", "new_tokens", "token_ids")
 
 
-def default_methods(ks: list[int]) -> list[str]:
+def default_methods(ks: list[int], *, cross_tokenizer: bool = False) -> list[str]:
+    """The methods a run compares when --methods is not given; for a pair whose draft has
+    another tokenizer, transformers' universal assisted generation and the two vocab methods
+    take the place of same-tokenizer assisted generation and the tree."""
+    if cross_tokenizer:
+        return (
+            ["hf-plain", "hf-universal", *[f"hf-universal-k{k}" for k in ks]]
+            + ["sv-plain", *[f"sv-k{k}" for k in ks], "sv-text", "sv-intersection"]
+        )
     return (
         ["hf-plain", "hf-assisted", *[f"hf-assisted-k{k}" for k in ks], "hf-lookup"]
         + ["sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-adaptive-min", "sv-lookup", "sv-early-exit"]
@@ -94,8 +118,11 @@ def parse_method(name: str) -> Method:
         "sv-heuristic": Method(name, "sv", "speculative", policy="heuristic"),
         "sv-lookup": Method(name, "sv", "lookup"),
         "sv-early-exit": Method(name, "sv", "early-exit"),
+        "sv-text": Method(name, "sv", "speculative", vocab_method="text"),
+        "sv-intersection": Method(name, "sv", "speculative", vocab_method="intersection"),
         "hf-plain": Method(name, "hf", "plain"),
         "hf-assisted": Method(name, "hf", "assisted"),
+        "hf-universal": Method(name, "hf", "universal"),
         "hf-lookup": Method(name, "hf", "lookup"),
     }
     if name in fixed:
@@ -103,14 +130,40 @@ def parse_method(name: str) -> Method:
     t = re.fullmatch(r"sv-tree(\d+)x(\d+)", name)
     if t and 1 <= int(t.group(1)) <= 64 and 1 <= int(t.group(2)) <= 8:
         return Method(name, "sv", "tree", tree=(int(t.group(1)), int(t.group(2))))
-    m = re.fullmatch(r"(sv-k|hf-assisted-k)(\d+)", name)
+    m = re.fullmatch(r"(sv-k|hf-assisted-k|hf-universal-k)(\d+)", name)
     if m and 1 <= int(m.group(2)) <= 16:
         k = int(m.group(2))
-        return Method(name, "sv", "speculative", k=k) if m.group(1) == "sv-k" else Method(name, "hf", "assisted", k=k)
+        family, kind = {"sv-k": ("sv", "speculative"), "hf-assisted-k": ("hf", "assisted"), "hf-universal-k": ("hf", "universal")}[m.group(1)]
+        return Method(name, family, kind, k=k)
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, sv-lookup, "
-        "sv-early-exit, sv-tree<N>x<B>, hf-plain, hf-assisted, hf-assisted-k<K> or hf-lookup (K from 1 to 16, N to 64, B to 8)"
+        "sv-early-exit, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
+        "hf-universal, hf-universal-k<K> or hf-lookup (K from 1 to 16, N to 64, B to 8)"
     )
+
+
+def check_pair(pair, methods: list[Method]) -> None:
+    """Refuse, before anything runs, a method that cannot run on this pair: drafting with
+    another tokenizer needs a draft that has one, and the others that need the draft's ids to
+    be the target's need a draft that shares the target's tokenizer."""
+    if any(m.needs_draft for m in methods) and pair.draft is None:
+        raise UserError(f"pair {pair.name} has no draft model: drop the draft-model methods "
+                        "(sv-k*, sv-adaptive*, sv-text, sv-intersection, sv-tree*, hf-assisted*, hf-universal*)")
+    cross = bool(getattr(pair, "cross_tokenizer", False))
+    if cross:
+        same_only = [m.name for m in methods if m.kind == "assisted" or m.kind == "tree"]
+        if same_only:
+            raise UserError(
+                f"pair {pair.name}'s draft has its own tokenizer: {', '.join(same_only)} need a draft that shares the target's tokenizer; "
+                "for transformers' assisted generation across tokenizers use hf-universal (or hf-universal-k<K>)"
+            )
+    else:
+        cross_only = [m.name for m in methods if m.cross_tokenizer]
+        if cross_only:
+            raise UserError(
+                f"pair {pair.name}'s draft shares the target's tokenizer: {', '.join(cross_only)} draft across two tokenizers; "
+                "use hf-assisted (or hf-assisted-k<K>) and sv-adaptive (or sv-k<K>) instead"
+            )
 
 
 def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> GenerationSettings:
@@ -121,6 +174,8 @@ def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> Generat
         nodes, width = method.tree
         return replace(base, mode="speculative", drafter="tree", k=k_max, policy="fixed", tree_nodes=nodes, tree_width=width)
     drafter = {"speculative": "model", "lookup": "lookup", "early-exit": "early-exit"}[method.kind]
+    if method.vocab_method is not None:
+        base = replace(base, vocab_method=method.vocab_method)
     if method.k is not None:
         return replace(base, mode="speculative", drafter=drafter, k=method.k, policy="fixed")
     return replace(base, mode="speculative", drafter=drafter, k=k_max, policy=method.policy)
@@ -157,13 +212,38 @@ def trace_stats(trace) -> dict[str, Any]:
 
 
 def run_transformers(pair, input_ids: torch.Tensor, method: Method, config, seed: int) -> Sample:
-    if method.kind == "plain":
-        r = hf_baselines.generate(pair.target, input_ids, config, seed=seed)
-    elif method.kind == "assisted":
-        r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, assistant=pair.draft, assistant_k=method.k)
-    else:
-        r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, prompt_lookup=hf_baselines.PROMPT_LOOKUP_TOKENS)
-    return Sample(token_ids=r.token_ids, wall_s=r.wall_s, stats={"stop_reason": "eos" if len(r.token_ids) < config.max_new_tokens else "max_new_tokens"})
+    """One timed transformers `generate` call.
+
+    hf-universal* passes `tokenizer=` (the target's) and `assistant_tokenizer=` (the draft's)
+    beside `assistant_model=`, and transformers 5.24 picks the candidate generator by
+    `do_sample` (GenerationMixin._get_candidate_generator, generation/utils.py):
+
+    - greedy: AssistedCandidateGeneratorDifferentTokenizers (generation/candidate_generator.py),
+      universal assisted generation: the draft's text is re-encoded in the target's tokens with
+      a look-behind and verified as plain candidates, as specviz's `sv-text` does;
+    - sampling: UniversalSpeculativeDecodingGenerator, token-level intersection (arXiv
+      2502.05202): the draft's logits restricted to the tokens both vocabularies have, mapped
+      to target ids and verified by speculative sampling, as specviz's `sv-intersection` does.
+      transformers builds an AssistantToTargetTranslator for it, which prunes the draft's
+      output head to the shared tokens; hf_baselines builds it outside the timed call and
+      puts the draft back afterwards (see hf_baselines.universal_draft).
+
+    Assisted runs also count the target's forward passes: each is one round, so
+    tokens_per_round compares with specviz's."""
+    kwargs: dict[str, Any] = {}
+    if method.kind == "assisted":
+        kwargs = dict(assistant=pair.draft, assistant_k=method.k)
+    elif method.kind == "universal":
+        kwargs = dict(assistant=pair.draft, assistant_k=method.k, tokenizer=pair.tokenizer, assistant_tokenizer=pair.draft_tokenizer)
+    elif method.kind == "lookup":
+        kwargs = dict(prompt_lookup=hf_baselines.PROMPT_LOOKUP_TOKENS)
+    r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, **kwargs)
+    stats: dict[str, Any] = {"stop_reason": "eos" if len(r.token_ids) < config.max_new_tokens else "max_new_tokens"}
+    if method.kind in ("assisted", "universal", "lookup") and r.target_calls:
+        stats.update(rounds=r.target_calls, tokens_per_round=len(r.token_ids) / r.target_calls)
+    if r.generator:
+        stats["hf_generator"] = r.generator
+    return Sample(token_ids=r.token_ids, wall_s=r.wall_s, stats=stats)
 
 
 def _sync(device) -> None:

@@ -52,6 +52,13 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [f"**Partial: {done} of {total} prompts finished so far.**", ""]
     if meta.get("processes", 1) > 1:
         lines += [f"Run in {meta['processes']} processes (`--resume`), each prompt's methods in one.", ""]
+    if meta.get("vocab"):
+        v = meta["vocab"]
+        lines += [f"The draft has its own tokenizer: {v['shared']} of the target's {v['target_entries']} vocabulary entries "
+                  f"({v['overlap']:.1%}) have an exact match in its {v['draft_entries']}; `auto` drafts by {v['default_method']}.", ""]
+    generators = _generators(result)
+    if generators:
+        lines += ["transformers' candidate generator: " + "; ".join(f"{n}: {g}" for n, g in generators.items()) + ".", ""]
     if meta.get("cost_model"):
         cm = meta["cost_model"]
         sizes = ", ".join(f"{n}: {v:.0f}" for n, v in cm["verify"].items())
@@ -124,6 +131,19 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _generators(result: dict[str, Any]) -> dict[str, str]:
+    """The candidate generator each hf-universal* method ran, from its first recorded sample."""
+    out = {}
+    for m in result["methods"]:
+        if not m["name"].startswith("hf-universal"):
+            continue
+        for runs in result["samples"].values():
+            if runs.get(m["name"]) and runs[m["name"]][0].get("hf_generator"):
+                out[m["name"]] = runs[m["name"]][0]["hf_generator"]
+                break
+    return out
 
 
 def _draft(meta: dict) -> str:
