@@ -85,16 +85,8 @@ class SpeculativeDecoder(Decoder):
             positions = display.positions(n_pos, logits, p, proposal.q, x, overlap, self.texts)
 
         t = self.tally
-        t.new_tokens += kept
-        t.rounds += 1
-        t.target_passes += 1
-        t.draft_passes += proposal.passes
-        t.drafted += tested
-        t.accepted += accepted
-        t.overlap_sum += sum(overlap)
-        t.target_ms += target_ms
-        t.draft_ms += proposal.ms
-        t.draft_tokens += m
+        t.count_round(new=kept, tested=tested, accepted=accepted, overlap=overlap, target_ms=target_ms, draft_ms=proposal.ms,
+                      draft_passes=proposal.passes, draft_tokens=m)
 
         event = RoundEvent(
             index=self.index,
@@ -155,16 +147,8 @@ class SpeculativeDecoder(Decoder):
         self.length.update(len(shown), n, verify_ms=r.target_ms, draft_ms=proposal.ms)
 
         t = self.tally
-        t.new_tokens += kept
-        t.rounds += 1
-        t.target_passes += 1
-        t.draft_passes += proposal.passes
-        t.drafted += tested
-        t.accepted += accepted
-        t.overlap_sum += sum(overlap)
-        t.target_ms += r.target_ms
-        t.draft_ms += proposal.ms
-        t.draft_tokens += len(r.tokens)
+        t.count_round(new=kept, tested=tested, accepted=accepted, overlap=overlap, target_ms=r.target_ms, draft_ms=proposal.ms,
+                      draft_passes=proposal.passes, draft_tokens=len(r.tokens))
         event = RoundEvent(
             index=self.index, k=len(drafted), drafted=drafted, emitted=emitted, positions=positions, draft_ms=proposal.ms,
             verify_ms=r.verify_ms, t_end_s=self.elapsed(), new_tokens=t.new_tokens, tree=tree,

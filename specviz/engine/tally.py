@@ -20,6 +20,20 @@ class Tally:
     draft_ms: float = 0.0  # summed over rounds
     draft_tokens: int = 0  # every drafted token, tested or not (D = draft_ms / draft_tokens)
 
+    def count_round(self, *, new: int, tested: int, accepted: int, overlap: list[float], target_ms: float, draft_ms: float,
+                    draft_passes: int, draft_tokens: int) -> None:
+        """One speculative round: one target pass, `new` tokens out of it."""
+        self.new_tokens += new
+        self.rounds += 1
+        self.target_passes += 1
+        self.draft_passes += draft_passes
+        self.drafted += tested
+        self.accepted += accepted
+        self.overlap_sum += sum(overlap)
+        self.target_ms += target_ms
+        self.draft_ms += draft_ms
+        self.draft_tokens += draft_tokens
+
     def summary(self, *, wall_s: float, load_s: float, stop_reason: str = "", policy: str = "", plain_ms_per_token: float = 0.0) -> RunSummary:
         tokens_per_s = _ratio(self.new_tokens, wall_s)
         return RunSummary(
