@@ -18,12 +18,14 @@ import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from specviz import theory
+from specviz.errors import UserError
 from specviz.models.cache import cache_root
 from specviz.settings import MAX_K
 
@@ -129,22 +131,26 @@ def _never_cheaper(verify: dict[int, float]) -> dict[int, float]:
 
 
 @torch.inference_mode()
-def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int, context: int = MEASURE_CONTEXT, repeats: int = 3, seed: int = 0) -> dict[int, float]:
+def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int, context: int = MEASURE_CONTEXT, repeats: int = 3, seed: int = 0,
+                    batch: int = 1, should_stop: Callable[[], bool] | None = None) -> dict[int, float]:
     """Median ms of one forward pass over n new tokens after `context` cached tokens, for
     each n in `sizes`, with logits for every new position (as a verify pass needs). Sizes
     are interleaved within each repeat so machine drift hits them alike; one untimed sweep
-    first warms the kernels up."""
+    first warms the kernels up. `batch` sequences go through each pass side by side;
+    `should_stop()` true ends the measurement with a UserError."""
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
-    ctx = torch.randint(0, vocab_size, (1, context), generator=gen).to(device)
+    ctx = torch.randint(0, vocab_size, (batch, context), generator=gen).to(device)
     cache = DynamicCache(config=model.config)
     model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=1)
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for rep in range(repeats + 1):
         for n in sizes:
-            new = torch.randint(0, vocab_size, (1, n), generator=gen).to(device)
+            if should_stop is not None and should_stop():
+                raise UserError("the measurement was stopped")
+            new = torch.randint(0, vocab_size, (batch, n), generator=gen).to(device)
             _sync(device)
             t0 = time.perf_counter()
             model(input_ids=new, cache=cache, use_cache=True)

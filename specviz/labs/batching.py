@@ -152,31 +152,11 @@ def measure_batch_costs(
 
 def _pass_ms(model, b: int, sizes: list[int], vocab_size: int, context: int, repeats: int, seed: int, should_stop) -> dict[int, float]:
     """Median ms of a forward pass over (b, n) new tokens after (b, context) cached ones, for
-    each n; one untimed sweep first, sizes interleaved within each repeat."""
-    import torch
-    from transformers import DynamicCache
+    each n: the cost model's own measurement, with b sequences side by side."""
+    from specviz.drafters.cost_model import measure_pass_ms
 
-    device = next(model.parameters()).device
-    gen = torch.Generator().manual_seed(seed)
-    with torch.inference_mode():
-        cache = DynamicCache(config=model.config)
-        model(input_ids=torch.randint(0, vocab_size, (b, context), generator=gen).to(device), cache=cache,
-              use_cache=True, logits_to_keep=1)
-        times: dict[int, list[float]] = {n: [] for n in sizes}
-        for rep in range(repeats + 1):
-            for n in sizes:
-                if should_stop is not None and should_stop():
-                    raise UserError("the batching measurement was stopped")
-                new = torch.randint(0, vocab_size, (b, n), generator=gen).to(device)
-                _sync(device)
-                t0 = time.perf_counter()
-                model(input_ids=new, cache=cache, use_cache=True)
-                _sync(device)
-                ms = (time.perf_counter() - t0) * 1000
-                cache.crop(-n)
-                if rep:
-                    times[n].append(ms)
-    return {n: statistics.median(v) for n, v in times.items()}
+    return measure_pass_ms(model, sizes, vocab_size=vocab_size, context=context, repeats=repeats, seed=seed, batch=b,
+                           should_stop=should_stop)
 
 
 def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = COPY_BYTES, matmul_n: int = MATMUL_N,
