@@ -25,7 +25,8 @@ SETTINGS = GenerationSettings(max_new_tokens=NEW_TOKENS)
 def pair():
     from specviz.models import load_pair
 
-    return load_pair("smol-qwen")
+    # fp32: outputs are compared token for token (see test_engine_bundled.py)
+    return load_pair("smol-qwen", dtype="float32")
 
 
 @pytest.fixture(scope="module")

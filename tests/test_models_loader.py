@@ -11,7 +11,8 @@ from tiny_models import tiny_model, tiny_tokenizer
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from specviz.models import clear_loaded, load_pair, loaded_bytes
-from specviz.models.devices import choose_device, choose_dtype
+from specviz.models import devices
+from specviz.models.devices import choose_device, choose_dtype, choose_precision
 from specviz.models.errors import CustomModelsDisabledError, DeviceError, MemoryBudgetError, UnsafeWeightsError, VocabMismatchError
 
 
@@ -19,7 +20,8 @@ from specviz.models.errors import CustomModelsDisabledError, DeviceError, Memory
 def fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SPECVIZ_DEVICE", "cpu")
-    monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
+    # auto would time each tiny target in fp32 and bf16; the precision tests below ask for it
+    monkeypatch.setenv("SPECVIZ_DTYPE", "float32")
     monkeypatch.delenv("SPECVIZ_INT8_DRAFT", raising=False)
     monkeypatch.delenv("SPECVIZ_MEMORY_BUDGET_GB", raising=False)
     monkeypatch.delenv("SPECVIZ_ALLOW_CUSTOM_MODELS", raising=False)
@@ -73,7 +75,10 @@ def test_on_a_cpu_the_draft_runs_in_int8_and_the_target_in_fp32(folders, monkeyp
     assert full.draft_precision == "float32" and full.target is pair.target and full.draft is not pair.draft
     assert not any(isinstance(m, Int8Linear) for m in full.draft.modules())
     assert load_pair(folders[0], with_draft=False).target is full.draft  # never quantized as a target
-    assert load_pair(spec, dtype="bfloat16").draft_precision == "bfloat16"  # 16-bit drafts stay as loaded
+    # beside a bf16 target the draft is still the int8 copy of the float32 draft
+    bf16 = load_pair(spec, dtype="bfloat16")
+    assert bf16.draft is pair.draft and bf16.draft_precision == "int8" and bf16.target.dtype == torch.bfloat16
+    assert load_pair(spec, dtype="bfloat16", int8_draft=False).draft_precision == "bfloat16"
     monkeypatch.setenv("SPECVIZ_INT8_DRAFT", "0")
     assert load_pair(spec) is full
 
@@ -199,15 +204,103 @@ def test_device_and_dtype_choice(monkeypatch):
     monkeypatch.delenv("SPECVIZ_DEVICE")
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert choose_device().type == expected
+    monkeypatch.delenv("SPECVIZ_DTYPE")
+    # auto: measured on a CPU with native bf16 (None: not decided yet), else fp32; bf16 on CUDA
+    monkeypatch.setattr(devices, "native_bf16", lambda: True)
+    assert choose_dtype(torch.device("cpu")) is None and choose_dtype(torch.device("cpu"), "auto") is None
+    monkeypatch.setattr(devices, "native_bf16", lambda: False)
     assert choose_dtype(torch.device("cpu")) == torch.float32
+    assert choose_precision(torch.device("cpu")).reason == "this CPU has no native bf16 arithmetic"
     assert choose_dtype(torch.device("cuda")) == torch.bfloat16
     monkeypatch.setenv("SPECVIZ_DTYPE", "float16")
     assert choose_dtype(torch.device("cpu")) == torch.float16
     assert choose_dtype(torch.device("cpu"), "fp32") == torch.float32
-    with pytest.raises(DeviceError, match="unknown dtype 'int8'"):
-        choose_dtype(torch.device("cpu"), "int8")
+    assert choose_dtype(torch.device("cpu"), "int8") == torch.qint8
+    assert choose_precision(torch.device("cpu"), "int8").name == "int8"
+    assert choose_precision(torch.device("cpu"), "int8").load_dtype == torch.float32
+    with pytest.raises(DeviceError, match="a CPU only"):
+        choose_dtype(torch.device("cuda"), "int8")
+    with pytest.raises(DeviceError, match="unknown dtype 'int4'"):
+        choose_dtype(torch.device("cpu"), "int4")
     with pytest.raises(DeviceError, match="unknown device"):
         choose_device("tpu-ish")
     bad_cuda = f"cuda:{torch.cuda.device_count() + 3}"
     with pytest.raises(DeviceError):
         choose_device(bad_cuda)
+
+
+def test_auto_picks_the_precision_with_the_cheaper_round_and_caches_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPECVIZ_DTYPE")
+    monkeypatch.setattr(devices, "native_bf16", lambda: True)
+    costs = {"float32": {1: 400.0, 8: 970.0}, "bfloat16": {1: 230.0, 8: 230.0}}
+    asked = []
+
+    def measure(dtypes):
+        asked.append(dtypes)
+        return costs
+
+    path = tmp_path / "precision.json"
+    cpu = torch.device("cpu")
+    chosen = choose_precision(cpu, "auto", cache_file=path, measure=measure)
+    assert chosen.dtype == torch.bfloat16 and chosen.name == "bfloat16" and asked == [(torch.float32, torch.bfloat16)]
+    assert chosen.reason.startswith("measured faster") and "V(1) 400 ms" in chosen.reason and "V(8) 230 ms" in chosen.reason
+    again = choose_precision(cpu, cache_file=path, measure=lambda d: pytest.fail("measured twice"))
+    assert again.dtype == torch.bfloat16 and again.costs == chosen.costs and "cached" in again.reason
+    # a slow multi-token pass loses even with the faster one-token pass: V(1) + V(8) decides
+    costs = {"float32": {1: 200.0, 8: 300.0}, "bfloat16": {1: 190.0, 8: 320.0}}
+    assert choose_precision(cpu, cache_file=tmp_path / "other.json", measure=measure).dtype == torch.float32
+    path.write_text("{damaged")
+    assert choose_precision(cpu, cache_file=path, measure=measure).dtype == torch.float32  # measured again
+
+
+def test_auto_on_a_cpu_times_the_target_in_both_precisions_once(folders, monkeypatch, tmp_path):
+    from specviz.models import precision
+
+    monkeypatch.delenv("SPECVIZ_DTYPE")
+    monkeypatch.setattr(devices, "native_bf16", lambda: True)
+    timed = []
+
+    def pass_ms(model, *, vocab_size):
+        timed.append(next(model.parameters()).dtype)
+        return {1: 100.0, 8: 120.0} if timed[-1] == torch.bfloat16 else {1: 150.0, 8: 400.0}
+
+    monkeypatch.setattr(precision, "pass_ms", pass_ms)
+    spec = " -> ".join(folders)
+    seen = []
+    pair = load_pair(spec, progress=lambda f, m: seen.append((f, m)))
+    assert timed == [torch.float32, torch.bfloat16]
+    assert pair.dtype == torch.bfloat16 and pair.target.dtype == torch.bfloat16 and pair.precision == "bfloat16"
+    info = pair.info["precision"]
+    assert info["target"] == "bfloat16" and info["reason"].startswith("measured faster")
+    assert info["draft"] == "int8" and info["draft_reason"] == "the default on a CPU"
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    # held: the bf16 target, the float32 draft and its int8 copy; not the float32 target timed
+    draft_fp32 = 4 * sum(p.numel() for p in tiny_model(1, layers=2).parameters())
+    assert loaded_bytes() == 2 * sum(p.numel() for p in pair.target.parameters()) + draft_fp32 + draft_fp32 // 2
+    clear_loaded()
+    assert load_pair(spec).dtype == torch.bfloat16 and len(timed) == 2  # the decision was cached
+    clear_loaded()
+    for path in (tmp_path / "cache" / "precision").iterdir():
+        path.unlink()
+    assert load_pair(spec).dtype == torch.bfloat16 and len(timed) == 4  # measured again, without a progress bar
+
+
+def test_an_int8_target_is_quantized_like_the_draft_and_decodes(folders):
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+
+    from specviz import engine
+    from specviz.settings import GenerationSettings
+
+    pair = load_pair(" -> ".join(folders), dtype="int8")
+    assert pair.dtype == torch.qint8 and pair.precision == "int8" and pair.draft_precision == "int8"
+    assert any(isinstance(m, Int8Linear) for m in pair.target.modules())
+    assert pair.info["precision"] == {**pair.info["precision"], "target": "int8", "reason": "chosen", "draft": "int8"}
+    plain = engine.run(pair, "def reverse(s):", GenerationSettings(max_new_tokens=8, mode="plain", raw=True))
+    spec = engine.run(pair, "def reverse(s):", GenerationSettings(max_new_tokens=8, k=3, raw=True))
+    assert len(plain.token_ids) == 8 and plain.meta["dtype"] == "qint8"
+    # Not compared token for token: dynamic int8 scales activations per pass, so a verify pass
+    # over several tokens rounds differently from one-token passes.
+    assert len(spec.token_ids) == 8 and spec.meta["dtype"] == "qint8"
+    fp32 = load_pair(" -> ".join(folders), dtype="int8", int8_draft=False)
+    assert fp32.target is pair.target and fp32.draft_precision == "float32"

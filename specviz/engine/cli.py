@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import TextIO
 
 from specviz.errors import UserError
@@ -17,7 +18,12 @@ from specviz.events import PlainTokenEvent, RunSummary
 from specviz.settings import HELP as SETTING_HELP
 from specviz.settings import VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, from_request
 
+# The target precisions offered (models/devices.py CHOICES; float16 is also accepted there).
+PRECISIONS = ("auto", "float32", "bfloat16", "int8")
+
 HELP = "generate text with speculative or plain decoding"
+# New tokens of the untimed warm-up run (the bench warms up with as many).
+WARMUP_TOKENS = 8
 
 # ANSI styles per token kind: colour plus a second cue (strike-through, underline, bold).
 STYLES = {
@@ -53,8 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=MODES, default=d.mode, help="(default: %(default)s)")
     parser.add_argument("--raw", action="store_true", help=SETTING_HELP["raw"])
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
-    parser.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on a CPU)")
+    parser.add_argument("--dtype", choices=PRECISIONS,
+                        help="the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, "
+                             "measured once per machine), float32, bfloat16, or int8 (a CPU only)")
     parser.add_argument("--fp32-draft", action="store_true", help="keep the draft in the pair's dtype on a CPU (default there: int8)")
+    parser.add_argument("--no-warmup", action="store_true", help="time the first run on the loaded pair as it comes (default: a "
+                        f"{WARMUP_TOKENS}-token run first, untimed, so the run is timed warm like the bench's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object: the whole trace")
 
 
@@ -88,7 +98,23 @@ def run(args: argparse.Namespace) -> int:
     if settings.needs_draft and args.target and not args.draft:
         raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
     pair = load(spec, with_draft=settings.needs_draft, progress=_print_progress, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
-    return generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
+    warmup_s = None if args.no_warmup else warm_up(pair, args.prompt, settings)
+    code = generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
+    if warmup_s is not None and not args.json:
+        print(f"(warm-up before it: {warmup_s:.1f} s, {WARMUP_TOKENS} tokens, not counted)", file=sys.stdout)
+    return code
+
+
+def warm_up(pair, prompt: str, settings: GenerationSettings) -> float:
+    """A short untimed run of the same settings: the first passes after loading pay for
+    kernels and memory that every later run finds ready. Returns its seconds."""
+    from dataclasses import replace
+
+    from specviz import engine
+
+    t0 = time.perf_counter()
+    engine.run(pair, prompt, replace(settings, max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens)), record="minimal")
+    return time.perf_counter() - t0
 
 
 def _print_progress(fraction: float, message: str) -> None:

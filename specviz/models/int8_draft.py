@@ -8,8 +8,10 @@ than the fp32 one; a scale per channel keeps more of that agreement than one per
 The measured costs and agreement are in docs/BENCHMARKS.md.
 
 Exactness does not depend on it: q is the distribution of the model that actually drafted,
-whatever its precision, and only the target's distribution decides the output. The target
-is never quantized.
+whatever its precision, and only the target's distribution decides the output. The same
+quantizer makes the opt-in int8 target (`--dtype int8`, see devices.py); the target's
+precision is then what plain and speculative decoding both run, so the exactness holds for
+that target as run.
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ LAYERS_PER_STEP = 8
 
 
 def wanted(device: torch.device, dtype: torch.dtype, choice: bool | None) -> bool:
-    """Whether a draft loaded for `device` / `dtype` runs in int8: `choice`, else
-    SPECVIZ_INT8_DRAFT (1 / 0), else on a CPU in fp32 (a GPU, or a CPU in 16-bit, keeps the
-    draft as loaded). Only CPUs have the int8 kernels."""
+    """Whether a draft loaded for `device` / `dtype` (the target's) runs in int8: `choice`,
+    else SPECVIZ_INT8_DRAFT (1 / 0), else on any CPU whatever the target's precision (a
+    GPU keeps the draft in the target's dtype). Only CPUs have the int8 kernels; the int8
+    draft is quantized from float32 weights and computes with float32 activations."""
     if choice is None and os.environ.get("SPECVIZ_INT8_DRAFT", "").strip() in ("0", "1"):
         choice = os.environ["SPECVIZ_INT8_DRAFT"].strip() == "1"
     if choice is not None:
         return choice and device.type == "cpu"
-    return device.type == "cpu" and dtype == torch.float32
+    return device.type == "cpu"
 
 
 def quantized(model: torch.nn.Module, progress: Callable[[float, str], None] | None = None) -> torch.nn.Module:

@@ -26,7 +26,8 @@ import torch
 from specviz.models import cache, hub
 from specviz.models.bundled import parts_installed
 from specviz.models.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
-from specviz.models.devices import choose_device, choose_dtype, dtype_name
+from specviz.models import precision as measured_precision
+from specviz.models.devices import INT8, Precision, choose_device, choose_dtype, choose_precision, dtype_name
 from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
@@ -75,7 +76,18 @@ def load_pair(
     """
     plan = resolve(spec, with_draft=with_draft)
     dev = choose_device(device)
-    dt = choose_dtype(dev, dtype)
+    if choose_dtype(dev, dtype) is None:
+        # auto on a CPU: the decision is cached per machine; measuring it loads the target in
+        # each precision, so it takes the first part of the progress bar.
+        with _lock:
+            measuring = not measured_precision.cache_file(plan.target.key, dev).is_file()
+            prec = choose_precision(dev, dtype, cache_file=measured_precision.cache_file(plan.target.key, dev),
+                                    measure=lambda dts: _measure_target(plan, dev, dts, progress and _span(progress, 0.0, 0.5)))
+            if measuring and progress is not None:
+                progress = _span(progress, 0.5, 1.0)
+    else:
+        prec = choose_precision(dev, dtype)
+    dt = prec.dtype
     int8 = plan.draft is not None and int8_draft_wanted(dev, dt, int8_draft)
     key = (plan.name, str(dev), dt, plan.draft is not None, int8)
     pair = _pairs.get(key)
@@ -88,28 +100,35 @@ def load_pair(
         start = time.perf_counter()
         # The target first: a draft with the very same tokenizer files then reuses its tokenizer.
         roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
+        # What each model's weights load in: an int8 model is quantized from float32.
+        load_dt = {"target": prec.load_dtype, "draft": torch.float32 if int8 else prec.load_dtype}
         weights = {}
         for role, ref in roles:
-            weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, dt)
+            weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, load_dt[role])
+        if dt == INT8:
+            weights["int8 target"] = 0.0 if _int8_key(plan.target, dev) in _models else 3.0 * float(plan.target.params or 1e9)
         if int8:
             # quantizing takes several times as long as loading the draft from the cache
-            weights["int8 draft"] = 0.0 if _int8_key(plan.draft, dev, dt) in _models else 3.0 * float(plan.draft.params or 1e9)
+            weights["int8 draft"] = 0.0 if _int8_key(plan.draft, dev) in _models else 3.0 * float(plan.draft.params or 1e9)
         steps = Steps(progress, weights)
         folders = {}
         for role, ref in roles:
             report = steps.step(f"prepare {role}")
-            if (ref.key, str(dev), dt) not in _models:
+            if (ref.key, str(dev), load_dt[role]) not in _models:
                 folders[role] = _materialise(ref, plan.name, role, report)
                 _prefetch(folders[role][0])
             report(1.0, f"{ref.label} found")
         loaded: dict[str, Loaded] = {}
         for role, ref in roles:
             report = steps.step(f"load {role}")
-            loaded[role] = _load_model(ref, plan.name, role, dev, dt, folders.get(role), loaded.get("target"), report)
+            loaded[role] = _load_model(ref, plan.name, role, dev, load_dt[role], folders.get(role), loaded.get("target"), report)
+        if dt == INT8:
+            loaded["target"] = _int8_copy(plan.target, dev, loaded["target"], steps.step("int8 target"), "target")
         if int8:
-            loaded["draft"] = _int8_copy(plan.draft, dev, dt, loaded["draft"], steps.step("int8 draft"))
+            loaded["draft"] = _int8_copy(plan.draft, dev, loaded["draft"], steps.step("int8 draft"), "draft")
         target, draft = loaded["target"], loaded.get("draft")
         info = _pair_info(plan, loaded, dev, dt)
+        info["precision"] = _precision_info(prec, draft, int8, int8_draft)
         vmap = None
         if draft is not None and draft.tokenizer is not target.tokenizer:
             vmap, message = check_vocab(
@@ -225,24 +244,59 @@ def _load_model(
     return _models[key]
 
 
-def _int8_copy(ref: ModelRef, dev: torch.device, dt: torch.dtype, draft: Loaded, progress: Progress) -> Loaded:
-    """The draft's int8 copy, made once per process (the fp32 model stays loaded: another
-    pair may use it as its target)."""
-    key = _int8_key(ref, dev, dt)
+def _int8_copy(ref: ModelRef, dev: torch.device, full: Loaded, progress: Progress, role: str) -> Loaded:
+    """The model's int8 copy (`int8_draft.quantized`, for a draft or a target alike), made
+    once per process; the float32 model stays loaded: another pair may use it as it is."""
+    key = _int8_key(ref, dev)
     if key not in _models:
         # While it is made, the copy holds a full-precision copy of every layer not yet quantized.
-        check_fits(f"the int8 copy of the draft: {ref.label}", draft.nbytes, loaded_bytes(dev), dev)
+        check_fits(f"the int8 copy of the {role}: {ref.label}", full.nbytes, loaded_bytes(dev), dev)
         progress(0.0, f"quantizing {ref.label} to int8")
         start = time.perf_counter()
-        model = quantized_draft(draft.model, lambda f, m: progress(f, f"quantizing {ref.label} to int8: {m}"))
-        info = {**draft.info, "precision": "int8", "quantize_s": round(time.perf_counter() - start, 2)}
-        _models[key] = Loaded(model, draft.tokenizer, draft.nbytes // 2, info, draft.folder)  # int8 layers, fp32 embeddings
+        model = quantized_draft(full.model, lambda f, m: progress(f, f"quantizing {ref.label} to int8: {m}"))
+        info = {**full.info, "precision": "int8", "quantize_s": round(time.perf_counter() - start, 2)}
+        _models[key] = Loaded(model, full.tokenizer, full.nbytes // 2, info, full.folder)  # int8 layers, fp32 embeddings
     progress(1.0, f"{ref.label} in int8")
     return _models[key]
 
 
-def _int8_key(ref: ModelRef, dev: torch.device, dt: torch.dtype) -> tuple:
-    return (ref.key, str(dev), dt, "int8")
+def _int8_key(ref: ModelRef, dev: torch.device) -> tuple:
+    return (ref.key, str(dev), torch.float32, "int8")
+
+
+def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ...], progress: Progress | None) -> dict[str, dict[int, float]]:
+    """The target's one-token and 8-token pass costs in each of `dtypes`. Every copy loaded
+    only for this is dropped again, the winner too: load_pair loads it in the usual way."""
+    ref = plan.target
+    steps = Steps(progress, {dtype_name(dt): 1.0 for dt in dtypes})
+    costs = {}
+    for dt in dtypes:
+        name = dtype_name(dt)
+        report = steps.step(name)
+        key = (ref.key, str(dev), dt)
+        held = key in _models
+        folder = None if held else _materialise(ref, plan.name, "target", lambda f, m: report(0.1 * f, m))
+        model = _load_model(ref, plan.name, "target", dev, dt, folder, None, lambda f, m: report(0.1 + 0.5 * f, m))
+        report(0.6, f"timing {ref.label} in {name}")
+        vocab = min(len(model.tokenizer), model.model.config.vocab_size)
+        costs[name] = measured_precision.pass_ms(model.model, vocab_size=vocab)
+        if not held:
+            del _models[key], model
+            gc.collect()
+        report(1.0, f"{ref.label} in {name}: V(1) {costs[name][1]:.0f} ms, V(8) {costs[name][8]:.0f} ms")
+    return costs
+
+
+def _precision_info(prec: Precision, draft: Loaded | None, int8: bool, asked: bool | None) -> dict:
+    """The target's and the draft's precision and why, for the page and traces."""
+    out = {"target": prec.name, "reason": prec.reason, "costs": {k: {str(n): v for n, v in c.items()} for k, c in prec.costs.items()}}
+    if draft is not None:
+        if int8:
+            out["draft"], out["draft_reason"] = "int8", "chosen" if asked else "the default on a CPU"
+        else:
+            out["draft"] = dtype_name(prec.load_dtype)
+            out["draft_reason"] = "chosen: the target's precision" if asked is False else "the target's precision"
+    return out
 
 
 def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tuple[Path, dict]:

@@ -16,6 +16,10 @@ class ModelPair:
     shared vocabulary: logits beyond it (LM-head padding) are ignored; for a draft with its
     own tokenizer, the target's ids.
 
+    `dtype` is the target's precision: float32, bfloat16, float16, or torch.qint8 for a target
+    quantized to int8 (its activations in float32); `info["precision"]` says the target's and
+    the draft's precision and why each was chosen (models/devices.py).
+
     `draft_tokenizer` is None when the draft shares the target's vocabulary; otherwise it is
     the draft's own tokenizer and `vocab_map` (a models.vocab_map.VocabMap) lines the two
     vocabularies up (its summary is in `info["vocab"]`).
@@ -39,9 +43,15 @@ class ModelPair:
         return self.draft is not None and self.draft_tokenizer is not None
 
     @property
+    def precision(self) -> str:
+        """The target's precision: "float32", "bfloat16", "float16" or "int8"."""
+        return "int8" if self.dtype == torch.qint8 else str(self.dtype).removeprefix("torch.")
+
+    @property
     def draft_precision(self) -> str | None:
-        """"int8" for a draft quantized at load (models/int8_draft.py), else the pair's dtype;
-        None without a draft."""
+        """"int8" for a draft quantized at load (models/int8_draft.py), else the precision it
+        was loaded in (the target's, float32 beside an int8 target); None without a draft."""
         if self.draft is None:
             return None
-        return self.info.get("draft", {}).get("precision") or str(self.dtype).replace("torch.", "")
+        return (self.info.get("draft", {}).get("precision") or self.info.get("precision", {}).get("draft")
+                or str(next(self.draft.parameters()).dtype).removeprefix("torch."))

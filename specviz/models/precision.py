@@ -1,0 +1,113 @@
+"""The target's precision on a CPU, chosen by measurement and cached once per machine.
+
+For `auto` on a CPU with native bf16, the target is timed in fp32 and in bf16: a one-token
+pass V(1) (a plain-decoding step, and the draft-less baseline) and an 8-token pass V(8) (a
+verify pass of a round drafting 7), each after a 160-token context, the median of three
+after a warm-up. The precision with the lower V(1) + V(8), the cost of one plain step plus
+one typical verify pass, wins. The decision and its figures are cached under the cache
+root's precision/ folder, keyed by the target, the CPU, the thread count and the libraries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from specviz.models.cache import cache_root
+from specviz.models.devices import DTYPES, Precision, dtype_name
+
+SIZES = (1, 8)
+CONTEXT = 160
+REPEATS = 3
+
+
+def score(costs: dict[int, float]) -> float:
+    """What a precision is judged by: V(1) + V(8) in ms."""
+    return costs[1] + costs[8]
+
+
+def decide(costs: dict[str, dict[int, float]]) -> Precision:
+    """The precision whose measured V(1) + V(8) is lowest, with the figures as the reason."""
+    costs = {name: {int(n): float(ms) for n, ms in c.items()} for name, c in costs.items()}
+    best = min(costs, key=lambda name: score(costs[name]))
+    figures = "; ".join(f"{_short(name)} V(1) {c[1]:.0f} ms, V(8) {c[8]:.0f} ms" for name, c in costs.items())
+    return Precision(DTYPES[best], f"measured faster on this CPU (V(1) + V(8): {figures})", costs)
+
+
+@torch.inference_mode()
+def pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=SIZES, context: int = CONTEXT, repeats: int = REPEATS) -> dict[int, float]:
+    """Median ms of one pass of `model` over n new tokens after `context` cached ones, per n."""
+    from transformers import DynamicCache
+
+    gen = torch.Generator().manual_seed(0)
+    ctx = torch.randint(0, vocab_size, (1, context), generator=gen)
+    cache = DynamicCache(config=model.config)
+    model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=1)
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for rep in range(repeats + 1):
+        for n in sizes:
+            new = torch.randint(0, vocab_size, (1, n), generator=gen)
+            t0 = time.perf_counter()
+            model(input_ids=new, cache=cache, use_cache=True)
+            ms = (time.perf_counter() - t0) * 1000
+            cache.crop(-n)
+            if rep:  # the first sweep warms the kernels up
+                times[n].append(ms)
+    return {n: statistics.median(v) for n, v in times.items()}
+
+
+def cache_file(target_key: str, device: torch.device) -> Path:
+    import transformers
+
+    key = {
+        "target": target_key,
+        "device": str(device),
+        "cpu": cpu_name(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "sizes": list(SIZES),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_root() / "precision" / f"{digest}.json"
+
+
+def read(path: Path) -> Precision | None:
+    try:
+        d = json.loads(path.read_text())
+        chosen = decide(d["costs"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # missing or damaged: measured again
+    chosen.reason += " (measured once on this machine, cached)"
+    return chosen
+
+
+def write(path: Path, chosen: Precision) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"chosen": chosen.name, "costs": chosen.costs}, indent=1))
+    os.replace(tmp, path)
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _short(name: str) -> str:
+    return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(name, name)
+
+
+__all__ = ["decide", "pass_ms", "cache_file", "read", "write", "score", "dtype_name"]
