@@ -203,7 +203,7 @@ class Labs:
             costs = lab.measure_batch_costs(pair, repeats=BATCH_REPEATS, should_stop=flag.is_set,
                                             on_progress=lambda f, m: progress(0.9 * f, desc=f"Timing passes: {m}"))
             progress(0.95, desc="Timing a large copy and a large matrix product")
-            figures = lab.machine(str(pair.device), str(pair.dtype), target=pair.target)
+            figures = lab.machine(str(pair.device), pair.precision, target=pair.target)
         finally:
             runner.FLAGS.finish(session, flag)
         stats = acceptance.position_stats(trace.events)

@@ -132,7 +132,7 @@ def bench(
         "machine": machine(pair.device),
         "pair": pair.name,
         "device": str(pair.device),
-        "dtype": str(pair.dtype).replace("torch.", ""),
+        "dtype": pair.precision,
         "draft_precision": pair.draft_precision,
         "load_s": load_s or pair.load_s,
         "cost_model_s": cost_s,

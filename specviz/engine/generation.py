@@ -57,7 +57,7 @@ class Generation:
         meta = {
             "prompt_tokens": len(prompt_ids),
             "device": str(pair.device),
-            "dtype": str(pair.dtype).removeprefix("torch."),
+            "dtype": pair.precision,
             "stop_ids": sorted(self._decoder.eos),
             "record": record,
             "cost_model": self._cost.to_dict(),

@@ -166,7 +166,8 @@ def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = CO
     import torch
 
     dev = torch.device(device)
-    dt = getattr(torch, dtype.removeprefix("torch."))
+    # an int8 target multiplies with activations in float32
+    dt = torch.float32 if dtype in ("int8", "qint8", "torch.qint8") else getattr(torch, dtype.removeprefix("torch."))
     src = torch.ones(copy_bytes // 4, dtype=torch.float32, device=dev)
     dst = torch.empty_like(src)
     copy_s = _best_s(lambda: dst.copy_(src), dev, repeats)
@@ -347,7 +348,7 @@ def report(pair, *, alpha: float | None, k: int, batch_sizes: Sequence[int] = BA
     costs = measure_batch_costs(pair, batch_sizes, pass_sizes, repeats=repeats, on_progress=progress)
     if alpha is None:
         alpha = measured_alpha(pair, k)
-    figures = machine(str(pair.device), str(pair.dtype), target=pair.target, **(machine_kw or {}))
+    figures = machine(str(pair.device), pair.precision, target=pair.target, **(machine_kw or {}))
     r = result(costs, alpha, k, figures)
     out.write((json.dumps(r.to_dict()) if as_json else table(r)) + "\n")
     return 0
