@@ -194,7 +194,7 @@ def machine(device) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
-    from specviz.drafters.cost_model import cpu_name
+    from specviz.models.precision import cpu_name
 
     mem = ""
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ import torch
 from specviz import theory
 from specviz.errors import UserError
 from specviz.models.cache import cache_root
+from specviz.models.precision import cpu_name
 from specviz.settings import MAX_K
 
 # Pass sizes measured: the small ones a usual k needs, then sparser (interpolated between).
@@ -229,16 +229,6 @@ def _cache_path(pair, sizes, cache_dir: Path | None) -> Path:
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in pair.name)[:40]
     return (cache_dir or cache_root()) / "cost-models" / f"{safe}-{digest}.json"
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _sync(device: torch.device) -> None:
