@@ -83,7 +83,9 @@ def launched_app(env: dict[str, str], log_name: str = "app"):
     port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = ARTIFACTS / f"{log_name}.log"
-    full_env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_SERVER_PORT": str(port), **env}
+    # fp32 unless a test asks otherwise: tests compare tokens, which a multi-token pass gives
+    # exactly as one-token passes do only in fp32 (and the choice of precision is timed).
+    full_env = {"SPECVIZ_DTYPE": "float32", **os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_SERVER_PORT": str(port), **env}
     full_env.pop("PORT", None)
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,

@@ -135,8 +135,9 @@ def test_local_paths_are_refused_from_a_page_bound_beyond_localhost(tiny_pair_sp
 
 def test_users_beyond_the_queue_are_told_the_app_is_busy_and_the_rest_complete(app):
     url, _ = app
-    long_run = generate(Client(url, verbose=False), max_new_tokens=1024, prompt="Tell me a long story.")
+    long_run = generate(Client(url, verbose=False), max_new_tokens=1024, prompt=LONG_PROMPT)
     while long_run.status().code not in (Status.PROCESSING, Status.ITERATING):
+        assert not long_run.done(), "the long run ended before the others queued: it must hold the models"
         time.sleep(0.05)
     waiting = [generate(Client(url, verbose=False)) for _ in range(2)]  # the queue holds 2
     while sum(j.status().code == Status.IN_QUEUE for j in waiting) < 2:
@@ -155,8 +156,9 @@ def test_users_beyond_the_queue_are_told_the_app_is_busy_and_the_rest_complete(a
 
 def test_a_cancelled_job_frees_the_models_for_the_next_user(app):
     url, _ = app
-    job = generate(Client(url, verbose=False), max_new_tokens=1024, prompt="Tell me a long story.")
+    job = generate(Client(url, verbose=False), max_new_tokens=1024, prompt=LONG_PROMPT)
     while len(job.outputs()) < 2:
+        assert not job.done(), "the run ended before it could be cancelled"
         time.sleep(0.02)
     job.cancel()
     nxt = final(generate(Client(url, verbose=False)))
