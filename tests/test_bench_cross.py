@@ -175,12 +175,11 @@ def test_the_command_compares_the_cross_tokenizer_methods_by_default(tmp_path, m
     import argparse
     import json
 
-    import specviz.engine.load
+    import specviz.models
     from specviz.bench import cli
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
-    # engine.load holds its own reference to models.load_pair: patch the one the command calls
-    monkeypatch.setattr(specviz.engine.load, "load_pair", lambda name, **kw: costed(cross_pair()))
+    monkeypatch.setattr(specviz.models, "load_pair", lambda name, **kw: costed(cross_pair()))
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     out = tmp_path / "out"

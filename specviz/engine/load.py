@@ -8,7 +8,7 @@ behind the same progress bar as the models (or read from its cache: milliseconds
 from __future__ import annotations
 
 from specviz.drafters.cost_model import for_pair
-from specviz.models import load_pair
+from specviz import models
 from specviz.models.pair import ModelPair
 from specviz.models.progress import Progress
 
@@ -18,13 +18,14 @@ MODELS_SHARE = 0.9
 
 def load(spec, *, with_draft: bool = True, progress: Progress | None = None, **options) -> ModelPair:
     """`models.load_pair(spec, ...)` and the pair's cost model. `options` are load_pair's
-    (device, dtype, int8_draft)."""
+    (device, dtype, int8_draft). load_pair is looked up at each call, so a test that replaces
+    it replaces it here too, and only while it does."""
 
     def models_progress(fraction: float, message: str) -> None:
         if progress is not None:
             progress(MODELS_SHARE * fraction, message)
 
-    pair = load_pair(spec, with_draft=with_draft, progress=models_progress, **options)
+    pair = models.load_pair(spec, with_draft=with_draft, progress=models_progress, **options)
     if "cost_model" not in pair.info and progress is not None:
         progress(MODELS_SHARE, "timing the target's and the draft's passes (once per machine, then cached)")
     for_pair(pair)
