@@ -35,6 +35,10 @@ MEASURED_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 13, MAX_K + 1)
 # single slow pass (another process taking a core) is cached for good and, since a larger
 # pass never counts as cheaper, raises every size above it.
 REPEATS = 3
+# A cached cost model is checked at load with this many timed one-token passes, and measured
+# again when its one-token cost is off by more than this share.
+CHECK_REPEATS = 3
+CHECK_TOLERANCE = 0.25
 # Context the costs are measured at: a typical prompt plus part of an answer.
 MEASURE_CONTEXT = 160
 # Weight of one timed pass in the running estimate (an exponential moving average).
@@ -177,15 +181,21 @@ def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None
     """The pair's cost model from the cache folder, or measured now and cached.
 
     The cache key is everything that changes the costs: pair, device, dtype, thread count,
-    CPU / GPU, torch and transformers versions, and the sizes measured."""
+    CPU / GPU, torch and transformers versions, and the sizes measured. A cached model whose
+    one-token pass no longer matches a quick timing is measured again."""
     path = _cache_path(pair, sizes, cache_dir)
     if not remeasure and path.is_file():
         try:
             model = CostModel.from_dict(json.loads(path.read_text()))
-            model.source = "cached"
-            return model
         except (ValueError, KeyError, TypeError, AttributeError):
-            pass  # a damaged cache file is measured again and replaced
+            model = None  # a damaged cache file is measured again and replaced
+        if model is not None:
+            # A cache measured while something else held the CPU would price every run wrongly
+            # for good: a few one-token passes now say whether it still holds.
+            now = measure_pass_ms(pair.target, [1], vocab_size=pair.vocab_size, repeats=CHECK_REPEATS)[1]
+            if abs(now / model.target - 1) <= CHECK_TOLERANCE:
+                model.source = "cached"
+                return model
     model = measure(pair, sizes, repeats=repeats)
     model.meta["key"] = _key_fields(pair, sizes)
     path.parent.mkdir(parents=True, exist_ok=True)
