@@ -14,19 +14,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import statistics
-import time
 from dataclasses import asdict, dataclass, field
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from specviz import theory
-from specviz.errors import UserError
 from specviz.models.cache import cache_root
 from specviz.models.precision import cpu_name
+from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms
 from specviz.settings import MAX_K
 
 # Pass sizes measured: the small ones a usual k needs, then sparser (interpolated between).
@@ -39,8 +36,6 @@ REPEATS = 3
 # again when its one-token cost is off by more than this share.
 CHECK_REPEATS = 3
 CHECK_TOLERANCE = 0.25
-# Context the costs are measured at: a typical prompt plus part of an answer.
-MEASURE_CONTEXT = 160
 # Weight of one timed pass in the running estimate (an exponential moving average).
 ONLINE_WEIGHT = 0.1
 
@@ -134,38 +129,6 @@ def _never_cheaper(verify: dict[int, float]) -> dict[int, float]:
 # --- measuring -------------------------------------------------------------------------------
 
 
-@torch.inference_mode()
-def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int, context: int = MEASURE_CONTEXT, repeats: int = 3, seed: int = 0,
-                    batch: int = 1, should_stop: Callable[[], bool] | None = None) -> dict[int, float]:
-    """Median ms of one forward pass over n new tokens after `context` cached tokens, for
-    each n in `sizes`, with logits for every new position (as a verify pass needs). Sizes
-    are interleaved within each repeat so machine drift hits them alike; one untimed sweep
-    first warms the kernels up. `batch` sequences go through each pass side by side;
-    `should_stop()` true ends the measurement with a UserError."""
-    from transformers import DynamicCache
-
-    device = next(model.parameters()).device
-    gen = torch.Generator().manual_seed(seed)
-    ctx = torch.randint(0, vocab_size, (batch, context), generator=gen).to(device)
-    cache = DynamicCache(config=model.config)
-    model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=1)
-    times: dict[int, list[float]] = {n: [] for n in sizes}
-    for rep in range(repeats + 1):
-        for n in sizes:
-            if should_stop is not None and should_stop():
-                raise UserError("the measurement was stopped")
-            new = torch.randint(0, vocab_size, (batch, n), generator=gen).to(device)
-            _sync(device)
-            t0 = time.perf_counter()
-            model(input_ids=new, cache=cache, use_cache=True)
-            _sync(device)
-            ms = (time.perf_counter() - t0) * 1000
-            cache.crop(-n)
-            if rep:
-                times[n].append(ms)
-    return {n: statistics.median(v) for n, v in times.items()}
-
-
 def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     """Time the pair's target over each of `sizes` new tokens and its draft over one."""
     verify = measure_pass_ms(pair.target, list(sizes), vocab_size=pair.vocab_size, repeats=repeats)
@@ -239,8 +202,3 @@ def _cache_path(pair, sizes, cache_dir: Path | None) -> Path:
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in pair.name)[:40]
     return (cache_dir or cache_root()) / "cost-models" / f"{safe}-{digest}.json"
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

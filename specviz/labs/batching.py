@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -153,7 +152,7 @@ def measure_batch_costs(
 def _pass_ms(model, b: int, sizes: list[int], vocab_size: int, context: int, repeats: int, seed: int, should_stop) -> dict[int, float]:
     """Median ms of a forward pass over (b, n) new tokens after (b, context) cached ones, for
     each n: the cost model's own measurement, with b sequences side by side."""
-    from specviz.drafters.cost_model import measure_pass_ms
+    from specviz.models.timing import measure_pass_ms
 
     return measure_pass_ms(model, sizes, vocab_size=vocab_size, context=context, repeats=repeats, seed=seed, batch=b,
                            should_stop=should_stop)

@@ -14,11 +14,11 @@ import hashlib
 import json
 import os
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import torch
+
+from specviz.models.timing import measure_pass_ms
 
 from specviz.models.cache import cache_root
 from specviz.models.devices import DTYPES, Precision, dtype_name
@@ -41,26 +41,9 @@ def decide(costs: dict[str, dict[int, float]]) -> Precision:
     return Precision(DTYPES[best], f"measured faster on this CPU (V(1) + V(8): {figures})", costs)
 
 
-@torch.inference_mode()
 def pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=SIZES, context: int = CONTEXT, repeats: int = REPEATS) -> dict[int, float]:
     """Median ms of one pass of `model` over n new tokens after `context` cached ones, per n."""
-    from transformers import DynamicCache
-
-    gen = torch.Generator().manual_seed(0)
-    ctx = torch.randint(0, vocab_size, (1, context), generator=gen)
-    cache = DynamicCache(config=model.config)
-    model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=1)
-    times: dict[int, list[float]] = {n: [] for n in sizes}
-    for rep in range(repeats + 1):
-        for n in sizes:
-            new = torch.randint(0, vocab_size, (1, n), generator=gen)
-            t0 = time.perf_counter()
-            model(input_ids=new, cache=cache, use_cache=True)
-            ms = (time.perf_counter() - t0) * 1000
-            cache.crop(-n)
-            if rep:  # the first sweep warms the kernels up
-                times[n].append(ms)
-    return {n: statistics.median(v) for n, v in times.items()}
+    return measure_pass_ms(model, list(sizes), vocab_size=vocab_size, context=context, repeats=repeats)
 
 
 def cache_file(target_key: str, device: torch.device) -> Path:

@@ -1,0 +1,58 @@
+"""Timing forward passes: what one pass over n new tokens costs on a warm KV cache.
+
+The one measurement behind the cost model (`drafters.cost_model`), the choice of precision
+(`models.precision`) and the batching lab.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from specviz.errors import UserError
+
+# Untimed sweeps over every size before the timed ones. Right after a load the first passes
+# are slower (weights paged in, kernels chosen per shape); one sweep was not always enough.
+WARMUP_SWEEPS = 2
+# Context the costs are measured at: a typical prompt plus part of an answer.
+MEASURE_CONTEXT = 160
+
+
+@torch.inference_mode()
+def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int, context: int = MEASURE_CONTEXT, repeats: int = 3, seed: int = 0,
+                    batch: int = 1, should_stop: Callable[[], bool] | None = None) -> dict[int, float]:
+    """Median ms of one forward pass over n new tokens after `context` cached tokens, for
+    each n in `sizes`, with logits for every new position (as a verify pass needs). Sizes
+    are interleaved within each repeat so machine drift hits them alike; untimed sweeps
+    first warm the kernels up. `batch` sequences go through each pass side by side;
+    `should_stop()` true ends the measurement with a UserError."""
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    ctx = torch.randint(0, vocab_size, (batch, context), generator=gen).to(device)
+    cache = DynamicCache(config=model.config)
+    model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=1)
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for rep in range(WARMUP_SWEEPS + repeats):
+        for n in sizes:
+            if should_stop is not None and should_stop():
+                raise UserError("the measurement was stopped")
+            new = torch.randint(0, vocab_size, (batch, n), generator=gen).to(device)
+            _sync(device)
+            t0 = time.perf_counter()
+            model(input_ids=new, cache=cache, use_cache=True)
+            _sync(device)
+            ms = (time.perf_counter() - t0) * 1000
+            cache.crop(-n)
+            if rep >= WARMUP_SWEEPS:
+                times[n].append(ms)
+    return {n: statistics.median(v) for n, v in times.items()}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
