@@ -99,8 +99,9 @@ def main() -> int:
                 page.locator("#labs-hindsight").screenshot(path=str(out / "lab-hindsight.png"))
                 page.fill("#labs-temperatures textarea, #labs-temperatures input", "0, 0.7")
                 page.click("#labs-sweep")
-                page.wait_for_function("() => !document.querySelector('#labs-sweep-text').innerText.includes('Run')"
-                                       " && document.querySelectorAll('#labs-sweep-plot .point').length >= 2", timeout=1_200_000)
+                # while it runs, the text ends with "temperatures run…"
+                page.wait_for_function("() => { const t = document.querySelector('#labs-sweep-text').innerText;"
+                                       " return t.includes('T = 0.7') && !t.includes('\\u2026'); }", timeout=1_200_000)
                 page.wait_for_timeout(2000)
                 page.locator("#labs-sweep-plot").screenshot(path=str(out / "lab-sweep.png"))
                 figures["sweep"] = page.inner_text("#labs-sweep-text").replace("\n", " ")[:600]
