@@ -1,6 +1,6 @@
 """Losslessness lab: Monte Carlo proof that the acceptance rule outputs exactly p.
 
-One draw follows one drafted position of DESIGN.md section 1: draw x ~ q and u ~ U(0, 1);
+One draw follows one drafted position of a round (docs/ARCHITECTURE.md): draw x ~ q and u ~ U(0, 1);
 keep x if u <= min(1, p(x) / q(x)); otherwise emit a token from the residual
 norm(max(0, p - q)). Counting many draws gives the rule's output frequencies, which match
 p up to sampling noise, while the acceptance rate matches the overlap sum min(p, q).
