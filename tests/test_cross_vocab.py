@@ -18,6 +18,7 @@ import functools
 
 import pytest
 import torch
+from test_verify import SIGMAS, assert_matches  # the chain rule's check, with its tolerance
 from tiny_models import CHAT_TEMPLATE, CORPUS, single_thread, tiny_model, tiny_tokenizer  # single_thread: a fixture
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -357,7 +358,6 @@ SHARED = {0: 0, 1: 3, 2: 5, 3: 2}
 DRAFT_LOGITS = torch.tensor([0.2, 1.5, 0.3, 0.9, 1.8, 1.1])  # about half the mass on d and e
 P = torch.tensor([0.05, 0.25, 0.1, 0.3, 0.0, 0.2, 0.1])  # over target ids
 N = 20_000
-SIGMAS = 5
 
 
 def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
@@ -413,17 +413,6 @@ def first_tokens(cls) -> tuple[torch.Tensor, float]:
         counts[v.new_tokens[0]] += 1
         accepted += v.n_accepted
     return counts, accepted / N
-
-
-def assert_matches(counts: torch.Tensor, p: torch.Tensor, n: int) -> None:
-    p = p.double()
-    assert torch.all(counts[p == 0] == 0), "a token with target probability 0 came out"
-    common = p * n >= 5
-    buckets_p = torch.cat([p[common], p[~common].sum().view(1)])
-    buckets_c = torch.cat([counts[common], counts[~common].sum().view(1)]).double()
-    se = torch.sqrt(buckets_p * (1 - buckets_p) / n)
-    worst = ((buckets_c / n - buckets_p).abs() - SIGMAS * se).max().item()
-    assert worst <= 1e-12, f"frequencies {(buckets_c / n).tolist()} vs p {buckets_p.tolist()} (N={n})"
 
 
 def test_the_intersection_method_outputs_p_and_a_wrong_mapping_does_not():
