@@ -138,7 +138,25 @@ def overlapping(span: tuple[int, int], spans: list[tuple[int, int]]) -> list[int
     return [j for j, (s, e) in enumerate(spans) if (s < hi and lo < e) or (s == e and lo <= s <= hi)]
 
 
-class TextDrafter:
+class _OwnTokens:
+    """What both cross-tokenizer drafters share: the draft's own side (its tokens and cache,
+    kept in step with the committed text at the start of each round), the sampler and the
+    generator."""
+
+    def __init__(self, lm: CachedLM, draft_text: TokenText, target_text: TokenText, sampler: Sampler,
+                 generator: torch.Generator | None):
+        self.side = DraftSide(lm, draft_text, target_text)
+        self._sampler = sampler
+        self._generator = generator
+
+    def begin(self, prompt_ids: torch.Tensor) -> None:
+        self.side.begin(prompt_ids.tolist())
+
+    def accepted(self, n: int) -> None:
+        """Nothing to do now: the next round's sync brings the draft up to what the target committed."""
+
+
+class TextDrafter(_OwnTokens):
     """Drafts in the draft's own tokens; proposes their text re-encoded in target tokens."""
 
     def __init__(
@@ -153,17 +171,12 @@ class TextDrafter:
         target_eos: int | None,
         max_draft_factor: int = 2,
     ):
+        super().__init__(lm, draft_text, target_text, sampler, generator)
         self.name = "model-text"
         self.method = "text"
-        self.side = DraftSide(lm, draft_text, target_text)
-        self._sampler = sampler
-        self._generator = generator
         self._draft_eos = draft_eos
         self._target_eos = target_eos
         self._factor = max_draft_factor
-
-    def begin(self, prompt_ids: torch.Tensor) -> None:
-        self.side.begin(prompt_ids.tolist())
 
     def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
         start = time.perf_counter()
@@ -218,9 +231,6 @@ class TextDrafter:
             alignment=alignment,
         )
 
-    def accepted(self, n: int) -> None:
-        """Nothing to do now: the next round's sync re-encodes what the target committed."""
-
     def _next(self, pending: list[int]) -> tuple[int, float]:
         logits = self._sampler.logits(self.side.feed(pending))
         if self._sampler.greedy:
@@ -244,7 +254,7 @@ def _confidence(span: tuple[int, int], d_spans: list[tuple[int, int]], conf: lis
     return min((conf[i] for i in hit), default=conf[-1] if conf else 1.0)
 
 
-class IntersectionDrafter:
+class IntersectionDrafter(_OwnTokens):
     """Drafts from the draft's distribution restricted to the shared tokens, in target ids."""
 
     def __init__(
@@ -260,19 +270,14 @@ class IntersectionDrafter:
     ):
         if vmap.shared == 0:
             raise UserError("the draft and the target share no token: the intersection method cannot propose anything; use vocab method text")
+        super().__init__(lm, draft_text, target_text, sampler, generator)
         self.name = "model-intersection"
         self.method = "intersection"
-        self.side = DraftSide(lm, draft_text, target_text)
-        self._sampler = sampler
-        self._generator = generator
         self._eos = target_eos
         self._d2t = vmap.draft_to_target
         self._t2d = vmap.target_to_draft
         self._target_rows = vmap.target_rows
         self._allowed = vmap.allowed
-
-    def begin(self, prompt_ids: torch.Tensor) -> None:
-        self.side.begin(prompt_ids.tolist())
 
     def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
         start = time.perf_counter()
@@ -306,9 +311,6 @@ class IntersectionDrafter:
             confidence=confidence,
             alignment=alignment,
         )
-
-    def accepted(self, n: int) -> None:
-        """Nothing to do now: the next round's sync maps what the target committed."""
 
     def _draft_distribution(self, logits: torch.Tensor) -> torch.Tensor:
         """The draft's processed distribution over its own ids, restricted to the
