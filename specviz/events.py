@@ -162,6 +162,7 @@ class RunSummary:
     # measured when the pair loaded, so a trace's speedup does not depend on what else ran.
     plain_ms_per_token: float = 0.0
     speedup_vs_plain: float = 0.0  # tokens_per_s over 1000 / plain_ms_per_token (0 when unknown)
+    # Filled when a speculative run has ended (empty in the traces streamed while it runs):
     acceptance_by_position: list[float] = field(default_factory=list)  # accepted / reached at each draft position
     hindsight_k: list[int] = field(default_factory=list)  # per round: the best k in hindsight (`specviz.acceptance`)
 

@@ -94,6 +94,15 @@ def test_the_summary_measures_speed_against_the_load_time_cost_model(repeatable)
     # speedup = tokens/s over the 10 tokens/s that one 100 ms pass per token gives
     assert s.speedup_vs_plain == pytest.approx(s.tokens_per_s / 10.0)
     assert trace.meta["cost_model"]["verify"]["1"] == 100.0
+    # the whole-run figures: position 1's rate counted here from the rounds themselves
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent) and e.drafted]
+    first = sum(r.drafted[0].decision == "accepted" for r in rounds) / len(rounds)
+    assert s.acceptance_by_position[0] == pytest.approx(first)
+    assert len(s.hindsight_k) == len([e for e in trace.events if isinstance(e, RoundEvent)])
+    generation = engine.start(pair, PROMPT, GenerationSettings(max_new_tokens=12))
+    running = iter(generation)  # kept: a dropped iterator ends the run
+    next(running)
+    assert not generation.done and generation.trace().summary.acceptance_by_position == [], "filled once the run has ended"
     plain = engine.run(pair, PROMPT, GenerationSettings(max_new_tokens=12, mode="plain"))
     assert plain.summary.policy == "" and plain.summary.plain_ms_per_token == 100.0
 

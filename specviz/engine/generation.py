@@ -113,7 +113,9 @@ class Generation:
             policy=d.length.name if self.settings.mode == "speculative" else "",
             plain_ms_per_token=self._cost.target,
         )
-        if self.settings.mode == "speculative":
+        # Whole-run figures, once the run has ended: the page asks for the trace after every
+        # round, and recomputing them over every round each time would grow as the square.
+        if self.settings.mode == "speculative" and self._done:
             summary.acceptance_by_position = acceptance.acceptance_by_position(self._events)
             summary.hindsight_k = acceptance.hindsight_k(self._events, self._meta["cost_model"])
         return Trace(
