@@ -30,6 +30,7 @@ class SpeculativeDecoder(Decoder):
         super().__init__(*args, **kw)
         self.drafter = drafters.make_drafter(self.pair, self.settings, generator=self.generator)
         self.length = drafters.make_length(self.pair, self.settings)
+        self._target_tree = model_tree_forward(self.pair.target)  # a tree proposal's single pass
         self.index = 0
 
     @torch.inference_mode()
@@ -111,8 +112,6 @@ class SpeculativeDecoder(Decoder):
         first of them rejected), so a one-wide tree shows exactly as a chain; `tree` lists
         every node with its decision."""
         greedy = self.sampler.greedy
-        if not hasattr(self, "_target_tree"):
-            self._target_tree = model_tree_forward(self.pair.target)
         r = tree_round(self.target, self._target_tree, self.sampler, proposal, int(self.ids[-1]), self.generator, greedy)
         self.sync()
         self.drafter.accepted_path(r.path)
