@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
@@ -93,3 +95,13 @@ def test_bundled_pair_generates_through_the_api():
     assert final.summary.new_tokens == 24 or final.summary.stop_reason == "eos"
     assert final.summary.accepted > 0, "the 0.5B draft agrees with the 1.5B target on easy code"
     assert "def" in final.text
+
+
+def test_status_says_how_the_load_stands_and_where_the_cache_is(tiny):
+    client, spec = tiny
+    stream(client, prompt=PROMPT, pair=spec, drafter="model", k=2, temperature=0.0, max_new_tokens=4, mode="speculative")
+    status = json.loads(client.predict(api_name="/status"))
+    assert status["pair"] == spec and status["state"] == "ready" and status["fraction"] == 1.0 and status["error"] is None
+    assert status["cache"] and status["cache_reason"]
+    never = json.loads(client.predict(pair="not-loaded", api_name="/status"))
+    assert never["state"] == "idle" and never["seconds"] is None

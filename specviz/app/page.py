@@ -7,6 +7,7 @@ the inspector, the comparison, the theory marks and the download.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,13 +36,21 @@ def status_html(name: str, state: LoadState | None) -> str:
         return f'<div class="sv-load sv-load-error" role="alert"><b>{esc(name)}</b> could not load: {esc(state.error)}</div>'
     if state.ready:
         return (f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{precision_html(state.pair)}.'
-                f'{vocab_html(state.pair)}</div>')
+                f'{vocab_html(state.pair)}{cache_html()}</div>')
     pct = round(100 * state.fraction)
     waited = time.monotonic() - state.started
     return (
         f'<div class="sv-load sv-load-busy" role="status">Loading <b>{esc(name)}</b>: {esc(state.message)} '
-        f'({pct}%, {waited:.0f} s)<div class="sv-load-bar"><div style="width:{pct}%"></div></div></div>'
+        f'({pct}%, {waited:.0f} s){cache_html()}<div class="sv-load-bar"><div style="width:{pct}%"></div></div></div>'
     )
+
+
+def cache_html() -> str:
+    """Where converted models and measurements are kept, and why there."""
+    from specviz.models.cache import where
+
+    folder, why = where()
+    return f' <span class="sv-cache">Cache: <code>{esc(str(folder))}</code> ({esc(why)}).</span>'
 
 
 def precision_html(pair) -> str:
@@ -197,7 +206,29 @@ def build_page(config: PageConfig) -> gr.Blocks:
         then_refresh(upload)
 
         gr.api(generate_api(config), api_name="generate", **MODELS)
+        gr.api(status_api(config), api_name="status", queue=False)  # answers even while a run holds the queue
     return demo
+
+
+def status_api(config: PageConfig):
+    """The `status` endpoint: a pair's load as JSON, for deployment checks and monitoring."""
+
+    def status(pair: str = config.default_pair) -> str:
+        """The load of `pair` (default: the page's pair) as JSON: state (idle, loading, ready
+        or error), fraction, message, error, seconds since it started, and the cache folder."""
+        from specviz.models.cache import where
+
+        state = runner.LOADER.status(pair)
+        folder, why = where()
+        out = {"pair": pair, "state": "idle", "fraction": 0.0, "message": "", "error": None, "seconds": None,
+               "cache": str(folder), "cache_reason": why}
+        if state is not None:
+            out.update(state="error" if state.error is not None else "ready" if state.ready else "loading",
+                       fraction=state.fraction, message=state.message, error=state.error,
+                       seconds=round(time.monotonic() - state.started, 1))
+        return json.dumps(out)
+
+    return status
 
 
 def generate_api(config: PageConfig):

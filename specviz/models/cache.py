@@ -1,4 +1,5 @@
-"""The on-disk cache (`SPECVIZ_CACHE`, default `~/.cache/specviz`): files that prove themselves.
+"""The on-disk cache (`SPECVIZ_CACHE`; default `/data/specviz` where `/data` is writable, as on a
+Hugging Face Space with persistent storage, else `~/.cache/specviz`): files that prove themselves.
 
 Every cached file carries its sha256, size and modification time in a manifest written
 *after* the file is complete. A load trusts a file whose size and mtime still match what was
@@ -24,10 +25,24 @@ from specviz.models.bundled import sha256_file
 from specviz.models.progress import Progress
 
 MANIFEST = "manifest.json"
+# A Space's persistent storage: a cache there survives restarts, so the bundled pair is
+# assembled and converted once instead of at every start.
+PERSISTENT = Path("/data")
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz").expanduser()
+    return where()[0]
+
+
+def where() -> tuple[Path, str]:
+    """The cache folder and why it is there (for the page's load status). The one place the
+    default is decided."""
+    env = os.environ.get("SPECVIZ_CACHE")
+    if env:
+        return Path(env).expanduser(), "SPECVIZ_CACHE"
+    if PERSISTENT.is_dir() and os.access(PERSISTENT, os.W_OK | os.X_OK):
+        return PERSISTENT / "specviz", f"persistent storage ({PERSISTENT}): kept across restarts"
+    return Path.home() / ".cache" / "specviz", "the home folder; on a Space without persistent storage, lost at each restart"
 
 
 @contextlib.contextmanager
