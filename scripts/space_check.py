@@ -108,8 +108,8 @@ def main() -> int:
 
 
 def finish(result: dict, failures: list[str], work: Path, memory: "MemorySampler", app: subprocess.Popen) -> int:
-    memory.stop()
     stop(app)
+    memory.stop()
     result["memory"] = memory.report()
     if result["memory"]["peak_bytes"] > MEMORY_LIMIT:
         failures.append(f"peak memory {result['memory']['peak_gb']} GB is over CPU basic's {MEMORY_LIMIT / 1e9:.0f} GB")
@@ -164,10 +164,10 @@ class MemorySampler(threading.Thread):
         self.pid = pid
         self.phase = "starting"
         self.peak: dict[str, dict] = {}
-        self._stop = threading.Event()
+        self._done = threading.Event()  # not _stop: threading.Thread has one
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._done.is_set():
             total = {"rss": 0, "anon": 0, "file": 0}
             for pid in tree(self.pid):
                 for key, value in rss(pid).items():
@@ -175,10 +175,10 @@ class MemorySampler(threading.Thread):
             best = self.peak.setdefault(self.phase, {"rss": 0, "anon": 0, "file": 0})
             for key, value in total.items():
                 best[key] = max(best[key], value)
-            self._stop.wait(SAMPLE_S)
+            self._done.wait(SAMPLE_S)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join(timeout=5)
 
     def report(self) -> dict:
