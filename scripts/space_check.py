@@ -145,7 +145,7 @@ def wait_until_ready(client, app: subprocess.Popen, start: float, limit_s: float
     since the app was started."""
     status, said = {}, None
     while time.monotonic() - start < limit_s and app.poll() is None:
-        status = json.loads(client.predict(api_name="/status"))
+        status = json.loads(client.predict("", api_name="/status"))  # "": the page's pair
         if status["state"] in ("ready", "error"):
             break
         line = f"{status['state']}: {status['message']} ({status['fraction']:.0%})"

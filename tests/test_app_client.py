@@ -100,8 +100,9 @@ def test_bundled_pair_generates_through_the_api():
 def test_status_says_how_the_load_stands_and_where_the_cache_is(tiny):
     client, spec = tiny
     stream(client, prompt=PROMPT, pair=spec, drafter="model", k=2, temperature=0.0, max_new_tokens=4, mode="speculative")
-    status = json.loads(client.predict(api_name="/status"))
+    status = json.loads(client.predict(spec, api_name="/status"))
+    assert json.loads(client.predict("", api_name="/status"))["pair"] == spec  # the page's own pair
     assert status["pair"] == spec and status["state"] == "ready" and status["fraction"] == 1.0 and status["error"] is None
     assert status["cache"] and status["cache_reason"]
-    never = json.loads(client.predict(pair="not-loaded", api_name="/status"))
+    never = json.loads(client.predict("not-loaded", api_name="/status"))
     assert never["state"] == "idle" and never["seconds"] is None

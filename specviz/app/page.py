@@ -206,18 +206,21 @@ def build_page(config: PageConfig) -> gr.Blocks:
         then_refresh(upload)
 
         gr.api(generate_api(config), api_name="generate", **MODELS)
-        gr.api(status_api(config), api_name="status", queue=False)  # answers even while a run holds the queue
+        # Callable, but not among the documented endpoints; no limit, so it answers while a run goes on.
+        gr.api(status_api(config), api_name="status", concurrency_limit=None, api_visibility="undocumented")
     return demo
 
 
 def status_api(config: PageConfig):
     """The `status` endpoint: a pair's load as JSON, for deployment checks and monitoring."""
 
-    def status(pair: str = config.default_pair) -> str:
-        """The load of `pair` (default: the page's pair) as JSON: state (idle, loading, ready
-        or error), fraction, message, error, seconds since it started, and the cache folder."""
+    def status(pair: str = "") -> str:
+        """The load of `pair` ("": the page's pair) as JSON: state (idle, loading, ready or
+        error), fraction, message, error, seconds since it started, and the cache folder.
+        Clients pass `pair` always: an undocumented endpoint's defaults are not published."""
         from specviz.models.cache import where
 
+        pair = pair.strip() or config.default_pair
         state = runner.LOADER.status(pair)
         folder, why = where()
         out = {"pair": pair, "state": "idle", "fraction": 0.0, "message": "", "error": None, "seconds": None,
