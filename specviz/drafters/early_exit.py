@@ -12,6 +12,7 @@ from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
 from specviz.errors import UserError
+from specviz.models.keep import last_rows
 
 
 def default_layers(model: torch.nn.Module) -> int:
@@ -59,5 +60,5 @@ class EarlyExitForward:
                 cache=cache,
                 use_cache=True,
             )
-        hidden = dec.norm(hidden[:, -keep:] if keep else hidden)
+        hidden = dec.norm(last_rows(hidden, keep))
         return self._head(hidden)

@@ -11,13 +11,15 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
+from specviz.models.keep import logits_to_keep
+
 # (input_ids (1, n), cache, logits_to_keep) -> logits (1, n_kept, V)
 Forward = Callable[[torch.Tensor, DynamicCache, int], torch.Tensor]
 
 
 def model_forward(model: torch.nn.Module) -> Forward:
     def forward(ids: torch.Tensor, cache: DynamicCache, keep: int) -> torch.Tensor:
-        return model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=keep).logits
+        return model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=logits_to_keep(ids.shape[1], keep, ids.device)).logits
 
     return forward
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from specviz.errors import UserError
+from specviz.models.keep import logits_to_keep
 
 # Untimed sweeps over every size before the timed ones. Right after a load the first passes
 # are slower (weights paged in, kernels chosen per shape); one sweep was not always enough.
@@ -35,7 +36,7 @@ def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int
     gen = torch.Generator().manual_seed(seed)
     ctx = torch.randint(0, vocab_size, (batch, context), generator=gen).to(device)
     cache = DynamicCache(config=model.config)
-    model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=1)
+    model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=logits_to_keep(context, 1, device))
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for rep in range(WARMUP_SWEEPS + repeats):
         for n in sizes:
