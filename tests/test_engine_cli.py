@@ -10,7 +10,8 @@ import torch
 from specviz.cli import main
 from specviz.engine import cli
 from specviz.events import Trace
-from specviz.settings import GenerationSettings
+from specviz.app.live import k_for_policy
+from specviz.settings import GenerationSettings, from_request
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -30,6 +31,19 @@ def test_arguments_become_settings():
     assert cli.pair_spec(parse()) == "qwen-coder"
     assert cli.pair_spec(parse("--draft", "a", "--target", "b")) == ("a", "b")
     assert cli.pair_spec(parse("--target", "b")) == "b"
+
+
+def test_k_defaults_to_the_policys_k_everywhere():
+    # A fixed k starts at 4; the adaptive policies' cap at the largest k offered (16).
+    assert cli.settings_from(parse("--policy", "fixed")).k == 4
+    assert cli.settings_from(parse()).k == 16 and cli.settings_from(parse("--policy", "heuristic")).k == 16
+    assert cli.settings_from(parse("--policy", "fixed", "--k", "7")).k == 7
+    assert from_request({"policy": "fixed"}).k == 4 and from_request({"adaptive": False}).k == 4
+    assert from_request({}).k == GenerationSettings().k == 16
+    assert from_request({"policy": "fixed", "k": 9}).k == 9  # a recorded k reruns as recorded
+    # The page's k follows a policy change only while it is the old policy's default.
+    assert k_for_policy("fixed", 16) == 4 and k_for_policy("cost-aware", 4) == 16
+    assert k_for_policy("fixed", 7) == 7 and k_for_policy("heuristic", 16) == 16
 
 
 @pytest.mark.parametrize(

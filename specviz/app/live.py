@@ -26,7 +26,7 @@ from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
 from specviz.models.presets import list_presets
-from specviz.settings import DEFAULTS, HELP, VOCAB_METHODS, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request
+from specviz.settings import DEFAULTS, HELP, POLICIES, default_k, VOCAB_METHODS, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
 from specviz.viz.tree import alignment_html, tree_figure
@@ -178,6 +178,13 @@ def build(config: PageConfig) -> LiveTab:
                     adaptive_threshold=adaptive_threshold, tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method)
     return LiveTab(prompt, pair, {name: controls[name] for name in SETTING_NAMES}, run, stop, tokens, stats, timeline,
                    round_tree, round_alignment)
+
+
+def k_for_policy(policy: str, k: int | float) -> int:
+    """k after the policy radio changes: the new policy's default when k was the old one's
+    (16, a cap, is no fixed k to start from), else the k the user chose."""
+    others = {default_k(p) for p in POLICIES if p != policy}
+    return default_k(policy) if int(k) in others and int(k) != default_k(policy) else int(k)
 
 
 def plot_interval_s(trace: Trace) -> float:

@@ -165,6 +165,7 @@ def build_page(config: PageConfig) -> gr.Blocks:
             reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, trigger_mode="always_last", **live_run))
         for trigger in (lv.run.click, lv.pair.input):
             trigger(lambda: gr.Timer(active=True), None, [timer], queue=False, api_visibility="private")
+        lv.settings["policy"].input(live.k_for_policy, [lv.settings["policy"], lv.settings["k"]], [lv.settings["k"]], queue=False, api_visibility="private")
         for ev in reruns:
             then_refresh(ev)
         stop = lv.stop.click(runs.stop, None, None, queue=False, cancels=[run_event, *reruns], api_visibility="private")
@@ -236,15 +237,15 @@ def status_api(config: PageConfig):
 
 def generate_api(config: PageConfig):
     """The `generate` endpoint for gradio_client: streams the trace so far as JSON. Its
-    defaults are GenerationSettings' (`adaptive=True` is the older spelling of
-    `policy="cost-aware"`)."""
+    defaults are GenerationSettings', k the policy's (`settings.default_k`); `adaptive=True`
+    is the older spelling of `policy="cost-aware"`."""
     d = DEFAULTS
 
     def generate(
         prompt: str,
         pair: str = config.default_pair,
         drafter: str = d.drafter,
-        k: int = d.k,
+        k: int | None = None,
         temperature: float = d.temperature,
         top_p: float = d.top_p,
         max_new_tokens: int = d.max_new_tokens,
@@ -264,11 +265,13 @@ def generate_api(config: PageConfig):
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
         (the schema of `python -m specviz generate --json`), one per round (at most five a
         second); the last is the finished trace."""
-        values = dict(drafter=drafter, k=k, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
+        values = dict(drafter=drafter, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                       mode=mode, top_k=top_k, raw=raw, early_exit_layers=early_exit_layers, adaptive_threshold=adaptive_threshold,
                       tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method)
         if policy is not None:
             values["policy"] = policy
+        if k is not None:  # else the policy's default k
+            values["k"] = k
         if adaptive:
             values["adaptive"] = True
         settings = from_request(values)

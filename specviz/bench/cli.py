@@ -27,7 +27,7 @@ from specviz.bench.methods import FAMILY_NAMES, Method, check_pair, default_meth
 from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
 from specviz.bench.summary import summarise
 from specviz.errors import UserError
-from specviz.settings import MAX_K
+from specviz.settings import MAX_K, default_k
 
 HELP = "benchmark specviz against transformers' generate on one pair"
 DEFAULT_KS = "2,4"
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="prompt file, .json or .jsonl (default: the bundled set)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--k", default=DEFAULT_KS, help=f"fixed draft lengths to compare, comma-separated (default: {DEFAULT_KS})")
-    parser.add_argument("--k-max", type=int, default=8, help="upper bound of adaptive k (default: 8)")
+    parser.add_argument("--k-max", type=int, default=default_k("cost-aware"), help="upper bound of adaptive k (default: %(default)s, as the page's)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); above 0 samples")
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per method and prompt; the median counts")
     parser.add_argument("--methods", help="comma-separated subset of: " + ", ".join(dict.fromkeys(default_methods([4]) + default_methods([4], cross_tokenizer=True))).replace("k4", "k<K>")

@@ -16,7 +16,7 @@ from typing import TextIO
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.settings import HELP as SETTING_HELP
-from specviz.settings import VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, from_request
+from specviz.settings import VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, default_k, from_request
 
 # The target precisions offered (models/devices.py CHOICES; float16 is also accepted there).
 PRECISIONS = ("auto", "float32", "bfloat16", "int8")
@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drafter", choices=DRAFTERS, default=d.drafter, help="how tokens are drafted (default: %(default)s)")
     parser.add_argument("--policy", choices=POLICIES, default=None, help=f"{SETTING_HELP['policy']} (default: {d.policy})")
     parser.add_argument("--adaptive", action="store_true", help="the same as --policy cost-aware")
-    parser.add_argument("--k", type=int, default=d.k, help=f"{SETTING_HELP['k']} (default: %(default)s)")
+    parser.add_argument("--k", type=int, default=None,
+                        help=f"{SETTING_HELP['k']} (default: {default_k('fixed')} under the fixed policy, else {default_k(d.policy)})")
     parser.add_argument("--adaptive-threshold", type=float, default=d.adaptive_threshold, help=f"{SETTING_HELP['adaptive_threshold']} (default: %(default)s)")
     parser.add_argument("--tree-nodes", type=int, default=d.tree_nodes, help=f"{SETTING_HELP['tree_nodes']} (default: %(default)s)")
     parser.add_argument("--tree-width", type=int, default=d.tree_width, help=f"{SETTING_HELP['tree_width']} (default: %(default)s)")
@@ -72,7 +73,7 @@ def settings_from(args: argparse.Namespace) -> GenerationSettings:
     """The settings the arguments name (`--adaptive` is `--policy cost-aware`)."""
     if args.adaptive and args.policy not in (None, "cost-aware"):
         raise UserError(f"--adaptive means --policy cost-aware: drop one of --adaptive and --policy {args.policy}")
-    values = {name: getattr(args, name) for name in FIELDS if name != "policy"}
+    values = {name: getattr(args, name) for name in FIELDS if name != "policy" and getattr(args, name) is not None}
     values["policy"] = "cost-aware" if args.adaptive else (args.policy or DEFAULTS.policy)
     return from_request(values)
 
