@@ -89,7 +89,6 @@ def main() -> int:
         job.result(timeout=RUN_LIMIT_S)
         outputs = job.outputs()
         run_s = time.monotonic() - run_start
-        memory.phase = "after"
         trace = json.loads(outputs[-1]) if outputs else {}
         summary = trace.get("summary") or {}
         result["run"] = {"run_s": round(run_s, 1), "messages": len(outputs), "events": len(trace.get("events") or []),
@@ -235,6 +234,7 @@ def stop(app: subprocess.Popen) -> None:
 
 def port_free(port: int) -> bool:
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: closed connections don't count
         try:
             s.bind(("0.0.0.0", port))
             return True

@@ -22,6 +22,7 @@ import torch
 
 from specviz import theory
 from specviz.models.cache import cache_root
+from specviz.models.devices import spread_over
 from specviz.models.precision import cpu_name
 from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms
 from specviz.settings import MAX_K
@@ -36,6 +37,10 @@ REPEATS = 3
 # again when its one-token cost is off by more than this share.
 CHECK_REPEATS = 3
 CHECK_TOLERANCE = 0.25
+# A target spread over devices and disk by a device map reads its offloaded layers again at
+# every pass: it is timed at fewer sizes, in one timed sweep (the rest is interpolated).
+SPREAD_SIZES = (1, 4, MAX_K + 1)
+SPREAD_REPEATS = 1
 # Weight of one timed pass in the running estimate (an exponential moving average).
 ONLINE_WEIGHT = 0.1
 
@@ -172,7 +177,12 @@ def for_pair(pair) -> CostModel:
     """The pair's cost model, measured or read once per loaded pair and kept in `pair.info`."""
     model = pair.info.get("cost_model")
     if not isinstance(model, CostModel):
-        model = load_or_measure(pair)
+        spread = spread_over(pair.target)
+        if spread:
+            model = load_or_measure(pair, sizes=SPREAD_SIZES, repeats=SPREAD_REPEATS)
+            model.meta["spread"] = spread
+        else:
+            model = load_or_measure(pair)
         pair.info["cost_model"] = model
     return model
 
@@ -194,6 +204,7 @@ def _key_fields(pair, sizes) -> dict:
         "sizes": list(sizes),
         "linear": "few-rows product, padded",  # models/small_batch.py changed what a pass costs
         "sweeps": REPEATS,  # costs from fewer timed sweeps are not trusted
+        **({"spread": spread_over(pair.target)} if spread_over(pair.target) else {}),
     }
 
 

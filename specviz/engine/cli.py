@@ -20,6 +20,8 @@ from specviz.settings import VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, P
 
 # The target precisions offered (models/devices.py CHOICES; float16 is also accepted there).
 PRECISIONS = ("auto", "float32", "bfloat16", "int8")
+# The target placements offered (models/devices.py DEVICE_MAPS), named here so --help needs no torch.
+DEVICE_MAPS = ("none", "auto")
 
 HELP = "generate text with speculative or plain decoding"
 # New tokens of the untimed warm-up run (the bench warms up with as many).
@@ -64,6 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, "
                              "measured once per machine), float32, bfloat16, or int8 (a CPU only)")
     parser.add_argument("--fp32-draft", action="store_true", help="keep the draft in the pair's dtype on a CPU (default there: int8)")
+    parser.add_argument("--device-map", choices=DEVICE_MAPS, help="auto: spread the target over the GPUs, then the CPU, then disk "
+                        "(accelerate); the draft stays on the first device (default: SPECVIZ_DEVICE_MAP, else none)")
+    parser.add_argument("--max-memory", help="with --device-map auto: the most each device may hold, e.g. 0=20GiB,cpu=60GiB "
+                        "(default: SPECVIZ_MAX_MEMORY, else what each has)")
     parser.add_argument("--no-warmup", action="store_true", help="time the first run on the loaded pair as it comes (default: a "
                         f"{WARMUP_TOKENS}-token run first, untimed, so the run is timed warm like the bench's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object: the whole trace")
@@ -98,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
     if settings.needs_draft and args.target and not args.draft:
         raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
-    pair = load(spec, with_draft=settings.needs_draft, progress=_print_progress, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
+    pair = load(spec, with_draft=settings.needs_draft, progress=_print_progress, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None,
+                device_map=args.device_map, max_memory=args.max_memory)
     warmup_s = None if args.no_warmup else warm_up(pair, args.prompt, settings)
     code = generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
     if warmup_s is not None and not args.json:

@@ -18,8 +18,8 @@ MODELS_SHARE = 0.9
 
 def load(spec, *, with_draft: bool = True, progress: Progress | None = None, **options) -> ModelPair:
     """`models.load_pair(spec, ...)` and the pair's cost model. `options` are load_pair's
-    (device, dtype, int8_draft). load_pair is looked up at each call, so a test that replaces
-    it replaces it here too, and only while it does."""
+    (device, dtype, int8_draft, device_map, max_memory). load_pair is looked up at each call,
+    so a test that replaces it replaces it here too, and only while it does."""
 
     def models_progress(fraction: float, message: str) -> None:
         if progress is not None:
@@ -27,7 +27,9 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, **o
 
     pair = models.load_pair(spec, with_draft=with_draft, progress=models_progress, **options)
     if "cost_model" not in pair.info and progress is not None:
-        progress(MODELS_SHARE, "timing the target's and the draft's passes (once per machine, then cached)")
+        spread = (pair.info.get("target") or {}).get("placement")
+        fewer = "; the target is spread by a device map, so fewer passes are timed" if spread else ""
+        progress(MODELS_SHARE, f"timing the target's and the draft's passes (once per machine, then cached{fewer})")
     for_pair(pair)
     if progress is not None:
         progress(1.0, "ready")

@@ -14,6 +14,13 @@ the one place it is decided; the loader calls it for every entry point):
 
 `SPECVIZ_DEVICE` (cpu, cuda, cuda:1, ...) and `SPECVIZ_DTYPE` (auto, float32/fp32,
 bfloat16/bf16, float16/fp16, int8) stand in for an argument not given.
+
+A target larger than one device (`choose_placement`, the one place it is decided): with
+device map `auto` (`SPECVIZ_DEVICE_MAP=auto`) the target is loaded through accelerate's
+big-model inference, its layers spread over the GPUs present, then the CPU, then disk
+offload, each within `max_memory` (`SPECVIZ_MAX_MEMORY`, e.g. `0=20GiB,cpu=60GiB`); the draft
+stays whole on the first device. Such a target is not timed per precision (that would load
+it once per precision): `auto` gives it bf16.
 """
 
 from __future__ import annotations
@@ -62,6 +69,82 @@ class Precision:
         return torch.float32 if self.dtype == INT8 else self.dtype
 
 
+DEVICE_MAPS = ("none", "auto")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the target's layers go: whole on the pair's device (`device_map` None), or
+    spread by accelerate (`"auto"`) within `max_memory` (accelerate's form: {0: "20GiB",
+    "cpu": "60GiB"}; None: what each device has)."""
+
+    device_map: str | None = None
+    max_memory: dict | None = None
+
+    @property
+    def spread(self) -> bool:
+        return self.device_map is not None
+
+    @property
+    def name(self) -> str:
+        return self.device_map or "none"
+
+    @property
+    def key(self) -> tuple:
+        return (self.name, tuple(sorted((str(k), str(v)) for k, v in (self.max_memory or {}).items())))
+
+
+def choose_placement(device_map: str | None = None, max_memory: dict | str | None = None) -> Placement:
+    """The target's placement: `device_map` (none or auto), else SPECVIZ_DEVICE_MAP; and
+    `max_memory`, else SPECVIZ_MAX_MEMORY, for a spread target only."""
+    wanted = (device_map if device_map is not None else os.environ.get("SPECVIZ_DEVICE_MAP") or "none").strip().lower()
+    if wanted not in DEVICE_MAPS:
+        raise DeviceError(f"unknown device map {wanted!r}: use {' or '.join(DEVICE_MAPS)}")
+    if wanted == "none":
+        return Placement()
+    limits = max_memory if max_memory is not None else os.environ.get("SPECVIZ_MAX_MEMORY") or None
+    return Placement("auto", parse_max_memory(limits) if isinstance(limits, str) else limits)
+
+
+def parse_max_memory(text: str) -> dict:
+    """"0=20GiB,cpu=60GiB" (or cuda:0=...; a bare number is bytes) -> {0: "20GiB", "cpu": "60GiB"}."""
+    from accelerate.utils import convert_file_size_to_int
+
+    out: dict = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        where, _, size = item.partition("=")
+        where, size = where.strip().lower().removeprefix("cuda:"), size.strip()
+        try:
+            convert_file_size_to_int(int(size) if size.isdigit() else size)
+        except ValueError:
+            size = ""
+        if not size or not (where.isdigit() or where in ("cpu", "disk", "mps")):
+            raise DeviceError(f"SPECVIZ_MAX_MEMORY: {item!r} is not DEVICE=SIZE (e.g. 0=20GiB,cpu=60GiB)")
+        out[int(where) if where.isdigit() else where] = int(size) if size.isdigit() else size
+    return out
+
+
+def room_for(limits: dict, device: torch.device, reserve: int) -> dict:
+    """accelerate's `limits` (bytes per device) less `reserve` bytes on `device` (a GPU's
+    index; "cpu"): room kept there for what loads after (the draft)."""
+    where = (device.index or 0) if device.type == "cuda" else device.type
+    out = dict(limits)
+    if reserve and where in out:
+        out[where] = max(0, int(out[where]) - reserve)
+    return out
+
+
+def spread_over(model: torch.nn.Module) -> dict[str, int]:
+    """For a model loaded with a device map: how many of its placed modules are on each
+    device ("cuda:0", "cpu", "disk"); empty for a model loaded whole on one device."""
+    placed = getattr(model, "hf_device_map", None) or {}
+    counts: dict[str, int] = {}
+    for where in placed.values():
+        name = f"cuda:{where}" if isinstance(where, int) else str(where)
+        counts[name] = counts.get(name, 0) + 1
+    return counts if len(counts) > 1 or "disk" in counts else {}
+
+
 def choose_device(device: str | torch.device | None = None) -> torch.device:
     wanted = device if device is not None else os.environ.get("SPECVIZ_DEVICE") or None
     if wanted is None or str(wanted) == "auto":
@@ -107,14 +190,19 @@ def choose_precision(
     *,
     cache_file: Path | None = None,
     measure: Measure | None = None,
+    placement: Placement = Placement(),
 ) -> Precision:
     """The target's precision for `device` and the `dtype` asked for (see the module's doc).
     For `auto` on a CPU: the decision in `cache_file` if there is one, else `measure` is run
-    and its decision written there."""
+    and its decision written there; for a spread target, bf16 unmeasured."""
     from specviz.models import precision as measured
 
     chosen = choose_dtype(device, dtype)
     asked = dtype if dtype is not None else os.environ.get("SPECVIZ_DTYPE") or "auto"
+    if placement.spread and chosen == INT8:
+        raise DeviceError("an int8 target is quantized whole in memory: it cannot be spread by a device map")
+    if chosen is None and placement.spread:
+        return Precision(torch.bfloat16, "a target spread by a device map is not timed per precision (each would load it)")
     if chosen is not None:
         if str(asked).lower() != "auto":
             return Precision(chosen, "chosen")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import json
 import os
 import threading
@@ -27,7 +28,7 @@ from specviz.models import cache, hub
 from specviz.models.bundled import parts_installed
 from specviz.models.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
 from specviz.models import precision as measured_precision
-from specviz.models.devices import INT8, Precision, choose_device, choose_dtype, choose_precision, dtype_name
+from specviz.models.devices import INT8, Placement, Precision, choose_device, choose_dtype, choose_placement, choose_precision, dtype_name, room_for, spread_over
 from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
@@ -66,17 +67,22 @@ def load_pair(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     int8_draft: bool | None = None,
+    device_map: str | None = None,
+    max_memory: dict | str | None = None,
 ) -> ModelPair:
     """Load (or return the already loaded) pair named by `spec`.
 
     `spec`: a preset name, `"DRAFT -> TARGET"`, `(draft, target)`, or one model for a target
     without a draft (see `sources.py`). `with_draft=False` loads only the target (draft None).
     `int8_draft`: run the draft in int8 (default: on a CPU in fp32; see `int8_draft.py`).
+    `device_map="auto"` spreads the target over the GPUs, the CPU and disk within
+    `max_memory` (see `devices.choose_placement`); the draft stays on `device`.
     `progress(fraction, message)` is called as the load advances.
     """
     plan = resolve(spec, with_draft=with_draft)
     dev = choose_device(device)
-    if choose_dtype(dev, dtype) is None:
+    placement = choose_placement(device_map, max_memory)
+    if choose_dtype(dev, dtype) is None and not placement.spread:
         # auto on a CPU: the decision is cached per machine; measuring it loads the target in
         # each precision, so it takes the first part of the progress bar.
         with _lock:
@@ -86,10 +92,10 @@ def load_pair(
             if measuring and progress is not None:
                 progress = _span(progress, 0.5, 1.0)
     else:
-        prec = choose_precision(dev, dtype)
+        prec = choose_precision(dev, dtype, placement=placement)
     dt = prec.dtype
     int8 = plan.draft is not None and int8_draft_wanted(dev, dt, int8_draft)
-    key = (plan.name, str(dev), dt, plan.draft is not None, int8)
+    key = (plan.name, str(dev), dt, plan.draft is not None, int8, placement.key)
     pair = _pairs.get(key)
     if pair is not None:
         return pair
@@ -102,9 +108,10 @@ def load_pair(
         roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
         # What each model's weights load in: an int8 model is quantized from float32.
         load_dt = {"target": prec.load_dtype, "draft": torch.float32 if int8 else prec.load_dtype}
+        places = {"target": placement, "draft": Placement()}
         weights = {}
         for role, ref in roles:
-            weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, load_dt[role])
+            weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, load_dt[role], places[role])
         if dt == INT8:
             weights["int8 target"] = 0.0 if _int8_key(plan.target, dev) in _models else 3.0 * float(plan.target.params or 1e9)
         if int8:
@@ -114,14 +121,19 @@ def load_pair(
         folders = {}
         for role, ref in roles:
             report = steps.step(f"prepare {role}")
-            if (ref.key, str(dev), load_dt[role]) not in _models:
+            if _model_key(ref, dev, load_dt[role], places[role]) not in _models:
                 folders[role] = _materialise(ref, plan.name, role, report)
                 _prefetch(folders[role][0])
             report(1.0, f"{ref.label} found")
+        # The draft loads after a spread target, on the first device: the target leaves it room there.
+        reserve = {"target": 0, "draft": 0}
+        if placement.spread and dev.type == "cuda" and "draft" in folders:
+            reserve["target"] = model_bytes(params_in_folder(folders["draft"][0]), load_dt["draft"])
         loaded: dict[str, Loaded] = {}
         for role, ref in roles:
             report = steps.step(f"load {role}")
-            loaded[role] = _load_model(ref, plan.name, role, dev, load_dt[role], folders.get(role), loaded.get("target"), report)
+            loaded[role] = _load_model(ref, plan.name, role, dev, load_dt[role], folders.get(role), loaded.get("target"), report,
+                                       places[role], reserve[role])
         if dt == INT8:
             loaded["target"] = _int8_copy(plan.target, dev, loaded["target"], steps.step("int8 target"), "target")
         if int8:
@@ -196,9 +208,14 @@ def clear_loaded() -> None:
             torch.cuda.empty_cache()
 
 
-def _weights(ref: ModelRef, dev: torch.device, dt: torch.dtype) -> tuple[float, float]:
+def _model_key(ref: ModelRef, dev: torch.device, dt: torch.dtype, placement: Placement = Placement()) -> tuple:
+    """A loaded model's key in `_models`: a spread target is another object than a whole one."""
+    return (ref.key, str(dev), dt) + ((placement.key,) if placement.spread else ())
+
+
+def _weights(ref: ModelRef, dev: torch.device, dt: torch.dtype, placement: Placement = Placement()) -> tuple[float, float]:
     """Relative durations of (preparing, loading) one model, for the progress bar."""
-    if (ref.key, str(dev), dt) in _models:
+    if _model_key(ref, dev, dt, placement) in _models:
         return 0.0, 0.01
     size = float(ref.params or 1e9)
     cold = ref.kind in ("bundled", "gguf") and not _converted(ref)
@@ -219,11 +236,14 @@ def _load_model(
     materialised: tuple[Path, dict] | None,
     target: Loaded | None,
     progress: Progress,
+    placement: Placement = Placement(),
+    reserve: int = 0,
 ) -> Loaded:
     """Load one model from its materialised folder. A draft (`target` given) reuses the
     target's tokenizer if the files are identical (then so are the vocabularies, and a ~2 s
-    load is saved); otherwise it keeps its own, and load_pair compares the two."""
-    key = (ref.key, str(dev), dt)
+    load is saved); otherwise it keeps its own, and load_pair compares the two. A spread
+    target (`placement`) goes where accelerate puts it; what it holds on `dev` is counted."""
+    key = _model_key(ref, dev, dt, placement)
     if key in _models:
         progress(1.0, f"{ref.label} already loaded")
         return _models[key]
@@ -232,13 +252,21 @@ def _load_model(
     folder, info = materialised
     with _unreadable(what, folder):
         nbytes = model_bytes(params_in_folder(folder), dt)
-    check_fits(f"{what}: {ref.label}", nbytes, loaded_bytes(dev), dev)
-    progress(0.0, f"loading {ref.label}")
+    if not placement.spread:  # a spread target's limits are max_memory's, kept by accelerate
+        check_fits(f"{what}: {ref.label}", nbytes, loaded_bytes(dev), dev)
+    progress(0.0, f"loading {ref.label}" + (f" with device map {placement.name}" if placement.spread else ""))
     shared = target.tokenizer if target is not None and same_tokenizer_files(folder, target.folder) else None
     with _unreadable(what, folder):
-        model, tokenizer = _load_folder(folder, dev, dt, what, shared)
+        model, tokenizer = _load_folder(folder, dev, dt, what, shared, placement=placement, reserve=reserve,
+                                        progress=lambda f, m: progress(0.02 + 0.95 * f, f"{ref.label}: {m}"))
     use_few_rows_product(model)
-    progress(1.0, f"loaded {ref.label}")
+    spread = spread_over(model)
+    if spread:
+        # What it holds on `dev` counts against the budget there; the rest is elsewhere.
+        nbytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.device == dev)
+        info["placement"] = {"device_map": placement.name, "max_memory": {str(k): v for k, v in (placement.max_memory or {}).items()},
+                             "modules": spread, "offload_folder": str(_offload_folder(folder))}
+    progress(1.0, f"loaded {ref.label}" + (f", spread by device map: {_spread_words(spread)}" if spread else ""))
     info.update(bytes=nbytes, load_s=round(time.perf_counter() - start, 2), head_rows=head_rows(model))
     _models[key] = Loaded(model, tokenizer, nbytes, info, folder)
     return _models[key]
@@ -379,8 +407,13 @@ def _load_folder(
     what: str,
     tokenizer: Any = None,
     check: Callable[[Any], None] | None = None,
+    *,
+    placement: Placement = Placement(),
+    reserve: int = 0,
+    progress: Progress | None = None,
 ) -> tuple[torch.nn.Module, Any]:
-    """Tokenizer (unless given), then `check(tokenizer)`, then the weights."""
+    """Tokenizer (unless given), then `check(tokenizer)`, then the weights, reporting each
+    weight loaded to `progress`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -395,12 +428,63 @@ def _load_folder(
     if check is not None:
         check(tokenizer)
     kwargs: dict[str, Any] = {"dtype": dt, "use_safetensors": True, "trust_remote_code": False}
-    if dev.type == "cuda":
+    if placement.spread:
+        # Offloaded weights are read from the model's own safetensors where they can be;
+        # anything converted on load is written to the offload folder.
+        kwargs.update(device_map=placement.device_map, offload_folder=str(_offload_folder(folder)))
+        if placement.max_memory or reserve:
+            from accelerate.utils import get_max_memory
+
+            limits = get_max_memory(dict(placement.max_memory) if placement.max_memory else None)  # in bytes
+            kwargs["max_memory"] = room_for(limits, dev, reserve)
+    elif dev.type == "cuda":
         kwargs["device_map"] = {"": dev}
-    model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    with _weights_progress(progress):
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
     model.eval()
     model.requires_grad_(False)
     return model, tokenizer
+
+
+def _offload_folder(folder: Path) -> Path:
+    key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
+    return cache.cache_root() / "offload" / f"{folder.name}-{key}"
+
+
+def _spread_words(spread: dict[str, int]) -> str:
+    return ", ".join(f"{n} modules on {where}" for where, n in spread.items())
+
+
+@contextlib.contextmanager
+def _weights_progress(progress: Progress | None) -> Iterator[None]:
+    """While transformers loads weights one by one (its "Loading weights" bar), report each
+    to `progress` too: a big target's load, offloaded or not, then moves the page's bar."""
+    import transformers.core_model_loading as loading
+
+    if progress is None:
+        yield
+        return
+    original = loading.tqdm
+
+    def reporting(iterable=None, *args, desc=None, **kwargs):
+        if desc != "Loading weights" or iterable is None or not hasattr(iterable, "__len__"):
+            return original(iterable, *args, desc=desc, **kwargs)
+        total, every = len(iterable), max(1, len(iterable) // 100)
+
+        def each():
+            for i, item in enumerate(iterable):
+                if i % every == 0:
+                    progress(i / max(total, 1), f"loading weights ({i} of {total})")
+                yield item
+            progress(1.0, f"loaded {total} weights")
+
+        return each()
+
+    loading.tqdm = reporting
+    try:
+        yield
+    finally:
+        loading.tqdm = original
 
 
 def _pair_info(plan: Plan, loaded: dict[str, Loaded], dev: torch.device, dt: torch.dtype) -> dict:

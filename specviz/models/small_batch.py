@@ -53,7 +53,13 @@ def use_few_rows_product(model: torch.nn.Module, rows_to: dict[int, int] | None 
         rows_to = cheapest_rows(max(timed, key=torch.Tensor.numel)) if timed else {}
     for module in layers:
         module.rows_to = rows_to
-        module.forward = types.MethodType(_few_rows_forward, module)
+        # A layer of a model spread by accelerate has a hook around its forward (moving its
+        # inputs, fetching offloaded weights): the product goes inside the hook, not over it.
+        patched = types.MethodType(_few_rows_forward, module)
+        if hasattr(module, "_hf_hook"):
+            module._old_forward = patched
+        else:
+            module.forward = patched
     return len(layers)
 
 

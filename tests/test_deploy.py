@@ -1,0 +1,90 @@
+"""Deploying on a Hugging Face Space: the ZeroGPU wiring with the real `spaces` package, and
+the cache's default folder on a Space with persistent storage."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from specviz.app.loading import LoadState
+from specviz.app.page import status_html
+from specviz.models import cache
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Imports the app as `python app.py` does and builds its page, with the real spaces.GPU
+# replaced by a recorder that passes every call on to it; prints what was passed.
+RECORD_GPU = r"""
+import json
+import spaces
+
+real = spaces.GPU
+calls = []
+
+def recording(task=None, **kwargs):
+    made = real(task, **kwargs)
+    if callable(task):
+        calls.append((task, kwargs))
+        return made
+
+    def decorate(fn):
+        calls.append((fn, kwargs))
+        return made(fn)
+
+    return decorate
+
+spaces.GPU = recording
+import app
+from specviz.app import runner
+from specviz.app.config import PageConfig
+
+app.build_page(PageConfig(preload=False))
+print(json.dumps({
+    "calls": [{"fn": f"{f.__module__}.{f.__qualname__}", "kwargs": kw, "is_generate": f is runner._generate} for f, kw in calls],
+    "gpu_seconds": runner.GPU_SECONDS,
+    "spaces_file": spaces.__file__,
+}))
+"""
+
+
+def test_the_function_that_runs_the_models_and_only_it_is_passed_to_spaces_gpu():
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "SPACES_ZERO_GPU": ""}
+    out = subprocess.run([sys.executable, "-c", RECORD_GPU], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "site-packages" in seen["spaces_file"]  # the installed package, not a stand-in
+    assert seen["calls"] == [{"fn": "specviz.app.runner._generate", "kwargs": {"duration": 120}, "is_generate": True}]
+    assert seen["gpu_seconds"] == 120
+
+
+def test_the_cache_defaults_to_persistent_storage_when_it_is_there(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPECVIZ_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setattr(cache, "PERSISTENT", data)
+    folder, why = cache.where()
+    assert folder == data / "specviz" == cache.cache_root()
+    assert "persistent" in why and "restarts" in why
+    # The page's load status names the folder.
+    assert str(data / "specviz") in status_html("p", LoadState("p", True, fraction=0.5, message="loading"))
+
+
+def test_without_persistent_storage_the_cache_stays_in_the_home_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPECVIZ_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(cache, "PERSISTENT", tmp_path / "no-data")
+    assert cache.cache_root() == tmp_path / "home" / ".cache" / "specviz"
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setattr(cache, "PERSISTENT", tmp_path / "a-file")  # not a folder
+    assert cache.cache_root() == tmp_path / "home" / ".cache" / "specviz"
+
+
+def test_specviz_cache_wins_over_persistent_storage(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setattr(cache, "PERSISTENT", data)
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "mine"))
+    assert cache.where() == (tmp_path / "mine", "SPECVIZ_CACHE")
