@@ -8,6 +8,9 @@
                                127.0.0.1 never loads a visitor's local paths, only Hub ids.
     SPECVIZ_MAX_WALL_S         stop any one run after this many seconds (300)
     SPECVIZ_QUEUE_SIZE         requests that may wait in the queue (32)
+    SPECVIZ_MAX_SESSIONS       sessions whose page state is kept (256): Gradio keeps a copy of the
+                               page's settings per session (every browser tab, API client and raw
+                               API call) until this many newer ones push it out
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class PageConfig:
     allow_custom: bool = True
     max_wall_s: float = 300.0
     queue_size: int = 32
+    # Gradio's own default, 10000, let memory grow by about 0.2 MB per session for days.
+    max_sessions: int = 256
 
     @property
     def local_only(self) -> bool:
@@ -46,6 +51,7 @@ class PageConfig:
             allow_custom=custom_allowed(env),
             max_wall_s=float(_int(env.get("SPECVIZ_MAX_WALL_S") or "300", "SPECVIZ_MAX_WALL_S")),
             queue_size=_int(env.get("SPECVIZ_QUEUE_SIZE") or "32", "SPECVIZ_QUEUE_SIZE"),
+            max_sessions=_int(env.get("SPECVIZ_MAX_SESSIONS") or "256", "SPECVIZ_MAX_SESSIONS"),
         )
 
 

@@ -1,0 +1,480 @@
+"""Soak: the app under a class of visitors for minutes on end, through its public API.
+
+    scripts/soak.sh [--pair NAME_OR_SPEC] [--minutes M] [--users U] [--json]
+
+Launches `python app.py` on 127.0.0.1 (a free port) with the pair, waits until a first run
+has been served, times single runs one after another, then U gradio_client users (one
+session each) loop for M minutes: the page's example prompts, greedy and sampled, the fixed
+and the cost-aware policy, plain decoding, a few runs cancelled mid-run (Job.cancel), a few
+abandoned (the connection dropped after the first update) and a few invalid requests. It
+reports completed, cancelled, refused and failed requests, the queue wait (submit to the
+first streamed update), the app's memory, threads, open files and temporary folders at
+start and end, and whether every greedy run repeated the first run of the same request.
+Exits 1 when a request failed or a greedy run differed.
+
+The target runs in fp32 unless --dtype says otherwise: greedy identity across runs is
+claimed only there (the cost-aware policy times its own rounds, so two runs may verify
+different draft lengths, and in bf16 a different pass size can round a near-tie the other
+way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import httpx  # noqa: E402
+from gradio_client import Client  # noqa: E402
+from gradio_client.exceptions import AppError  # noqa: E402
+
+from app_server import launched_app  # noqa: E402
+from specviz.models.presets import DEFAULT_PAIR  # noqa: E402
+
+EXAMPLES = ROOT / "assets" / "examples.json"
+ANSWER_TIMEOUT_S = 600  # a request with no answer by then is a failure
+FIRST_RUN_TIMEOUT_S = 1800  # the first run waits for the pair to load (assembling it can take minutes)
+SETTLE_S = 15  # idle time before counting threads and files (anyio retires idle workers after 10 s)
+SAMPLE_EVERY_S = 2.0
+POLL_S = 0.05
+THINK_S = (0.5, 3.0)  # a user reads the result before the next run
+SOLO_RUNS = 12  # each example prompt once or twice; greedy and sampled, fixed and cost-aware alike; 2 plain (1/6)
+# Per request: cancelled mid-run, abandoned, invalid; the rest are normal runs.
+P_CANCEL, P_ABANDON, P_INVALID = 0.05, 0.04, 0.03
+P_PLAIN = 1 / 6
+BUSY_WORDS = ("queue is full", "busy")
+# The generate endpoint's positional inputs (for the raw HTTP call of an abandoned request).
+API_ORDER = ("prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode", "adaptive", "top_k",
+             "policy", "raw", "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method")
+API_DEFAULTS = dict(drafter="model", k=8, temperature=0.0, top_p=1.0, max_new_tokens=32, seed=0, mode="speculative",
+                    adaptive=None, top_k=0, policy="cost-aware", raw=False, early_exit_layers=0, adaptive_threshold=0.4,
+                    tree_nodes=8, tree_width=2, vocab_method="auto")
+INVALID = [({"k": 99}, "k must be"), ({"temperature": -1.0}, "temperature must be"), ({"prompt": "   "}, "prompt is empty"),
+           ({"top_p": 0.0}, "top-p must be")]
+
+
+# --- the app process, seen from /proc -------------------------------------------------------
+
+
+def app_pid() -> int:
+    """The launched app.py: this process's child running it."""
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == me and any(part.endswith(b"app.py") for part in cmdline):
+            return int(entry.name)
+    raise RuntimeError("the app process was not found")
+
+
+@dataclass
+class Usage:
+    rss_mb: float
+    threads: int
+    open_files: int
+    temp_dirs: int
+
+
+def usage(pid: int, temp: Path) -> Usage:
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    rss_kb = int(status["VmRSS"].split()[0])
+    dirs = sum(len(d) for _, d, _ in os.walk(temp))
+    return Usage(rss_kb / 1024, int(status["Threads"]), len(os.listdir(f"/proc/{pid}/fd")), dirs)
+
+
+class Sampler(threading.Thread):
+    """The app's usage every SAMPLE_EVERY_S: the highest RSS and thread count, and one sample a minute."""
+
+    def __init__(self, pid: int, temp: Path, start: Usage):
+        super().__init__(daemon=True, name="usage sampler")
+        self.pid, self.temp, self.stop = pid, temp, threading.Event()
+        self.max_mb, self.max_threads, self.by_minute = start.rss_mb, start.threads, [start]
+
+    def run(self) -> None:
+        t0 = time.monotonic()
+        while not self.stop.wait(SAMPLE_EVERY_S):
+            try:
+                u = usage(self.pid, self.temp)
+            except (OSError, KeyError):
+                return
+            self.max_mb, self.max_threads = max(self.max_mb, u.rss_mb), max(self.max_threads, u.threads)
+            if time.monotonic() - t0 >= 60 * len(self.by_minute):
+                self.by_minute.append(u)
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    kind: str  # completed, cancelled, abandoned, refused, failed
+    key: tuple | None = None  # the greedy request's identity, for the identity check
+    tokens: list[int] | None = None
+    wait_s: float | None = None  # submit to first streamed update
+    run_s: float | None = None  # submit to the finished trace
+    wall_s: float | None = None  # the run's own time at the server (its trace's wall_s)
+    submitted: float | None = None  # monotonic times, for counting the runs served ahead of this one
+    first_at: float | None = None
+    detail: str = ""
+
+
+def load_prompts() -> list[str]:
+    return [e["prompt"] for e in json.loads(EXAMPLES.read_text(encoding="utf-8"))["examples"]]
+
+
+def plan_request(rng: random.Random, prompts: list[str], max_new_tokens: int) -> dict:
+    """A normal run: an example prompt, greedy or sampled, fixed or cost-aware, now and then plain."""
+    greedy = rng.random() < 0.5
+    fixed = rng.random() < 0.5
+    return dict(prompt=rng.choice(prompts), temperature=0.0 if greedy else 0.7, top_p=1.0 if greedy else 0.9,
+                seed=rng.randrange(4), policy="fixed" if fixed else "cost-aware", k=4 if fixed else 8,
+                mode="plain" if rng.random() < P_PLAIN else "speculative", max_new_tokens=max_new_tokens)
+
+
+def solo_request(i: int, prompts: list[str], max_new_tokens: int) -> dict:
+    """The i-th of the single runs: the mix of plan_request, in equal parts rather than by chance."""
+    greedy, fixed = i % 2 == 0, (i // 2) % 2 == 0
+    return dict(prompt=prompts[i % len(prompts)], temperature=0.0 if greedy else 0.7, top_p=1.0 if greedy else 0.9, seed=i % 4,
+                policy="fixed" if fixed else "cost-aware", k=4 if fixed else 8,
+                mode="plain" if i % 6 == 5 else "speculative", max_new_tokens=max_new_tokens)
+
+
+def greedy_key(req: dict) -> tuple | None:
+    if req.get("temperature", 0.0) != 0.0:
+        return None
+    return (req["prompt"], req["mode"], req["policy"], req["k"], req["max_new_tokens"])
+
+
+def wait_first(job, deadline: float) -> float | None:
+    """When (monotonic) the job's first streamed update arrived; None if it ended or timed out first."""
+    while time.monotonic() < deadline:
+        if job.outputs():
+            return time.monotonic()
+        if job.done():
+            return None
+        time.sleep(POLL_S)
+    return None
+
+
+def answered(job, deadline: float) -> bool:
+    while not job.done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
+
+
+def error_outcome(e: BaseException, expect: str | None = None) -> Outcome:
+    text = str(e)
+    one_line = "\n" not in text.strip() and "Traceback" not in text
+    if expect is not None and expect in text and one_line:
+        return Outcome("refused", detail=text)
+    if expect is None and one_line and any(w in text.lower() for w in BUSY_WORDS):
+        return Outcome("refused", detail=text)
+    return Outcome("failed", detail=f"{type(e).__name__}: {text[:300]}")
+
+
+def run_once(client: Client, req: dict, *, cancel_after_s: float | None = None) -> Outcome:
+    """One request through gradio_client; cancelled `cancel_after_s` after its first update if given."""
+    key = greedy_key(req)
+    t0 = time.monotonic()
+    deadline = t0 + ANSWER_TIMEOUT_S
+    job = client.submit(api_name="/generate", **req)
+    first = wait_first(job, deadline)
+    wait_s = None if first is None else first - t0
+    if cancel_after_s is not None and first is not None and not job.done():
+        time.sleep(cancel_after_s)
+        if not job.done():
+            job.cancel()
+            if not answered(job, time.monotonic() + 120):
+                return Outcome("failed", wait_s=wait_s, detail="a cancelled job did not end within 120 s")
+            return Outcome("cancelled", wait_s=wait_s, submitted=t0, first_at=first)
+    if not answered(job, deadline):
+        job.cancel()
+        return Outcome("failed", wait_s=wait_s, detail=f"no answer within {ANSWER_TIMEOUT_S} s")
+    try:
+        job.result()
+    except AppError as e:
+        return error_outcome(e)
+    except Exception as e:  # noqa: BLE001 - anything else is a failure, kept in words
+        return error_outcome(e)
+    outputs = job.outputs()
+    try:
+        trace = json.loads(outputs[-1])
+        ended = trace["summary"]["stop_reason"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        return Outcome("failed", wait_s=wait_s, detail=f"the last answer is not a finished trace: {str(outputs[-1:])[:200]}")
+    if ended not in ("eos", "max_new_tokens"):
+        return Outcome("failed", wait_s=wait_s, detail=f"a run ended by {ended!r}")
+    return Outcome("completed", key=key, tokens=trace["token_ids"], wait_s=wait_s, run_s=time.monotonic() - t0,
+                   wall_s=trace["summary"].get("wall_s"), submitted=t0, first_at=first)
+
+
+def run_invalid(client: Client, rng: random.Random, req: dict) -> Outcome:
+    bad, words = rng.choice(INVALID)
+    job = client.submit(api_name="/generate", **{**req, **bad})
+    if not answered(job, time.monotonic() + ANSWER_TIMEOUT_S):
+        job.cancel()
+        return Outcome("failed", detail=f"no answer to an invalid request within {ANSWER_TIMEOUT_S} s")
+    try:
+        job.result()
+    except Exception as e:  # noqa: BLE001
+        return error_outcome(e, expect=words)
+    return Outcome("failed", detail=f"an invalid request ({bad}) was served")
+
+
+def run_abandoned(url: str, req: dict, pair: str) -> Outcome:
+    """Start a run over plain HTTP and go away after its first update."""
+    values = {**API_DEFAULTS, "pair": pair, **req}
+    t0 = time.monotonic()
+    try:
+        with httpx.Client(base_url=url, timeout=ANSWER_TIMEOUT_S) as http:
+            event_id = http.post("gradio_api/call/generate", json={"data": [values[n] for n in API_ORDER]}).json()["event_id"]
+            with http.stream("GET", f"gradio_api/call/generate/{event_id}") as stream:
+                error = False
+                for line in stream.iter_lines():
+                    if error and line.startswith("data:"):
+                        return error_outcome(RuntimeError(line[5:].strip()))
+                    if line.startswith("data:") and "token_ids" in line:
+                        now = time.monotonic()
+                        return Outcome("abandoned", wait_s=now - t0, submitted=t0, first_at=now)
+                    error = error or line.startswith("event: error")
+                    if time.monotonic() - t0 > ANSWER_TIMEOUT_S:
+                        break
+    except (httpx.HTTPError, KeyError, ValueError) as e:
+        return Outcome("failed", detail=f"abandoned request: {type(e).__name__}: {e}")
+    return Outcome("failed", detail="an abandoned run's stream ended before its first update")
+
+
+@dataclass
+class User:
+    index: int
+    url: str
+    pair: str
+    prompts: list[str]
+    max_new_tokens: int
+    until: float
+    max_requests: int
+    seed: int
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def loop(self) -> None:
+        rng = random.Random(self.seed * 1000 + self.index)
+        client = Client(self.url, verbose=False)
+        try:
+            while time.monotonic() < self.until and len(self.outcomes) < self.max_requests:
+                req = {**plan_request(rng, self.prompts, self.max_new_tokens), "pair": self.pair}
+                draw = rng.random()
+                try:
+                    if draw < P_CANCEL:
+                        outcome = run_once(client, req, cancel_after_s=rng.uniform(0.0, 1.0))
+                    elif draw < P_CANCEL + P_ABANDON:
+                        outcome = run_abandoned(self.url, req, self.pair)
+                    elif draw < P_CANCEL + P_ABANDON + P_INVALID:
+                        outcome = run_invalid(client, rng, req)
+                    else:
+                        outcome = run_once(client, req)
+                except Exception as e:  # noqa: BLE001 - the soak itself must keep going and say what happened
+                    outcome = Outcome("failed", detail=f"{type(e).__name__}: {e}")
+                self.outcomes.append(outcome)
+                time.sleep(rng.uniform(*THINK_S))
+        finally:
+            client.close()
+
+
+# --- the soak -------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    i = min(len(values) - 1, max(0, round(q * (len(values) - 1))))
+    return values[i]
+
+
+def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str, seed: int, log=print) -> dict:
+    prompts = load_prompts()
+    work = Path(tempfile.mkdtemp(prefix="specviz-soak-"))
+    temp = work / "tmp"
+    temp.mkdir()
+    env = {"SPECVIZ_DEFAULT_PAIR": pair, "SPECVIZ_PRELOAD": "1", "SPECVIZ_DTYPE": dtype, "TMPDIR": str(temp),
+           "GRADIO_TEMP_DIR": str(temp / "gradio"), "GRADIO_SERVER_NAME": "127.0.0.1"}
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with launched_app(env, "soak") as url:
+        pid = app_pid()
+        client = Client(url, verbose=False)
+        log(f"app on {url} (pid {pid}); waiting for {pair} to load and serve a first run")
+        first = run_once_with_timeout(client, {**solo_request(0, prompts, max_new_tokens), "pair": pair})
+        if first.kind != "completed":
+            raise RuntimeError(f"the first run was not served: {first.kind} {first.detail}")
+        time.sleep(SETTLE_S)
+        start = usage(pid, temp)
+        sampler = Sampler(pid, temp, start)
+        sampler.start()
+
+        # Single runs one after another: the queue wait's yardstick, and the first greedy results.
+        solo: list[Outcome] = []
+        for i in range(SOLO_RUNS):
+            solo.append(run_once(client, {**solo_request(i, prompts, max_new_tokens), "pair": pair}))
+        client.close()
+        solo_times = [o.run_s for o in solo if o.kind == "completed"]
+        single_run_s = statistics.mean(solo_times) if solo_times else None
+        log(f"single run: {single_run_s:.2f} s (mean of {len(solo_times)} one after another); "
+            f"{users} users for {minutes:g} min")
+
+        until = time.monotonic() + minutes * 60
+        max_requests = int(minutes * 60 / THINK_S[0]) + 1
+        crowd = [User(i, url, pair, prompts, max_new_tokens, until, max_requests, seed) for i in range(users)]
+        threads = [threading.Thread(target=u.loop, name=f"user {u.index}", daemon=True) for u in crowd]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=minutes * 60 + ANSWER_TIMEOUT_S + 180)
+        stuck = sum(t.is_alive() for t in threads)
+        time.sleep(SETTLE_S)
+        end = usage(pid, temp)
+        sampler.stop.set()
+        sampler.join()
+        rss_max = max(sampler.max_mb, end.rss_mb)
+
+    outcomes = [o for u in crowd for o in u.outcomes]
+    counted = [first, *solo, *outcomes]
+    reference: dict[tuple, list[int]] = {}
+    differing = []
+    for o in counted:
+        if o.kind == "completed" and o.key is not None:
+            ref = reference.setdefault(o.key, o.tokens)
+            if o.tokens != ref:
+                differing.append(o.key)
+    waits = [o.wait_s for o in outcomes if o.wait_s is not None]
+    # First come, first served: the runs that started (sent a first update) while a request
+    # waited. With U users in turn that is at most U - 1, plus runs abandoned mid-way.
+    started = sorted(o.first_at for o in outcomes if o.first_at is not None)
+    ahead = [sum(o.submitted < t < o.first_at for t in started) for o in outcomes if o.first_at is not None]
+    # "7 runs one after another": the single runs timed alone before the soak, and the runs'
+    # own time at the server during it (the same machine under the same outside load).
+    walls = [o.wall_s for o in outcomes if o.kind == "completed" and o.wall_s]
+    run_under_load_s = statistics.mean(walls) if walls else None
+    count = {kind: sum(o.kind == kind for o in counted) for kind in ("completed", "cancelled", "abandoned", "refused", "failed")}
+    failures = count["failed"] + stuck
+    p95 = percentile(waits, 0.95)
+    seven = 7 * single_run_s if single_run_s else None
+    seven_under_load = 7 * run_under_load_s if run_under_load_s else None
+    samples = sampler.by_minute
+    first_half_threads = max(u.threads for u in samples[: max(2, (len(samples) + 1) // 2)])
+    report = {
+        "pair": pair, "dtype": dtype, "minutes": minutes, "users": users, "max_new_tokens": max_new_tokens, "seed": seed,
+        "started_at": started_at, "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "requests": len(counted), "completed": count["completed"], "cancelled": count["cancelled"],
+        "abandoned": count["abandoned"], "refused": count["refused"], "failures": failures,
+        "failure_details": sorted({o.detail for o in counted if o.kind == "failed"})[:20] + ([f"{stuck} users never stopped"] if stuck else []),
+        "queue_wait_p50_s": _round(percentile(waits, 0.5)), "queue_wait_p95_s": _round(p95),
+        "queue_wait_max_s": _round(max(waits) if waits else None),
+        "single_run_s": _round(single_run_s), "seven_runs_s": _round(seven),
+        "run_under_load_s": _round(run_under_load_s), "seven_runs_under_load_s": _round(seven_under_load),
+        "runs_ahead_p95": percentile(ahead, 0.95), "runs_ahead_max": max(ahead) if ahead else None,
+        "rss_start_mb": round(start.rss_mb, 1), "rss_end_mb": round(end.rss_mb, 1), "rss_max_mb": round(rss_max, 1),
+        "greedy_identical": not differing, "greedy_keys": len(reference),
+        "greedy_runs": sum(o.kind == "completed" and o.key is not None for o in counted),
+        "greedy_differing": [list(k[1:]) + [k[0][:40]] for k in sorted(set(differing))][:10],
+        "rss_by_minute_mb": [round(u.rss_mb, 1) for u in sampler.by_minute],
+        "threads_start": start.threads, "threads_end": end.threads, "threads_max": sampler.max_threads,
+        "threads_by_minute": [u.threads for u in sampler.by_minute], "threads_first_half_max": first_half_threads,
+        "open_files_start": start.open_files, "open_files_end": end.open_files,
+        "temp_dirs_start": start.temp_dirs, "temp_dirs_end": end.temp_dirs,
+    }
+    report["checks"] = {
+        "no_failures": failures == 0,
+        "greedy_identical": not differing,
+        "rss_end_within_3pct": abs(end.rss_mb - start.rss_mb) <= 0.03 * start.rss_mb,
+        # The server's worker pool grows with the load, to a bound, and keeps its threads: a leak
+        # would take the count past what the first half of the soak had reached.
+        "threads_not_growing": end.threads <= first_half_threads,
+        "open_files_not_growing": end.open_files <= start.open_files,
+        "temp_dirs_not_growing": end.temp_dirs <= start.temp_dirs,
+        "queue_wait_p95_within_7_runs": p95 is not None and seven is not None and p95 <= seven,
+        "queue_wait_p95_within_7_runs_under_load": p95 is not None and seven_under_load is not None and p95 <= seven_under_load,
+        "first_come_first_served": bool(ahead) and percentile(ahead, 0.95) <= users - 1,
+    }
+    return report
+
+
+def run_once_with_timeout(client: Client, req: dict) -> Outcome:
+    """The first run, which also waits for the pair's load."""
+    job = client.submit(api_name="/generate", **req)
+    if not answered(job, time.monotonic() + FIRST_RUN_TIMEOUT_S):
+        job.cancel()
+        return Outcome("failed", detail=f"no first run within {FIRST_RUN_TIMEOUT_S} s")
+    try:
+        job.result()
+        trace = json.loads(job.outputs()[-1])
+    except Exception as e:  # noqa: BLE001
+        return error_outcome(e)
+    return Outcome("completed", key=greedy_key(req), tokens=trace["token_ids"])
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
+def summary(r: dict) -> str:
+    lines = [
+        f"soak: {r['pair']} ({r['dtype']}), {r['users']} users, {r['minutes']:g} min, {r['started_at']} to {r['ended_at']}",
+        f"  requests {r['requests']}: completed {r['completed']}, cancelled {r['cancelled']}, abandoned {r['abandoned']}, "
+        f"refused {r['refused']}, failures {r['failures']}",
+        f"  queue wait p50 {r['queue_wait_p50_s']} s, p95 {r['queue_wait_p95_s']} s, max {r['queue_wait_max_s']} s; "
+        f"single run {r['single_run_s']} s alone (7: {r['seven_runs_s']} s), {r['run_under_load_s']} s at the server "
+        f"during the soak (7: {r['seven_runs_under_load_s']} s); runs started while a request waited: p95 "
+        f"{r['runs_ahead_p95']}, max {r['runs_ahead_max']}",
+        f"  RSS {r['rss_start_mb']} MB after the first run, {r['rss_end_mb']} MB at the end, {r['rss_max_mb']} MB at most",
+        f"  threads {r['threads_start']} -> {r['threads_end']}, open files {r['open_files_start']} -> {r['open_files_end']}, "
+        f"temporary folders {r['temp_dirs_start']} -> {r['temp_dirs_end']}",
+        f"  greedy identical: {r['greedy_identical']} ({r['greedy_runs']} greedy runs of {r['greedy_keys']} requests)",
+    ]
+    lines += [f"  failure: {d}" for d in r["failure_details"]]
+    lines += [f"  check {name}: {'ok' if ok else 'NOT MET'}" for name, ok in r["checks"].items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pair", default=DEFAULT_PAIR, help="a preset, or 'DRAFT -> TARGET' of Hub ids, folders or .gguf files")
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--users", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--dtype", default="float32", help="the target's precision (SPECVIZ_DTYPE); greedy identity holds in float32")
+    ap.add_argument("--seed", type=int, default=0, help="seeds every user's choices")
+    ap.add_argument("--json", action="store_true", help="print the report as one JSON object (the summary goes to stderr)")
+    args = ap.parse_args(argv)
+    if args.minutes <= 0 or args.users < 1 or args.max_new_tokens < 1:
+        ap.error("--minutes must be above 0, --users and --max-new-tokens at least 1")
+    err = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
+    report = soak(args.pair, args.minutes, args.users, args.max_new_tokens, args.dtype, args.seed, log=err)
+    if args.json:
+        print(json.dumps(report))
+        err(summary(report))
+    else:
+        print(summary(report))
+    return 0 if report["failures"] == 0 and report["greedy_identical"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

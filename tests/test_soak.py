@@ -1,0 +1,74 @@
+"""The soak command, short, on the tiny pair saved to disk; and the session bound it led to.
+
+`scripts/soak.sh` launches the app on a pair and has users loop through the public API (see
+scripts/soak.py). Here: 2 minutes, 4 users, the tiny pair's folders as `--pair`. No speed is
+asserted: only that nothing failed and every greedy run repeated the first one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from app_server import ROOT, free_port, save_tiny_pair
+
+pytestmark = pytest.mark.app
+
+SOAK_TIMEOUT_S = 2 * 60 + 900  # the soak's 2 minutes, plus a generous bound for launch, load and a slow machine
+
+
+def test_a_two_minute_soak_of_four_users_on_the_tiny_pair(tmp_path):
+    spec = save_tiny_pair(tmp_path)
+    done = subprocess.run([str(ROOT / "scripts" / "soak.sh"), "--pair", spec, "--minutes", "2", "--users", "4", "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=SOAK_TIMEOUT_S)
+    assert done.stdout.strip(), done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    print(done.stderr[-2500:])
+    assert report["failures"] == 0, report["failure_details"]
+    assert report["greedy_identical"], report["greedy_differing"]
+    assert done.returncode == 0
+    # The soak did what it says: many runs, greedy ones repeated, the odd requests among them.
+    assert report["pair"] == spec and report["users"] == 4
+    assert report["completed"] >= 20 and report["greedy_runs"] > report["greedy_keys"] >= 2
+    assert report["cancelled"] + report["abandoned"] >= 1 and report["refused"] >= 1
+    assert report["requests"] == sum(report[k] for k in ("completed", "cancelled", "abandoned", "refused", "failures"))
+    for key in ("queue_wait_p50_s", "queue_wait_p95_s", "rss_start_mb", "rss_end_mb", "rss_max_mb", "single_run_s"):
+        assert isinstance(report[key], float) and report[key] > 0, key
+    assert report["rss_max_mb"] >= report["rss_end_mb"]
+    for key in ("threads", "open_files", "temp_dirs"):
+        assert isinstance(report[f"{key}_start"], int) and isinstance(report[f"{key}_end"], int), key
+
+
+def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
+    """Every raw API call is a session with its own copy of the page's settings in Gradio;
+    SPECVIZ_MAX_SESSIONS bounds how many are kept (the soak saw memory grow with them)."""
+    import gradio as gr
+
+    import app
+
+    port = free_port()
+    monkeypatch.setenv("GRADIO_SERVER_PORT", str(port))
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.1")
+    monkeypatch.setenv("SPECVIZ_PRELOAD", "0")
+    monkeypatch.setenv("SPECVIZ_MAX_SESSIONS", "3")
+    built, build_page = [], app.build_page
+    monkeypatch.setattr(app, "build_page", lambda config: built.append(build_page(config)) or built[-1])
+    monkeypatch.setattr(gr.Blocks, "block_thread", lambda self: None)
+    app.main()
+    demo = built[0]
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}/", timeout=60) as http:
+            # The endpoint's positional inputs, with an empty prompt: refused at once, after its session is made.
+            data = ["", "qwen-coder", "model", 4, 0.0, 1.0, 8, 0, "speculative", False, 0, "cost-aware", False, 0, 0.4, 8, 2, "auto"]
+            for _ in range(8):
+                event = http.post("gradio_api/call/generate", json={"data": data}).json()["event_id"]
+                body = http.get(f"gradio_api/call/generate/{event}").text
+                assert "the prompt is empty" in body, body[:300]
+        sessions = demo.server_app.state_holder.session_data
+        assert 1 <= len(sessions) <= 3
+    finally:
+        demo.close()
