@@ -218,3 +218,17 @@ def test_a_cached_cost_model_that_no_longer_holds_is_measured_again(tmp_path, on
     again = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     assert again.source == "measured" and again.target < 10 * first.target
     assert json.loads(path.read_text())["verify"]["1"] == again.target  # the cache was replaced
+
+
+def test_a_cache_faster_than_the_machine_now_is_kept(tmp_path, one_thread):
+    # As if this load ran while another process held the CPU: the fresh measurement prices
+    # this load, but a busy moment must not overwrite the undisturbed costs for later loads.
+    pair = tiny_pair("close")
+    load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
+    (path,) = (tmp_path / "cost-models").glob("*.json")
+    fast = json.loads(path.read_text())
+    fast["verify"] = {n: v / 50 for n, v in fast["verify"].items()}
+    path.write_text(json.dumps(fast))
+    now = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
+    assert now.source == "measured" and now.meta.get("cache_kept") and now.target > 10 * fast["verify"]["1"]
+    assert json.loads(path.read_text()) == fast

@@ -150,22 +150,29 @@ def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None
 
     The cache key is everything that changes the costs: pair, device, dtype, thread count,
     CPU / GPU, torch and transformers versions, and the sizes measured. A cached model whose
-    one-token pass no longer matches a quick timing is measured again."""
+    one-token pass no longer matches a quick timing is measured again, and the cache replaced
+    only when the new measurement is the faster one."""
     path = _cache_path(pair, sizes, cache_dir)
+    cached = None
     if not remeasure and path.is_file():
         try:
-            model = CostModel.from_dict(json.loads(path.read_text()))
+            cached = CostModel.from_dict(json.loads(path.read_text()))
         except (ValueError, KeyError, TypeError, AttributeError):
-            model = None  # a damaged cache file is measured again and replaced
-        if model is not None:
+            cached = None  # a damaged cache file is measured again and replaced
+        if cached is not None:
             # A cache measured while something else held the CPU would price every run wrongly
             # for good: a few one-token passes now say whether it still holds.
             now = measure_pass_ms(pair.target, [1], vocab_size=pair.vocab_size, repeats=CHECK_REPEATS)[1]
-            if abs(now / model.target - 1) <= CHECK_TOLERANCE:
-                model.source = "cached"
-                return model
+            if abs(now / cached.target - 1) <= CHECK_TOLERANCE:
+                cached.source = "cached"
+                return cached
     model = measure(pair, sizes, repeats=repeats)
     model.meta["key"] = _key_fields(pair, sizes)
+    if cached is not None and model.target >= cached.target:
+        # Slower than the cache: something else holds the CPU now. This load is priced as the
+        # machine is now; the cache keeps the undisturbed costs for the loads to come.
+        model.meta["cache_kept"] = True
+        return model
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(model.to_dict(), indent=1))
