@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -355,6 +356,7 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
         sampler.join()
         rss_max = max(sampler.max_mb, end.rss_mb)
 
+    shutil.rmtree(work, ignore_errors=True)  # the app's temporary folder, counted above
     outcomes = [o for u in crowd for o in u.outcomes]
     counted = [first, *solo, *outcomes]
     reference: dict[tuple, list[int]] = {}
