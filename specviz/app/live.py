@@ -184,7 +184,7 @@ def k_for_policy(policy: str, k: int | float) -> int:
     """k after the policy radio changes: the new policy's default when k was the old one's
     (16, a cap, is no fixed k to start from), else the k the user chose."""
     others = {default_k(p) for p in POLICIES if p != policy}
-    return default_k(policy) if int(k) in others and int(k) != default_k(policy) else int(k)
+    return default_k(policy) if int(k) in others else int(k)
 
 
 def plot_interval_s(trace: Trace) -> float:
