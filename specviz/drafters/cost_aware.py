@@ -87,6 +87,12 @@ class CostAwareLength(DraftLength):
         """Running estimate of the probability that a drafted token is accepted."""
         return self._accepted / self._tested
 
+    @property
+    def alpha_high(self) -> float:
+        """alpha one standard error higher, from the tokens it rests on."""
+        a = self.alpha
+        return min(1.0, a + (a * (1 - a) / self._tested) ** 0.5)
+
     def round_ms(self, m: int) -> float:
         """C(m): what a round drafting m tokens costs, as timed or else as predicted."""
         seen = self.observed[m]
@@ -108,6 +114,10 @@ class CostAwareLength(DraftLength):
         self._round_conf = []
         self._p_all = 1.0
         k, self._rate = self.choose(self.alpha)
+        if k == 0 and self.choose(self.alpha_high)[0] > 0:
+            # Plain rounds teach nothing about alpha: decode plainly only while even an
+            # optimistic estimate says so, or a few unlucky rounds would stop drafting for good.
+            k = self.choose(self.alpha_high)[0]
         if k == 0:
             self._idle += 1
             if self._idle < self._probe_every:
