@@ -1,11 +1,11 @@
 """specviz's plain decoding against transformers' generate, alternated in one process.
 
-    python scripts/plain_ab.py [--pair qwen-coder] [--max-new-tokens 128] [--pairs 3]
+    python scripts/plain_ab.py [--pair qwen-coder] [--max-new-tokens 128] [--pairs 3] [--prompt-id ID]
 
-The same model object, prompt (the first example, through the chat template), stop ids and
-greedy decoding; one warm-up of each, then `--pairs` runs of each in turn, so a machine whose
-speed drifts (this one's did by 20 % within a minute) slows both alike. Prints tokens/s of
-each and their ratio per pair.
+The same model object, prompt (the first example, or a bench prompt by id, through the chat
+template), stop ids and greedy decoding; one warm-up of each, then `--pairs` runs of each in
+turn, so a machine whose speed drifts (this one's did by 20 % within a minute) slows both
+alike. Prints tokens/s of each and their ratio per pair.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from specviz.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.engine import run  # noqa: E402
 from specviz.engine.load import load  # noqa: E402
 from specviz.lm.prompt import encode_prompt, stop_ids  # noqa: E402
@@ -32,8 +33,12 @@ def main() -> int:
     ap.add_argument("--pair", default="qwen-coder")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--prompt-id", help="a prompt of the bench's set (assets/bench_prompts.json) instead of the first example")
     args = ap.parse_args()
-    prompt = json.loads((ROOT / "assets" / "examples.json").read_text())["examples"][0]["prompt"]
+    if args.prompt_id:
+        prompt = select(load_prompts(DEFAULT_PROMPTS), ids=[args.prompt_id])[0].prompt
+    else:
+        prompt = json.loads((ROOT / "assets" / "examples.json").read_text())["examples"][0]["prompt"]
     pair = load(args.pair, with_draft=False)
     settings = GenerationSettings(mode="plain", max_new_tokens=args.max_new_tokens)
     ids = torch.tensor([encode_prompt(pair, prompt, settings)], device=pair.device)

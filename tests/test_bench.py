@@ -117,6 +117,14 @@ def test_summary_speedups_medians_mismatches_and_targets():
     cost = targets["event stream cost (1 - full / minimal tokens/s)"]
     assert cost["value"] == pytest.approx(1 - math.sqrt(0.98), abs=1e-9) and cost["met"] is True
     assert targets["adaptive k vs best fixed k in hindsight (geomean)"]["value"] == pytest.approx(math.sqrt(1.2 * 0.4))
+    # against hf-assisted: 4 tokens in 1 s vs 1.5 s on a, in 2.5 s vs 2 s on b
+    assisted = targets["adaptive k vs best transformers assisted (geomean tokens/s)"]
+    assert assisted["value"] == pytest.approx(math.sqrt(1.5 * 0.8)) and assisted["goal"] == ">= 1.25" and assisted["met"] is False
+    # sv-plain: 5 tokens in 3 s against hf-plain's 4 in 3 s on a, level on b
+    plain = targets["sv-plain vs hf-plain (geomean tokens/s)"]
+    assert plain["value"] == pytest.approx(math.sqrt(1.25)) and plain["met"] is True
+    each = targets["sv-plain vs hf-plain, worst prompt"]
+    assert each["value"] == pytest.approx(1.0) and each["met"] is True and "b" in each["detail"]
 
 
 def test_sampling_runs_make_no_identity_claims():
