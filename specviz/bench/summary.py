@@ -172,17 +172,18 @@ def _targets(per_prompt: dict, overall: dict, names: list[str], best_assisted: s
         need = TARGET_VS_ASSISTED_SAMPLING if opts.temperature > 0 else TARGET_VS_ASSISTED
         goal = f">= {need:.2f}"
         add("adaptive k vs best transformers assisted (geomean tokens/s)", goal, v, v is not None and v >= need, f"best assisted setting: {best_assisted}")
+    def worst_prompt(name: str, base: str, need: float, label: str) -> None:
+        ratios = {pid: rows[name]["tokens_per_s"] / rows[base]["tokens_per_s"] for pid, rows in per_prompt.items()}
+        worst = min(ratios, key=ratios.get)
+        add(f"{label} vs {base}, worst prompt", f">= {need:.2f}", ratios[worst], ratios[worst] >= need, f"worst: {worst}")
+
     for plain in ("sv-plain", "hf-plain"):
         if adaptive and plain in names:
-            ratios = {pid: rows[adaptive]["tokens_per_s"] / rows[plain]["tokens_per_s"] for pid, rows in per_prompt.items()}
-            worst = min(ratios, key=ratios.get)
-            add(f"adaptive k vs {plain}, worst prompt", f">= {TARGET_NEVER_SLOWER:.2f}", ratios[worst], ratios[worst] >= TARGET_NEVER_SLOWER, f"worst: {worst}")
+            worst_prompt(adaptive, plain, TARGET_NEVER_SLOWER, "adaptive k")
     if "sv-plain" in names and "hf-plain" in names:
         v = overall["sv-plain"]["tokens_per_s"] / overall["hf-plain"]["tokens_per_s"]
         add("sv-plain vs hf-plain (geomean tokens/s)", f">= {TARGET_PLAIN:.2f}", v, v >= TARGET_PLAIN)
-        ratios = {pid: rows["sv-plain"]["tokens_per_s"] / rows["hf-plain"]["tokens_per_s"] for pid, rows in per_prompt.items()}
-        worst = min(ratios, key=ratios.get)
-        add("sv-plain vs hf-plain, worst prompt", f">= {TARGET_PLAIN_EACH:.2f}", ratios[worst], ratios[worst] >= TARGET_PLAIN_EACH, f"worst: {worst}")
+        worst_prompt("sv-plain", "hf-plain", TARGET_PLAIN_EACH, "sv-plain")
     fixed = [n for n in names if n.startswith("sv-k")]
     if adaptive and fixed:
         best = max(fixed, key=lambda n: overall[n]["tokens_per_s"] or 0)

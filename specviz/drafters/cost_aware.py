@@ -5,7 +5,8 @@ measured at load, then as the policy times its own rounds:
 
 - before a round, the draft length with the most tokens_per_round(alpha, m) / C(m) at the
   running acceptance estimate alpha sets the rate R to beat; where m = 0 (plain decoding)
-  wins, the round drafts nothing, and a probe round now and then keeps alpha current;
+  wins, also at alpha one standard error higher, the round drafts nothing, and a probe
+  round now and then keeps alpha current;
 - after each drafted token, drafting goes on only while the expected gain in tokens of the
   next j drafts (j >= 1), sum of P(all drafts so far accepted) * a^i, per ms they add,
   C(n+j) - C(n), beats R for some j. P and a use the draft's confidence in each token,
@@ -114,7 +115,7 @@ class CostAwareLength(DraftLength):
         self._round_conf = []
         self._p_all = 1.0
         k, self._rate = self.choose(self.alpha)
-        if k == 0 and self.choose(self.alpha_high)[0] > 0:
+        if k == 0:
             # Plain rounds teach nothing about alpha: decode plainly only while even an
             # optimistic estimate says so, or a few unlucky rounds would stop drafting for good.
             k = self.choose(self.alpha_high)[0]
