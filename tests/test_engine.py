@@ -128,8 +128,10 @@ def test_rollback_leaves_caches_as_a_fresh_forward_would(kind):
     d = SpeculativeDecoder(pair, settings(k=4, temperature=1.0, seed=1), engine.encode_prompt(pair, PROMPT, settings()))
     d.begin()
     rejected = 0
-    for _ in range(6):
+    for _ in range(40):  # bounded: a close draft is rarely rejected, so go on until one is
         rejected += any(t.decision == "rejected" for t in d.step().drafted)
+        if rejected >= 2:
+            break
     assert rejected > 0
     ids = d.ids
     assert d.target.length == ids.numel() - 1

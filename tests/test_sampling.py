@@ -8,7 +8,7 @@ from transformers import DynamicCache, TemperatureLogitsWarper, TopKLogitsWarper
 
 from specviz.drafters import make_drafter
 from specviz.drafters.early_exit import EarlyExitForward
-from specviz.lm.sampling import Sampler, distribution, processors
+from specviz.lm.sampling import Sampler, distribution, draw, processors
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 
@@ -125,3 +125,38 @@ def test_q_is_the_processed_draft_distribution(drafter):
             # Pretend the target accepted one draft and emitted a token of its own.
             d.accepted(1)
             context = torch.cat([context, proposal.tokens[:1], torch.tensor([7])])
+
+
+def test_draw_follows_the_distribution():
+    # 200,000 draws from a 6-token distribution with zeros at both ends and in the middle;
+    # the standard error of a frequency is at most sqrt(0.25 / n) = 0.0011, so 0.006 is over
+    # five of them, while a draw off by one token (or uniform over the support) misses by
+    # 0.05 or more.
+    dist = torch.tensor([0.0, 0.1, 0.0, 0.55, 0.35, 0.0])
+    g = torch.Generator().manual_seed(1)
+    n = 200_000
+    rows = dist.expand(n, -1)
+    counts = torch.bincount(draw(rows, g), minlength=6).double() / n
+    assert counts[[0, 2, 5]].sum() == 0
+    assert torch.allclose(counts, dist.double(), atol=0.006)
+
+
+def test_draw_takes_unnormalised_weights_and_one_row():
+    g = torch.Generator().manual_seed(2)
+    weights = torch.tensor([0.0, 3.0, 1.0])  # shares 0.75 and 0.25
+    got = torch.stack([draw(weights, g) for _ in range(4000)])
+    assert got.shape == (4000,)
+    share = (got == 1).double().mean().item()
+    assert 0 not in got.tolist()
+    assert abs(share - 0.75) < 0.03  # sd sqrt(0.75 * 0.25 / 4000) = 0.0068
+
+
+def test_draw_never_picks_a_zero_weight_at_the_top_edge(monkeypatch):
+    # A uniform that rounds up to the total would land past the last positive weight.
+    monkeypatch.setattr(torch, "rand", lambda shape, **kw: torch.ones(shape, dtype=kw.get("dtype")))
+    assert draw(torch.tensor([[0.25, 0.75, 0.0, 0.0]]), None).tolist() == [1]
+
+
+def test_draw_refuses_an_empty_distribution():
+    with pytest.raises(ValueError, match="positive"):
+        draw(torch.zeros(4), None)

@@ -39,6 +39,7 @@ from typing import Literal, Sequence
 import torch
 
 from specviz.engine.verify import residual_distribution
+from specviz.lm.sampling import draw
 
 Decision = Literal["accepted", "rejected", "unchecked"]
 Rule = Literal["greedy", "point-masses", "multistep-sampling"]
@@ -180,7 +181,7 @@ def _walk(rule: Rule, tokens: torch.Tensor, parents: Sequence[int], p: torch.Ten
             residual = remove_token(residual, x) if q is None else residual_distribution(residual, q[c])
         if nxt is None:
             kind = "resampled" if kids[at + 1] else "bonus"
-            emitted = int(torch.multinomial(residual, 1, generator=generator)[0])
+            emitted = int(draw(residual, generator))
             return TreeVerification(rule, toks, list(parents), path, decisions, p_node, u_node, emitted, float(target[emitted]), kind)
         path.append(nxt)
         at = nxt

@@ -20,6 +20,8 @@ from typing import Literal
 
 import torch
 
+from specviz.lm.sampling import draw
+
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """norm(max(0, p - q)) over the last dimension, row by row.
@@ -95,7 +97,7 @@ def verify(
         dist, kind = residual_distribution(p[n], q_n), "resampled"
     else:
         dist, kind = p[k], "bonus"
-    emitted = torch.multinomial(dist, 1, generator=generator)[0]
+    emitted = draw(dist, generator)
     px_l, qx_l, u_l = px.tolist(), qx.tolist(), u.tolist()
     return Verification(
         tokens=draft_tokens.tolist(),
