@@ -1,12 +1,40 @@
 """Tests marked `browser` need Playwright and chromium. Where either is missing they are
 skipped on a developer's machine, but fail in CI (the environment variable CI set, as
-.ci/run is run), so that a CI without a browser cannot pass without running them."""
+.ci/run is run), so that a CI without a browser cannot pass without running them.
+
+The tests run on a cache folder of their own (`SPECVIZ_CACHE`, unless already set): what
+they measure for their tiny pairs (pass costs, precision choices) stays out of the user's
+cache, while the user's models and earlier measurements are still found there: the model
+folders are linked, the measurements copied."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
+
+SHARED = ("models", "gguf", "wheels", "locks")  # linked: built once, reused by every run
+MEASURED = ("cost-models", "precision")  # copied: tests add their own entries
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("SPECVIZ_CACHE") or hasattr(config, "workerinput"):
+        return
+    from specviz.models.cache import cache_root
+
+    real = cache_root()
+    mine = Path(tempfile.mkdtemp(prefix="specviz-test-cache-"))
+    for name in SHARED:
+        (real / name).mkdir(parents=True, exist_ok=True)
+        (mine / name).symlink_to(real / name, target_is_directory=True)
+    for name in MEASURED:
+        if (real / name).is_dir():
+            shutil.copytree(real / name, mine / name)
+    os.environ["SPECVIZ_CACHE"] = str(mine)
+    config.add_cleanup(lambda: shutil.rmtree(mine, ignore_errors=True))
 
 
 def in_ci(env=os.environ) -> bool:

@@ -36,7 +36,7 @@ def test_a_two_minute_soak_of_four_users_on_the_tiny_pair(tmp_path):
     assert report["completed"] >= 20 and report["greedy_runs"] > report["greedy_keys"] >= 2
     assert report["cancelled"] + report["abandoned"] >= 1 and report["refused"] >= 1
     assert report["requests"] == sum(report[k] for k in ("completed", "cancelled", "abandoned", "refused", "failures"))
-    for key in ("queue_wait_p50_s", "queue_wait_p95_s", "rss_start_mb", "rss_end_mb", "rss_max_mb", "single_run_s"):
+    for key in ("queue_wait_p50_s", "queue_wait_p95_s", "rss_start_mb", "rss_end_mb", "rss_max_mb", "single_run_s", "seven_in_a_row_p95_s"):
         assert isinstance(report[key], float) and report[key] > 0, key
     assert report["rss_max_mb"] >= report["rss_end_mb"]
     for key in ("threads", "open_files", "temp_dirs"):
