@@ -345,9 +345,7 @@ def make_cross_drafter(pair: ModelPair, settings: GenerationSettings, generator:
     if method not in METHODS:
         raise UserError(f"vocab method must be one of {', '.join(METHODS)} (got {method!r})")
     lm = CachedLM(model_forward(pair.draft), pair.draft.config, pair.device)
-    if pair.token_texts is None:  # reading every token's bytes takes about a second: once per pair
-        pair.token_texts = (TokenText(pair.draft_tokenizer), TokenText(pair.tokenizer))
-    draft_text, target_text = pair.token_texts
+    draft_text, target_text = vmap.draft_text, vmap.target_text
     sampler = Sampler(settings, min(rows, vmap.draft_to_target.numel()))
     if method == "intersection":
         return IntersectionDrafter(lm, vmap, draft_text, target_text, sampler, generator, target_eos=stop_ids(pair))

@@ -36,7 +36,6 @@ class ModelPair:
     info: dict[str, Any] = field(default_factory=dict)  # sources, sizes, cache state: for display
     draft_tokenizer: Any = None
     vocab_map: Any = None
-    token_texts: Any = None  # (draft's, target's) models.vocab_map.TokenText, made at the first cross-tokenizer run
 
     @property
     def cross_tokenizer(self) -> bool:

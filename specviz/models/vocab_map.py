@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -128,6 +128,9 @@ class VocabMap:
     target_scheme: str
     method: str  # the default method for this pair
     reason: str  # why, in words
+    # Both tokenizers seen as bytes, read once here and kept for the cross-tokenizer drafters.
+    draft_text: "TokenText" = field(compare=False, repr=False)
+    target_text: "TokenText" = field(compare=False, repr=False)
 
     @property
     def overlap(self) -> float:
@@ -183,12 +186,12 @@ def vocab_map(draft_tok: Any, target_tok: Any, *, draft_rows: int | None = None,
     `draft_rows` / `target_rows`: the ids each model scores (LM-head rows, padding included);
     default: the tokenizer's size.
     """
-    d_bytes, t_bytes = token_bytes(draft_tok), token_bytes(target_tok)
-    d_strings, t_strings = _strings(draft_tok, len(d_bytes)), _strings(target_tok, len(t_bytes))
+    d_text, t_text = TokenText(draft_tok), TokenText(target_tok)
+    d_bytes, t_bytes = d_text.table, t_text.table
+    d_strings, t_strings = d_text.strings, t_text.strings
     draft_rows = max(draft_rows or 0, len(d_bytes))
     target_rows = max(target_rows or 0, len(t_bytes))
-    t_index = _first_by_bytes(t_bytes, t_strings)
-    d_index = _first_by_bytes(d_bytes, d_strings)
+    t_index, d_index = t_text.index, d_text.index
     d2t = torch.full((draft_rows,), -1, dtype=torch.long)
     for b, d in d_index.items():
         t = t_index.get(b)
@@ -211,6 +214,8 @@ def vocab_map(draft_tok: Any, target_tok: Any, *, draft_rows: int | None = None,
         target_scheme=scheme(target_tok),
         method=method,
         reason=reason,
+        draft_text=d_text,
+        target_text=t_text,
     )
 
 
@@ -243,9 +248,9 @@ class TokenText:
     def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
         self.table = token_bytes(tokenizer)
-        strings = _strings(tokenizer, len(self.table))
-        index = _first_by_bytes(self.table, strings)
-        self._byte_ids = {b: index[bytes([b])] for b in range(256) if bytes([b]) in index}
+        self.strings = _strings(tokenizer, len(self.table))
+        self.index = _first_by_bytes(self.table, self.strings)  # bytes -> the one id standing for them
+        self._byte_ids = {b: self.index[bytes([b])] for b in range(256) if bytes([b]) in self.index}
         # A byte-level BPE can merge bytes that are not valid UTF-8 (half an emoji) as it
         # does inside text: its model runs on the byte characters directly.
         backend = getattr(tokenizer, "backend_tokenizer", None)
