@@ -55,6 +55,7 @@ def generate(
     assistant: torch.nn.Module | None = None,
     assistant_k: int | None = None,
     prompt_lookup: int | None = None,
+    gathered: bool = False,
     tokenizer=None,
     assistant_tokenizer=None,
 ) -> HFRun:
@@ -64,7 +65,9 @@ def generate(
     `tokenizer` (the target's) and `assistant_tokenizer` (the draft's), both or neither, make
     it transformers' generation with a draft of another tokenizer: greedy runs
     AssistedCandidateGeneratorDifferentTokenizers, sampling UniversalSpeculativeDecodingGenerator
-    (see `universal_draft` for what the latter does to the draft model)."""
+    (see `universal_draft` for what the latter does to the draft model).
+
+    `gathered` feeds the LM heads rows of their own for the call (`gathered_heads`)."""
     if (tokenizer is None) != (assistant_tokenizer is None) or (assistant_tokenizer is not None and assistant is None):
         raise ValueError("a draft with its own tokenizer needs assistant, tokenizer and assistant_tokenizer together")
     config = copy.deepcopy(config)
@@ -92,7 +95,8 @@ def generate(
     hook = target.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
     usd = assistant_tokenizer is not None and config.do_sample
     try:
-        with universal_draft(target, assistant, tokenizer, assistant_tokenizer) if usd else _nothing():
+        with universal_draft(target, assistant, tokenizer, assistant_tokenizer) if usd else _nothing(), \
+                gathered_heads([target, assistant]) if gathered else _nothing():
             torch.manual_seed(seed)
             _sync(device)
             t0 = time.perf_counter()
@@ -104,6 +108,32 @@ def generate(
         if saved is not None:
             assistant.generation_config = saved
     return HFRun(token_ids=out[0, input_ids.shape[1] :].tolist(), wall_s=wall, target_calls=calls[0], generator=generator)
+
+
+@contextmanager
+def gathered_heads(models: list[torch.nn.Module | None]):
+    """For one call, each model's output head gets its input as rows of their own.
+
+    transformers' `generate` asks for the last position's logits with an int
+    `logits_to_keep`, and the model slices `hidden[:, -1:, :]`: a view with the whole
+    sequence's batch stride. On this CPU (torch 2.13, AMD EPYC with avx512_bf16) a bf16 head
+    over such a view goes through a batched product that copies the weight first: ~1.1-1.4 s
+    per prefill for the bundled target against ~20 ms, and in assisted generation again
+    at every round for a bf16 draft (whose catch-up over two or more new tokens is a
+    prefill). specviz's passes gather those rows (models/keep.py); this gives transformers
+    the same, so that a comparison can show the slow path's share apart from the rest."""
+    from specviz.models.keep import own_storage
+
+    hooks = []
+    try:
+        for model in models:
+            head = model.get_output_embeddings() if model is not None else None
+            if isinstance(head, torch.nn.Module):
+                hooks.append(head.register_forward_pre_hook(lambda _module, args: (own_storage(args[0]), *args[1:]), prepend=True))
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
 
 
 @dataclass

@@ -20,6 +20,12 @@ Names: `sv-*` run specviz's engine, `hf-*` run transformers' `generate`.
                           (`assistant_tokenizer=`), its default schedule: see run_transformers
     hf-universal-k{K}     the same with a constant k
     hf-lookup             transformers prompt lookup (10 tokens)
+    hf-...-gathered       any hf-plain / hf-assisted* / hf-universal* run with its LM heads fed
+                          rows of their own: transformers as shipped slices the last position
+                          as a strided view, and on some CPUs (this one, in bf16) the LM head
+                          then takes a slow path at every prefill (see hf_baselines.gathered_heads).
+                          The speed goals are against transformers as shipped; the gathered
+                          runs show how much of a lead that slow path is.
 
 The cross-tokenizer methods (sv-text, sv-intersection, hf-universal*) need a pair whose draft
 has its own tokenizer, and hf-assisted* and sv-tree* need one whose draft shares the
@@ -41,6 +47,7 @@ from specviz.errors import UserError
 from specviz.settings import GenerationSettings
 
 FAMILY_NAMES = {"sv": "specviz", "hf": "transformers"}
+GATHERED = "-gathered"
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class Method:
     record: str = "full"  # specviz only: "full" or "minimal" events
     policy: str = "cost-aware"  # specviz's draft-length policy when k is None
     vocab_method: str | None = None  # specviz, a draft with another tokenizer: "text" or "intersection"
+    gathered: bool = False  # transformers only: LM heads fed rows of their own (hf_baselines.gathered_heads)
 
     @property
     def needs_draft(self) -> bool:
@@ -111,6 +119,9 @@ def default_methods(ks: list[int], *, cross_tokenizer: bool = False) -> list[str
 
 
 def parse_method(name: str) -> Method:
+    base = name.removesuffix(GATHERED)
+    if base != name and base.startswith("hf-") and base != "hf-lookup" and not base.endswith(GATHERED):
+        return replace(parse_method(base), name=name, gathered=True)
     fixed = {
         "sv-plain": Method(name, "sv", "plain"),
         "sv-adaptive": Method(name, "sv", "speculative"),
@@ -138,7 +149,8 @@ def parse_method(name: str) -> Method:
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, sv-lookup, "
         "sv-early-exit, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
-        "hf-universal, hf-universal-k<K> or hf-lookup (K from 1 to 16, N to 64, B to 8)"
+        "hf-universal, hf-universal-k<K> or hf-lookup (K from 1 to 16, N to 64, B to 8); "
+        f"a transformers method other than hf-lookup may end in {GATHERED}"
     )
 
 
@@ -237,7 +249,7 @@ def run_transformers(pair, input_ids: torch.Tensor, method: Method, config, seed
         kwargs = dict(assistant=pair.draft, assistant_k=method.k, tokenizer=pair.tokenizer, assistant_tokenizer=pair.draft_tokenizer)
     elif method.kind == "lookup":
         kwargs = dict(prompt_lookup=hf_baselines.PROMPT_LOOKUP_TOKENS)
-    r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, **kwargs)
+    r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, gathered=method.gathered, **kwargs)
     stats: dict[str, Any] = {"stop_reason": "eos" if len(r.token_ids) < config.max_new_tokens else "max_new_tokens"}
     if method.kind in ("assisted", "universal", "lookup") and r.target_calls:
         stats.update(rounds=r.target_calls, tokens_per_round=len(r.token_ids) / r.target_calls)

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from specviz.bench.methods import GATHERED
+
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
 
 
@@ -56,6 +58,10 @@ def markdown(result: dict[str, Any]) -> str:
         v = meta["vocab"]
         lines += [f"The draft has its own tokenizer: {v['shared']} of the target's {v['target_entries']} vocabulary entries "
                   f"({v['overlap']:.1%}) have an exact match in its {v['draft_entries']}; `auto` drafts by {v['default_method']}.", ""]
+    if any(n.endswith(GATHERED) for n in methods):
+        lines += [f"`{GATHERED}`: transformers with its LM heads fed rows of their own (`hf_baselines.gathered_heads`), "
+                  "removing a slow path its prefill takes on some CPUs in bf16; \"vs best assisted\" and the goals compare "
+                  "with transformers as shipped.", ""]
     generators = _generators(result)
     if generators:
         lines += ["transformers' candidate generator: " + "; ".join(f"{n}: {g}" for n, g in generators.items()) + ".", ""]

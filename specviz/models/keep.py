@@ -25,5 +25,10 @@ def last_rows(hidden: torch.Tensor, keep: int) -> torch.Tensor:
     """`hidden[:, -keep:]` (all of it when keep is 0) as rows with their own storage."""
     if keep <= 0 or keep >= hidden.shape[1]:
         return hidden
-    rows = hidden[:, -keep:]
-    return torch.empty(rows.shape, dtype=rows.dtype, device=rows.device).copy_(rows)  # clone() would keep the strides
+    return own_storage(hidden[:, -keep:])
+
+
+def own_storage(t: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` laid out densely in storage of its own (clone() would keep a view's
+    strides, and contiguous() leaves a (1, 1, H) view of a longer sequence as it is)."""
+    return torch.empty(t.shape, dtype=t.dtype, device=t.device).copy_(t)
