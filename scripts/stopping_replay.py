@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -37,6 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from specviz.bench.summary import geomean  # noqa: E402
 from specviz.drafters.cost_aware import CostAwareLength  # noqa: E402
 from specviz.drafters.cost_model import CostModel  # noqa: E402
 from specviz.settings import default_k  # noqa: E402
@@ -130,11 +130,6 @@ def table(prompts: dict[str, list[Row]], cost: CostModel, overhead_ms: float, k_
     best_t = max(THRESHOLDS, key=lambda t: overall[f"threshold {t}"])
     overall["best threshold in hindsight, per prompt"] = geomean(max(r[f"threshold {t}"] for t in THRESHOLDS) for r in per.values())
     return {"per_prompt": per, "overall": overall, "best_threshold": best_t}
-
-
-def geomean(xs) -> float:
-    xs = list(xs)
-    return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
 def loop_costs(traces: list[dict]) -> tuple[float, float]:
