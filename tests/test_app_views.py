@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 
@@ -71,6 +72,17 @@ def test_the_inspector_opens_on_the_telling_position_and_clamps_rounds(trace):
     assert bars.layout.title.text.startswith(f"Round {rounds[rejected].index}, position {first_rejection}")
     # A click carries data-round and data-pos; an out-of-range position falls back to the default.
     assert inspector.inspect(trace, rejected, 99)[2].value == first_rejection
+
+
+def test_the_first_round_is_the_prefills_token_and_the_inspector_opens_after_it(trace):
+    first = trace.events[0]
+    assert first.k == 0 and not first.drafted and first.emitted is not None and first.positions
+    story = html.unescape(inspector.inspect(trace, 0)[1])
+    assert "prompt's prefill" in story and "the draft proposed" not in story and "accepted drafts" not in story
+    assert first.emitted.text in story and "Result: 1 new token" in story
+    i = inspector.first_drafted(trace)
+    assert i >= 1 and trace.events[i].drafted and not any(e.drafted for e in trace.events[:i])
+    assert inspector.inspect(trace, i)[0].value == i
 
 
 def test_the_inspector_explains_itself_without_rounds(trace):
@@ -211,7 +223,9 @@ def test_a_cross_tokenizer_round_shows_its_alignment():
     pair = cross_pair()
     pair.info["cost_model"] = for_pair(tiny_pair("close"))  # the same target's costs
     cross = run(pair, "The quick brown fox", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=12))
-    *_, tree_box, tree, mask, alignment = inspector.inspect(cross, 0)
+    first = inspector.first_drafted(cross)
+    assert first == 1 and not cross.events[0].drafted and cross.events[1].drafted
+    *_, tree_box, tree, mask, alignment = inspector.inspect(cross, first)
     assert tree_box.visible is False and alignment.visible is True and "sv-align-row" in alignment.value
     assert live.live_views(cross)[4].visible is True
 

@@ -54,8 +54,9 @@ def upload(browser, url: str, path) -> object:
 
 def test_an_uploaded_tree_round_shows_its_tree_and_mask(traces, page_url):
     path, trace = traces["tree"]
-    first = next(e for e in trace.events if isinstance(e, RoundEvent))
-    assert first.tree, "the inspector opens on round 0, a tree round"
+    # The inspector opens on the first round that drafted (round 0 is the prefill's token).
+    first = next(e for e in trace.events if isinstance(e, RoundEvent) and e.drafted)
+    assert first.tree, "a tree round"
     with chromium() as browser:
         page = upload(browser, page_url, path)
         page.get_by_role("tab", name="Round inspector").click()
@@ -83,7 +84,7 @@ def test_an_uploaded_tree_round_shows_its_tree_and_mask(traces, page_url):
 
 def test_an_uploaded_cross_tokenizer_round_shows_its_alignment(traces, page_url):
     path, trace = traces["cross"]
-    first = next(e for e in trace.events if isinstance(e, RoundEvent))
+    first = next(e for e in trace.events if isinstance(e, RoundEvent) and e.drafted)
     assert first.alignment
     with chromium() as browser:
         page = upload(browser, page_url, path)

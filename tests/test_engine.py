@@ -139,8 +139,10 @@ def test_rollback_leaves_caches_as_a_fresh_forward_would(kind):
         cached = d.target.feed(ids[-1:])[-1]
         pending = ids[d.drafter._lm.length :]
         draft_cached = d.drafter._lm.feed(pending)[-1]
-    assert torch.allclose(cached, _fresh_logits(pair.target, ids), atol=1e-4)
-    assert torch.allclose(draft_cached, _fresh_logits(pair.draft, ids), atol=1e-4)
+    # Passes over different numbers of tokens round differently (up to ~2e-4 on logits of
+    # size ~6 here); a cache holding one token too many or too few moves them by far more.
+    assert torch.allclose(cached, _fresh_logits(pair.target, ids), atol=1e-3)
+    assert torch.allclose(draft_cached, _fresh_logits(pair.draft, ids), atol=1e-3)
 
 
 @pytest.mark.parametrize("mode", ["speculative", "plain"])
@@ -301,7 +303,8 @@ def test_greedy_tree_equals_plain(nodes, width, plain_greedy):
     trace = engine.run(tiny_pair("close"), PROMPT, settings(k=8, drafter="tree", tree_nodes=nodes, tree_width=width))
     assert trace.token_ids == plain_greedy
     check_consistent(trace)
-    assert all(r.tree for r in trace.events[:-1]), "every round but a last one-token round drafts a tree"
+    assert trace.events[0].k == 0 and not trace.events[0].tree, "the first token comes from the prompt's prefill"
+    assert all(r.tree for r in trace.events[1:-1]), "every round between it and a last one-token round drafts a tree"
     for r in trace.events:
         assert len(r.tree) <= nodes
         assert all(n.depth == 1 if n.parent < 0 else n.depth == r.tree[n.parent].depth + 1 for n in r.tree)

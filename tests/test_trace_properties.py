@@ -245,8 +245,8 @@ def mutated(which: int, path: tuple, value) -> dict:
     "path, value, words",
     [
         (("events", 0, "index"), '0" onmouseover="window.__pwned=1', r"events\[0\]\.index: expected a whole number, got a string"),
-        (("events", 0, "drafted", 0, "p"), float("nan"), r"drafted\[0\]\.p: expected a finite number, got nan"),
-        (("events", 0, "drafted", 0, "decision"), "maybe", 'decision: expected "accepted" or "rejected" or "unchecked"'),
+        (("events", 1, "drafted", 0, "p"), float("nan"), r"drafted\[0\]\.p: expected a finite number, got nan"),
+        (("events", 1, "drafted", 0, "decision"), "maybe", 'decision: expected "accepted" or "rejected" or "unchecked"'),
         (("events", 0, "type"), "<b>x</b>", r'events\[0\]\.type: expected "round" or "plain", got a string'),
         (("summary", "new_tokens"), True, "summary.new_tokens: expected a whole number, got true or false"),
         (("token_ids",), [1, "2"], "token_ids: expected a list of a whole number"),

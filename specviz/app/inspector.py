@@ -69,6 +69,12 @@ def rounds_of(trace: Trace | None) -> list[RoundEvent]:
     return [e for e in trace.events if isinstance(e, RoundEvent)] if trace is not None else []
 
 
+def first_drafted(trace: Trace | None) -> int:
+    """The round the inspector opens at: the first that drafted anything (a run's first token
+    comes from the prompt's prefill, in a round that drafted nothing)."""
+    return next((i for i, e in enumerate(rounds_of(trace)) if e.drafted), 0)
+
+
 def default_position(event: RoundEvent) -> int:
     """The most telling position of a round: its rejection if any, else its last."""
     choices = [pos for _, pos in position_choices(event)]

@@ -107,7 +107,7 @@ class _Refresh:
     @staticmethod
     def views(trace: Trace | None, alpha, k, target_ms, draft_ms) -> tuple:
         """The new trace has no plain run to compare with yet."""
-        return (*inspector.inspect(trace, 0), None, *compare.views(trace, None),
+        return (*inspector.inspect(trace, inspector.first_drafted(trace)), None, *compare.views(trace, None),
                 *theory_tab.views(alpha, k, target_ms, draft_ms, trace, None),
                 traces.save_for_download(trace), traces.summary_html(trace), *labs_tab.views(trace))
 

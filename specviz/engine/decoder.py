@@ -38,6 +38,7 @@ class Decoder:
         self.stop_reason = ""
         self.t0 = 0.0
         self._last_text_holder = None  # the last event part whose text is in the output
+        self._pending: torch.Tensor | None = None  # the prefill's logits, for the first token
 
     @property
     def token_ids(self) -> list[int]:
@@ -49,10 +50,11 @@ class Decoder:
 
     @torch.inference_mode()
     def begin(self) -> None:
-        """Start the clock and put the prompt (all but its last token) into the caches."""
+        """Start the clock and prefill the whole prompt: its last position's logits give the
+        first new token, so the first step needs no pass of its own (as in transformers'
+        `generate`) and shows a token as soon as the prompt has been read."""
         self.t0 = time.perf_counter()
-        if self.ids.numel() > 1:
-            self.target.feed(self.ids[:-1])
+        self._pending = self.target.feed(self.ids)[-1]
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0

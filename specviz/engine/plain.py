@@ -3,8 +3,8 @@ seed as the speculative loop: the baseline it is compared with.
 
 Per token it does what transformers' greedy `generate` does and no more: one pass over the
 last token, an argmax (or one draw from the processed distribution when sampling), the text
-the token adds. The prompt's prefill covers its last token too, so its logits give the first
-new token, as in `generate`: no extra one-token pass per run. The new ids are a Python list
+the token adds. The prompt's prefill (`Decoder.begin`) gives the first new token, as in
+`generate`: no extra one-token pass per run. The new ids are a Python list
 and each pass is fed from a preallocated buffer instead of a tensor grown by torch.cat.
 """
 
@@ -23,23 +23,16 @@ class PlainDecoder(Decoder):
         super().__init__(*args, **kwargs)
         self._new: list[int] = []
         self._next = torch.zeros(1, dtype=torch.long, device=self.device)  # the token each pass feeds
-        self._pending: torch.Tensor | None = None  # logits from the prefill, for the first token
 
     @property
     def token_ids(self) -> list[int]:
         return list(self._new)
 
     @torch.inference_mode()
-    def begin(self) -> None:
-        """Start the clock and prefill the whole prompt; its last position's logits give the
-        first token (not timed as a step, like the speculative loop's prefill)."""
-        self.t0 = time.perf_counter()
-        self._pending = self.target.feed(self.ids)[-1]
-
-    @torch.inference_mode()
     def step(self) -> PlainTokenEvent:
         start = time.perf_counter()
-        if self._pending is not None:
+        first = self._pending is not None
+        if first:
             raw, self._pending = self._pending, None
         else:
             raw = self.target.feed(self._next)[-1]
@@ -56,10 +49,13 @@ class PlainDecoder(Decoder):
         self._next.fill_(token)
 
         t = self.tally
-        t.new_tokens += 1
-        t.rounds += 1  # a plain step is a round of one token
-        t.target_passes += 1  # the first token's pass is the prompt's prefill
-        t.target_ms += ms
+        if first:
+            t.count_first(1)
+        else:
+            t.new_tokens += 1
+            t.rounds += 1  # a plain step is a round of one token
+            t.target_passes += 1
+            t.target_ms += ms
         event = PlainTokenEvent(index=t.new_tokens - 1, id=token, text="", p=p, ms=ms, t_end_s=self.elapsed())
         self.say(event, token)
         return event

@@ -8,6 +8,10 @@ Per round, with the context ids[0..L) and the target's cache holding ids[0..L-1)
 3. `verify` accepts x_1..x_n and emits one more token (resampled or bonus);
 4. the target's cache is cropped to ids + x_1..x_n, leaving the emitted token pending for
    the next pass, and the drafter hears n so it can crop its own.
+
+The prompt's prefill covers its last token too, and its logits give the first token: the
+first round drafts nothing and needs no pass of its own, so a token shows as soon as the
+prompt has been read, and the state after it is the state after any round.
 """
 
 from __future__ import annotations
@@ -32,24 +36,34 @@ class SpeculativeDecoder(Decoder):
         self.length = drafters.make_length(self.pair, self.settings)
         self._target_tree = model_tree_forward(self.pair.target)  # a tree proposal's single pass
         self.index = 0
-
-    @torch.inference_mode()
-    def begin(self) -> None:
-        super().begin()
-        self.drafter.begin(self.ids)
+        self._drafter_begun = False
 
     @torch.inference_mode()
     def step(self) -> RoundEvent:
+        if self._pending is not None:
+            # The prefill's logits give the first token: a round that drafted nothing, shown
+            # before the drafter has read the prompt.
+            start = time.perf_counter()
+            logits, self._pending = self.sampler.logits(self._pending[None]), None
+            return self._round(drafters.Proposal(tokens=self.ids.new_empty(0), q=None), logits, start, first=True)
+        if not self._drafter_begun:
+            self.drafter.begin(self.ids)
+            self._drafter_begun = True
         proposal = self.drafter.propose(self.ids, min(self.length.limit(), self.remaining - 1), self.length.keep_going)
         if proposal.parents is not None:
             return self._tree_step(proposal)
+        x = proposal.tokens.to(self.device)
+        start = time.perf_counter()
+        logits = self.sampler.logits(self.target.feed(torch.cat([self.ids[-1:], x]), keep=0))
+        return self._round(proposal, logits, start)
+
+    def _round(self, proposal: drafters.Proposal, logits: torch.Tensor, start: float, *, first: bool = False) -> RoundEvent:
+        """Verify a chain `proposal` against the target's `logits` (its m+1 rows, processed),
+        the pass having started at `start`; keep what was accepted and tell the round."""
         greedy = self.sampler.greedy
         context_len = self.ids.numel()
         x = proposal.tokens.to(self.device)
         m = x.numel()
-
-        start = time.perf_counter()
-        logits = self.sampler.logits(self.target.feed(torch.cat([self.ids[-1:], x]), keep=0))
         self.sync()
         target_ms = (time.perf_counter() - start) * 1000
         p = None if greedy else self.sampler.distribution(logits)
@@ -64,8 +78,9 @@ class SpeculativeDecoder(Decoder):
         accepted = min(n, kept)
         self.ids = torch.cat([self.ids, torch.tensor(v.new_tokens[:kept], dtype=torch.long, device=self.device)])
         self.target.crop(context_len + n)
-        self.drafter.accepted(n)
-        self.length.update(m, n, verify_ms=target_ms, draft_ms=proposal.ms)
+        if not first:  # the drafter and the policy had no part in the first round
+            self.drafter.accepted(n)
+            self.length.update(m, n, verify_ms=target_ms, draft_ms=proposal.ms)
 
         drafted = [
             DraftToken(id=t, text="", p=v.p[i], q=v.q[i], u=v.u[i] if i < tested else None, decision=d if i < tested else "unchecked")
@@ -86,8 +101,11 @@ class SpeculativeDecoder(Decoder):
             positions = display.positions(n_pos, logits, p, proposal.q, x, overlap, self.texts)
 
         t = self.tally
-        t.count_round(new=kept, tested=tested, accepted=accepted, overlap=overlap, target_ms=target_ms, draft_ms=proposal.ms,
-                      draft_passes=proposal.passes, draft_tokens=m)
+        if first:
+            t.count_first(kept)
+        else:
+            t.count_round(new=kept, tested=tested, accepted=accepted, overlap=overlap, target_ms=target_ms, draft_ms=proposal.ms,
+                          draft_passes=proposal.passes, draft_tokens=m)
 
         event = RoundEvent(
             index=self.index,

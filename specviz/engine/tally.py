@@ -11,7 +11,7 @@ from specviz.events import RunSummary
 class Tally:
     new_tokens: int = 0
     rounds: int = 0
-    target_passes: int = 0  # verify passes (plain: decoding steps); the prompt's prefill not counted
+    target_passes: int = 0  # passes that gave tokens: the prompt's prefill (the first token), then one per round or step
     draft_passes: int = 0
     drafted: int = 0  # drafted tokens the target tested
     accepted: int = 0
@@ -19,6 +19,15 @@ class Tally:
     target_ms: float = 0.0  # summed over target passes
     draft_ms: float = 0.0  # summed over rounds
     draft_tokens: int = 0  # every drafted token, tested or not (D = draft_ms / draft_tokens)
+    untimed_passes: int = 0  # the prefill's: a pass over the whole prompt is no per-token cost
+
+    def count_first(self, new: int) -> None:
+        """The first token, from the prompt's prefill: a target pass and a round (of no drafts),
+        left out of the mean pass time."""
+        self.new_tokens += new
+        self.rounds += 1
+        self.target_passes += 1
+        self.untimed_passes += 1
 
     def count_round(self, *, new: int, tested: int, accepted: int, overlap: list[float], target_ms: float, draft_ms: float,
                     draft_passes: int, draft_tokens: int) -> None:
@@ -48,7 +57,7 @@ class Tally:
             tokens_per_round=_ratio(self.new_tokens, self.rounds),
             wall_s=wall_s,
             tokens_per_s=tokens_per_s,
-            target_ms=_ratio(self.target_ms, self.target_passes),
+            target_ms=_ratio(self.target_ms, self.target_passes - self.untimed_passes),
             draft_ms=_ratio(self.draft_ms, self.draft_tokens),
             load_s=load_s,
             stop_reason=stop_reason,

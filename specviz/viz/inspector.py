@@ -53,10 +53,17 @@ def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
     greedy = round_is_greedy(event)
     k = len(event.drafted)
     toks = ", ".join(f.tok(d.text) for d in event.drafted)
-    intro = (
-        f.s(f"Round {event.index}: the draft proposed {_n(k, 'token')} ({event.draft_ms:.0f} ms): ") + toks
-        + f.s(f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)" + (", choosing greedily." if greedy else "."))
-    )
+    if k == 0:
+        # The engine's first round reads the prompt's prefill; a later one is a round where the
+        # cost-aware policy found that no draft pays.
+        what = ("the prompt's prefill gives the target's distribution for the first token, before anything is drafted"
+                if event.index == 0 else "nothing was drafted (no draft length paid), so one target pass gives the next token")
+        intro = f.s(f"Round {event.index}: {what}" + (", choosing greedily." if greedy else "."))
+    else:
+        intro = (
+            f.s(f"Round {event.index}: the draft proposed {_n(k, 'token')} ({event.draft_ms:.0f} ms): ") + toks
+            + f.s(f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)" + (", choosing greedily." if greedy else "."))
+        )
     e = event.emitted
     steps = []
     for i, d in enumerate(event.drafted, start=1):
@@ -94,6 +101,9 @@ def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
         dropped = f.s(f" The draft's {_n(len(unchecked), 'later token')} (") + ", ".join(f.tok(d.text) for d in unchecked) + f.s(") " + ("is" if len(unchecked) == 1 else "are") + " discarded unchecked.")
     if e is None:
         outcome = f.s("The run stopped after this round (end of text or the token limit), so the target added no token.")
+    elif e.kind == "bonus" and k == 0:
+        source = "its top choice" if greedy else "drawn from p"
+        outcome = f.s("The target's token: ") + f.tok(e.text) + f.s(f", {source} (p = {fmt_prob(e.p)}).")
     elif e.kind == "bonus":
         source = "its top choice" if greedy else "drawn from p"
         outcome = (
@@ -113,6 +123,8 @@ def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
     if e is not None:
         parts.append(f"1 {'bonus' if e.kind == 'bonus' else 'replacement'}")
     result = f.s(f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')}).")
+    if k == 0:
+        result = f.s(f"Result: {_n(gained, 'new token')}, as plain decoding gets from a pass.")
     return intro, steps, outcome, result
 
 

@@ -63,9 +63,12 @@ def predict(summary: RunSummary, events: Iterable[Event], k: int | None = None, 
     stats = live_stats(rounds)
     alpha = summary.mean_overlap if summary.mean_overlap > 0 else stats.mean_overlap
     alpha = float(np.clip(alpha, 0.0, 1.0))
+    # k and V from the rounds that drafted: a round of none (the first token, which the
+    # prompt's prefill gives, or one where no draft paid) verifies no draft.
+    drafting = [r for r in rounds if r.drafted] or rounds
     if k is None:
-        k = max(1, round(float(np.mean([r.k for r in rounds])))) if rounds else 1
-    verify = float(np.mean([r.verify_ms for r in rounds])) if rounds else summary.target_ms
+        k = max(1, round(float(np.mean([r.k for r in drafting])))) if drafting else 1
+    verify = float(np.mean([r.verify_ms for r in drafting])) if drafting else summary.target_ms
     if summary.plain_ms_per_token > 0:
         t, source = summary.plain_ms_per_token, "one-token pass measured at load"
     elif plain is not None and plain.target_ms > 0:
