@@ -134,11 +134,14 @@ def table(prompts: dict[str, list[Row]], cost: CostModel, overhead_ms: float, k_
 
 def loop_costs(traces: list[dict]) -> tuple[float, float]:
     """D (ms per drafted token) and the loop's own ms per round beyond its passes, from the
-    traces (the first round, which holds the prompt's prefill, left out)."""
+    traces. Rounds up to the first that drafted are left out: they hold the prompts' reading
+    (the target's prefill, then the drafter's when it drafts first)."""
     draft_ms = drafted = other = rounds = 0.0
     for t in traces:
-        ends = [0.0] + [e["t_end_s"] for e in t["events"]]
-        for e, start, end in zip(t["events"][1:], ends[1:], ends[2:]):
+        events = t["events"]
+        first = next((i for i, e in enumerate(events) if e.get("drafted")), len(events))
+        ends = [e["t_end_s"] for e in events]
+        for e, start, end in zip(events[first + 1:], ends[first:], ends[first + 1:]):
             draft_ms += e.get("draft_ms") or 0.0
             drafted += len(e.get("drafted") or [])
             other += (end - start) * 1000 - (e.get("draft_ms") or 0.0) - (e.get("verify_ms") or 0.0)

@@ -73,3 +73,14 @@ def test_loop_costs_come_from_the_rounds_after_the_first():
     d, other = replay_mod.loop_costs([trace])
     # 40 ms over 4 drafts; (150 - 140) and (140 - 130) ms beyond the passes
     assert d == pytest.approx(10.0) and other == pytest.approx(10.0)
+
+
+def test_loop_costs_leave_out_the_prefills_token_and_the_drafters_first_read():
+    trace = {"events": [
+        {"t_end_s": 0.5, "draft_ms": 0.0, "verify_ms": 0.1, "drafted": []},  # the target's prefill gave this token
+        {"t_end_s": 0.9, "draft_ms": 50.0, "verify_ms": 100.0, "drafted": [1, 2]},  # the drafter read the prompt first
+        {"t_end_s": 1.05, "draft_ms": 30.0, "verify_ms": 110.0, "drafted": [1, 2, 3]},
+        {"t_end_s": 1.19, "draft_ms": 10.0, "verify_ms": 120.0, "drafted": [1]},
+    ]}
+    d, other = replay_mod.loop_costs([trace])
+    assert d == pytest.approx(10.0) and other == pytest.approx(10.0)
