@@ -97,9 +97,10 @@ def test_theory_marks_the_run_and_fills_the_sliders_from_it(trace):
     assert any(t.name == "measured" for t in tpr.data) and any(t.name == "this run" for t in heatmap.data)
     assert "predicted" in measured
     alpha, k, t, d = theory_tab.from_run(trace, None)
-    rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
-    # the cost-aware run's k is its mean drafted per round; T the one-token pass measured at load
-    assert 0 <= alpha <= 1 and k == max(1, round(sum(r.k for r in rounds) / len(rounds)))
+    drafting = [e for e in trace.events if isinstance(e, RoundEvent) and e.drafted]
+    # the cost-aware run's k is its mean drafted per round that drafted (the prefill's token
+    # and rounds where no draft paid verify none); T the one-token pass measured at load
+    assert 0 <= alpha <= 1 and k == max(1, round(sum(r.k for r in drafting) / len(drafting)))
     assert t == max(1, round(trace.summary.plain_ms_per_token)) and d >= 0
     assert "Run a generation" in theory_tab.views(0.7, 4, 344, 132, None, None)[4]
 
