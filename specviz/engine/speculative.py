@@ -52,9 +52,8 @@ class SpeculativeDecoder(Decoder):
         proposal = self.drafter.propose(self.ids, min(self.length.limit(), self.remaining - 1), self.length.keep_going)
         if proposal.parents is not None:
             return self._tree_step(proposal)
-        x = proposal.tokens.to(self.device)
         start = time.perf_counter()
-        logits = self.sampler.logits(self.target.feed(torch.cat([self.ids[-1:], x]), keep=0))
+        logits = self.sampler.logits(self.target.feed(torch.cat([self.ids[-1:], proposal.tokens.to(self.device)]), keep=0))
         return self._round(proposal, logits, start)
 
     def _round(self, proposal: drafters.Proposal, logits: torch.Tensor, start: float, *, first: bool = False) -> RoundEvent:

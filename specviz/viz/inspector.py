@@ -99,13 +99,12 @@ def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
     dropped = ""
     if unchecked:
         dropped = f.s(f" The draft's {_n(len(unchecked), 'later token')} (") + ", ".join(f.tok(d.text) for d in unchecked) + f.s(") " + ("is" if len(unchecked) == 1 else "are") + " discarded unchecked.")
+    source = "its top choice" if greedy else "drawn from p"
     if e is None:
         outcome = f.s("The run stopped after this round (end of text or the token limit), so the target added no token.")
     elif e.kind == "bonus" and k == 0:
-        source = "its top choice" if greedy else "drawn from p"
         outcome = f.s("The target's token: ") + f.tok(e.text) + f.s(f", {source} (p = {fmt_prob(e.p)}).")
     elif e.kind == "bonus":
-        source = "its top choice" if greedy else "drawn from p"
         outcome = (
             f.s(f"{_all_accepted(k)}, so the same target pass also gives a ") + f.word("bonus", "bonus")
             + f.s(" token: ") + f.tok(e.text) + f.s(f", {source} at position {k + 1} (p = {fmt_prob(e.p)}).")
@@ -122,9 +121,10 @@ def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
     parts = [_n(event.accepted, "accepted draft")]
     if e is not None:
         parts.append(f"1 {'bonus' if e.kind == 'bonus' else 'replacement'}")
-    result = f.s(f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')}).")
     if k == 0:
         result = f.s(f"Result: {_n(gained, 'new token')}, as plain decoding gets from a pass.")
+    else:
+        result = f.s(f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')}).")
     return intro, steps, outcome, result
 
 
