@@ -220,15 +220,22 @@ def test_a_cached_cost_model_that_no_longer_holds_is_measured_again(tmp_path, on
     assert json.loads(path.read_text())["verify"]["1"] == again.target  # the cache was replaced
 
 
-def test_a_cache_faster_than_the_machine_now_is_kept(tmp_path, one_thread):
-    # As if this load ran while another process held the CPU: the fresh measurement prices
-    # this load, but a busy moment must not overwrite the undisturbed costs for later loads.
+def test_a_cache_faster_than_the_machine_now_is_kept_and_this_load_priced_as_timed(tmp_path, one_thread):
+    # As if this load ran while another process held the CPU: the one-token check prices this
+    # load (the cached curve at its level), but a busy moment must not overwrite the
+    # undisturbed costs for later loads.
     pair = tiny_pair("close")
     load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     (path,) = (tmp_path / "cost-models").glob("*.json")
     fast = json.loads(path.read_text())
     fast["verify"] = {n: v / 50 for n, v in fast["verify"].items()}
+    fast["draft"] /= 50
     path.write_text(json.dumps(fast))
     now = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
-    assert now.source == "measured" and now.meta.get("cache_kept") and now.target > 10 * fast["verify"]["1"]
+    assert now.source == "cached, scaled" and now.meta.get("cache_kept") and now.target > 10 * fast["verify"]["1"]
+    ratio = now.meta["scaled_by"]
+    assert ratio > 10
+    # the curve's shape is the cache's; only its level moved, the draft's with it
+    assert now.verify_ms(2) / now.verify_ms(1) == pytest.approx(fast["verify"]["2"] / fast["verify"]["1"], rel=1e-2)
+    assert now.draft == pytest.approx(fast["draft"] * ratio, rel=1e-2)
     assert json.loads(path.read_text()) == fast

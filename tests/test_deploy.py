@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.page import status_html
 from specviz.models import cache
@@ -88,3 +89,11 @@ def test_specviz_cache_wins_over_persistent_storage(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "PERSISTENT", data)
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "mine"))
     assert cache.where() == (tmp_path / "mine", "SPECVIZ_CACHE")
+
+
+def test_a_run_on_zero_gpu_ends_itself_before_its_gpu_is_taken_back():
+    from specviz.app import runner
+
+    assert runner.run_wall_s(PageConfig(max_wall_s=300), zero_gpu=True) < runner.GPU_SECONDS
+    assert runner.run_wall_s(PageConfig(max_wall_s=300), zero_gpu=False) == 300  # elsewhere the operator's cap
+    assert runner.run_wall_s(PageConfig(max_wall_s=30), zero_gpu=True) == 30  # a shorter cap stands

@@ -26,7 +26,10 @@ log = logging.getLogger(__name__)
 
 LOADER = PairLoader()
 FLAGS = StopFlags()
-GPU_SECONDS = 120  # ZeroGPU's budget for one run
+GPU_SECONDS = 120  # ZeroGPU's budget for one run (a shorter request queues ahead of longer ones)
+# A run on ZeroGPU stops itself this long before the GPU is taken back, so it ends with its
+# tokens and a "time_limit" stop reason instead of ZeroGPU's abort.
+GPU_MARGIN_S = 10
 # Rounds closer together than this are sent as one update: a browser redrawing the stream and
 # the timeline cannot keep up with a GPU's tens of rounds a second, and the API's messages
 # (the whole trace so far) would grow as the square of the run's length.
@@ -71,14 +74,14 @@ def stream(
     Rounds that end within `min_interval_s` of the last trace sent are sent with the next
     one; the first round and the finished trace (the only one with a stop reason) always go.
     The pair is checked first (`check_pair`: a public page loads no local files, even one an
-    uploaded trace names); a run stops after `config.max_wall_s`.
+    uploaded trace names); a run stops after `run_wall_s(config)`.
     """
     pair_name = check_pair(pair_name, config)  # before the session's previous run is stopped
     flag = FLAGS.begin(session)
     try:
         LOADER.wait(pair_name, with_draft=settings.needs_draft, on_progress=on_progress, should_stop=flag.is_set)
         sent = None
-        for trace in _generate(pair_name, prompt, settings.to_dict(), session, config.max_wall_s):
+        for trace in _generate(pair_name, prompt, settings.to_dict(), session, run_wall_s(config)):
             now = time.monotonic()
             if sent is None or now - sent >= min_interval_s or trace.summary.stop_reason:
                 sent = now
@@ -87,6 +90,22 @@ def stream(
         return
     finally:
         FLAGS.finish(session, flag)
+
+
+def run_wall_s(config: PageConfig, *, zero_gpu: bool | None = None) -> float:
+    """How long one page run may take: the operator's cap, and on ZeroGPU no longer than the
+    GPU is granted for (less a margin)."""
+    if zero_gpu is None:
+        zero_gpu = _on_zero_gpu()
+    return min(config.max_wall_s, GPU_SECONDS - GPU_MARGIN_S) if zero_gpu else config.max_wall_s
+
+
+def _on_zero_gpu() -> bool:
+    try:
+        from spaces.config import Config
+    except ImportError:
+        return False
+    return bool(Config.zero_gpu)
 
 
 def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wall_s: float | None) -> Iterator[Trace]:

@@ -33,8 +33,10 @@ MEASURED_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 13, MAX_K + 1)
 # single slow pass (another process taking a core) is cached for good and, since a larger
 # pass never counts as cheaper, raises every size above it.
 REPEATS = 3
-# A cached cost model is checked at load with this many timed one-token passes, and measured
-# again when its one-token cost is off by more than this share.
+# A cached cost model is checked at load with this many timed one-token passes. Off by more
+# than this share: measured again if the machine is faster now (the cache was taken in a slow
+# moment), scaled by the check if it is slower (a busy or drifting machine slows every pass
+# alike; timing every size again would cost a minute and a half on a 2-core CPU in fp32).
 CHECK_REPEATS = 3
 CHECK_TOLERANCE = 0.25
 # A target spread over devices and disk by a device map reads its offloaded layers again at
@@ -150,8 +152,8 @@ def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None
 
     The cache key is everything that changes the costs: pair, device, dtype, thread count,
     CPU / GPU, torch and transformers versions, and the sizes measured. A cached model whose
-    one-token pass no longer matches a quick timing is measured again, and the cache replaced
-    only when the new measurement is the faster one."""
+    one-token pass is slower than a quick timing now is measured again and replaced; one that
+    is faster than the machine now prices this load scaled by the timing, and stays cached."""
     path = _cache_path(pair, sizes, cache_dir)
     cached = None
     if not remeasure and path.is_file():
@@ -166,18 +168,24 @@ def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None
             if abs(now / cached.target - 1) <= CHECK_TOLERANCE:
                 cached.source = "cached"
                 return cached
+            if now > cached.target:
+                # Slower than the cache: something else holds the CPU now. This load is priced
+                # as the machine is now; the cache keeps the undisturbed costs for later loads.
+                return scaled(cached, now / cached.target)
     model = measure(pair, sizes, repeats=repeats)
     model.meta["key"] = _key_fields(pair, sizes)
-    if cached is not None and model.target >= cached.target:
-        # Slower than the cache: something else holds the CPU now. This load is priced as the
-        # machine is now; the cache keeps the undisturbed costs for the loads to come.
-        model.meta["cache_kept"] = True
-        return model
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(model.to_dict(), indent=1))
     os.replace(tmp, path)
     return model
+
+
+def scaled(cached: CostModel, ratio: float) -> CostModel:
+    """`cached` with every cost times `ratio`: the cached curve at the level timed now."""
+    meta = {**cached.meta, "scaled_by": round(ratio, 3), "cache_kept": True}
+    return CostModel(verify={n: v * ratio for n, v in cached.verify.items()}, draft=cached.draft * ratio,
+                     source="cached, scaled", meta=meta)
 
 
 def for_pair(pair) -> CostModel:
