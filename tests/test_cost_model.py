@@ -3,6 +3,7 @@ cost-aware adaptive-k policy built on it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -239,3 +240,19 @@ def test_a_cache_faster_than_the_machine_now_is_kept_and_this_load_priced_as_tim
     assert now.verify_ms(2) / now.verify_ms(1) == pytest.approx(fast["verify"]["2"] / fast["verify"]["1"], rel=1e-2)
     assert now.draft == pytest.approx(fast["draft"] * ratio, rel=1e-2)
     assert json.loads(path.read_text()) == fast
+
+
+def test_the_load_says_whether_it_times_the_passes_or_checks_a_cache(tmp_path, one_thread, monkeypatch):
+    from specviz import models
+    from specviz.engine.load import load
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    # each load a pair of its own, with no cost model yet (tiny_pair hands out one shared pair)
+    monkeypatch.setattr(models, "load_pair", lambda spec, **kw: dataclasses.replace(tiny_pair("close"), info={}))
+    said = []
+    for _ in range(2):
+        messages = []
+        load("tiny", progress=lambda f, m: messages.append(m))
+        said.append(messages)
+    assert any("timing the target's and the draft's passes" in m for m in said[0]) and not any("checking" in m for m in said[0])
+    assert any("checking the cached pass costs" in m for m in said[1]) and not any("timing" in m for m in said[1]), said

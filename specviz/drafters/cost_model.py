@@ -188,6 +188,12 @@ def scaled(cached: CostModel, ratio: float) -> CostModel:
                      source="cached, scaled", meta=meta)
 
 
+def is_cached(pair) -> bool:
+    """Whether `for_pair` will find this pair's costs on disk (and only check them)."""
+    sizes = SPREAD_SIZES if spread_over(pair.target) else MEASURED_SIZES
+    return _cache_path(pair, sizes, None).is_file()
+
+
 def for_pair(pair) -> CostModel:
     """The pair's cost model, measured or read once per loaded pair and kept in `pair.info`."""
     model = pair.info.get("cost_model")

@@ -7,7 +7,7 @@ behind the same progress bar as the models (or read from its cache: milliseconds
 
 from __future__ import annotations
 
-from specviz.drafters.cost_model import for_pair
+from specviz.drafters.cost_model import for_pair, is_cached
 from specviz import models
 from specviz.models.pair import ModelPair
 from specviz.models.progress import Progress
@@ -29,7 +29,10 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, **o
     if "cost_model" not in pair.info and progress is not None:
         spread = (pair.info.get("target") or {}).get("placement")
         fewer = "; the target is spread by a device map, so fewer passes are timed" if spread else ""
-        progress(MODELS_SHARE, f"timing the target's and the draft's passes (once per machine, then cached{fewer})")
+        if is_cached(pair):
+            progress(MODELS_SHARE, "checking the cached pass costs with a few one-token passes")
+        else:
+            progress(MODELS_SHARE, f"timing the target's and the draft's passes (once per machine, then cached{fewer})")
     for_pair(pair)
     if progress is not None:
         progress(1.0, "ready")
