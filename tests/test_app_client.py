@@ -86,17 +86,6 @@ def test_bad_input_is_refused_with_a_clear_message_and_the_app_keeps_serving(tin
     assert stream(client, prompt=PROMPT, pair=spec, max_new_tokens=2)[-1].summary.new_tokens >= 1
 
 
-@pytest.mark.bundled
-def test_bundled_pair_generates_through_the_api():
-    with launched_app({}, "app-client-bundled") as url:
-        client = Client(url, verbose=False)
-        final = stream(client, prompt="Write a Python function that adds two numbers.", k=4, max_new_tokens=24)[-1]
-    assert final.pair == "qwen-coder"
-    assert final.summary.new_tokens == 24 or final.summary.stop_reason == "eos"
-    assert final.summary.accepted > 0, "the 0.5B draft agrees with the 1.5B target on easy code"
-    assert "def" in final.text
-
-
 def test_status_says_how_the_load_stands_and_where_the_cache_is(tiny):
     client, spec = tiny
     stream(client, prompt=PROMPT, pair=spec, drafter="model", k=2, temperature=0.0, max_new_tokens=4, mode="speculative")

@@ -1,7 +1,8 @@
 """Many users at once on the bundled pair, against `python app.py` launched for real.
 
-Eight gradio_client sessions each stream a greedy generation of 8 new tokens at the same
-moment. Every one completes with exactly the tokens a single user gets for its prompt;
+One user first runs each prompt alone (the bundled pair through the API, as a user meets
+it). Then eight gradio_client sessions each stream a greedy generation of 8 new tokens at the
+same moment. Every one completes with exactly the tokens a single user gets for its prompt;
 those still waiting are told their place in the queue; the models are loaded once (the app
 process's memory stays flat across the sessions); and users beyond the queue's size are
 told the app is busy instead of hanging.
@@ -66,8 +67,14 @@ def test_eight_users_at_once_each_get_their_own_result_and_the_ninth_is_told_bus
     with launched_app(env, "app-load") as url:
         # One user at a time: the reference result for each prompt (the first also waits for the load).
         single = Client(url, verbose=False)
-        reference = [final_trace(request(single, p)).token_ids for p in PROMPTS]
+        singles = [final_trace(request(single, p)) for p in PROMPTS]
+        reference = [t.token_ids for t in singles]
         assert all(len(ids) == NEW_TOKENS for ids in reference)
+        # The bundled pair through the API as one user gets it: the page's own pair, the 0.5B
+        # draft agreeing with the 1.5B target on easy code, and code in the answers.
+        assert {t.pair for t in singles} == {"qwen-coder"}
+        assert sum(t.summary.accepted for t in singles) > 0
+        assert any("def" in t.text for t in singles), [t.text for t in singles]
         rss_before = app_rss()
 
         clients = [Client(url, verbose=False) for _ in range(USERS)]  # one session each
