@@ -256,3 +256,19 @@ def test_the_load_says_whether_it_times_the_passes_or_checks_a_cache(tmp_path, o
         said.append(messages)
     assert any("timing the target's and the draft's passes" in m for m in said[0]) and not any("checking" in m for m in said[0])
     assert any("checking the cached pass costs" in m for m in said[1]) and not any("timing" in m for m in said[1]), said
+
+
+def test_a_full_timing_slower_than_the_cache_does_not_replace_it(tmp_path, one_thread, monkeypatch):
+    # The check finds the machine faster than the cache, but the machine is busy again while
+    # every size is timed: that timing prices this load, and the cache stays as it was.
+    pair = tiny_pair("close")
+    load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
+    (path,) = (tmp_path / "cost-models").glob("*.json")
+    slow = json.loads(path.read_text())
+    slow["verify"] = {n: 50 * v for n, v in slow["verify"].items()}
+    path.write_text(json.dumps(slow))
+    busy = CostModel(verify={1: 100 * slow["verify"]["1"], 2: 100 * slow["verify"]["2"]}, draft=1.0)
+    monkeypatch.setattr(cost_model, "measure", lambda pair, sizes, repeats: busy.copy())
+    now = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
+    assert now.meta.get("cache_kept") and now.target == busy.target
+    assert json.loads(path.read_text()) == slow

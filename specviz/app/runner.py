@@ -96,16 +96,8 @@ def run_wall_s(config: PageConfig, *, zero_gpu: bool | None = None) -> float:
     """How long one page run may take: the operator's cap, and on ZeroGPU no longer than the
     GPU is granted for (less a margin)."""
     if zero_gpu is None:
-        zero_gpu = _on_zero_gpu()
+        zero_gpu = ON_ZERO_GPU
     return min(config.max_wall_s, GPU_SECONDS - GPU_MARGIN_S) if zero_gpu else config.max_wall_s
-
-
-def _on_zero_gpu() -> bool:
-    try:
-        from spaces.config import Config
-    except ImportError:
-        return False
-    return bool(Config.zero_gpu)
 
 
 def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wall_s: float | None) -> Iterator[Trace]:
@@ -120,9 +112,12 @@ def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wal
     yield generation.trace()  # the same events, now with the stop reason
 
 
+ON_ZERO_GPU = False  # SPACES_ZERO_GPU set: runs hold a ZeroGPU grant (run_wall_s)
 try:  # pragma: no cover - only on Hugging Face ZeroGPU
     import spaces
+    from spaces.config import Config as _SpacesConfig
 
     _generate = spaces.GPU(duration=GPU_SECONDS)(_generate)
+    ON_ZERO_GPU = bool(_SpacesConfig.zero_gpu)
 except ImportError:
     pass

@@ -174,6 +174,11 @@ def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None
                 return scaled(cached, now / cached.target)
     model = measure(pair, sizes, repeats=repeats)
     model.meta["key"] = _key_fields(pair, sizes)
+    if cached is not None and model.target >= cached.target:
+        # The check said faster, the full timing did not: a busy moment during it must not
+        # overwrite the undisturbed costs either.
+        model.meta["cache_kept"] = True
+        return model
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(model.to_dict(), indent=1))
@@ -188,10 +193,14 @@ def scaled(cached: CostModel, ratio: float) -> CostModel:
                      source="cached, scaled", meta=meta)
 
 
+def _sizes(pair) -> tuple[int, ...]:
+    """The pass sizes timed for `pair`: fewer for a target spread over devices and disk."""
+    return SPREAD_SIZES if spread_over(pair.target) else MEASURED_SIZES
+
+
 def is_cached(pair) -> bool:
     """Whether `for_pair` will find this pair's costs on disk (and only check them)."""
-    sizes = SPREAD_SIZES if spread_over(pair.target) else MEASURED_SIZES
-    return _cache_path(pair, sizes, None).is_file()
+    return _cache_path(pair, _sizes(pair), None).is_file()
 
 
 def for_pair(pair) -> CostModel:
@@ -199,11 +208,9 @@ def for_pair(pair) -> CostModel:
     model = pair.info.get("cost_model")
     if not isinstance(model, CostModel):
         spread = spread_over(pair.target)
+        model = load_or_measure(pair, sizes=_sizes(pair), repeats=SPREAD_REPEATS if spread else REPEATS)
         if spread:
-            model = load_or_measure(pair, sizes=SPREAD_SIZES, repeats=SPREAD_REPEATS)
             model.meta["spread"] = spread
-        else:
-            model = load_or_measure(pair)
         pair.info["cost_model"] = model
     return model
 

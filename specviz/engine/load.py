@@ -2,7 +2,8 @@
 
 Every entry point (the page, the CLI, the bench) loads through `load`, so the cost model
 that the cost-aware policy and every speedup read is there before the first run, measured
-behind the same progress bar as the models (or read from its cache: milliseconds).
+behind the same progress bar as the models (or read from its cache and checked with a few
+one-token passes).
 """
 
 from __future__ import annotations
