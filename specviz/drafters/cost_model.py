@@ -24,7 +24,8 @@ from specviz import theory
 from specviz.models.cache import cache_root
 from specviz.models.devices import spread_over
 from specviz.models.precision import cpu_name
-from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms
+from specviz.lm.lean import chain_lm, lean_supported
+from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms
 from specviz.settings import MAX_K
 
 # Pass sizes measured: the small ones a usual k needs, then sparser (interpolated between).
@@ -143,8 +144,26 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     # A draft with another tokenizer reads ids of its own vocabulary, which may be smaller.
     draft_vocab = len(pair.draft_tokenizer) if getattr(pair, "draft_tokenizer", None) is not None else pair.vocab_size
     draft_vocab = min(draft_vocab, drafter.get_input_embeddings().num_embeddings)
-    draft = measure_pass_ms(drafter, [1], vocab_size=draft_vocab, repeats=repeats)[1]
+    if pair.draft is not None:
+        draft = drafted_token_ms(pair.draft, pair.device, draft_vocab, repeats=repeats)
+    else:
+        draft = measure_pass_ms(drafter, [1], vocab_size=draft_vocab, repeats=repeats)[1]
     return CostModel(verify=verify, draft=draft, source="measured", meta={"repeats": repeats, "context": MEASURE_CONTEXT})
+
+
+@torch.inference_mode()
+def drafted_token_ms(draft: torch.nn.Module, device, vocab_size: int, *, repeats: int = REPEATS) -> float:
+    """One drafted token as a chain drafter runs it (`lm.lean.chain_lm`): a one-token feed
+    after MEASURE_CONTEXT cached tokens, logits of that token only."""
+    lm = chain_lm(draft, torch.device(device))
+    gen = torch.Generator().manual_seed(0)
+    lm.feed(torch.randint(0, vocab_size, (MEASURE_CONTEXT,), generator=gen))
+
+    def one_token(n: int) -> None:
+        lm.feed(torch.randint(0, vocab_size, (n,), generator=gen))
+        lm.crop(MEASURE_CONTEXT)
+
+    return median_ms(one_token, [1], device=torch.device(device), repeats=repeats)[1]
 
 
 def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = REPEATS) -> CostModel:
@@ -232,6 +251,7 @@ def _key_fields(pair, sizes) -> dict:
         "sizes": list(sizes),
         "linear": "few-rows product, padded",  # models/small_batch.py changed what a pass costs
         "sweeps": REPEATS,  # costs from fewer timed sweeps are not trusted
+        "draft loop": "lean" if pair.draft is not None and lean_supported(pair.draft) else "transformers",
         **({"spread": spread_over(pair.target)} if spread_over(pair.target) else {}),
     }
 

@@ -37,20 +37,29 @@ def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int
     ctx = torch.randint(0, vocab_size, (batch, context), generator=gen).to(device)
     cache = DynamicCache(config=model.config)
     model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=logits_to_keep(context, 1, device))
+
+    def one_pass(n: int) -> None:
+        model(input_ids=torch.randint(0, vocab_size, (batch, n), generator=gen).to(device), cache=cache, use_cache=True)
+        cache.crop(-n)
+
+    return median_ms(one_pass, sizes, device=device, repeats=repeats, should_stop=should_stop)
+
+
+def median_ms(run: Callable[[int], None], sizes: list[int], *, device: torch.device, repeats: int = 3,
+              should_stop: Callable[[], bool] | None = None) -> dict[int, float]:
+    """Median ms of `run(n)` (one pass over n new tokens, undone afterwards) for each n in
+    `sizes`, interleaved within each repeat, after untimed warm-up sweeps."""
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for rep in range(WARMUP_SWEEPS + repeats):
         for n in sizes:
             if should_stop is not None and should_stop():
                 raise UserError("the measurement was stopped")
-            new = torch.randint(0, vocab_size, (batch, n), generator=gen).to(device)
             _sync(device)
             t0 = time.perf_counter()
-            model(input_ids=new, cache=cache, use_cache=True)
+            run(n)
             _sync(device)
-            ms = (time.perf_counter() - t0) * 1000
-            cache.crop(-n)
             if rep >= WARMUP_SWEEPS:
-                times[n].append(ms)
+                times[n].append((time.perf_counter() - t0) * 1000)
     return {n: statistics.median(v) for n, v in times.items()}
 
 

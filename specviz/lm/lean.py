@@ -1,0 +1,141 @@
+"""A draft model's decoding loop without transformers' per-layer Python.
+
+A drafted token is a one-token pass, and a small model's one-token pass on a CPU spends a
+large share of its time outside the matrix products: a module call per sub-layer, a cache
+concatenation per layer per token, masks and positions rebuilt every pass. `LeanLM` runs the
+same weights (the same module objects, int8 or not) through one plain loop over the layers,
+with the KV cache in a preallocated buffer that a crop merely shortens. Measured on the
+bundled 0.5B int8 draft: docs/BENCHMARKS.md ("A leaner drafting pass").
+
+Only decoders shaped like Llama and Qwen2 take this path (RMS norms, rotary positions from a
+fixed frequency table, grouped-query attention over every earlier token, a SiLU-gated MLP);
+`chain_lm` gives anything else the usual `CachedLM`. Exactness does not rest on this loop
+matching transformers' forward: q is whatever distribution the draft sampled from, and this
+pass is what computes it. It does match (tests/test_lm_lean.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from specviz.lm.cached import CachedLM, model_forward
+
+SHAPES = ("llama", "qwen2")
+# Rotary variants whose frequencies do not change with the sequence length.
+FIXED_ROPE = ("default", "linear", "llama3")
+# Positions the cache holds at first; it doubles when a run needs more.
+FIRST_CAPACITY = 512
+
+
+def chain_lm(model: torch.nn.Module, device: torch.device) -> ChainLM:
+    """The KV-cached model a chain drafter feeds: the lean loop where `model` has a shape it
+    knows, transformers' forward otherwise."""
+    if lean_supported(model):
+        return LeanLM(model, device)
+    return CachedLM(model_forward(model), model.config, device)
+
+
+def lean_supported(model: torch.nn.Module) -> bool:
+    config = getattr(model, "config", None)
+    inner = getattr(model, "model", None)
+    if config is None or inner is None or getattr(config, "model_type", None) not in SHAPES:
+        return False
+    if getattr(model, "hf_device_map", None) or getattr(config, "hidden_act", None) != "silu":
+        return False  # spread over devices (hooks move tensors), or another activation
+    rotary = getattr(inner, "rotary_emb", None)
+    if rotary is None or getattr(rotary, "rope_type", None) not in FIXED_ROPE:
+        return False
+    if getattr(config, "use_sliding_window", False) or any(t != "full_attention" for t in (getattr(config, "layer_types", None) or [])):
+        return False
+    for layer in inner.layers:
+        attn = layer.self_attn
+        if not all(hasattr(attn, p) for p in ("q_proj", "k_proj", "v_proj", "o_proj")):
+            return False
+        if abs(attn.scaling - attn.head_dim**-0.5) > 1e-12:
+            return False
+    return True
+
+
+class LeanLM:
+    """`CachedLM`'s interface (feed, crop, reset, length) over a Llama / Qwen2 decoder."""
+
+    def __init__(self, model: torch.nn.Module, device: torch.device):
+        inner, config = model.model, model.config
+        self.device = device
+        self._embed = inner.embed_tokens
+        self._head = model.lm_head
+        self._norm = (inner.norm.weight, inner.norm.variance_epsilon)
+        first = inner.layers[0].self_attn
+        self._head_dim = first.head_dim
+        self._heads, self._kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self._layers = [
+            (L.input_layernorm.weight, L.input_layernorm.variance_epsilon, L.self_attn.q_proj, L.self_attn.k_proj,
+             L.self_attn.v_proj, L.self_attn.o_proj, L.post_attention_layernorm.weight,
+             L.post_attention_layernorm.variance_epsilon, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj)
+            for L in inner.layers
+        ]
+        self._inv_freq = inner.rotary_emb.inv_freq.float()
+        self._rope_scale = inner.rotary_emb.attention_scaling
+        self._keys = self._values = self._cos = self._sin = None
+        self.length = 0
+
+    def reset(self) -> None:
+        self.length = 0  # the buffers stay allocated for the next run
+
+    def crop(self, length: int) -> None:
+        """Drop cached tokens beyond `length`."""
+        self.length = min(self.length, length)
+
+    @torch.inference_mode()
+    def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
+        positions (0: all), shape (n_kept, V)."""
+        ids = ids.to(self.device)
+        n, start = ids.numel(), self.length
+        end = start + n
+        x = self._embed(ids)[None]  # (1, n, hidden)
+        self._make_room(end, x.dtype)
+        cos, sin = self._cos[start:end], self._sin[start:end]
+        half = self._head_dim // 2
+        heads, kv = self._heads, self._kv_heads
+        # One new token attends to every cached one; several attend causally among themselves.
+        mask = torch.ones(n, end, dtype=torch.bool, device=self.device).tril(start) if n > 1 else None
+        for i, (w1, eps1, q_proj, k_proj, v_proj, o_proj, w2, eps2, gate, up, down) in enumerate(self._layers):
+            h = F.rms_norm(x, (x.shape[-1],), w1, eps1)
+            # Queries and keys rotate together: one rotary step instead of two.
+            qk = torch.cat((q_proj(h), k_proj(h)), -1).view(1, n, heads + kv, self._head_dim).transpose(1, 2)
+            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), -1) * sin
+            self._keys[i, :, start:end] = qk[0, heads:]
+            self._values[i, :, start:end] = v_proj(h).view(n, kv, self._head_dim).transpose(0, 1)
+            att = F.scaled_dot_product_attention(qk[:, :heads], self._keys[i, None, :, :end], self._values[i, None, :, :end],
+                                                 attn_mask=mask, enable_gqa=True)
+            x = x + o_proj(att.transpose(1, 2).reshape(1, n, -1))
+            h = F.rms_norm(x, (x.shape[-1],), w2, eps2)
+            x = x + down(F.silu(gate(h)) * up(h))
+        if 0 < keep < n:
+            x = x[:, -keep:]
+        x = F.rms_norm(x, (x.shape[-1],), *self._norm)
+        self.length = end
+        return self._head(x.contiguous())[0]
+
+    def _make_room(self, positions: int, dtype: torch.dtype) -> None:
+        """Buffers for at least `positions` cached tokens (and their rotary angles)."""
+        have = 0 if self._keys is None else self._keys.shape[2]
+        if positions <= have:
+            return
+        cap = max(positions, 2 * have, FIRST_CAPACITY)
+        shape = (len(self._layers), self._kv_heads, cap, self._head_dim)
+        keys = torch.empty(shape, dtype=dtype, device=self.device)
+        values = torch.empty_like(keys)
+        if have:
+            keys[:, :, :have], values[:, :, :have] = self._keys, self._values
+        angles = torch.arange(cap, device=self.device).float()[:, None] * self._inv_freq.to(self.device)[None]
+        angles = torch.cat((angles, angles), -1)
+        self._cos = (angles.cos() * self._rope_scale).to(dtype)
+        self._sin = (angles.sin() * self._rope_scale).to(dtype)
+        self._keys, self._values = keys, values
+
+
+# What a chain drafter feeds: either loop, one interface.
+ChainLM = CachedLM | LeanLM
