@@ -209,15 +209,22 @@ def hostile_trace(url: str, tmp_path) -> str:
     trace = final(generate(Client(url, verbose=False), max_new_tokens=24, k=3))
     d = trace.to_dict()
     texts = list(HOSTILE.values())
-    i = 0
+    # The tokens the stream always shows (accepted drafts, emitted tokens) cycle through every
+    # hostile text on their own count, so each is in the stream whatever the trace's shape.
+    shown, other = 0, 0
     for event in d["events"]:
         for part in event["drafted"] + ([event["emitted"]] if event["emitted"] else []):
-            part["text"] = texts[i % len(texts)]
-            i += 1
+            if part is event["emitted"] or part["decision"] == "accepted":
+                part["text"] = texts[shown % len(texts)]
+                shown += 1
+            else:
+                part["text"] = texts[other % len(texts)]
+                other += 1
         for pos in event["positions"]:
             for top in pos["top"]:
-                top["text"] = texts[i % len(texts)]
-                i += 1
+                top["text"] = texts[other % len(texts)]
+                other += 1
+    assert shown >= len(texts), "the trace is too short to show every hostile text"
     d["prompt"] = " ".join(texts)
     d["text"] = "".join(texts)
     path = tmp_path / "hostile.json"
