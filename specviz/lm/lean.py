@@ -75,8 +75,7 @@ class LeanLM:
              L.post_attention_layernorm.variance_epsilon, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj)
             for L in inner.layers
         ]
-        self._inv_freq = inner.rotary_emb.inv_freq.float()
-        self._rope_scale = inner.rotary_emb.attention_scaling
+        self._rotary = inner.rotary_emb
         self._keys = self._values = self._cos = self._sin = None
         self.length = 0
 
@@ -130,10 +129,9 @@ class LeanLM:
         values = torch.empty_like(keys)
         if have:
             keys[:, :, :have], values[:, :, :have] = self._keys, self._values
-        angles = torch.arange(cap, device=self.device).float()[:, None] * self._inv_freq.to(self.device)[None]
-        angles = torch.cat((angles, angles), -1)
-        self._cos = (angles.cos() * self._rope_scale).to(dtype)
-        self._sin = (angles.sin() * self._rope_scale).to(dtype)
+        # The model's own rotary table, once for every position the buffers hold.
+        cos, sin = self._rotary(keys, torch.arange(cap, device=self.device)[None])
+        self._cos, self._sin = cos[0], sin[0]
         self._keys, self._values = keys, values
 
 
