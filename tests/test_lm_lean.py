@@ -18,8 +18,9 @@ from specviz.models.int8_draft import quantized
 from tiny_models import tiny_model, tiny_tokenizer
 
 CPU = torch.device("cpu")
-# fp32 sums taken in another order: far below any logit gap that matters.
-ATOL = 1e-4
+# fp32 sums taken in another order (the lean loop multiplies by oneDNN-packed weights where
+# it can), as a share of the step's largest logit: far below any logit gap that matters.
+TOLERANCE = 1e-4
 
 
 def tiny_llama(rope: dict | None = None):
@@ -44,7 +45,7 @@ def same_logits_through_a_run(model, capacity_steps: bool):
             nonlocal steps
             a, b = ref.feed(tokens, keep), new.feed(tokens, keep)
             assert a.shape == b.shape
-            torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
+            torch.testing.assert_close(b, a, atol=TOLERANCE * max(1.0, a.abs().max().item()), rtol=0)
             assert ref.length == new.length
             steps += 1
 

@@ -24,7 +24,7 @@ from specviz import theory
 from specviz.models.cache import cache_root
 from specviz.models.devices import spread_over
 from specviz.models.precision import cpu_name
-from specviz.lm.lean import chain_lm, lean_supported
+from specviz.lm.lean import chain_lm, loop_name
 from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms
 from specviz.settings import MAX_K
 
@@ -139,7 +139,7 @@ def _never_cheaper(verify: dict[int, float]) -> dict[int, float]:
 
 def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     """Time the pair's target over each of `sizes` new tokens and its draft over one."""
-    verify = measure_pass_ms(pair.target, list(sizes), vocab_size=pair.vocab_size, repeats=repeats)
+    verify = target_pass_ms(pair, list(sizes), repeats=repeats)
     drafter = pair.draft if pair.draft is not None else pair.target
     # A draft with another tokenizer reads ids of its own vocabulary, which may be smaller.
     draft_vocab = len(pair.draft_tokenizer) if getattr(pair, "draft_tokenizer", None) is not None else pair.vocab_size
@@ -166,6 +166,23 @@ def drafted_token_ms(draft: torch.nn.Module, device, vocab_size: int, *, repeats
     return median_ms(one_token, [1], device=torch.device(device), repeats=repeats)[1]
 
 
+@torch.inference_mode()
+def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS) -> dict[int, float]:
+    """One target pass over n new tokens as the engine runs it (`lm.lean.chain_lm`, as
+    `engine.decoder` picks it for plain decoding and chain rounds), after MEASURE_CONTEXT
+    cached tokens, with logits for every new position (as a verify pass needs)."""
+    device = torch.device(pair.device)
+    lm = chain_lm(pair.target, device)
+    gen = torch.Generator().manual_seed(0)
+    lm.feed(torch.randint(0, pair.vocab_size, (MEASURE_CONTEXT,), generator=gen))
+
+    def one_pass(n: int) -> None:
+        lm.feed(torch.randint(0, pair.vocab_size, (n,), generator=gen), keep=0)
+        lm.crop(MEASURE_CONTEXT)
+
+    return median_ms(one_pass, sizes, device=device, repeats=repeats)
+
+
 def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = REPEATS) -> CostModel:
     """The pair's cost model from the cache folder, or measured now and cached.
 
@@ -183,7 +200,7 @@ def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None
         if cached is not None:
             # A cache measured while something else held the CPU would price every run wrongly
             # for good: a few one-token passes now say whether it still holds.
-            now = measure_pass_ms(pair.target, [1], vocab_size=pair.vocab_size, repeats=CHECK_REPEATS)[1]
+            now = target_pass_ms(pair, [1], repeats=CHECK_REPEATS)[1]
             if abs(now / cached.target - 1) <= CHECK_TOLERANCE:
                 cached.source = "cached"
                 return cached
@@ -251,7 +268,8 @@ def _key_fields(pair, sizes) -> dict:
         "sizes": list(sizes),
         "linear": "few-rows product, padded",  # models/small_batch.py changed what a pass costs
         "sweeps": REPEATS,  # costs from fewer timed sweeps are not trusted
-        "draft loop": "lean" if pair.draft is not None and lean_supported(pair.draft) else "transformers",
+        "draft loop": loop_name(chain_lm(pair.draft, pair.device)) if pair.draft is not None else "none",
+        "target loop": loop_name(chain_lm(pair.target, pair.device)),
         **({"spread": spread_over(pair.target)} if spread_over(pair.target) else {}),
     }
 

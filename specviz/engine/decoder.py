@@ -8,6 +8,7 @@ import time
 import torch
 
 from specviz.lm.cached import CachedLM, model_forward
+from specviz.lm.lean import chain_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.engine.tally import Tally
@@ -31,7 +32,7 @@ class Decoder:
         self.eos = stop_ids(pair)
         self.detok = Detokenizer(pair.tokenizer)
         self.texts = TokenTexts(pair.tokenizer)
-        self.target = CachedLM(model_forward(pair.target), pair.target.config, pair.device)
+        self.target = self._target_lm()
         self.ids = torch.tensor(prompt_ids, dtype=torch.long, device=pair.device)
         self.prompt_len = len(prompt_ids)
         self.tally = Tally()
@@ -39,6 +40,14 @@ class Decoder:
         self.t0 = 0.0
         self._last_text_holder = None  # the last event part whose text is in the output
         self._pending: torch.Tensor | None = None  # the prefill's logits, for the first token
+
+    def _target_lm(self):
+        """The target's KV-cached loop: the lean one (packed weights on a CPU) for plain
+        decoding and chain rounds, transformers' forward for a tree drafter, whose round writes
+        the tree into a transformers cache under a tree mask (`lm.tree`)."""
+        if self.settings.mode == "speculative" and self.settings.drafter == "tree":
+            return CachedLM(model_forward(self.pair.target), self.pair.target.config, self.device)
+        return chain_lm(self.pair.target, self.device)
 
     @property
     def token_ids(self) -> list[int]:

@@ -7,6 +7,7 @@ from typing import Callable, Iterator, Literal
 from specviz import acceptance
 from specviz.drafters.cost_model import for_pair
 from specviz.engine.plain import PlainDecoder
+from specviz.lm.lean import loop_name
 from specviz.lm.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
 from specviz.events import Event, Trace
@@ -58,6 +59,7 @@ class Generation:
             "prompt_tokens": len(prompt_ids),
             "device": str(pair.device),
             "dtype": pair.precision,
+            "target_loop": loop_name(self._decoder.target),
             "stop_ids": sorted(self._decoder.eos),
             "record": record,
             "cost_model": self._cost.to_dict(),

@@ -1,4 +1,4 @@
-"""A draft model's decoding loop without transformers' per-layer Python.
+"""A decoding loop without transformers' per-layer Python, for drafts and targets alike.
 
 A drafted token is a one-token pass, and a small model's one-token pass on a CPU spends a
 large share of its time outside the matrix products: a module call per sub-layer, a cache
@@ -6,6 +6,10 @@ concatenation per layer per token, masks and positions rebuilt every pass. `Lean
 same weights (the same module objects, int8 or not) through one plain loop over the layers,
 with the KV cache in a preallocated buffer that a crop merely shortens. Measured on the
 bundled 0.5B int8 draft: docs/BENCHMARKS.md ("A leaner drafting pass").
+
+On a CPU the loop multiplies by oneDNN-packed copies of the linear weights where memory
+allows (`models.packed`): a few-token verify pass then costs little more than a one-token pass.
+The engine runs the target through it for plain decoding and chain rounds.
 
 Only decoders shaped like Llama and Qwen2 take this path (RMS norms, rotary positions from a
 fixed frequency table, grouped-query attention over every earlier token, a SiLU-gated MLP);
@@ -20,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from specviz.lm.cached import CachedLM, model_forward
+from specviz.models.packed import packed_linears
 
 SHAPES = ("llama", "qwen2")
 # Rotary variants whose frequencies do not change with the sequence length.
@@ -63,16 +68,23 @@ class LeanLM:
     def __init__(self, model: torch.nn.Module, device: torch.device):
         inner, config = model.model, model.config
         self.device = device
+        # Each linear layer as the loop calls it: its packed product where there is one.
+        table = packed_linears(model) or {}
+        self.packed = bool(table)
+
+        def lin(module):
+            return table.get(module, module)
+
         self._embed = inner.embed_tokens
-        self._head = model.lm_head
+        self._head = lin(model.lm_head)
         self._norm = (inner.norm.weight, inner.norm.variance_epsilon)
         first = inner.layers[0].self_attn
         self._head_dim = first.head_dim
         self._heads, self._kv_heads = config.num_attention_heads, config.num_key_value_heads
         self._layers = [
-            (L.input_layernorm.weight, L.input_layernorm.variance_epsilon, L.self_attn.q_proj, L.self_attn.k_proj,
-             L.self_attn.v_proj, L.self_attn.o_proj, L.post_attention_layernorm.weight,
-             L.post_attention_layernorm.variance_epsilon, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj)
+            (L.input_layernorm.weight, L.input_layernorm.variance_epsilon, lin(L.self_attn.q_proj), lin(L.self_attn.k_proj),
+             lin(L.self_attn.v_proj), lin(L.self_attn.o_proj), L.post_attention_layernorm.weight,
+             L.post_attention_layernorm.variance_epsilon, lin(L.mlp.gate_proj), lin(L.mlp.up_proj), lin(L.mlp.down_proj))
             for L in inner.layers
         ]
         self._rotary = inner.rotary_emb
@@ -137,3 +149,10 @@ class LeanLM:
 
 # What a chain drafter feeds: either loop, one interface.
 ChainLM = CachedLM | LeanLM
+
+
+def loop_name(lm: ChainLM) -> str:
+    """Which loop `lm` runs, as traces and the cost model's cache key name it."""
+    if isinstance(lm, LeanLM):
+        return "lean, packed weights" if lm.packed else "lean"
+    return "transformers"

@@ -37,6 +37,7 @@ from specviz.models.presets import DEFAULT_PAIR, WheelGGUF
 from specviz.models.progress import Progress, Steps
 from specviz.models.int8_draft import quantized as quantized_draft
 from specviz.models.int8_draft import wanted as int8_draft_wanted
+from specviz.models.packed import packed_bytes
 from specviz.models.small_batch import use_few_rows_product
 from specviz.models.sources import ModelRef, Plan, resolve
 from specviz.models.vocab import check_vocab, head_rows, same_tokenizer_files, shared_vocab_size
@@ -194,8 +195,9 @@ def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) 
 
 
 def loaded_bytes(device: torch.device | None = None) -> int:
-    """Bytes held by the models loaded in this process (on `device`, or everywhere)."""
-    return sum(m.nbytes for k, m in list(_models.items()) if device is None or k[1] == str(device))
+    """Bytes held by the models loaded in this process (on `device`, or everywhere), packed
+    copies of their weights (`models.packed`) included."""
+    return sum(m.nbytes + packed_bytes(m.model) for k, m in list(_models.items()) if device is None or k[1] == str(device))
 
 
 def clear_loaded() -> None:
