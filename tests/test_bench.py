@@ -73,6 +73,12 @@ def test_method_names_parse_and_reject_typos():
     for bad in ("sv-plain-gathered", "hf-lookup-gathered", "hf-gathered", "hf-assisted-gathered-gathered"):
         with pytest.raises(UserError):
             parse_method(bad)
+    # and through specviz's packed weights: one variant a method at most
+    p = parse_method("hf-assisted-k2-packed")
+    assert (p.kind, p.k, p.packed, p.gathered) == ("assisted", 2, True, False)
+    for bad in ("sv-adaptive-packed", "hf-lookup-packed", "hf-plain-gathered-packed", "hf-plain-packed-gathered"):
+        with pytest.raises(UserError):
+            parse_method(bad)
 
 
 def test_geomean():
@@ -149,6 +155,43 @@ def test_gathered_transformers_runs_are_shown_beside_the_goals_not_in_them():
     info = targets["adaptive k vs best transformers assisted, LM-head slow path removed (geomean)"]
     assert info["value"] == pytest.approx(1.0 / 1.25) and info["met"] is None and "hf-assisted-gathered" in info["detail"]
     assert targets["sv-plain vs hf-plain-gathered (geomean tokens/s)"]["value"] == pytest.approx(3.2 / 3.0)
+
+
+def test_packed_transformers_runs_are_shown_beside_the_goals_not_in_them():
+    names = ("hf-plain", "hf-plain-packed", "hf-assisted-k2", "hf-assisted-k2-packed", "sv-plain", "sv-adaptive")
+    walls = {"hf-plain": 4.0, "hf-plain-packed": 2.5, "hf-assisted-k2": 2.0, "hf-assisted-k2-packed": 1.6, "sv-plain": 3.0, "sv-adaptive": 1.25}
+    raw = {"a": {n: [_sample([5, 6, 7, 8], w)] for n, w in walls.items()}}
+    s = summarise(raw, [BenchPrompt("a", "code", "x")], [parse_method(n) for n in names], BenchOptions(), stop=set())
+    assert s["best_assisted"] == "hf-assisted-k2"
+    targets = {t["target"]: t for t in s["targets"]}
+    info = targets["adaptive k vs best transformers assisted, through packed weights (geomean)"]
+    assert info["value"] == pytest.approx(1.6 / 1.25) and info["met"] is None and "hf-assisted-k2-packed" in info["detail"]
+    assert targets["sv-plain vs hf-plain-packed (geomean tokens/s)"]["value"] == pytest.approx(2.5 / 3.0)
+
+
+def test_packed_layers_compute_through_the_packed_copies_and_put_the_layers_back(one_thread):
+    from specviz.models.packed import packed_linears
+
+    pair = tiny_pair("close")
+    table = packed_linears(pair.target)
+    if table is None:
+        pytest.skip("oneDNN cannot pack here")
+    layer = pair.target.model.layers[0].mlp.up_proj
+    before = layer.forward
+    calls = []
+    product = table[layer]
+    table[layer] = lambda x: calls.append(x.shape) or product(x)
+    ids = torch.tensor([[3, 4, 5, 6, 7, 8]])
+    config = hf_baselines.generation_config(max_new_tokens=8, temperature=0.0, top_k=0, top_p=1.0, eos_ids=[99], pad_id=None)
+    try:
+        stock = hf_baselines.generate(pair.target, ids, config, assistant=pair.draft)
+        assert calls == []
+        packed = hf_baselines.generate(pair.target, ids, config, assistant=pair.draft, packed=True)
+    finally:
+        table[layer] = product
+    assert calls and calls[0][-2] >= ids.shape[1]  # the first target pass (the prompt and a draft) went through it
+    assert layer.forward == before  # the layer's own product is back
+    assert packed.token_ids == stock.token_ids and len(stock.token_ids) == 8
 
 
 def test_gathered_heads_feed_the_head_dense_rows_and_change_no_token(one_thread):

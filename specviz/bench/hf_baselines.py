@@ -56,6 +56,7 @@ def generate(
     assistant_k: int | None = None,
     prompt_lookup: int | None = None,
     gathered: bool = False,
+    packed: bool = False,
     tokenizer=None,
     assistant_tokenizer=None,
 ) -> HFRun:
@@ -67,7 +68,8 @@ def generate(
     AssistedCandidateGeneratorDifferentTokenizers, sampling UniversalSpeculativeDecodingGenerator
     (see `universal_draft` for what the latter does to the draft model).
 
-    `gathered` feeds the LM heads rows of their own for the call (`gathered_heads`)."""
+    `gathered` feeds the LM heads rows of their own for the call (`gathered_heads`);
+    `packed` runs the linear layers through packed weights for the call (`packed_layers`)."""
     if (tokenizer is None) != (assistant_tokenizer is None) or (assistant_tokenizer is not None and assistant is None):
         raise ValueError("a draft with its own tokenizer needs assistant, tokenizer and assistant_tokenizer together")
     config = copy.deepcopy(config)
@@ -96,7 +98,8 @@ def generate(
     usd = assistant_tokenizer is not None and config.do_sample
     try:
         with universal_draft(target, assistant, tokenizer, assistant_tokenizer) if usd else _nothing(), \
-                gathered_heads([target, assistant]) if gathered else _nothing():
+                gathered_heads([target, assistant]) if gathered else _nothing(), \
+                packed_layers([target, assistant]) if packed else _nothing():
             torch.manual_seed(seed)
             _sync(device)
             t0 = time.perf_counter()
@@ -134,6 +137,29 @@ def gathered_heads(models: list[torch.nn.Module | None]):
     finally:
         for h in hooks:
             h.remove()
+
+
+@contextmanager
+def packed_layers(models: list[torch.nn.Module | None]):
+    """For one call, each model's linear layers compute through the oneDNN-packed copies of
+    their weights that specviz's lean loop multiplies by (`models.packed`), where the model
+    has them: transformers' `generate` with specviz's kernel, so that a comparison can show
+    how much of a lead is the kernel and how much the loop and the draft-length policy."""
+    from specviz.models.packed import packed_linears
+
+    swapped: list[tuple[torch.nn.Module, object]] = []
+    try:
+        for model in models:
+            for module, product in ((packed_linears(model) or {}) if model is not None else {}).items():
+                swapped.append((module, module.__dict__.get("forward")))
+                module.forward = product
+        yield
+    finally:
+        for module, before in swapped:
+            if before is None:
+                del module.forward
+            else:
+                module.forward = before
 
 
 @dataclass

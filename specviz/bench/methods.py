@@ -26,6 +26,9 @@ Names: `sv-*` run specviz's engine, `hf-*` run transformers' `generate`.
                           then takes a slow path at every prefill (see hf_baselines.gathered_heads).
                           The speed goals are against transformers as shipped; the gathered
                           runs show how much of a lead that slow path is.
+    hf-...-packed         the same runs with the models' linear layers computing through the
+                          oneDNN-packed weights specviz's own loop uses (models/packed.py,
+                          hf_baselines.packed_layers): how much of a lead is the kernel alone.
 
 The cross-tokenizer methods (sv-text, sv-intersection, hf-universal*) need a pair whose draft
 has its own tokenizer, and hf-assisted* and sv-tree* need one whose draft shares the
@@ -48,6 +51,9 @@ from specviz.settings import GenerationSettings
 
 FAMILY_NAMES = {"sv": "specviz", "hf": "transformers"}
 GATHERED = "-gathered"
+PACKED = "-packed"
+# What a transformers method's name may end in: a variant with one of specviz's fixes.
+VARIANTS = {GATHERED: "gathered", PACKED: "packed"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class Method:
     policy: str = "cost-aware"  # specviz's draft-length policy when k is None
     vocab_method: str | None = None  # specviz, a draft with another tokenizer: "text" or "intersection"
     gathered: bool = False  # transformers only: LM heads fed rows of their own (hf_baselines.gathered_heads)
+    packed: bool = False  # transformers only: linear layers through packed weights (hf_baselines.packed_layers)
 
     @property
     def needs_draft(self) -> bool:
@@ -119,9 +126,10 @@ def default_methods(ks: list[int], *, cross_tokenizer: bool = False) -> list[str
 
 
 def parse_method(name: str) -> Method:
-    base = name.removesuffix(GATHERED)
-    if base != name and base.startswith("hf-") and base != "hf-lookup" and not base.endswith(GATHERED):
-        return replace(parse_method(base), name=name, gathered=True)
+    for suffix, field_name in VARIANTS.items():
+        base = name.removesuffix(suffix)
+        if base != name and base.startswith("hf-") and base != "hf-lookup" and not base.endswith(tuple(VARIANTS)):
+            return replace(parse_method(base), name=name, **{field_name: True})
     fixed = {
         "sv-plain": Method(name, "sv", "plain"),
         "sv-adaptive": Method(name, "sv", "speculative"),
@@ -150,7 +158,7 @@ def parse_method(name: str) -> Method:
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, sv-lookup, "
         "sv-early-exit, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
         "hf-universal, hf-universal-k<K> or hf-lookup (K from 1 to 16, N to 64, B to 8); "
-        f"a transformers method other than hf-lookup may end in {GATHERED}"
+        f"a transformers method other than hf-lookup may end in {GATHERED} or {PACKED}"
     )
 
 
@@ -249,7 +257,7 @@ def run_transformers(pair, input_ids: torch.Tensor, method: Method, config, seed
         kwargs = dict(assistant=pair.draft, assistant_k=method.k, tokenizer=pair.tokenizer, assistant_tokenizer=pair.draft_tokenizer)
     elif method.kind == "lookup":
         kwargs = dict(prompt_lookup=hf_baselines.PROMPT_LOOKUP_TOKENS)
-    r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, gathered=method.gathered, **kwargs)
+    r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, gathered=method.gathered, packed=method.packed, **kwargs)
     stats: dict[str, Any] = {"stop_reason": "eos" if len(r.token_ids) < config.max_new_tokens else "max_new_tokens"}
     if method.kind in ("assisted", "universal", "lookup") and r.target_calls:
         stats.update(rounds=r.target_calls, tokens_per_round=len(r.token_ids) / r.target_calls)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specviz.bench.methods import GATHERED
+from specviz.bench.methods import GATHERED, PACKED
 
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
 
@@ -62,6 +62,10 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [f"`{GATHERED}`: transformers with its LM heads fed rows of their own (`hf_baselines.gathered_heads`), "
                   "removing a slow path its prefill takes on some CPUs in bf16; \"vs best assisted\" and the goals compare "
                   "with transformers as shipped.", ""]
+    if any(n.endswith(PACKED) for n in methods):
+        lines += [f"`{PACKED}`: transformers with its linear layers computing through the oneDNN-packed weights specviz's "
+                  "own loop uses (`hf_baselines.packed_layers`); \"vs best assisted\" and the goals compare with transformers "
+                  "as shipped.", ""]
     generators = _generators(result)
     if generators:
         lines += ["transformers' candidate generator: " + "; ".join(f"{n}: {g}" for n, g in generators.items()) + ".", ""]

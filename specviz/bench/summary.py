@@ -14,7 +14,7 @@ from typing import Any
 
 from specviz import theory
 from specviz.bench.harness import BenchOptions, Raw
-from specviz.bench.methods import GATHERED, Method, Sample
+from specviz.bench.methods import GATHERED, PACKED, VARIANTS, Method, Sample
 from specviz.bench.prompts import BenchPrompt
 
 # The speed goals: the cost-aware chain against transformers' best assisted setting (greedy,
@@ -59,7 +59,7 @@ def summarise(raw: Raw, prompts: list[BenchPrompt], methods: list[Method], opts:
             "new_tokens": _mean(r["new_tokens"] for r in rows),
             "identical": None if opts.temperature > 0 else all(r.get("identical") is not False for r in rows),
         }
-    best_assisted = _best_assisted(names, overall, gathered=False)
+    best_assisted = _best_assisted(names, overall, variant="")
     for n in names:
         base = overall[best_assisted]["tokens_per_s"] if best_assisted else None
         overall[n]["vs_best_assisted"] = overall[n]["tokens_per_s"] / base if base and overall[n]["tokens_per_s"] else None
@@ -72,12 +72,15 @@ def summarise(raw: Raw, prompts: list[BenchPrompt], methods: list[Method], opts:
     }
 
 
-def _best_assisted(names: list[str], overall: dict, *, gathered: bool) -> str | None:
-    """The fastest of transformers' assisted settings in the run, as shipped or (gathered)
-    with its LM heads' slow path removed; the goals are against transformers as shipped.
-    hf-assisted* and hf-universal* never share a run: one needs the draft to share the
-    target's tokenizer, the other needs it not to."""
-    assisted = [n for n in names if n.startswith(("hf-assisted", "hf-universal")) and n.endswith(GATHERED) == gathered]
+def _best_assisted(names: list[str], overall: dict, *, variant: str) -> str | None:
+    """The fastest of transformers' assisted settings in the run, as shipped (variant "") or
+    in one of the variants with a fix of specviz's (GATHERED, PACKED); the goals are against
+    transformers as shipped. hf-assisted* and hf-universal* never share a run: one needs the
+    draft to share the target's tokenizer, the other needs it not to."""
+    def of(n: str) -> str:
+        return next((v for v in VARIANTS if n.endswith(v)), "")
+
+    assisted = [n for n in names if n.startswith(("hf-assisted", "hf-universal")) and of(n) == variant]
     return max(assisted, key=lambda n: overall[n]["tokens_per_s"] or 0, default=None)
 
 
@@ -178,13 +181,14 @@ def _targets(per_prompt: dict, overall: dict, names: list[str], best_assisted: s
         need = TARGET_VS_ASSISTED_SAMPLING if opts.temperature > 0 else TARGET_VS_ASSISTED
         goal = f">= {need:.2f}"
         add("adaptive k vs best transformers assisted (geomean tokens/s)", goal, v, v is not None and v >= need, f"best assisted setting: {best_assisted}")
-    best_gathered = _best_assisted(names, overall, gathered=True)
-    if adaptive and best_gathered and overall[best_gathered]["tokens_per_s"]:
-        v = overall[adaptive]["tokens_per_s"] / overall[best_gathered]["tokens_per_s"]
-        add("adaptive k vs best transformers assisted, LM-head slow path removed (geomean)", "(for information)", v, None, f"best: {best_gathered}")
-    if "sv-plain" in names and "hf-plain" + GATHERED in names:
-        v = overall["sv-plain"]["tokens_per_s"] / overall["hf-plain" + GATHERED]["tokens_per_s"]
-        add(f"sv-plain vs hf-plain{GATHERED} (geomean tokens/s)", "(for information)", v, None)
+    for variant, what in ((GATHERED, "LM-head slow path removed"), (PACKED, "through packed weights")):
+        best = _best_assisted(names, overall, variant=variant)
+        if adaptive and best and overall[best]["tokens_per_s"]:
+            v = overall[adaptive]["tokens_per_s"] / overall[best]["tokens_per_s"]
+            add(f"adaptive k vs best transformers assisted, {what} (geomean)", "(for information)", v, None, f"best: {best}")
+        if "sv-plain" in names and "hf-plain" + variant in names:
+            v = overall["sv-plain"]["tokens_per_s"] / overall["hf-plain" + variant]["tokens_per_s"]
+            add(f"sv-plain vs hf-plain{variant} (geomean tokens/s)", "(for information)", v, None)
     def worst_prompt(name: str, base: str, need: float, label: str) -> None:
         ratios = {pid: rows[name]["tokens_per_s"] / rows[base]["tokens_per_s"] for pid, rows in per_prompt.items()}
         worst = min(ratios, key=ratios.get)
@@ -222,7 +226,7 @@ def _universal_targets(overall: dict, names: list[str], opts: BenchOptions) -> l
     by geometric-mean tokens/s. transformers drafts through text when greedy and on the
     vocabulary intersection when sampling, so the target is sv-text's in a greedy run and
     sv-intersection's in a sampling run; the other method is shown for information."""
-    universal = [n for n in names if n.startswith("hf-universal") and not n.endswith(GATHERED) and overall[n]["tokens_per_s"]]
+    universal = [n for n in names if n.startswith("hf-universal") and not n.endswith(tuple(VARIANTS)) and overall[n]["tokens_per_s"]]
     if not universal:
         return []
     best = max(universal, key=lambda n: overall[n]["tokens_per_s"])

@@ -113,7 +113,7 @@ class LeanLM:
         # One new token attends to every cached one; several attend causally among themselves.
         mask = torch.ones(n, end, dtype=torch.bool, device=self.device).tril(start) if n > 1 else None
         for i, (w1, eps1, q_proj, k_proj, v_proj, o_proj, w2, eps2, gate, up, down) in enumerate(self._layers):
-            h = F.rms_norm(x, (x.shape[-1],), w1, eps1)
+            h = _rms_norm(x, w1, eps1)
             # Queries and keys rotate together: one rotary step instead of two.
             qk = torch.cat((q_proj(h), k_proj(h)), -1).view(1, n, heads + kv, self._head_dim).transpose(1, 2)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), -1) * sin
@@ -122,11 +122,11 @@ class LeanLM:
             att = F.scaled_dot_product_attention(qk[:, :heads], self._keys[i, None, :, :end], self._values[i, None, :, :end],
                                                  attn_mask=mask, enable_gqa=True)
             x = x + o_proj(att.transpose(1, 2).reshape(1, n, -1))
-            h = F.rms_norm(x, (x.shape[-1],), w2, eps2)
+            h = _rms_norm(x, w2, eps2)
             x = x + down(F.silu(gate(h)) * up(h))
         if 0 < keep < n:
             x = x[:, -keep:]
-        x = F.rms_norm(x, (x.shape[-1],), *self._norm)
+        x = _rms_norm(x, *self._norm)
         self.length = end
         return self._head(x.contiguous())[0]
 
@@ -145,6 +145,17 @@ class LeanLM:
         cos, sin = self._rotary(keys, torch.arange(cap, device=self.device)[None])
         self._cos, self._sin = cos[0], sin[0]
         self._keys, self._values = keys, values
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The models' RMS norm: fused in fp32; in a half precision as transformers computes it
+    (normalised in fp32, rounded to the half precision, then scaled), so a bf16 target's
+    logits are the ones its own forward gives."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
 
 
 # What a chain drafter feeds: either loop, one interface.
