@@ -15,7 +15,9 @@ Only decoders shaped like Llama and Qwen2 take this path (RMS norms, rotary posi
 fixed frequency table, grouped-query attention over every earlier token, a SiLU-gated MLP);
 `chain_lm` gives anything else the usual `CachedLM`. Exactness does not rest on this loop
 matching transformers' forward: q is whatever distribution the draft sampled from, and this
-pass is what computes it. It does match (tests/test_lm_lean.py).
+pass is what computes it; for the target, plain decoding and every chain round go through
+the same loop, so the output is distributed as its plain decoding is. It does match, to
+float rounding (tests/test_lm_lean.py).
 """
 
 from __future__ import annotations
