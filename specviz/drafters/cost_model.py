@@ -151,33 +151,30 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     return CostModel(verify=verify, draft=draft, source="measured", meta={"repeats": repeats, "context": MEASURE_CONTEXT})
 
 
-@torch.inference_mode()
 def drafted_token_ms(draft: torch.nn.Module, device, vocab_size: int, *, repeats: int = REPEATS) -> float:
     """One drafted token as a chain drafter runs it (`lm.lean.chain_lm`): a one-token feed
     after MEASURE_CONTEXT cached tokens, logits of that token only."""
-    lm = chain_lm(draft, torch.device(device))
-    gen = torch.Generator().manual_seed(0)
-    lm.feed(torch.randint(0, vocab_size, (MEASURE_CONTEXT,), generator=gen))
-
-    def one_token(n: int) -> None:
-        lm.feed(torch.randint(0, vocab_size, (n,), generator=gen))
-        lm.crop(MEASURE_CONTEXT)
-
-    return median_ms(one_token, [1], device=torch.device(device), repeats=repeats)[1]
+    return _chain_pass_ms(draft, torch.device(device), vocab_size, [1], keep=1, repeats=repeats)[1]
 
 
-@torch.inference_mode()
 def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS) -> dict[int, float]:
     """One target pass over n new tokens as the engine runs it (`lm.lean.chain_lm`, as
     `engine.decoder` picks it for plain decoding and chain rounds), after MEASURE_CONTEXT
     cached tokens, with logits for every new position (as a verify pass needs)."""
-    device = torch.device(pair.device)
-    lm = chain_lm(pair.target, device)
+    return _chain_pass_ms(pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats)
+
+
+@torch.inference_mode()
+def _chain_pass_ms(model: torch.nn.Module, device: torch.device, vocab_size: int, sizes: list[int], *, keep: int,
+                   repeats: int) -> dict[int, float]:
+    """Median ms of a feed of n random tokens through `chain_lm(model)` after MEASURE_CONTEXT
+    cached ones (`keep` as `feed` takes it), cropped back after each, for each n in `sizes`."""
+    lm = chain_lm(model, device)
     gen = torch.Generator().manual_seed(0)
-    lm.feed(torch.randint(0, pair.vocab_size, (MEASURE_CONTEXT,), generator=gen))
+    lm.feed(torch.randint(0, vocab_size, (MEASURE_CONTEXT,), generator=gen))
 
     def one_pass(n: int) -> None:
-        lm.feed(torch.randint(0, pair.vocab_size, (n,), generator=gen), keep=0)
+        lm.feed(torch.randint(0, vocab_size, (n,), generator=gen), keep=keep)
         lm.crop(MEASURE_CONTEXT)
 
     return median_ms(one_pass, sizes, device=device, repeats=repeats)

@@ -2,10 +2,10 @@
 
 A verify pass multiplies every weight matrix by k+1 token vectors. The BLAS behind
 `F.linear` (MKL) takes a slow path for so few rows: on the 2-core AMD CPU measured, a
-5-token pass of the bundled fp32 target cost 1.7x a 1-token pass although both read the
-same weights once. oneDNN's inner-product kernel over a weight reordered once into its own
-blocked layout reads the weights as a stream whatever the row count: the same pass cost
-1.3x, and a 1-token pass was faster too (docs/BENCHMARKS.md, "Packed weights").
+5-token pass of the bundled fp32 target cost 1286 ms against 568 for a 1-token pass,
+although both read the same weights once. oneDNN's inner-product kernel over a weight
+reordered once into its own blocked layout reads the weights as a stream whatever the row
+count: 700 ms against 528 (docs/BENCHMARKS.md, "Packed weights for the target").
 
 The packed copy sits beside the model's own weights (transformers' forward, the tree pass
 and the bench's transformers runs keep using those), so it costs the linear weights' bytes
@@ -38,7 +38,6 @@ class PackedLinear:
     def __init__(self, linear: torch.nn.Linear):
         self.weight = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), ROWS_HINT)
         self.bias = None if linear.bias is None else linear.bias.detach()
-        self.out_features = linear.out_features
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
