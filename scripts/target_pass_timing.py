@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from specviz.drafters.cost_model import MEASURED_SIZES, target_pass_ms  # noqa: E402
-from specviz.lm.lean import chain_lm, loop_name  # noqa: E402
+from specviz.lm.lean import model_lm, loop_name  # noqa: E402
 from specviz.models.loader import load_pair  # noqa: E402
 from specviz.models.timing import measure_pass_ms  # noqa: E402
 
@@ -39,7 +39,7 @@ def main() -> None:
     sizes = list(MEASURED_SIZES)
     engine = target_pass_ms(pair, sizes, repeats=args.repeats)
     stock = measure_pass_ms(pair.target, sizes, vocab_size=pair.vocab_size, repeats=args.repeats)
-    loop = loop_name(chain_lm(pair.target, pair.device))
+    loop = loop_name(model_lm(pair.target, pair.device))
     print(f"pair {pair.name}, target {pair.precision} on {pair.device}, {torch.get_num_threads()} threads; ms a pass by new tokens")
     print("| new tokens | " + " | ".join(str(n) for n in sizes) + " |")
     print("|---|" + "---|" * len(sizes))

@@ -13,7 +13,7 @@ import torch
 
 from specviz.lm import lean
 from specviz.lm.cached import CachedLM, model_forward
-from specviz.lm.lean import LeanLM, chain_lm, lean_supported
+from specviz.lm.lean import LeanLM, model_lm, lean_supported
 from specviz.models.int8_draft import quantized
 from tiny_models import tiny_model, tiny_tokenizer
 
@@ -105,5 +105,5 @@ def test_other_shapes_keep_transformers_forward():
     dynamic = tiny_llama({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})
     for model in (gpt2, sliding, dynamic):
         assert not lean_supported(model)
-        assert isinstance(chain_lm(model, CPU), CachedLM)
-    assert isinstance(chain_lm(tiny_model(0), CPU), LeanLM)
+        assert isinstance(model_lm(model, CPU), CachedLM)
+    assert isinstance(model_lm(tiny_model(0), CPU), LeanLM)

@@ -1,5 +1,6 @@
-"""Tree attention on a tiny Qwen2: one pass over a tree equals running each branch as a chain,
-and keeping a path leaves the cache a chain of that path would have left.
+"""Tree attention on a tiny Qwen2, through both loops (transformers' forward over a
+DynamicCache, and the lean loop over packed weights): one pass over a tree equals running
+each branch as a chain, and keeping a path leaves the cache a chain of that path would have left.
 
 Tolerance: 1e-4 absolute on fp32 logits and cached keys/values of magnitude up to ~20,
 i.e. ~5e-6 relative. That is the fp32 floor here: the same chain fed through the cache in one
@@ -10,11 +11,13 @@ in another order), while a wrong mask or a wrong position moves logits by whole 
 import pytest
 import torch
 
-from specviz.lm.cached import CachedLM, model_forward
-from specviz.lm.tree import TreeLM, ancestry, depths, float_mask, keep_path, model_tree_forward
+from specviz.lm.cached import cached_lm, float_mask
+from specviz.lm.lean import LeanLM
+from specviz.lm.tree import TreeLM, ancestry, depths
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 
 pytestmark = pytest.mark.usefixtures("single_thread")
+LOOPS = {"transformers": cached_lm, "lean": LeanLM}
 
 ATOL = 1e-4
 
@@ -27,11 +30,18 @@ def _context(pair):
     return pair.tokenizer("def reverse(s):\n    return", return_tensors="pt")["input_ids"][0]
 
 
-def _lm(model, ids=None):
-    lm = CachedLM(model_forward(model), model.config, torch.device("cpu"))
+def _lm(model, ids=None, loop="transformers"):
+    lm = LOOPS[loop](model, torch.device("cpu"))
     if ids is not None and ids.numel():
         lm.feed(ids)
     return lm
+
+
+def _kv(lm):
+    """The cached keys and values, one (keys, values) per layer, whichever loop holds them."""
+    if isinstance(lm, LeanLM):
+        return [(lm._keys[i, :, : lm.length], lm._values[i, :, : lm.length]) for i in range(lm._keys.shape[0])]
+    return [(layer.keys[0], layer.values[0]) for layer in lm.cache.layers]
 
 
 def _branch(parents, leaf):
@@ -55,13 +65,14 @@ def test_mask_shape_values_and_positions():
 
 
 @torch.inference_mode()
-def test_tree_pass_equals_each_branch_run_as_a_chain():
+@pytest.mark.parametrize("loop", LOOPS)
+def test_tree_pass_equals_each_branch_run_as_a_chain(loop):
     pair = tiny_pair("close")
     model = pair.target
     ctx = _context(pair)
     tokens = torch.tensor([int(ctx[-1])] + TOKENS[1:])
-    lm = _lm(model, ctx[:-1])
-    logits = TreeLM(lm, model_tree_forward(model)).feed(tokens, PARENTS)
+    lm = _lm(model, ctx[:-1], loop)
+    logits = TreeLM(lm).feed(tokens, PARENTS)
     assert logits.shape[0] == len(TOKENS)
     for leaf in (3, 5, 7, 8):
         branch = _branch(PARENTS, leaf)
@@ -72,67 +83,69 @@ def test_tree_pass_equals_each_branch_run_as_a_chain():
 
 
 @torch.inference_mode()
-def test_a_chain_shaped_tree_is_exactly_the_chain_pass():
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_chain_shaped_tree_is_exactly_the_chain_pass(loop):
     pair = tiny_pair("close")
     model = pair.target
     ctx = _context(pair)
     chain = torch.cat([ctx[-1:], torch.tensor([5, 9, 77, 100, 3])])
-    a = _lm(model, ctx[:-1]).feed(chain, keep=0)
-    b = TreeLM(_lm(model, ctx[:-1]), model_tree_forward(model)).feed(chain, list(range(-1, chain.numel() - 1)))
+    a = _lm(model, ctx[:-1], loop).feed(chain, keep=0)
+    b = TreeLM(_lm(model, ctx[:-1], loop)).feed(chain, list(range(-1, chain.numel() - 1)))
     assert torch.equal(a, b)
 
 
 @torch.inference_mode()
 @pytest.mark.parametrize("leaf", [7, 8, 3, 0])
-def test_after_keeping_a_path_the_cache_is_the_chains(leaf):
+@pytest.mark.parametrize("loop", LOOPS)
+def test_after_keeping_a_path_the_cache_is_the_chains(leaf, loop):
     pair = tiny_pair("close")
     model = pair.target
     ctx = _context(pair)
     tokens = torch.tensor([int(ctx[-1])] + TOKENS[1:])
     path = _branch(PARENTS, leaf)
-    lm = _lm(model, ctx[:-1])
-    tree = TreeLM(lm, model_tree_forward(model))
+    lm = _lm(model, ctx[:-1], loop)
+    tree = TreeLM(lm)
     tree.feed(tokens, PARENTS)
     tree.keep_path(path)
-    ref = _lm(model, ctx[:-1])
+    ref = _lm(model, ctx[:-1], loop)
     ref.feed(tokens[path])
     assert lm.length == ref.length == ctx.numel() - 1 + len(path)
-    for got, want in zip(lm.cache.layers, ref.cache.layers):
-        assert got.keys.shape == want.keys.shape
-        assert torch.allclose(got.keys, want.keys, atol=ATOL) and torch.allclose(got.values, want.values, atol=ATOL)
+    for (keys, values), (want_keys, want_values) in zip(_kv(lm), _kv(ref), strict=True):
+        assert keys.shape == want_keys.shape
+        assert torch.allclose(keys, want_keys, atol=ATOL) and torch.allclose(values, want_values, atol=ATOL)
     nxt = torch.tensor([33, 12, 7])
     assert torch.allclose(lm.feed(nxt, keep=0), ref.feed(nxt, keep=0), atol=ATOL, rtol=0)
 
 
 @torch.inference_mode()
-def test_levels_fed_in_separate_passes_see_earlier_levels_and_keep_a_path():
+@pytest.mark.parametrize("loop", LOOPS)
+def test_levels_fed_in_separate_passes_see_earlier_levels_and_keep_a_path(loop):
     # How the drafter uses it: level 1 in one pass, level 2 (children of level 1) in the next.
     pair = tiny_pair("close")
     model = pair.target
     ctx = _context(pair)
-    lm = _lm(model, ctx)
-    tree = TreeLM(lm, model_tree_forward(model))
+    lm = _lm(model, ctx, loop)
+    tree = TreeLM(lm)
     tree.feed(torch.tensor([41, 17, 230]), [-1, -1, -1])
     second = tree.feed(torch.tensor([9, 88, 5]), [0, 1, 1])  # nodes 3, 4, 5
     ref = model(input_ids=torch.cat([ctx, torch.tensor([17, 5])])[None]).logits[0, -1]
     assert torch.allclose(second[2], ref, atol=ATOL, rtol=0)
     tree.keep_path([1, 5])
-    chain = _lm(model, ctx)
+    chain = _lm(model, ctx, loop)
     chain.feed(torch.tensor([17, 5]))
     nxt = torch.tensor([12])
     assert torch.allclose(lm.feed(nxt), chain.feed(nxt), atol=ATOL, rtol=0)
 
 
 @torch.inference_mode()
-def test_keep_path_refuses_what_is_not_a_path():
+@pytest.mark.parametrize("loop", LOOPS)
+def test_keep_path_refuses_what_is_not_a_path(loop):
     pair = tiny_pair("close")
     model = pair.target
     ctx = _context(pair)
-    tree = TreeLM(_lm(model, ctx), model_tree_forward(model))
+    tree = TreeLM(_lm(model, ctx, loop))
     tree.feed(torch.tensor(TOKENS), PARENTS)
     with pytest.raises(ValueError):
         tree.keep_path([1, 4])  # node 1's parent is node 0
     with pytest.raises(ValueError):
         tree.keep_path([0, 2, 4])  # node 4's parent is node 1
-    with pytest.raises(ValueError):
-        keep_path(_lm(model, ctx), 2, [3, 1])

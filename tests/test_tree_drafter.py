@@ -9,10 +9,10 @@ import torch
 
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.tree import TreeDrafter
-from specviz.lm.cached import CachedLM, model_forward
+from specviz.lm.lean import model_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
-from specviz.lm.tree import depths, model_tree_forward
+from specviz.lm.tree import depths
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 
@@ -32,13 +32,13 @@ def _context(pair, text="def reverse(s):\n    return"):
 
 def tree_drafter(pair, settings, nodes, width):
     draft = pair.draft
-    lm = CachedLM(model_forward(draft), draft.config, pair.device)
+    lm = model_lm(draft, pair.device)
     sampler = Sampler(settings, pair.vocab_size)
-    return TreeDrafter("tree", lm, model_tree_forward(draft), sampler, stop_ids(pair), nodes=nodes, width=width)
+    return TreeDrafter("tree", lm, sampler, stop_ids(pair), nodes=nodes, width=width)
 
 
 def chain_drafter(pair, settings):
-    lm = CachedLM(model_forward(pair.draft), pair.draft.config, pair.device)
+    lm = model_lm(pair.draft, pair.device)
     return ModelDrafter("model", lm, Sampler(settings, pair.vocab_size), torch.Generator().manual_seed(0), stop_ids(pair))
 
 

@@ -10,10 +10,9 @@ import specviz.engine as engine
 from specviz.drafters.tree import TreeDrafter
 from specviz.engine.tree_round import tree_round
 from specviz.engine.tree_verify import tree_point_masses
-from specviz.lm.cached import CachedLM, model_forward
+from specviz.lm.lean import model_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
-from specviz.lm.tree import model_tree_forward
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 
@@ -34,10 +33,9 @@ class TreeRun:
         self.pair = pair
         self.sampler = Sampler(settings, pair.vocab_size)
         self.greedy = settings.greedy
-        self.target = CachedLM(model_forward(pair.target), pair.target.config, pair.device)
-        self.forward = model_tree_forward(pair.target)
-        draft_lm = CachedLM(model_forward(pair.draft), pair.draft.config, pair.device)
-        self.drafter = TreeDrafter("tree", draft_lm, model_tree_forward(pair.draft), Sampler(settings, pair.vocab_size), stop_ids(pair), nodes=nodes, width=width)
+        self.target = model_lm(pair.target, pair.device)
+        draft_lm = model_lm(pair.draft, pair.device)
+        self.drafter = TreeDrafter("tree", draft_lm, Sampler(settings, pair.vocab_size), stop_ids(pair), nodes=nodes, width=width)
         self.nodes = nodes
         self.generator = torch.Generator().manual_seed(seed)
         self.ids = torch.tensor(prompt_ids, dtype=torch.long)
@@ -47,7 +45,7 @@ class TreeRun:
 
     def step(self, remaining):
         proposal = self.drafter.propose(self.ids, min(self.nodes, remaining - 1), always)
-        r = tree_round(self.target, self.forward, self.sampler, proposal, int(self.ids[-1]), self.generator, self.greedy)
+        r = tree_round(self.target, self.sampler, proposal, int(self.ids[-1]), self.generator, self.greedy)
         self.drafter.accepted_path(r.path)
         self.rounds.append(r)
         return r
@@ -159,7 +157,7 @@ def test_first_token_of_a_sampled_tree_round_is_the_targets_on_a_tiny_model():
     ids = pair.tokenizer("def reverse(s):\n    return", return_tensors="pt")["input_ids"][0]
     run = TreeRun(pair, SAMPLED, ids.tolist(), 10, 3)
     proposal = run.drafter.propose(run.ids, 10, always)
-    r = tree_round(run.target, run.forward, run.sampler, proposal, int(run.ids[-1]), run.generator, False)
+    r = tree_round(run.target, run.sampler, proposal, int(run.ids[-1]), run.generator, False)
     assert len([i for i in r.parents if i == -1]) >= 2  # the root really has siblings to choose from
     dist = r.dist.double()
     g = torch.Generator().manual_seed(5)

@@ -24,11 +24,10 @@ from specviz.drafters.lookup import LookupDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.tree import TreeDrafter
 from specviz.errors import UserError
-from specviz.lm.cached import CachedLM, model_forward
-from specviz.lm.lean import chain_lm
+from specviz.lm.cached import CachedLM
+from specviz.lm.lean import model_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
-from specviz.lm.tree import model_tree_forward
 from specviz.models.pair import ModelPair
 from specviz.settings import GenerationSettings
 
@@ -53,11 +52,9 @@ def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: to
             raise UserError("the tree drafter needs a draft that shares the target's tokenizer; this pair's does not")
         return make_cross_drafter(pair, settings, generator, None if settings.vocab_method == "auto" else settings.vocab_method)
     if settings.drafter == "tree":
-        # A tree pass writes into transformers' cache with a tree mask: the tree keeps its forward.
-        lm = CachedLM(model_forward(pair.draft), pair.draft.config, pair.device)
-        return TreeDrafter(f"tree-{settings.tree_nodes}x{settings.tree_width}", lm, model_tree_forward(pair.draft), sampler,
+        return TreeDrafter(f"tree-{settings.tree_nodes}x{settings.tree_width}", model_lm(pair.draft, pair.device), sampler,
                            stop_ids(pair), nodes=settings.tree_nodes, width=settings.tree_width)
-    return ModelDrafter("model", chain_lm(pair.draft, pair.device), sampler, generator, stop_ids(pair))
+    return ModelDrafter("model", model_lm(pair.draft, pair.device), sampler, generator, stop_ids(pair))
 
 
 def make_length(pair: ModelPair, settings: GenerationSettings) -> DraftLength:

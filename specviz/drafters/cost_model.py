@@ -24,7 +24,7 @@ from specviz import theory
 from specviz.models.cache import cache_root
 from specviz.models.devices import spread_over
 from specviz.models.precision import cpu_name
-from specviz.lm.lean import chain_lm, loop_name
+from specviz.lm.lean import model_lm, loop_name
 from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms
 from specviz.settings import MAX_K
 
@@ -152,13 +152,13 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
 
 
 def drafted_token_ms(draft: torch.nn.Module, device, vocab_size: int, *, repeats: int = REPEATS) -> float:
-    """One drafted token as a chain drafter runs it (`lm.lean.chain_lm`): a one-token feed
+    """One drafted token as a chain drafter runs it (`lm.lean.model_lm`): a one-token feed
     after MEASURE_CONTEXT cached tokens, logits of that token only."""
     return _chain_pass_ms(draft, torch.device(device), vocab_size, [1], keep=1, repeats=repeats)[1]
 
 
 def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS) -> dict[int, float]:
-    """One target pass over n new tokens as the engine runs it (`lm.lean.chain_lm`, as
+    """One target pass over n new tokens as the engine runs it (`lm.lean.model_lm`, as
     `engine.decoder` picks it for plain decoding and chain rounds), after MEASURE_CONTEXT
     cached tokens, with logits for every new position (as a verify pass needs)."""
     return _chain_pass_ms(pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats)
@@ -167,9 +167,9 @@ def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS) -> dict[in
 @torch.inference_mode()
 def _chain_pass_ms(model: torch.nn.Module, device: torch.device, vocab_size: int, sizes: list[int], *, keep: int,
                    repeats: int) -> dict[int, float]:
-    """Median ms of a feed of n random tokens through `chain_lm(model)` after MEASURE_CONTEXT
+    """Median ms of a feed of n random tokens through `model_lm(model)` after MEASURE_CONTEXT
     cached ones (`keep` as `feed` takes it), cropped back after each, for each n in `sizes`."""
-    lm = chain_lm(model, device)
+    lm = model_lm(model, device)
     gen = torch.Generator().manual_seed(0)
     lm.feed(torch.randint(0, vocab_size, (MEASURE_CONTEXT,), generator=gen))
 
@@ -265,8 +265,8 @@ def _key_fields(pair, sizes) -> dict:
         "sizes": list(sizes),
         "linear": "few-rows product, padded",  # models/small_batch.py changed what a pass costs
         "sweeps": REPEATS,  # costs from fewer timed sweeps are not trusted
-        "draft loop": loop_name(chain_lm(pair.draft, pair.device)) if pair.draft is not None else "none",
-        "target loop": loop_name(chain_lm(pair.target, pair.device)),
+        "draft loop": loop_name(model_lm(pair.draft, pair.device)) if pair.draft is not None else "none",
+        "target loop": loop_name(model_lm(pair.target, pair.device)),
         **({"spread": spread_over(pair.target)} if spread_over(pair.target) else {}),
     }
 

@@ -32,7 +32,7 @@ import torch
 
 from specviz.drafters.base import KeepGoing, Proposal
 from specviz.errors import UserError
-from specviz.lm.lean import ChainLM, chain_lm
+from specviz.lm.lean import ModelLM, model_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.models.pair import ModelPair
@@ -50,7 +50,7 @@ class DraftSide:
     target's committed ids `context[:t_len]`, and the KV cache holding a prefix of them (and of
     the last round's drafts)."""
 
-    def __init__(self, lm: ChainLM, draft_text: TokenText, target_text: TokenText):
+    def __init__(self, lm: ModelLM, draft_text: TokenText, target_text: TokenText):
         self.lm = lm
         self.d = draft_text
         self.t = target_text
@@ -143,7 +143,7 @@ class _OwnTokens:
     kept in step with the committed text at the start of each round), the sampler and the
     generator."""
 
-    def __init__(self, lm: ChainLM, draft_text: TokenText, target_text: TokenText, sampler: Sampler,
+    def __init__(self, lm: ModelLM, draft_text: TokenText, target_text: TokenText, sampler: Sampler,
                  generator: torch.Generator | None):
         self.side = DraftSide(lm, draft_text, target_text)
         self._sampler = sampler
@@ -161,7 +161,7 @@ class TextDrafter(_OwnTokens):
 
     def __init__(
         self,
-        lm: ChainLM,
+        lm: ModelLM,
         draft_text: TokenText,
         target_text: TokenText,
         sampler: Sampler,
@@ -259,7 +259,7 @@ class IntersectionDrafter(_OwnTokens):
 
     def __init__(
         self,
-        lm: ChainLM,
+        lm: ModelLM,
         vmap: VocabMap,
         draft_text: TokenText,
         target_text: TokenText,
@@ -344,7 +344,7 @@ def make_cross_drafter(pair: ModelPair, settings: GenerationSettings, generator:
     method = method or vmap.method
     if method not in METHODS:
         raise UserError(f"vocab method must be one of {', '.join(METHODS)} (got {method!r})")
-    lm = chain_lm(pair.draft, pair.device)
+    lm = model_lm(pair.draft, pair.device)
     draft_text, target_text = vmap.draft_text, vmap.target_text
     sampler = Sampler(settings, min(rows, vmap.draft_to_target.numel()))
     if method == "intersection":

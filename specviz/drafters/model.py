@@ -13,12 +13,12 @@ import time
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal
-from specviz.lm.lean import ChainLM
+from specviz.lm.lean import ModelLM
 from specviz.lm.sampling import Sampler
 
 
 class ModelDrafter:
-    def __init__(self, name: str, lm: ChainLM, sampler: Sampler, generator: torch.Generator | None, eos_ids: set[int]):
+    def __init__(self, name: str, lm: ModelLM, sampler: Sampler, generator: torch.Generator | None, eos_ids: set[int]):
         self.name = name
         self._lm = lm
         self._sampler = sampler

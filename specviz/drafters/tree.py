@@ -34,9 +34,9 @@ from typing import Callable
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal
-from specviz.lm.cached import CachedLM
+from specviz.lm.lean import ModelLM
 from specviz.lm.sampling import Sampler
-from specviz.lm.tree import TreeForward, TreeLM
+from specviz.lm.tree import TreeLM
 
 
 @dataclass
@@ -158,15 +158,13 @@ def grow_tree(
 class TreeDrafter:
     """Drafts a token tree with a draft model; see the module docstring.
 
-    lm: the draft's cached model; forward: the same model as a TreeForward
-    (`lm.tree.model_tree_forward(model)`); nodes: the node budget N; width: B.
+    lm: the draft's cached model (`lm.lean.model_lm`); nodes: the node budget N; width: B.
     """
 
     def __init__(
         self,
         name: str,
-        lm: CachedLM,
-        forward: TreeForward,
+        lm: ModelLM,
         sampler: Sampler,
         eos_ids: set[int],
         *,
@@ -179,7 +177,6 @@ class TreeDrafter:
         self.nodes = nodes
         self.width = width
         self._lm = lm
-        self._forward = forward
         self._sampler = sampler
         self._eos = eos_ids
         self._tree: TreeLM | None = None
@@ -217,7 +214,7 @@ class TreeDrafter:
             self._lm.crop(context.numel() - 1)
         pending = context[self._lm.length :]
         root = self._dist(self._lm.feed(pending)[-1])
-        tree = TreeLM(self._lm, self._forward)
+        tree = TreeLM(self._lm)
         fed: dict[int, int] = {}  # candidate index -> its index in the tree pass
 
         def expand(batch: list[Candidate]) -> list[torch.Tensor]:

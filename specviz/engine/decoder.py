@@ -7,8 +7,7 @@ import time
 
 import torch
 
-from specviz.lm.cached import CachedLM, model_forward
-from specviz.lm.lean import chain_lm
+from specviz.lm.lean import model_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.engine.tally import Tally
@@ -42,12 +41,9 @@ class Decoder:
         self._pending: torch.Tensor | None = None  # the prefill's logits, for the first token
 
     def _target_lm(self):
-        """The target's KV-cached loop: the lean one (packed weights on a CPU) for plain
-        decoding and chain rounds, transformers' forward for a tree drafter, whose round writes
-        the tree into a transformers cache under a tree mask (`lm.tree`)."""
-        if self.settings.mode == "speculative" and self.settings.drafter == "tree":
-            return CachedLM(model_forward(self.pair.target), self.pair.target.config, self.device)
-        return chain_lm(self.pair.target, self.device)
+        """The target's KV-cached loop, one for plain decoding, chain and tree rounds alike:
+        the lean one (packed weights on a CPU) where the model's shape allows."""
+        return model_lm(self.pair.target, self.device)
 
     @property
     def token_ids(self) -> list[int]:

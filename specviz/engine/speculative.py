@@ -26,7 +26,6 @@ from specviz.engine.decoder import Decoder
 from specviz.engine.tree_round import tree_round
 from specviz.engine.verify import verify
 from specviz.events import AlignedToken, DraftToken, EmittedToken, RoundEvent, TreeNode
-from specviz.lm.tree import model_tree_forward
 
 
 class SpeculativeDecoder(Decoder):
@@ -34,7 +33,6 @@ class SpeculativeDecoder(Decoder):
         super().__init__(*args, **kw)
         self.drafter = drafters.make_drafter(self.pair, self.settings, generator=self.generator)
         self.length = drafters.make_length(self.pair, self.settings)
-        self._target_tree = model_tree_forward(self.pair.target)  # a tree proposal's single pass
         self.index = 0
         self._drafter_begun = False
 
@@ -129,7 +127,7 @@ class SpeculativeDecoder(Decoder):
         first of them rejected), so a one-wide tree shows exactly as a chain; `tree` lists
         every node with its decision."""
         greedy = self.sampler.greedy
-        r = tree_round(self.target, self._target_tree, self.sampler, proposal, int(self.ids[-1]), self.generator, greedy)
+        r = tree_round(self.target, self.sampler, proposal, int(self.ids[-1]), self.generator, greedy)
         self.sync()
         self.drafter.accepted_path(r.path)
         n = len(r.path)

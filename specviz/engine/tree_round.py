@@ -25,9 +25,9 @@ import torch
 
 from specviz.drafters.base import Proposal
 from specviz.engine.tree_verify import Decision, Rule, tree_greedy, tree_multistep_sampling, tree_point_masses
-from specviz.lm.cached import CachedLM
 from specviz.lm.sampling import Sampler
-from specviz.lm.tree import TreeForward, TreeLM, depths
+from specviz.lm.lean import ModelLM
+from specviz.lm.tree import TreeLM, depths
 
 Children = Literal["top", "sampled"]
 
@@ -65,8 +65,7 @@ def chain_parents(n: int) -> list[int]:
 
 
 def tree_round(
-    target: CachedLM,
-    forward: TreeForward,
+    target: ModelLM,
     sampler: Sampler,
     proposal: Proposal,
     root: int,
@@ -78,8 +77,7 @@ def tree_round(
     """Verify `proposal` (a tree, or a chain when `parents` is None) in one target pass.
 
     target: the target's cache, holding the context up to but not including `root`, the
-    last token of the context; forward: the target as a TreeForward
-    (`lm.tree.model_tree_forward(model)`); children: how the drafter chose each node's
+    last token of the context; children: how the drafter chose each node's
     children, "top" (deterministically, e.g. the draft's top-B) or "sampled" (drawn
     independently from the proposal's q).
     """
@@ -92,7 +90,7 @@ def tree_round(
         raise ValueError("children drawn from q need the proposal's q")
 
     start = time.perf_counter()
-    tree = TreeLM(target, forward)
+    tree = TreeLM(target)
     ids = torch.cat([torch.tensor([int(root)], dtype=torch.long, device=target.device), x])
     logits = sampler.logits(tree.feed(ids, [-1] + [par + 1 for par in parents]))
     _sync(logits)

@@ -2,6 +2,12 @@
 
 Both the target and a draft model keep their cache across rounds; after verification the
 cache is cropped to the accepted prefix instead of re-encoding the whole context.
+
+This one runs transformers' forward over a `DynamicCache`. A tree pass (`lm.tree`) goes in
+as transformers takes it: an already-4D attention mask reaches the attention layers
+unchanged (its mask helpers return it as is), so the tree mask is a float additive mask of
+shape (1, 1, n, past + n), 0 where a node may look and the dtype's lowest value elsewhere,
+with explicit position ids.
 """
 
 from __future__ import annotations
@@ -10,11 +16,14 @@ from typing import Callable
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from specviz.models.keep import logits_to_keep
 
 # (input_ids (1, n), cache, logits_to_keep) -> logits (1, n_kept, V)
 Forward = Callable[[torch.Tensor, DynamicCache, int], torch.Tensor]
+# (input_ids (1, n), cache, allowed (n, past + n) bool, position_ids (1, n)) -> logits (n, V)
+TreeForward = Callable[[torch.Tensor, DynamicCache, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def model_forward(model: torch.nn.Module) -> Forward:
@@ -24,11 +33,36 @@ def model_forward(model: torch.nn.Module) -> Forward:
     return forward
 
 
-class CachedLM:
-    """Holds the KV cache of one model for one run; `length` tokens are in it."""
+def float_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(n, m) bool -> (1, 1, n, m) additive mask: 0 where allowed, the dtype's lowest value elsewhere."""
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[None, None]
 
-    def __init__(self, forward: Forward, config, device: torch.device):
+
+def model_tree_forward(model: torch.nn.Module) -> TreeForward:
+    """A TreeForward through a transformers causal LM (a 4D mask and position ids go in as is)."""
+
+    def forward(ids: torch.Tensor, cache: DynamicCache, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        mask = float_mask(allowed.to(ids.device), model.dtype)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=0)
+        return out.logits[0]
+
+    return forward
+
+
+def cached_lm(model: torch.nn.Module, device: torch.device) -> CachedLM:
+    """`model` through transformers' forward, chain and tree passes alike."""
+    return CachedLM(model_forward(model), model.config, device, tree_forward=model_tree_forward(model))
+
+
+class CachedLM:
+    """Holds the KV cache of one model for one run; `length` tokens are in it. Without a
+    `tree_forward` (a forward that is not a whole model's, as early exit's) it has no tree pass."""
+
+    def __init__(self, forward: Forward, config, device: torch.device, *, tree_forward: TreeForward | None = None):
         self._forward = forward
+        self._tree_forward = tree_forward
         self._config = config
         self.device = device
         self.cache = DynamicCache(config=config)
@@ -44,6 +78,30 @@ class CachedLM:
         logits = self._forward(ids.to(self.device)[None], self.cache, keep)[0]
         self.length += ids.numel()
         return logits
+
+    def feed_tree(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Run the model over `ids` (1-D) after the cached tokens, node i attending where
+        `allowed[i]` (n, length + n) is True and sitting at position `positions[i]`; logits (n, V)."""
+        if self._tree_forward is None:
+            raise TypeError("this cached model has no tree pass")
+        device = self.device
+        logits = self._tree_forward(ids.to(device)[None], self.cache, allowed.to(device), positions.to(device)[None])
+        self.length += ids.numel()
+        return logits
+
+    def keep_rows(self, start: int, rows: list[int]) -> None:
+        """Move the cache rows `start + r` (r in `rows`) to `start + j` and crop the cache to
+        `start + len(rows)`."""
+        if rows != list(range(len(rows))):  # already in place otherwise
+            src = torch.tensor(rows, dtype=torch.long) + start
+            for layer in self.cache.layers:
+                if type(layer) is not DynamicLayer:
+                    raise TypeError(f"keeping a tree path needs full-attention cache layers, not {type(layer).__name__}")
+                index = src.to(layer.keys.device)
+                for name in ("keys", "values"):
+                    t = getattr(layer, name)
+                    t[..., start : start + len(rows), :] = t.index_select(-2, index)
+        self.crop(start + len(rows))
 
     def crop(self, length: int) -> None:
         """Drop cached tokens beyond `length`."""

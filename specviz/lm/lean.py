@@ -9,13 +9,14 @@ bundled 0.5B int8 draft: docs/BENCHMARKS.md ("A leaner drafting pass").
 
 On a CPU the loop multiplies by oneDNN-packed copies of the linear weights where memory
 allows (`models.packed`): a few-token verify pass then costs little more than a one-token pass.
-The engine runs the target through it for plain decoding and chain rounds.
+The engine runs the target through it for plain decoding, chain rounds and tree rounds (a
+tree pass is the same loop under a tree mask, at each node's own position: `lm.tree`).
 
 Only decoders shaped like Llama and Qwen2 take this path (RMS norms, rotary positions from a
 fixed frequency table, grouped-query attention over every earlier token, a SiLU-gated MLP);
-`chain_lm` gives anything else the usual `CachedLM`. Exactness does not rest on this loop
+`model_lm` gives anything else the usual `CachedLM`. Exactness does not rest on this loop
 matching transformers' forward: q is whatever distribution the draft sampled from, and this
-pass is what computes it; for the target, plain decoding and every chain round go through
+pass is what computes it; for the target, plain decoding and every round go through
 the same loop, so the output is distributed as its plain decoding is. It does match, to
 float rounding (tests/test_lm_lean.py).
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from specviz.lm.cached import CachedLM, model_forward
+from specviz.lm.cached import CachedLM, cached_lm
 from specviz.models.packed import packed_linears
 
 SHAPES = ("llama", "qwen2")
@@ -35,12 +36,12 @@ FIXED_ROPE = ("default", "linear", "llama3")
 FIRST_CAPACITY = 512
 
 
-def chain_lm(model: torch.nn.Module, device: torch.device) -> ChainLM:
-    """The KV-cached model a chain drafter feeds: the lean loop where `model` has a shape it
-    knows, transformers' forward otherwise."""
+def model_lm(model: torch.nn.Module, device: torch.device) -> ModelLM:
+    """`model` with a KV cache, as drafters and the engine run it: the lean loop where
+    `model` has a shape it knows, transformers' forward otherwise."""
     if lean_supported(model):
         return LeanLM(model, device)
-    return CachedLM(model_forward(model), model.config, device)
+    return cached_lm(model, device)
 
 
 def lean_supported(model: torch.nn.Module) -> bool:
@@ -65,7 +66,8 @@ def lean_supported(model: torch.nn.Module) -> bool:
 
 
 class LeanLM:
-    """`CachedLM`'s interface (feed, crop, reset, length) over a Llama / Qwen2 decoder."""
+    """`CachedLM`'s interface (feed, feed_tree, keep_rows, crop, reset, length) over a
+    Llama / Qwen2 decoder."""
 
     def __init__(self, model: torch.nn.Module, device: torch.device):
         inner, config = model.model, model.config
@@ -100,20 +102,43 @@ class LeanLM:
         """Drop cached tokens beyond `length`."""
         self.length = min(self.length, length)
 
-    @torch.inference_mode()
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
         positions (0: all), shape (n_kept, V)."""
+        return self._pass(ids, keep, None, None)
+
+    def feed_tree(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Run the model over `ids` (1-D) after the cached tokens, node i attending where
+        `allowed[i]` (n, length + n) is True and sitting at position `positions[i]`; logits (n, V)."""
+        return self._pass(ids, 0, allowed.to(self.device), positions.to(self.device))
+
+    def keep_rows(self, start: int, rows: list[int]) -> None:
+        """Move the cache rows `start + r` (r in `rows`) to `start + j` and crop the cache to
+        `start + len(rows)`."""
+        if rows != list(range(len(rows))):  # already in place otherwise
+            src = torch.tensor(rows, dtype=torch.long, device=self.device) + start
+            end = start + len(rows)
+            self._keys[:, :, start:end] = self._keys.index_select(2, src)
+            self._values[:, :, start:end] = self._values.index_select(2, src)
+        self.crop(start + len(rows))
+
+    @torch.inference_mode()
+    def _pass(self, ids: torch.Tensor, keep: int, allowed: torch.Tensor | None, positions: torch.Tensor | None) -> torch.Tensor:
         ids = ids.to(self.device)
         n, start = ids.numel(), self.length
         end = start + n
         x = self._embed(ids)[None]  # (1, n, hidden)
         self._make_room(end, x.dtype)
-        cos, sin = self._cos[start:end], self._sin[start:end]
+        if positions is None:  # a chain: the next positions
+            cos, sin = self._cos[start:end], self._sin[start:end]
+        else:
+            cos, sin = self._cos[positions], self._sin[positions]
         half = self._head_dim // 2
         heads, kv = self._heads, self._kv_heads
         # One new token attends to every cached one; several attend causally among themselves.
-        mask = torch.ones(n, end, dtype=torch.bool, device=self.device).tril(start) if n > 1 else None
+        mask = allowed
+        if mask is None and n > 1:
+            mask = torch.ones(n, end, dtype=torch.bool, device=self.device).tril(start)
         for i, (w1, eps1, q_proj, k_proj, v_proj, o_proj, w2, eps2, gate, up, down) in enumerate(self._layers):
             h = _rms_norm(x, w1, eps1)
             # Queries and keys rotate together: one rotary step instead of two.
@@ -160,11 +185,11 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     return weight * h.to(x.dtype)
 
 
-# What a chain drafter feeds: either loop, one interface.
-ChainLM = CachedLM | LeanLM
+# A model with a KV cache: either loop, one interface.
+ModelLM = CachedLM | LeanLM
 
 
-def loop_name(lm: ChainLM) -> str:
+def loop_name(lm: ModelLM) -> str:
     """Which loop `lm` runs, as traces and the cost model's cache key name it."""
     if isinstance(lm, LeanLM):
         return "lean, packed weights" if lm.packed else "lean"

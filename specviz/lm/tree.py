@@ -6,34 +6,28 @@ node attends to the whole cached context, to its ancestors and to itself, never 
 sibling or a cousin, and sits at position `context + depth` (depth 0 for parent -1), so
 each node's logits are exactly those a chain through its ancestors would give.
 
-    tree = TreeLM(lm, model_tree_forward(model))   # lm (CachedLM) holds the context
-    logits = tree.feed(tokens, parents)            # (n, V): one row per node
-    tree.keep_path([0, 2, 5])                      # the cache now holds context + that path
+    tree = TreeLM(lm)                      # lm (`lm.lean.model_lm`) holds the context
+    logits = tree.feed(tokens, parents)    # (n, V): one row per node
+    tree.keep_path([0, 2, 5])              # the cache now holds context + that path
 
 The target's verify pass feeds the last committed token as node 0 (parent -1) and the
 drafted nodes beneath it, as the chain round feeds [last token, x_1..x_k]; a drafter feeds
 one level of its tree per pass, each level's nodes seeing the levels fed before.
 
-transformers passes an already-4D attention mask to the attention layers unchanged (its
-mask helpers return it as is), so the tree mask goes in as a float additive mask of shape
-(1, 1, n, past + n) with 0 where a node may look and the dtype's lowest value elsewhere,
-together with explicit position ids. After verification the accepted nodes' key/value rows
-are copied into place right after the context and the rest is cropped, which leaves the
-cache exactly as a chain pass over the accepted tokens would have.
+The loop under it does the pass (`feed_tree`: a boolean mask and explicit positions) and
+moves rows (`keep_rows`): the lean loop in its own buffers, transformers' forward in a
+`DynamicCache` (`lm.cached`). After verification the accepted nodes' key/value rows are
+copied into place right after the context and the rest is cropped, which leaves the cache
+exactly as a chain pass over the accepted tokens would have.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
-from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
 
-from specviz.lm.cached import CachedLM
-
-# (input_ids (1, n), cache, allowed (n, past + n) bool, position_ids (1, n)) -> logits (n, V)
-TreeForward = Callable[[torch.Tensor, DynamicCache, torch.Tensor, torch.Tensor], torch.Tensor]
+from specviz.lm.lean import ModelLM
 
 
 def depths(parents: Sequence[int]) -> list[int]:
@@ -62,38 +56,18 @@ def ancestry(parents: Sequence[int]) -> torch.Tensor:
     return seen
 
 
-def float_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """(n, m) bool -> (1, 1, n, m) additive mask: 0 where allowed, the dtype's lowest value elsewhere."""
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask[None, None]
-
-
-def model_tree_forward(model: torch.nn.Module) -> TreeForward:
-    """A TreeForward through a transformers causal LM (a 4D mask and position ids go in as is)."""
-
-    def forward(ids: torch.Tensor, cache: DynamicCache, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        mask = float_mask(allowed.to(ids.device), model.dtype)
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=0)
-        return out.logits[0]
-
-    return forward
-
-
 class TreeLM:
-    """The tree part of a CachedLM's cache: the nodes fed since it was made, after the context.
+    """The tree part of a model's cache: the nodes fed since it was made, after the context.
 
     The context is what `lm` holds when the TreeLM is made; nodes are numbered in the order
     they are fed, across calls to `feed`.
     """
 
-    def __init__(self, lm: CachedLM, forward: TreeForward):
+    def __init__(self, lm: ModelLM):
         self.lm = lm
-        self.forward = forward
         self.context_len = lm.length
         self.parents: list[int] = []
         self.depths: list[int] = []
-        self._ancestry = torch.zeros(0, 0, dtype=torch.bool)
 
     def __len__(self) -> int:
         return len(self.parents)
@@ -120,12 +94,10 @@ class TreeLM:
         allowed = self.allowed(parents)
         all_depths = depths(self.parents + parents)
         new_depths = all_depths[len(self.parents) :]
-        positions = (torch.tensor(new_depths, dtype=torch.long) + self.context_len)[None]
-        device = self.lm.device
-        logits = self.forward(tokens.to(device)[None], self.lm.cache, allowed.to(device), positions.to(device))
+        positions = torch.tensor(new_depths, dtype=torch.long) + self.context_len
+        logits = self.lm.feed_tree(tokens, allowed, positions)
         self.parents += parents
         self.depths = all_depths
-        self.lm.length += len(parents)
         return logits
 
     def keep_path(self, path: Sequence[int]) -> None:
@@ -137,24 +109,7 @@ class TreeLM:
                 raise ValueError(f"node {node} was not fed")
             if self.parents[node] != (path[j - 1] if j else -1):
                 raise ValueError(f"{path} is not a path from the context: node {node}'s parent is {self.parents[node]}")
-        keep_path(self.lm, self.context_len, path)
+        self.lm.keep_rows(self.context_len, path)
         self.parents = [j - 1 for j in range(len(path))]
         self.depths = list(range(len(path)))
 
-
-def keep_path(lm: CachedLM, context_len: int, rows: Sequence[int]) -> None:
-    """Move the cache rows `context_len + r` (r in `rows`, increasing) to `context_len + j`
-    and crop the cache to `context_len + len(rows)`."""
-    rows = list(rows)
-    if any(b <= a for a, b in zip(rows, rows[1:])):
-        raise ValueError(f"rows must increase: {rows}")
-    if rows != list(range(len(rows))):  # already in place otherwise
-        src = torch.tensor(rows, dtype=torch.long) + context_len
-        for layer in lm.cache.layers:
-            if type(layer) is not DynamicLayer:
-                raise TypeError(f"keeping a tree path needs full-attention cache layers, not {type(layer).__name__}")
-            index = src.to(layer.keys.device)
-            for name in ("keys", "values"):
-                t = getattr(layer, name)
-                t[..., context_len : context_len + len(rows), :] = t.index_select(-2, index)
-    lm.crop(context_len + len(rows))
