@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 import torch
 
+from specviz.models.memory import ram_available
+
 # The packing is made for passes of about this many rows (a verify pass); any count works.
 ROWS_HINT = 5
 # Memory that must stay free after packing, beyond the packed bytes themselves.
@@ -78,6 +80,4 @@ def _pack(model: torch.nn.Module) -> dict[torch.nn.Module, Callable] | None:
 
 
 def _free_bytes() -> int:
-    import psutil
-
-    return psutil.virtual_memory().available
+    return ram_available()
