@@ -91,6 +91,30 @@ def _sample(ids, wall, **stats):
     return Sample(token_ids=list(ids), wall_s=wall, stats=stats)
 
 
+def test_theory_goal_is_judged_against_the_measured_verify_cost():
+    # A verify pass over 3 tokens costing 1.5 plain steps: the flat-T formula overprices the
+    # speedup, the prediction with V(n) is the goal's yardstick.
+    from specviz.drafters.cost_model import CostModel
+
+    methods = [parse_method(n) for n in ("sv-plain", "sv-adaptive")]
+    prompts = [BenchPrompt("a", "code", "x")]
+    ids = list(range(10, 30))
+    spec = dict(acceptance=0.8, tokens_per_round=2.44, mean_k=2.0, target_ms=150.0, draft_ms=10.0)
+    raw = {"a": {"sv-plain": [_sample(ids, 2.0, target_ms=100.0)], "sv-adaptive": [_sample(ids, 1.4, **spec)]}}
+    cost = CostModel(verify={1: 100.0, 3: 150.0}, draft=10.0)
+    s = summarise(raw, prompts, methods, BenchOptions(repeats=1), stop=set(), cost=cost)
+    row = s["per_prompt"]["a"]["sv-adaptive"]
+    # (1 + .8 + .64) * T0 / (k D + V(k + 1)) with T0 = 100, k = 2, D = 10, V(3) = 150
+    assert row["predicted_speedup_cost"] == pytest.approx(244 / 170)
+    assert row["predicted_speedup"] == pytest.approx(244 / 120)
+    measured = 2.0 / 1.4
+    targets = {t["target"]: t for t in s["targets"]}
+    goal = targets["sv-adaptive: measured / predicted speedup (measured V(n))"]
+    assert goal["value"] == pytest.approx(measured / (244 / 170)) and goal["met"] is True and goal["goal"] == ">= 0.90"
+    flat = targets["sv-adaptive: measured / predicted speedup (flat-T formula)"]
+    assert flat["value"] == pytest.approx(measured / (244 / 120)) and flat["value"] < 0.9 and flat["met"] is None
+
+
 def test_summary_speedups_medians_mismatches_and_targets():
     methods = [parse_method(n) for n in ("hf-plain", "hf-assisted", "sv-plain", "sv-k2", "sv-adaptive", "sv-adaptive-min")]
     prompts = [BenchPrompt("a", "code", "x"), BenchPrompt("b", "prose", "y")]

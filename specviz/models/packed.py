@@ -7,8 +7,8 @@ although both read the same weights once. oneDNN's inner-product kernel over a w
 reordered once into its own blocked layout reads the weights as a stream whatever the row
 count: 700 ms against 528 (docs/BENCHMARKS.md, "Packed weights for the target").
 
-The packed copy sits beside the model's own weights (transformers' forward, the tree pass
-and the bench's transformers runs keep using those), so it costs the linear weights' bytes
+The packed copy sits beside the model's own weights (transformers' forward and the bench's
+transformers runs keep using those), so it costs the linear weights' bytes
 again: it is made only when that much memory is free. One copy per model object, shared by
 every run. Where oneDNN cannot pack the dtype (bf16 on a CPU without avx512 or
 AVX-NE-CONVERT), the layers keep their usual product.
