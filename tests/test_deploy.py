@@ -50,13 +50,18 @@ print(json.dumps({
 """
 
 
-def test_the_function_that_runs_the_models_and_only_it_is_passed_to_spaces_gpu():
+def test_the_functions_that_run_the_models_and_only_they_are_passed_to_spaces_gpu():
     env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "SPACES_ZERO_GPU": ""}
     out = subprocess.run([sys.executable, "-c", RECORD_GPU], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert "site-packages" in seen["spaces_file"]  # the installed package, not a stand-in
-    assert seen["calls"] == [{"fn": "specviz.app.runner._generate", "kwargs": {"duration": 120}, "is_generate": True}]
+    # A generation, a sweep point and the batch timing: each touches the models on the GPU.
+    assert seen["calls"] == [
+        {"fn": "specviz.app.runner._generate", "kwargs": {"duration": 120}, "is_generate": True},
+        {"fn": "specviz.app.labs_tab._sweep_point", "kwargs": {"duration": 120}, "is_generate": False},
+        {"fn": "specviz.app.labs_tab._batch_costs", "kwargs": {"duration": 120}, "is_generate": False},
+    ]
     assert seen["gpu_seconds"] == 120
 
 

@@ -65,6 +65,35 @@ def test_the_handlers_run_on_the_tiny_pair(tmp_path):
     assert "\u03b1 = 0.47" in text and "GB/s" in text
 
 
+def test_on_zero_gpu_the_labs_pass_only_plain_values_to_the_gpu_functions(tmp_path, monkeypatch):
+    # ZeroGPU runs a GPU function in another process: what crosses either way must pickle,
+    # so no progress callback goes along there, and the handlers still finish.
+    import pickle
+
+    spec = save_tiny_pair(tmp_path)
+    calls = []
+
+    def crossing(fn):
+        def call(*args):
+            pickle.dumps(args)  # raises on a lambda, a model or a lock
+            calls.append(fn.__name__)
+            out = fn(*args)
+            pickle.dumps(out)  # and the answer crosses back
+            return out
+
+        return call
+
+    monkeypatch.setattr(labs_tab.runner, "ON_ZERO_GPU", True)
+    monkeypatch.setattr(labs_tab, "SWEEP_POINT", crossing(labs_tab._sweep_point))
+    monkeypatch.setattr(labs_tab, "BATCH_COSTS", crossing(labs_tab._batch_costs))
+    labs = labs_tab.Labs(PageConfig(default_pair=spec, preload=False))
+    updates = list(labs.sweep(greedy_trace(), spec, "0,1", None, progress=lambda *a, **k: None))
+    assert list(updates[-1][0].data[0].x) == [0.0, 1.0]
+    plot, _, _ = labs.batching(greedy_trace(), spec, None, progress=lambda *a, **k: None)
+    assert [int(x) for x in plot.data[0].x] == [1, 2, 4, 8]
+    assert calls == ["_sweep_point", "_sweep_point", "_batch_costs"]
+
+
 def test_the_handlers_ask_for_a_run_first(tmp_path):
     import gradio as gr
 

@@ -147,20 +147,21 @@ class Labs:
     def __init__(self, config: PageConfig):
         self.config = config
 
-    def _pair(self, trace: Trace | None, pair_name: str | None, flag, progress, with_draft: bool):
-        """The pair chosen on the page (else the trace's), loaded; the labs measure the loaded pair."""
+    def _pair(self, trace: Trace | None, pair_name: str | None, flag, progress, with_draft: bool) -> str:
+        """The name of the pair chosen on the page (else the trace's), once it is loaded; the
+        labs measure the loaded pair."""
         name = runner.check_pair(pair_name or (trace.pair if trace is not None else None), self.config)
         if not name:
             raise UserError("choose a model pair in the live run tab first")
-        return runner.LOADER.wait(name, with_draft=with_draft, should_stop=flag.is_set,
-                                  on_progress=lambda f, m: progress(f, desc=f"Loading {name}: {m}"))
+        runner.LOADER.wait(name, with_draft=with_draft, should_stop=flag.is_set,
+                           on_progress=lambda f, m: progress(f, desc=f"Loading {name}: {m}"))
+        return name
 
     @shown_errors
     def sweep(self, trace: Trace | None, pair_name: str, temperatures: str, request: gr.Request,
               progress=gr.Progress()) -> Iterator[tuple]:
         """Run the current prompt at each temperature; the figure grows after each run."""
         from specviz.app.loading import Cancelled
-        from specviz.labs.sweep import sweep as run_sweep
 
         if not _spec(trace):
             raise UserError("run a generation in speculative mode first: the sweep reruns its prompt and settings")
@@ -170,10 +171,12 @@ class Labs:
         flag = runner.FLAGS.begin(session)
         rows = []
         try:
-            pair = self._pair(trace, pair_name, flag, progress, settings.drafter == "model")
+            name = self._pair(trace, pair_name, flag, progress, settings.drafter == "model")
             for i, t in enumerate(temps):
-                part = run_sweep(pair, trace.prompt, settings, [t], should_stop=flag.is_set, max_wall_s=self.config.max_wall_s,
-                                 on_progress=lambda f, m, i=i: progress((i + f) / len(temps), desc=m))
+                progress(i / len(temps), desc=f"temperature {t:g}")
+                follow = None if runner.ON_ZERO_GPU else (lambda f, m, i=i: progress((i + f) / len(temps), desc=m))
+                part = SWEEP_POINT(name, settings.drafter == "model", trace.prompt, settings.to_dict(), t, session,
+                                   self.config.max_wall_s, follow)
                 rows += part.rows
                 yield sweep_views(rows, stopped=part.cancelled, total=len(temps))
                 if part.cancelled:
@@ -197,17 +200,50 @@ class Labs:
         session = _session(request)
         flag = runner.FLAGS.begin(session)
         try:
-            pair = self._pair(trace, pair_name, flag, progress, True)
-            if pair.draft is None:
-                raise UserError("the batching lab times a draft model: load a pair with one")
-            costs = lab.measure_batch_costs(pair, repeats=BATCH_REPEATS, should_stop=flag.is_set,
-                                            on_progress=lambda f, m: progress(0.9 * f, desc=f"Timing passes: {m}"))
-            progress(0.95, desc="Timing a large copy and a large matrix product")
-            figures = lab.machine(str(pair.device), pair.precision, target=pair.target)
+            name = self._pair(trace, pair_name, flag, progress, True)
+            progress(0.0, desc="Timing passes")
+            follow = None if runner.ON_ZERO_GPU else (lambda f, m: progress(f, desc=f"Timing passes: {m}"))
+            costs, figures = BATCH_COSTS(name, session, follow)
         finally:
             runner.FLAGS.finish(session, flag)
         stats = acceptance.position_stats(trace.events)
         return batching_views(lab.result(costs, stats.alpha, min(run_k(trace), max(costs.pass_sizes) - 1), figures))
+
+
+def _sweep_point(pair_name: str, with_draft: bool, prompt: str, settings: dict, temperature: float, session: str,
+                 max_wall_s: float | None, on_progress=None):
+    """One temperature of the sweep on the loaded pair, stopped by the session's Stop."""
+    from specviz.labs.sweep import sweep as run_sweep
+    from specviz.settings import from_request
+
+    pair = runner.LOADER.wait(pair_name, with_draft=with_draft)
+    flag = runner.FLAGS.current(session)
+    return run_sweep(pair, prompt, from_request(settings), [temperature], should_stop=flag.is_set if flag else None,
+                     max_wall_s=max_wall_s, on_progress=on_progress)
+
+
+def _batch_costs(pair_name: str, session: str, on_progress=None):
+    """The loaded pair's batched pass costs, and the device's copy and product speeds."""
+    from specviz.labs import batching as lab
+
+    pair = runner.LOADER.wait(pair_name, with_draft=True)
+    if pair.draft is None:
+        raise UserError("the batching lab times a draft model: load a pair with one")
+    flag = runner.FLAGS.current(session)
+
+    def report(f: float, m: str) -> None:
+        if on_progress is not None:
+            on_progress(0.9 * f, m)
+
+    costs = lab.measure_batch_costs(pair, repeats=BATCH_REPEATS, should_stop=flag.is_set if flag else None, on_progress=report)
+    if on_progress is not None:
+        on_progress(0.95, "a large copy and a large matrix product")
+    return costs, lab.machine(str(pair.device), pair.precision, target=pair.target)
+
+
+# What touches the models, each holding a ZeroGPU grant where there is one (runner.on_gpu).
+SWEEP_POINT = runner.on_gpu(_sweep_point)
+BATCH_COSTS = runner.on_gpu(_batch_costs)
 
 
 def sweep_views(rows, *, stopped: bool = False, total: int | None = None) -> tuple:

@@ -2,9 +2,9 @@
 
 The loader and the Stop flags are process-wide: every browser session shares the one loaded
 pair, and each session has its own Stop. On Hugging Face ZeroGPU (the `spaces` package can
-be imported) the function that runs the models is wrapped with `spaces.GPU`, so it holds a
-GPU only while it generates; its arguments are plain values, looked up here, because
-ZeroGPU runs it in another process.
+be imported) every function that runs the models (a generation here, the labs' sweep point
+and batch timing) is wrapped by `on_gpu`, so it holds a GPU only while it runs; its
+arguments are plain values, looked up inside, because ZeroGPU runs it in another process.
 """
 
 from __future__ import annotations
@@ -112,12 +112,19 @@ def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wal
     yield generation.trace()  # the same events, now with the stop reason
 
 
+def on_gpu(fn: Callable) -> Callable:
+    """`fn`, holding a ZeroGPU grant of GPU_SECONDS while it runs where the `spaces` package
+    is installed; `fn` itself elsewhere. Its arguments must be plain values (no callbacks,
+    no models): ZeroGPU runs it in another process."""
+    return _spaces.GPU(duration=GPU_SECONDS)(fn) if _spaces is not None else fn
+
+
 ON_ZERO_GPU = False  # SPACES_ZERO_GPU set: runs hold a ZeroGPU grant (run_wall_s)
 try:  # pragma: no cover - only on Hugging Face ZeroGPU
-    import spaces
+    import spaces as _spaces
     from spaces.config import Config as _SpacesConfig
 
-    _generate = spaces.GPU(duration=GPU_SECONDS)(_generate)
     ON_ZERO_GPU = bool(_SpacesConfig.zero_gpu)
 except ImportError:
-    pass
+    _spaces = None
+_generate = on_gpu(_generate)
