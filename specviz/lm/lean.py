@@ -112,6 +112,7 @@ class LeanLM:
         `allowed[i]` (n, length + n) is True and sitting at position `positions[i]`; logits (n, V)."""
         return self._pass(ids, 0, allowed.to(self.device), positions.to(self.device))
 
+    @torch.inference_mode()  # the buffers are inference tensors: written only in that mode
     def keep_rows(self, start: int, rows: list[int]) -> None:
         """Move the cache rows `start + r` (r in `rows`) to `start + j` and crop the cache to
         `start + len(rows)`."""
