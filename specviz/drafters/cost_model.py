@@ -159,7 +159,7 @@ def drafted_token_ms(draft: torch.nn.Module, device, vocab_size: int, *, repeats
 
 def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS) -> dict[int, float]:
     """One target pass over n new tokens as the engine runs it (`lm.lean.model_lm`, as
-    `engine.decoder` picks it for plain decoding and chain rounds), after MEASURE_CONTEXT
+    `engine.decoder` picks it for every mode), after MEASURE_CONTEXT
     cached tokens, with logits for every new position (as a verify pass needs)."""
     return _chain_pass_ms(pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats)
 
