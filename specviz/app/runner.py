@@ -10,11 +10,11 @@ arguments are plain values, looked up inside, because ZeroGPU runs it in another
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from specviz.app.background import newest
 from specviz.app.config import PageConfig
 from specviz.app.loading import Cancelled, PairLoader
 from specviz.app.stopping import StopFlags
@@ -71,8 +71,10 @@ def stream(
 
     Waits for the pair first, reporting its load through `on_progress`. A new run in the
     same session, or Stop, ends this one before its next round (stop_reason "cancelled").
-    Rounds that end within `min_interval_s` of the last trace sent are sent with the next
-    one; the first round and the finished trace (the only one with a stop reason) always go.
+    The run goes on in a thread of its own while the caller handles each trace (see
+    `background.newest`): rounds that end within `min_interval_s` of the last trace sent, or
+    while the caller is busy, go out as one (the newest); the first round and the finished
+    trace (the only one with a stop reason) always go. Closing the iterator stops the run.
     The pair is checked first (`check_pair`: a public page loads no local files, even one an
     uploaded trace names); a run stops after `run_wall_s(config)`.
     """
@@ -80,12 +82,8 @@ def stream(
     flag = FLAGS.begin(session)
     try:
         LOADER.wait(pair_name, with_draft=settings.needs_draft, on_progress=on_progress, should_stop=flag.is_set)
-        sent = None
-        for trace in _generate(pair_name, prompt, settings.to_dict(), session, run_wall_s(config)):
-            now = time.monotonic()
-            if sent is None or now - sent >= min_interval_s or trace.summary.stop_reason:
-                sent = now
-                yield trace
+        yield from newest(_generate(pair_name, prompt, settings.to_dict(), session, run_wall_s(config)),
+                          min_interval_s=min_interval_s, stop=flag.set)
     except Cancelled:
         return
     finally:

@@ -1,0 +1,107 @@
+"""`app.background.newest`: the run goes on in its own thread while the page handles an update."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+
+import pytest
+
+from specviz.app.background import newest
+
+WAIT_S = 10.0  # generous: these tests wait for events, never for speed
+
+
+def test_the_run_goes_on_while_the_caller_holds_an_update():
+    taken, reached = threading.Event(), threading.Event()
+
+    def run():
+        yield 0
+        taken.wait(WAIT_S)
+        for i in range(1, 10):
+            yield i
+            if i == 5:
+                reached.set()
+
+    out = newest(run(), min_interval_s=0.0, stop=lambda: None)
+    assert next(out) == 0
+    taken.set()
+    # The caller has not asked for the next update: a run iterated by the caller would stop here.
+    assert reached.wait(WAIT_S)
+    rest = list(out)
+    assert rest[-1] == 9  # the last always goes out
+    assert rest == sorted(set(rest)) and rest[0] > 0  # never one twice or out of order
+
+
+def test_updates_the_caller_was_too_busy_for_are_merged_into_the_newest():
+    go = threading.Event()
+
+    def run():
+        yield "first"
+        go.wait(WAIT_S)
+        yield from ("a", "b", "c", "last")
+
+    out = newest(run(), min_interval_s=0.0, stop=lambda: None)
+    assert next(out) == "first"
+    go.set()
+    time.sleep(0.5)  # the run produces all four while nobody asks
+    assert list(out) == ["last"]
+
+
+def test_updates_come_no_faster_than_the_interval_and_the_last_always_comes():
+    interval = 0.2
+
+    def run():
+        for i in range(60):
+            time.sleep(0.01)
+            yield i
+
+    start = time.monotonic()
+    got = list(newest(run(), min_interval_s=interval, stop=lambda: None))
+    elapsed = time.monotonic() - start
+    assert got[-1] == 59
+    assert len(got) <= 2 + elapsed / interval  # the first, one per interval, and the last
+
+
+def test_an_error_in_the_run_is_raised_to_the_caller_after_what_came_before():
+    def run():
+        yield 1
+        raise ValueError("broken run")  # at once: the caller may not have taken 1 yet
+
+    out = newest(run(), min_interval_s=0.0, stop=lambda: None)
+    assert next(out) == 1
+    with pytest.raises(ValueError, match="broken run"):
+        next(out)
+
+
+def test_closing_early_stops_the_run_and_waits_for_it():
+    stop = threading.Event()
+    ended = threading.Event()
+
+    def run():
+        try:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                yield i
+                time.sleep(0.01)
+        finally:
+            ended.set()
+
+    out = newest(run(), min_interval_s=0.0, stop=stop.set)
+    next(out)
+    out.close()
+    assert stop.is_set()
+    assert ended.is_set()  # joined before close() returned
+    assert not [t for t in threading.enumerate() if t.name == "specviz-run" and t.is_alive()]
+
+
+def test_the_run_sees_the_callers_context_variables():
+    request = contextvars.ContextVar("request", default=None)
+    request.set("the page request")
+
+    def run():
+        yield request.get()
+
+    assert list(newest(run(), min_interval_s=0.0, stop=lambda: None)) == ["the page request"]
