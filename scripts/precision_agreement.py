@@ -26,7 +26,8 @@ from specviz import engine  # noqa: E402
 from specviz.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.models import clear_loaded, load_pair  # noqa: E402
 from specviz.models.devices import choose_device, choose_precision  # noqa: E402
-from specviz.models.precision import cache_file  # noqa: E402
+from specviz.drafters.cost_model import model_pass_ms  # noqa: E402
+from specviz.models.precision import cache_file, timer_name  # noqa: E402
 from specviz.models.sources import resolve  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 
@@ -77,8 +78,9 @@ def main() -> int:
             rows.append(row)
 
     dev = choose_device(None)
-    auto = choose_precision(dev, "auto", cache_file=cache_file(resolve(args.pair).target.key, dev)) if (
-        cache_file(resolve(args.pair).target.key, dev).is_file() or dev.type == "cuda") else None
+    # the decision engine.load made (or would read), timed through the engine's loop
+    decided = cache_file(resolve(args.pair).target.key, dev, timer_name(model_pass_ms))
+    auto = choose_precision(dev, "auto", cache_file=decided) if decided.is_file() or dev.type == "cuda" else None
     result = {
         "pair": args.pair,
         "max_new_tokens": args.max_new_tokens,

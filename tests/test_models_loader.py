@@ -286,6 +286,38 @@ def test_auto_on_a_cpu_times_the_target_in_both_precisions_once(folders, monkeyp
     assert load_pair(spec).dtype == torch.bfloat16 and len(timed) == 4  # measured again, without a progress bar
 
 
+def test_engine_load_times_each_precision_through_the_engines_loop(folders, monkeypatch, tmp_path):
+    """The precision a run pays for is the one its loop runs fastest: engine.load times each
+    through that loop (real passes of the tiny target), never through transformers' forward."""
+    from specviz.drafters import cost_model
+    from specviz.engine.load import load
+    from specviz.lm.lean import lean_supported
+    from specviz.models import precision
+
+    monkeypatch.delenv("SPECVIZ_DTYPE")
+    monkeypatch.setattr(devices, "native_bf16", lambda: True)
+    monkeypatch.setattr(precision, "pass_ms", lambda *a, **k: pytest.fail("timed through transformers' forward"))
+    timed = []
+    real = cost_model._chain_pass_ms
+
+    def recorded(model, *args, **kw):
+        timed.append(next(model.parameters()).dtype)
+        return real(model, *args, **kw)
+
+    monkeypatch.setattr(cost_model, "_chain_pass_ms", recorded)
+    pair = load(" -> ".join(folders))
+    assert lean_supported(pair.target)  # so the loop timed is specviz's own, not a fallback
+    assert timed[:2] == [torch.float32, torch.bfloat16]  # then the cost model's own passes
+    chosen = precision.read(precision.cache_file(pair_key(folders), torch.device("cpu"), precision.timer_name(cost_model.model_pass_ms)))
+    assert chosen is not None and chosen.name == pair.precision and set(chosen.costs) == {"float32", "bfloat16"}
+
+
+def pair_key(folders):
+    from specviz.models.sources import resolve
+
+    return resolve(" -> ".join(folders)).target.key
+
+
 def test_an_int8_target_is_quantized_like_the_draft_and_decodes(folders):
     from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
 

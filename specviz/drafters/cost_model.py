@@ -23,7 +23,7 @@ import torch
 from specviz import theory
 from specviz.models.cache import cache_root
 from specviz.models.devices import spread_over
-from specviz.models.precision import cpu_name
+from specviz.models.precision import SIZES as PRECISION_SIZES, cpu_name
 from specviz.lm.lean import model_lm, loop_name
 from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms
 from specviz.settings import MAX_K
@@ -162,6 +162,12 @@ def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS) -> dict[in
     `engine.decoder` picks it for every mode), after MEASURE_CONTEXT
     cached tokens, with logits for every new position (as a verify pass needs)."""
     return _chain_pass_ms(pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats)
+
+
+def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=PRECISION_SIZES, repeats: int = REPEATS) -> dict[int, float]:
+    """A pass of `model` over n new tokens as the engine runs a target (as `target_pass_ms`),
+    before a pair exists: how `engine.load` has each precision timed when `auto` chooses one."""
+    return _chain_pass_ms(model, next(model.parameters()).device, vocab_size, list(sizes), keep=0, repeats=repeats)
 
 
 @torch.inference_mode()

@@ -8,7 +8,7 @@ one-token passes).
 
 from __future__ import annotations
 
-from specviz.drafters.cost_model import for_pair, is_cached
+from specviz.drafters.cost_model import for_pair, is_cached, model_pass_ms
 from specviz import models
 from specviz.models.pair import ModelPair
 from specviz.models.progress import Progress
@@ -19,13 +19,16 @@ MODELS_SHARE = 0.9
 
 def load(spec, *, with_draft: bool = True, progress: Progress | None = None, **options) -> ModelPair:
     """`models.load_pair(spec, ...)` and the pair's cost model. `options` are load_pair's
-    (device, dtype, int8_draft, device_map, max_memory). load_pair is looked up at each call,
-    so a test that replaces it replaces it here too, and only while it does."""
+    (device, dtype, int8_draft, device_map, max_memory). Where `auto` chooses the target's
+    precision by measurement, each precision is timed through the loop the engine runs the
+    target in (`model_pass_ms`), not transformers' forward. load_pair is looked up at each
+    call, so a test that replaces it replaces it here too, and only while it does."""
 
     def models_progress(fraction: float, message: str) -> None:
         if progress is not None:
             progress(MODELS_SHARE * fraction, message)
 
+    options.setdefault("time_target", model_pass_ms)
     pair = models.load_pair(spec, with_draft=with_draft, progress=models_progress, **options)
     if "cost_model" not in pair.info and progress is not None:
         spread = (pair.info.get("target") or {}).get("placement")

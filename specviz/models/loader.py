@@ -70,6 +70,7 @@ def load_pair(
     int8_draft: bool | None = None,
     device_map: str | None = None,
     max_memory: dict | str | None = None,
+    time_target: measured_precision.PassTimer | None = None,
 ) -> ModelPair:
     """Load (or return the already loaded) pair named by `spec`.
 
@@ -78,7 +79,9 @@ def load_pair(
     `int8_draft`: run the draft in int8 (default: on a CPU in fp32; see `int8_draft.py`).
     `device_map="auto"` spreads the target over the GPUs, the CPU and disk within
     `max_memory` (see `devices.choose_placement`); the draft stays on `device`.
-    `progress(fraction, message)` is called as the load advances.
+    `progress(fraction, message)` is called as the load advances. `time_target(model,
+    vocab_size=...)` times the target's passes where `auto` chooses its precision by
+    measurement (see `precision.py`); default: transformers' forward.
     """
     plan = resolve(spec, with_draft=with_draft)
     dev = choose_device(device)
@@ -86,10 +89,12 @@ def load_pair(
     if choose_dtype(dev, dtype) is None and not placement.spread:
         # auto on a CPU: the decision is cached per machine; measuring it loads the target in
         # each precision, so it takes the first part of the progress bar.
+        timer = time_target or measured_precision.pass_ms
+        decided = measured_precision.cache_file(plan.target.key, dev, measured_precision.timer_name(timer))
         with _lock:
-            measuring = not measured_precision.cache_file(plan.target.key, dev).is_file()
-            prec = choose_precision(dev, dtype, cache_file=measured_precision.cache_file(plan.target.key, dev),
-                                    measure=lambda dts: _measure_target(plan, dev, dts, progress and _span(progress, 0.0, 0.5)))
+            measuring = not decided.is_file()
+            prec = choose_precision(dev, dtype, cache_file=decided,
+                                    measure=lambda dts: _measure_target(plan, dev, dts, timer, progress and _span(progress, 0.0, 0.5)))
             if measuring and progress is not None:
                 progress = _span(progress, 0.5, 1.0)
     else:
@@ -294,9 +299,11 @@ def _int8_key(ref: ModelRef, dev: torch.device) -> tuple:
     return (ref.key, str(dev), torch.float32, "int8")
 
 
-def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ...], progress: Progress | None) -> dict[str, dict[int, float]]:
-    """The target's one-token and 8-token pass costs in each of `dtypes`. Every copy loaded
-    only for this is dropped again, the winner too: load_pair loads it in the usual way."""
+def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ...], timer: measured_precision.PassTimer,
+                    progress: Progress | None) -> dict[str, dict[int, float]]:
+    """The target's one-token and 8-token pass costs in each of `dtypes`, timed by `timer`.
+    Every copy loaded only for this is dropped again, the winner too: load_pair loads it in
+    the usual way."""
     ref = plan.target
     steps = Steps(progress, {dtype_name(dt): 1.0 for dt in dtypes})
     costs = {}
@@ -309,7 +316,7 @@ def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ..
         model = _load_model(ref, plan.name, "target", dev, dt, folder, None, lambda f, m: report(0.1 + 0.5 * f, m))
         report(0.6, f"timing {ref.label} in {name}")
         vocab = min(len(model.tokenizer), model.model.config.vocab_size)
-        costs[name] = measured_precision.pass_ms(model.model, vocab_size=vocab)
+        costs[name] = timer(model.model, vocab_size=vocab)
         if not held:
             del _models[key], model
             gc.collect()

@@ -5,7 +5,13 @@ pass V(1) (a plain-decoding step, and the draft-less baseline) and an 8-token pa
 verify pass of a round drafting 7), each after a 160-token context, the median of three
 after a warm-up. The precision with the lower V(1) + V(8), the cost of one plain step plus
 one typical verify pass, wins. The decision and its figures are cached under the cache
-root's precision/ folder, keyed by the target, the CPU, the thread count and the libraries.
+root's precision/ folder, keyed by the target, the CPU, the thread count, the libraries and
+how a pass was timed.
+
+How a pass is timed is the caller's: `engine.load` times it through the loop the engine
+runs the target in (`drafters.cost_model.model_pass_ms`: specviz's own loop over packed
+weights where it applies), since that loop's costs per precision are what a run pays; a
+bare `load_pair` times transformers' forward (`pass_ms` here).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -41,12 +48,21 @@ def decide(costs: dict[str, dict[int, float]]) -> Precision:
     return Precision(DTYPES[best], f"measured faster on this CPU (V(1) + V(8): {figures})", costs)
 
 
+# (model, *, vocab_size) -> median ms of a pass over n new tokens after CONTEXT cached ones, for n in SIZES
+PassTimer = Callable[..., dict[int, float]]
+
+
 def pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=SIZES, context: int = CONTEXT, repeats: int = REPEATS) -> dict[int, float]:
-    """Median ms of one pass of `model` over n new tokens after `context` cached ones, per n."""
+    """Median ms of one pass of `model` through transformers' forward over n new tokens after
+    `context` cached ones, per n."""
     return measure_pass_ms(model, list(sizes), vocab_size=vocab_size, context=context, repeats=repeats)
 
 
-def cache_file(target_key: str, device: torch.device) -> Path:
+def timer_name(timer: PassTimer) -> str:
+    return f"{timer.__module__}.{timer.__qualname__}"
+
+
+def cache_file(target_key: str, device: torch.device, timed_by: str) -> Path:
     import transformers
 
     key = {
@@ -57,6 +73,7 @@ def cache_file(target_key: str, device: torch.device) -> Path:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "sizes": list(SIZES),
+        "timed by": timed_by,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "precision" / f"{digest}.json"
