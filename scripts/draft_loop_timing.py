@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from specviz.lm.cached import CachedLM, model_forward  # noqa: E402
 from specviz.lm.lean import LeanLM  # noqa: E402
-from specviz.models.loader import load_pair  # noqa: E402
+from specviz.engine.load import load  # noqa: E402  (the precision the engine would choose)
 from specviz.models.timing import MEASURE_CONTEXT  # noqa: E402
 
 FEEDS = 10
@@ -39,7 +39,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = load_pair(args.pair)
+    pair = load(args.pair)
     if pair.draft is None:
         sys.exit(f"the pair {args.pair!r} has no draft model")
     draft = pair.draft

@@ -27,7 +27,7 @@ from specviz.drafters.cost_model import MEASURED_SIZES, target_pass_ms  # noqa: 
 from specviz.lm.cached import cached_lm  # noqa: E402
 from specviz.lm.lean import model_lm, loop_name  # noqa: E402
 from specviz.lm.tree import TreeLM  # noqa: E402
-from specviz.models.loader import load_pair  # noqa: E402
+from specviz.engine.load import load  # noqa: E402  (the precision the engine would choose)
 from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms  # noqa: E402
 
 TREE_SIZES = [5, 9, 17]
@@ -55,7 +55,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = load_pair(args.pair)
+    pair = load(args.pair)
     sizes = list(MEASURED_SIZES)
     engine = target_pass_ms(pair, sizes, repeats=args.repeats)
     stock = measure_pass_ms(pair.target, sizes, vocab_size=pair.vocab_size, repeats=args.repeats)

@@ -310,7 +310,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.models import DEFAULT_PAIR, load_pair
+    from specviz.engine.load import load
+    from specviz.models import DEFAULT_PAIR
 
     batch_sizes, pass_sizes = _ints(args.batch_sizes, "--batch-sizes"), _ints(args.pass_sizes, "--pass-sizes")
     _check_sizes(batch_sizes, pass_sizes)
@@ -320,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--repeats must be 1 or more")
     if not 1 <= args.k <= max(pass_sizes) - 1:
         raise UserError(f"--k must be from 1 to {max(pass_sizes) - 1}, the largest pass size less one (got {args.k})")
-    pair = load_pair(args.pair or DEFAULT_PAIR, with_draft=True)
+    pair = load(args.pair or DEFAULT_PAIR, with_draft=True)
     return report(pair, alpha=args.alpha, k=args.k, batch_sizes=batch_sizes, pass_sizes=pass_sizes,
                   repeats=args.repeats, as_json=args.json, out=sys.stdout)
 

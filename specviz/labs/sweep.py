@@ -168,12 +168,12 @@ def run(args: argparse.Namespace) -> int:
     if settings.mode != "speculative":
         raise UserError("a temperature sweep compares speculative runs: use --mode speculative")
     spec = generate_cli.pair_spec(args)
-    from specviz.models import load_pair
+    from specviz.engine.load import load
 
     needs_draft = settings.drafter == "model"
     if needs_draft and args.target and not args.draft:
         raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
-    pair = load_pair(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
+    pair = load(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
     return report(pair, args.prompt, settings, temperatures, as_json=args.json, out=sys.stdout)
 
 
