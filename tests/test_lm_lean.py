@@ -15,9 +15,8 @@ from specviz.lm import lean
 from specviz.lm.cached import CachedLM, model_forward
 from specviz.lm.lean import LeanLM, model_lm, lean_supported
 from specviz.models.int8_draft import quantized
-from tiny_models import tiny_model, tiny_tokenizer
+from tiny_models import DEVICE, tiny_model, tiny_tokenizer
 
-CPU = torch.device("cpu")
 # fp32 sums taken in another order (the lean loop multiplies by oneDNN-packed weights where
 # it can), as a share of the step's largest logit: far below any logit gap that matters.
 TOLERANCE = 1e-4
@@ -36,10 +35,11 @@ def tiny_llama(rope: dict | None = None):
 
 def same_logits_through_a_run(model, capacity_steps: bool, tolerance: float = TOLERANCE):
     """Feed both LMs the same sequence of operations; every step's logits must agree."""
+    model = model.to(DEVICE)
     g = torch.Generator().manual_seed(0)
     ids = lambda n: torch.randint(0, model.config.vocab_size, (n,), generator=g)
-    ref = CachedLM(model_forward(model), model.config, CPU)
-    new = LeanLM(model, CPU)
+    ref = CachedLM(model_forward(model), model.config, DEVICE)
+    new = LeanLM(model, DEVICE)
     steps = 0
     with torch.inference_mode():
         def both(tokens, keep=1):
@@ -73,6 +73,7 @@ def test_lean_qwen2_matches_transformers_through_crops_and_growth(monkeypatch):
     assert same_logits_through_a_run(model, capacity_steps=True) == 13
 
 
+@pytest.mark.skipif(DEVICE.type != "cpu", reason="dynamic int8 runs on a CPU only")
 def test_lean_int8_draft_matches_transformers():
     # The CPU's draft: every linear layer an int8 module, the same module objects both ways.
     model = quantized(tiny_model(1000, noise_from=0, noise=0.02))
@@ -105,5 +106,5 @@ def test_other_shapes_keep_transformers_forward():
     dynamic = tiny_llama({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})
     for model in (gpt2, sliding, dynamic):
         assert not lean_supported(model)
-        assert isinstance(model_lm(model, CPU), CachedLM)
-    assert isinstance(model_lm(tiny_model(0), CPU), LeanLM)
+        assert isinstance(model_lm(model, DEVICE), CachedLM)
+    assert isinstance(model_lm(tiny_model(0), DEVICE), LeanLM)

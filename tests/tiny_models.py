@@ -12,16 +12,26 @@ acceptance to mean something (at 0.02 every distribution is nearly uniform).
     pair = tiny_pair(None)          # target only (prompt lookup, early exit)
 
 Everything is cached per argument tuple: treat the returned objects as read-only.
+
+`tiny_pair` and the lean loop's tests run on `DEVICE`: the CPU, or the one named by
+SPECVIZ_TEST_DEVICE, so that on a machine with a GPU
+
+    SPECVIZ_TEST_DEVICE=cuda python -m pytest tests/test_lm_lean.py tests/test_engine.py
+
+checks both loops and greedy exactness on CUDA (drafts in dynamic int8 are skipped there).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 import torch
 
 from specviz.models.pair import ModelPair
+
+DEVICE = torch.device(os.environ.get("SPECVIZ_TEST_DEVICE") or "cpu")
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -110,7 +120,7 @@ def tiny_model(seed: int = 0, *, layers: int = 4, hidden: int = 64, dtype: torch
 
 @functools.lru_cache(maxsize=None)
 def tiny_pair(draft: str | None = "close", *, seed: int = 0, layers: int = 4, dtype: torch.dtype = torch.float32, chat_template: bool = True) -> ModelPair:
-    """A ModelPair of tiny models on the CPU.
+    """A ModelPair of tiny models on DEVICE.
 
     draft: "close" (the target's weights plus a little noise), "close-int8" (that draft
     quantized as a CPU load quantizes drafts), "random" (independent weights), "same"
@@ -129,12 +139,15 @@ def tiny_pair(draft: str | None = "close", *, seed: int = 0, layers: int = 4, dt
     }
     if draft not in drafts:
         raise ValueError(f"unknown tiny draft kind {draft!r}")
+    if draft == "close-int8" and DEVICE.type != "cpu":
+        pytest.skip("dynamic int8 runs on a CPU only")
+    made = drafts[draft]()
     return ModelPair(
         name=f"tiny-{draft or 'solo'}",
         tokenizer=tok,
-        target=target,
-        draft=drafts[draft](),
+        target=target.to(DEVICE),
+        draft=None if made is None else made.to(DEVICE),
         vocab_size=len(tok),
-        device=torch.device("cpu"),
+        device=DEVICE,
         dtype=dtype,
     )
