@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 methods=hf-plain,hf-assisted,hf-assisted-k4,hf-assisted-k8,sv-plain,sv-adaptive,sv-heuristic,sv-tree16x2
 common=(--device cuda --dtype bfloat16 --max-new-tokens 128 --limit 6 --methods "$methods")
 start=$(date +%s)
-SPECVIZ_TEST_DEVICE=cuda timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_lm_lean.py tests/test_engine.py
-timeout 230 python3 -m specviz bench "${common[@]}" --out "$out/greedy"
-timeout 230 python3 -m specviz bench "${common[@]}" --temperature 0.7 --out "$out/t0.7"
+SPECVIZ_TEST_DEVICE=cuda timeout 90 python3 -m pytest -q -p no:cacheprovider tests/test_lm_lean.py tests/test_engine.py
+timeout 195 python3 -m specviz bench "${common[@]}" --out "$out/greedy"
+timeout 195 python3 -m specviz bench "${common[@]}" --temperature 0.7 --out "$out/t0.7"
 echo "gpu_check: done in $(( $(date +%s) - start )) s; tables in $out/greedy/bench.md and $out/t0.7/bench.md"
