@@ -27,8 +27,9 @@ JOIN_S = 30.0
 def newest(items: Iterator[T], *, min_interval_s: float, stop: Callable[[], None]) -> Iterator[T]:
     """Iterate `items` in a thread of its own and yield the newest one, at most one every
     `min_interval_s`, the first at once and the last always. An exception in the thread is
-    raised here, after the newest item before it. Closing this iterator early calls `stop()` (which must make `items` end
-    soon) and waits for the thread, so no run outlives its page request."""
+    raised here, after the newest item before it. Closing this iterator early calls `stop()`
+    (which must make `items` end soon) and waits for the thread, so no run outlives its page
+    request."""
     cond = threading.Condition()
     box: dict = {"item": None, "fresh": False, "done": False, "error": None}
 
