@@ -366,6 +366,32 @@ def test_resume_keeps_the_finished_prompts_and_runs_the_rest(tmp_path, monkeypat
     assert "Run in 2 processes" in (tmp_path / "out" / "bench.md").read_text()
 
 
+def test_resume_prices_its_runs_with_the_earlier_processs_costs(tmp_path, monkeypatch, one_thread):
+    # Every load scales a cached cost model by a quick timing, so two processes price the same
+    # machine differently: the resumed one takes the earlier one's costs, adaptive k's start.
+    monkeypatch.delitem(tiny_pair("close").info, "cost_model", raising=False)  # shared pair: restored after
+    assert _cli(tmp_path, monkeypatch, "--limit", "1", "--max-new-tokens", "4") == 0
+    path = tmp_path / "out" / "bench.json"
+    data = json.loads(path.read_text())
+    measured = data["meta"]["cost_model"]
+    earlier = {**measured, "verify": {n: v * 1.3 for n, v in measured["verify"].items()}, "draft": measured["draft"] * 1.3}
+    data["meta"]["cost_model"] = earlier
+    path.write_text(json.dumps(data))
+
+    assert _cli(tmp_path, monkeypatch, "--limit", "2", "--max-new-tokens", "4", "--resume") == 0
+    resumed = json.loads(path.read_text())["meta"]["cost_model"]
+    assert resumed["source"] == "earlier process"
+    assert resumed["verify"] == earlier["verify"] and resumed["draft"] == earlier["draft"]
+
+    # costs measured for another load (here: another thread count) are not taken over
+    data = json.loads(path.read_text())
+    data["meta"]["cost_model"] = {**earlier, "meta": {**earlier["meta"], "key": {**earlier["meta"]["key"], "threads": 99}}}
+    path.write_text(json.dumps(data))
+    monkeypatch.delitem(tiny_pair("close").info, "cost_model")  # as a new process would load it
+    with pytest.raises(UserError, match="pass costs have changed"):
+        _cli(tmp_path, monkeypatch, "--limit", "3", "--max-new-tokens", "4", "--resume")
+
+
 def test_resume_refuses_a_run_measured_otherwise(tmp_path, monkeypatch, one_thread):
     assert _cli(tmp_path, monkeypatch, "--limit", "1", "--max-new-tokens", "4") == 0
     with pytest.raises(UserError, match="max_new_tokens was 4"):

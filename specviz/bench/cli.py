@@ -125,6 +125,8 @@ def bench(
     from specviz.drafters import cost_model
 
     t0 = time.perf_counter()
+    if earlier is not None:
+        resume.adopt_costs(pair, earlier)
     cost = cost_model.for_pair(pair)
     cost_s = time.perf_counter() - t0
     meta = {

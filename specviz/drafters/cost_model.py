@@ -254,6 +254,11 @@ def for_pair(pair) -> CostModel:
     return model
 
 
+def key(pair) -> dict:
+    """What the pair's costs depend on, as loaded now (the cache key, kept in a model's meta)."""
+    return _key_fields(pair, _sizes(pair))
+
+
 def _key_fields(pair, sizes) -> dict:
     import transformers
 
