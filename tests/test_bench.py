@@ -388,7 +388,7 @@ def test_resume_prices_its_runs_with_the_earlier_processs_costs(tmp_path, monkey
     data["meta"]["cost_model"] = {**earlier, "meta": {**earlier["meta"], "key": {**earlier["meta"]["key"], "threads": 99}}}
     path.write_text(json.dumps(data))
     monkeypatch.delitem(tiny_pair("close").info, "cost_model")  # as a new process would load it
-    with pytest.raises(UserError, match="pass costs have changed"):
+    with pytest.raises(UserError, match="measured for another load of it \\(threads 99 then, 1 now\\)"):
         _cli(tmp_path, monkeypatch, "--limit", "3", "--max-new-tokens", "4", "--resume")
 
 

@@ -68,10 +68,13 @@ def finished(earlier: dict[str, Any], meta: dict[str, Any], methods: list[Method
         if old.get(key) != meta.get(key):
             raise UserError(f"cannot resume: {key} was {old.get(key)!r} in the earlier run and is {meta.get(key)!r} now; "
                             "use another --out, or the earlier settings")
-    costs = [{k: (m.get("cost_model") or {}).get(k) for k in ("verify", "draft")} for m in (old, meta)]
-    if costs[0] != costs[1]:
-        raise UserError("cannot resume: the pair's measured pass costs have changed since the earlier run (the cost model was "
-                        "measured again), and adaptive k starts from them")
+    models = [m.get("cost_model") or {} for m in (old, meta)]
+    then, now = [(m.get("verify"), m.get("draft")) for m in models]
+    if then != now:
+        keys = [(m.get("meta") or {}).get("key") or {} for m in models]
+        differ = ", ".join(f"{k} {keys[0].get(k)!r} then, {keys[1].get(k)!r} now" for k in sorted(set(keys[0]) | set(keys[1])) if keys[0].get(k) != keys[1].get(k))
+        raise UserError("cannot resume: the pair's pass costs were measured for another load of it"
+                        f"{' (' + differ + ')' if differ else ''}, and adaptive k starts from them")
     names = [m.get("name") for m in earlier.get("methods", [])]
     if names != [m.name for m in methods]:
         raise UserError(f"cannot resume: the earlier run's methods were {','.join(map(str, names))}; give the same --methods")
