@@ -71,10 +71,11 @@ def finished(earlier: dict[str, Any], meta: dict[str, Any], methods: list[Method
     models = [m.get("cost_model") or {} for m in (old, meta)]
     then, now = [(m.get("verify"), m.get("draft")) for m in models]
     if then != now:
-        keys = [(m.get("meta") or {}).get("key") or {} for m in models]
-        differ = ", ".join(f"{k} {keys[0].get(k)!r} then, {keys[1].get(k)!r} now" for k in sorted(set(keys[0]) | set(keys[1])) if keys[0].get(k) != keys[1].get(k))
-        raise UserError("cannot resume: the pair's pass costs were measured for another load of it"
-                        f"{' (' + differ + ')' if differ else ''}, and adaptive k starts from them")
+        was, is_ = [(m.get("meta") or {}).get("key") or {} for m in models]
+        differ = [f"{k} {was.get(k)!r} then, {is_.get(k)!r} now" for k in sorted(was | is_) if was.get(k) != is_.get(k)]
+        detail = f" ({', '.join(differ)})" if differ else ""
+        raise UserError(f"cannot resume: the pair's pass costs were measured for another load of it{detail}, "
+                        "and adaptive k starts from them")
     names = [m.get("name") for m in earlier.get("methods", [])]
     if names != [m.name for m in methods]:
         raise UserError(f"cannot resume: the earlier run's methods were {','.join(map(str, names))}; give the same --methods")
