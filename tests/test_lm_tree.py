@@ -13,7 +13,7 @@ import torch
 
 from specviz.lm.cached import cached_lm, float_mask
 from specviz.lm.lean import LeanLM
-from specviz.lm.tree import TreeLM, ancestry, depths
+from specviz.lm.tree import ancestry, depths
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -72,7 +72,7 @@ def test_tree_pass_equals_each_branch_run_as_a_chain(loop):
     ctx = _context(pair)
     tokens = torch.tensor([int(ctx[-1])] + TOKENS[1:])
     lm = _lm(model, ctx[:-1], loop)
-    logits = TreeLM(lm).feed(tokens, PARENTS)
+    logits = lm.feed_tree(tokens, PARENTS)
     assert logits.shape[0] == len(TOKENS)
     for leaf in (3, 5, 7, 8):
         branch = _branch(PARENTS, leaf)
@@ -90,7 +90,7 @@ def test_a_chain_shaped_tree_is_exactly_the_chain_pass(loop):
     ctx = _context(pair)
     chain = torch.cat([ctx[-1:], torch.tensor([5, 9, 77, 100, 3])])
     a = _lm(model, ctx[:-1], loop).feed(chain, keep=0)
-    b = TreeLM(_lm(model, ctx[:-1], loop)).feed(chain, list(range(-1, chain.numel() - 1)))
+    b = _lm(model, ctx[:-1], loop).feed_tree(chain, list(range(-1, chain.numel() - 1)))
     assert torch.equal(a, b)
 
 
@@ -104,9 +104,8 @@ def test_after_keeping_a_path_the_cache_is_the_chains(leaf, loop):
     tokens = torch.tensor([int(ctx[-1])] + TOKENS[1:])
     path = _branch(PARENTS, leaf)
     lm = _lm(model, ctx[:-1], loop)
-    tree = TreeLM(lm)
-    tree.feed(tokens, PARENTS)
-    tree.keep_path(path)
+    lm.feed_tree(tokens, PARENTS)
+    lm.keep_path(path)
     ref = _lm(model, ctx[:-1], loop)
     ref.feed(tokens[path])
     assert lm.length == ref.length == ctx.numel() - 1 + len(path)
@@ -125,12 +124,11 @@ def test_levels_fed_in_separate_passes_see_earlier_levels_and_keep_a_path(loop):
     model = pair.target
     ctx = _context(pair)
     lm = _lm(model, ctx, loop)
-    tree = TreeLM(lm)
-    tree.feed(torch.tensor([41, 17, 230]), [-1, -1, -1])
-    second = tree.feed(torch.tensor([9, 88, 5]), [0, 1, 1])  # nodes 3, 4, 5
+    lm.feed_tree(torch.tensor([41, 17, 230]), [-1, -1, -1])
+    second = lm.feed_tree(torch.tensor([9, 88, 5]), [0, 1, 1])  # nodes 3, 4, 5
     ref = model(input_ids=torch.cat([ctx, torch.tensor([17, 5])])[None]).logits[0, -1]
     assert torch.allclose(second[2], ref, atol=ATOL, rtol=0)
-    tree.keep_path([1, 5])
+    lm.keep_path([1, 5])
     chain = _lm(model, ctx, loop)
     chain.feed(torch.tensor([17, 5]))
     nxt = torch.tensor([12])
@@ -143,9 +141,9 @@ def test_keep_path_refuses_what_is_not_a_path(loop):
     pair = tiny_pair("close")
     model = pair.target
     ctx = _context(pair)
-    tree = TreeLM(_lm(model, ctx, loop))
-    tree.feed(torch.tensor(TOKENS), PARENTS)
+    lm = _lm(model, ctx, loop)
+    lm.feed_tree(torch.tensor(TOKENS), PARENTS)
     with pytest.raises(ValueError):
-        tree.keep_path([1, 4])  # node 1's parent is node 0
+        lm.keep_path([1, 4])  # node 1's parent is node 0
     with pytest.raises(ValueError):
-        tree.keep_path([0, 2, 4])  # node 4's parent is node 1
+        lm.keep_path([0, 2, 4])  # node 4's parent is node 1

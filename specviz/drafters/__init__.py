@@ -25,7 +25,7 @@ from specviz.drafters.model import ModelDrafter
 from specviz.drafters.tree import TreeDrafter
 from specviz.errors import UserError
 from specviz.lm.cached import CachedLM
-from specviz.lm.lean import model_lm
+from specviz.lm.runtime import EARLY_EXIT, TREE, missing, open_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.models.pair import ModelPair
@@ -41,6 +41,9 @@ def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: to
     if settings.drafter == "lookup":
         return LookupDrafter()
     if settings.drafter == "early-exit":
+        why = missing(pair.runtime, EARLY_EXIT)
+        if why:
+            raise UserError(f"the early-exit drafter: {why}")
         layers = early_exit_layers(pair, settings)
         forward = EarlyExitForward(pair.target, layers)
         lm = CachedLM(forward, pair.target.config, pair.device)
@@ -52,9 +55,9 @@ def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: to
             raise UserError("the tree drafter needs a draft that shares the target's tokenizer; this pair's does not")
         return make_cross_drafter(pair, settings, generator, None if settings.vocab_method == "auto" else settings.vocab_method)
     if settings.drafter == "tree":
-        return TreeDrafter(f"tree-{settings.tree_nodes}x{settings.tree_width}", model_lm(pair.draft, pair.device), sampler,
+        return TreeDrafter(f"tree-{settings.tree_nodes}x{settings.tree_width}", open_lm(pair.draft, pair.device), sampler,
                            stop_ids(pair), nodes=settings.tree_nodes, width=settings.tree_width)
-    return ModelDrafter("model", model_lm(pair.draft, pair.device), sampler, generator, stop_ids(pair))
+    return ModelDrafter("model", open_lm(pair.draft, pair.device), sampler, generator, stop_ids(pair))
 
 
 def make_length(pair: ModelPair, settings: GenerationSettings) -> DraftLength:

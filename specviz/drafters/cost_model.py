@@ -24,7 +24,9 @@ from specviz import theory
 from specviz.models.cache import cache_root
 from specviz.models.devices import spread_over
 from specviz.models.precision import SIZES as PRECISION_SIZES, cpu_name
-from specviz.lm.lean import model_lm, loop_name
+from specviz.lm.lean import loop_name
+from specviz.lm.runtime import TORCH, open_lm
+from specviz.models.vocab import head_rows
 from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms
 from specviz.settings import MAX_K
 
@@ -143,9 +145,11 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     drafter = pair.draft if pair.draft is not None else pair.target
     # A draft with another tokenizer reads ids of its own vocabulary, which may be smaller.
     draft_vocab = len(pair.draft_tokenizer) if getattr(pair, "draft_tokenizer", None) is not None else pair.vocab_size
-    draft_vocab = min(draft_vocab, drafter.get_input_embeddings().num_embeddings)
+    draft_vocab = min(draft_vocab, head_rows(drafter))
     if pair.draft is not None:
         draft = drafted_token_ms(pair.draft, pair.device, draft_vocab, repeats=repeats)
+    elif pair.runtime != TORCH:  # no draft model: a one-token pass of the target as the runtime runs it
+        draft = drafted_token_ms(pair.target, pair.device, draft_vocab, repeats=repeats)
     else:
         draft = measure_pass_ms(drafter, [1], vocab_size=draft_vocab, repeats=repeats)[1]
     return CostModel(verify=verify, draft=draft, source="measured", meta={"repeats": repeats, "context": MEASURE_CONTEXT})
@@ -173,9 +177,9 @@ def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=PRECISION_SI
 @torch.inference_mode()
 def _chain_pass_ms(model: torch.nn.Module, device: torch.device, vocab_size: int, sizes: list[int], *, keep: int,
                    repeats: int) -> dict[int, float]:
-    """Median ms of a feed of n random tokens through `model_lm(model)` after MEASURE_CONTEXT
+    """Median ms of a feed of n random tokens through `open_lm(model)` after MEASURE_CONTEXT
     cached ones (`keep` as `feed` takes it), cropped back after each, for each n in `sizes`."""
-    lm = model_lm(model, device)
+    lm = open_lm(model, device)
     gen = torch.Generator().manual_seed(0)
     lm.feed(torch.randint(0, vocab_size, (MEASURE_CONTEXT,), generator=gen))
 
@@ -276,10 +280,25 @@ def _key_fields(pair, sizes) -> dict:
         "sizes": list(sizes),
         "linear": "few-rows product, padded",  # models/small_batch.py changed what a pass costs
         "sweeps": REPEATS,  # costs from fewer timed sweeps are not trusted
-        "draft loop": loop_name(model_lm(pair.draft, pair.device)) if pair.draft is not None else "none",
-        "target loop": loop_name(model_lm(pair.target, pair.device)),
+        "draft loop": _loop(pair.draft, pair.device) if pair.draft is not None else "none",
+        "target loop": _loop(pair.target, pair.device),
+        **_runtime_fields(pair),
         **({"spread": spread_over(pair.target)} if spread_over(pair.target) else {}),
     }
+
+
+def _loop(model, device) -> str:
+    return loop_name(open_lm(model, device)) if isinstance(model, torch.nn.Module) else "llama.cpp"
+
+
+def _runtime_fields(pair) -> dict:
+    """On llama.cpp: its version, the files (path and size) and its threads, not torch's."""
+    if pair.runtime == TORCH:
+        return {}
+    from specviz.models.llamacpp import version
+
+    files = {role: [str(m.path), m.path.stat().st_size] for role, m in (("target", pair.target), ("draft", pair.draft)) if m is not None}
+    return {"runtime": pair.runtime, "llama-cpp-python": version(), "files": files, "threads": pair.target.threads}
 
 
 def _cache_path(pair, sizes, cache_dir: Path | None) -> Path:

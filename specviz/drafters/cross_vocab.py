@@ -32,7 +32,7 @@ import torch
 
 from specviz.drafters.base import KeepGoing, Proposal
 from specviz.errors import UserError
-from specviz.lm.lean import ModelLM, model_lm
+from specviz.lm.runtime import LM as ModelLM, open_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.models.pair import ModelPair
@@ -344,7 +344,7 @@ def make_cross_drafter(pair: ModelPair, settings: GenerationSettings, generator:
     method = method or vmap.method
     if method not in METHODS:
         raise UserError(f"vocab method must be one of {', '.join(METHODS)} (got {method!r})")
-    lm = model_lm(pair.draft, pair.device)
+    lm = open_lm(pair.draft, pair.device)
     draft_text, target_text = vmap.draft_text, vmap.target_text
     sampler = Sampler(settings, min(rows, vmap.draft_to_target.numel()))
     if method == "intersection":

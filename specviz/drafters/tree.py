@@ -34,9 +34,8 @@ from typing import Callable
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal
-from specviz.lm.lean import ModelLM
+from specviz.lm.runtime import LM as ModelLM
 from specviz.lm.sampling import Sampler
-from specviz.lm.tree import TreeLM
 
 
 @dataclass
@@ -158,7 +157,7 @@ def grow_tree(
 class TreeDrafter:
     """Drafts a token tree with a draft model; see the module docstring.
 
-    lm: the draft's cached model (`lm.lean.model_lm`); nodes: the node budget N; width: B.
+    lm: the draft's cached model (`lm.runtime.open_lm`); nodes: the node budget N; width: B.
     """
 
     def __init__(
@@ -179,7 +178,7 @@ class TreeDrafter:
         self._lm = lm
         self._sampler = sampler
         self._eos = eos_ids
-        self._tree: TreeLM | None = None
+        self._tree: int | None = None  # the context length of the open tree
         self._fed: list[int | None] = []  # per proposed node: its index in the tree pass, None if never fed
         self._parents: list[int] = []
 
@@ -205,7 +204,7 @@ class TreeDrafter:
         that distribution's top probability; `passes` counts the root's pass and one per level."""
         start = time.perf_counter()
         if self._tree is not None:  # the last round's path was never reported: keep none of it
-            self._lm.crop(self._tree.context_len)
+            self._lm.crop(self._tree)
         self._tree = None
         self._fed, self._parents = [], []
         if k <= 0:
@@ -214,7 +213,7 @@ class TreeDrafter:
             self._lm.crop(context.numel() - 1)
         pending = context[self._lm.length :]
         root = self._dist(self._lm.feed(pending)[-1])
-        tree = TreeLM(self._lm)
+        tree = self._lm.length
         fed: dict[int, int] = {}  # candidate index -> its index in the tree pass
 
         def expand(batch: list[Candidate]) -> list[torch.Tensor]:
@@ -222,7 +221,7 @@ class TreeDrafter:
             for c in batch:
                 fed[c.index] = len(fed)
             ids = torch.tensor([c.token for c in batch], dtype=torch.long, device=context.device)
-            logits = tree.feed(ids, parents)
+            logits = self._lm.feed_tree(ids, parents)
             return list(self._dist(logits))
 
         grown = grow_tree(
@@ -266,7 +265,10 @@ class TreeDrafter:
             if self._fed[node] is None:
                 break  # never fed, so neither are its descendants
             rows.append(self._fed[node])
-        self._tree.keep_path(rows)
+        if any(f is not None for f in self._fed):  # a tree pass was made: keep its path
+            self._lm.keep_path(rows)
+        else:
+            self._lm.crop(self._tree)
         self._tree = None
 
     def accepted(self, n: int) -> None:

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from specviz.lm.lean import model_lm
+from specviz.lm.runtime import open_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.engine.tally import Tally
@@ -41,9 +41,9 @@ class Decoder:
         self._pending: torch.Tensor | None = None  # the prefill's logits, for the first token
 
     def _target_lm(self):
-        """The target's KV-cached loop, one for plain decoding, chain and tree rounds alike:
-        the lean one (packed weights on a CPU) where the model's shape allows."""
-        return model_lm(self.pair.target, self.device)
+        """The target's KV-cached loop on the pair's runtime, one for plain decoding, chain and
+        tree rounds alike (on torch the lean one, packed weights on a CPU, where the shape allows)."""
+        return open_lm(self.pair.target, self.device)
 
     @property
     def token_ids(self) -> list[int]:

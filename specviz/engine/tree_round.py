@@ -26,8 +26,8 @@ import torch
 from specviz.drafters.base import Proposal
 from specviz.engine.tree_verify import Decision, Rule, tree_greedy, tree_multistep_sampling, tree_point_masses
 from specviz.lm.sampling import Sampler
-from specviz.lm.lean import ModelLM
-from specviz.lm.tree import TreeLM, depths
+from specviz.lm.runtime import LM
+from specviz.lm.tree import depths
 
 Children = Literal["top", "sampled"]
 
@@ -65,7 +65,7 @@ def chain_parents(n: int) -> list[int]:
 
 
 def tree_round(
-    target: ModelLM,
+    target: LM,
     sampler: Sampler,
     proposal: Proposal,
     root: int,
@@ -90,9 +90,8 @@ def tree_round(
         raise ValueError("children drawn from q need the proposal's q")
 
     start = time.perf_counter()
-    tree = TreeLM(target)
     ids = torch.cat([torch.tensor([int(root)], dtype=torch.long, device=target.device), x])
-    logits = sampler.logits(tree.feed(ids, [-1] + [par + 1 for par in parents]))
+    logits = sampler.logits(target.feed_tree(ids, [-1] + [par + 1 for par in parents]))
     _sync(logits)
     target_ms = (time.perf_counter() - start) * 1000
     dist = None
@@ -106,7 +105,7 @@ def tree_round(
             v = tree_multistep_sampling(x, parents, dist, proposal.q.to(dist.device, dist.dtype), generator=generator)
     _sync(logits)
     verify_ms = (time.perf_counter() - start) * 1000
-    tree.keep_path([0] + [i + 1 for i in v.path])
+    target.keep_path([0] + [i + 1 for i in v.path])
 
     toks = x.tolist()
     if proposal.q is None:

@@ -18,6 +18,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from specviz.lm.tree import TreeByMask
+from specviz.lm.torch_facts import TorchFacts
 from specviz.models.keep import logits_to_keep
 
 # (input_ids (1, n), cache, logits_to_keep) -> logits (1, n_kept, V)
@@ -53,10 +55,12 @@ def model_tree_forward(model: torch.nn.Module) -> TreeForward:
 
 def cached_lm(model: torch.nn.Module, device: torch.device) -> CachedLM:
     """`model` through transformers' forward, chain and tree passes alike."""
-    return CachedLM(model_forward(model), model.config, device, tree_forward=model_tree_forward(model))
+    lm = CachedLM(model_forward(model), model.config, device, tree_forward=model_tree_forward(model))
+    lm.facts_from(model.config, generation_config=getattr(model, "generation_config", None), tree=True)
+    return lm
 
 
-class CachedLM:
+class CachedLM(TorchFacts, TreeByMask):
     """Holds the KV cache of one model for one run; `length` tokens are in it. Without a
     `tree_forward` (a forward that is not a whole model's, as early exit's) it has no tree pass."""
 
@@ -67,10 +71,12 @@ class CachedLM:
         self.device = device
         self.cache = DynamicCache(config=config)
         self.length = 0
+        self.facts_from(config, generation_config=None, tree=tree_forward is not None)
 
     def reset(self) -> None:
         self.cache = DynamicCache(config=self._config)
         self.length = 0
+        self._tree = None
 
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
@@ -79,11 +85,11 @@ class CachedLM:
         self.length += ids.numel()
         return logits
 
-    def feed_tree(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def feed_masked(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Run the model over `ids` (1-D) after the cached tokens, node i attending where
         `allowed[i]` (n, length + n) is True and sitting at position `positions[i]`; logits (n, V)."""
         if self._tree_forward is None:
-            raise TypeError("this cached model has no tree pass")
+            raise TypeError("this cached model has no tree pass")  # early exit: capabilities say so
         device = self.device
         logits = self._tree_forward(ids.to(device)[None], self.cache, allowed.to(device), positions.to(device)[None])
         self.length += ids.numel()
@@ -104,7 +110,8 @@ class CachedLM:
         self.crop(start + len(rows))
 
     def crop(self, length: int) -> None:
-        """Drop cached tokens beyond `length`."""
+        """Drop cached tokens beyond `length`; closes an open tree."""
+        self._tree = None
         if length < self.length:
             self.cache.crop(length - self.length)  # a negative count: tokens to remove
             self.length = length

@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from specviz.lm.cached import CachedLM, cached_lm
+from specviz.lm.torch_facts import TorchFacts
+from specviz.lm.tree import TreeByMask
 from specviz.models.packed import packed_linears
 
 SHAPES = ("llama", "qwen2")
@@ -65,8 +67,8 @@ def lean_supported(model: torch.nn.Module) -> bool:
     return True
 
 
-class LeanLM:
-    """`CachedLM`'s interface (feed, feed_tree, keep_rows, crop, reset, length) over a
+class LeanLM(TorchFacts, TreeByMask):
+    """`CachedLM`'s interface (`lm.runtime.LM`, plus feed_masked and keep_rows) over a
     Llama / Qwen2 decoder."""
 
     def __init__(self, model: torch.nn.Module, device: torch.device):
@@ -94,12 +96,15 @@ class LeanLM:
         self._rotary = inner.rotary_emb
         self._keys = self._values = self._cos = self._sin = None
         self.length = 0
+        self.facts_from(config, generation_config=getattr(model, "generation_config", None), tree=True)
 
     def reset(self) -> None:
         self.length = 0  # the buffers stay allocated for the next run
+        self._tree = None
 
     def crop(self, length: int) -> None:
-        """Drop cached tokens beyond `length`."""
+        """Drop cached tokens beyond `length`; closes an open tree."""
+        self._tree = None
         self.length = min(self.length, length)
 
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
@@ -107,7 +112,7 @@ class LeanLM:
         positions (0: all), shape (n_kept, V)."""
         return self._pass(ids, keep, None, None)
 
-    def feed_tree(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def feed_masked(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Run the model over `ids` (1-D) after the cached tokens, node i attending where
         `allowed[i]` (n, length + n) is True and sitting at position `positions[i]`; logits (n, V)."""
         return self._pass(ids, 0, allowed.to(self.device), positions.to(self.device))

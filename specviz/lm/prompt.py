@@ -32,7 +32,7 @@ def encode_prompt(pair: ModelPair, prompt: str, settings: GenerationSettings) ->
 
 def context_window(pair: ModelPair) -> int | None:
     """The most positions every model of the pair can attend over (None if none says)."""
-    sizes = [getattr(m.config, "max_position_embeddings", None) for m in (pair.target, pair.draft) if m is not None]
+    sizes = [_window(m) for m in (pair.target, pair.draft) if m is not None]
     sizes = [s for s in sizes if isinstance(s, int) and s > 0]
     return min(sizes) if sizes else None
 
@@ -40,9 +40,24 @@ def context_window(pair: ModelPair) -> int | None:
 def stop_ids(pair: ModelPair) -> set[int]:
     """Token ids that end generation: the tokenizer's EOS and the target's generation config's."""
     ids: set[int] = set()
-    for source in (getattr(pair.tokenizer, "eos_token_id", None), getattr(getattr(pair.target, "generation_config", None), "eos_token_id", None)):
+    for source in (getattr(pair.tokenizer, "eos_token_id", None), _model_stops(pair.target)):
         if isinstance(source, int):
             ids.add(source)
         elif isinstance(source, (list, tuple, torch.Tensor)):
             ids.update(int(i) for i in source)
     return {i for i in ids if 0 <= i < pair.vocab_size}
+
+
+def _window(model) -> int | None:
+    """A torch model's configured positions, or a llama.cpp context's size."""
+    if hasattr(model, "context_window"):
+        return model.context_window
+    return getattr(model.config, "max_position_embeddings", None)
+
+
+def _model_stops(model):
+    """The model's own end-of-generation ids: a torch model's generation config, llama.cpp's
+    end-of-generation tokens."""
+    if hasattr(model, "stop_ids"):
+        return list(model.stop_ids)
+    return getattr(getattr(model, "generation_config", None), "eos_token_id", None)

@@ -1,4 +1,4 @@
-"""Tree attention: one forward pass over a tree of tokens, then keep one path of it cached.
+"""Token trees: one pass over many branches, then keep one path of them cached.
 
 A tree is a list of nodes (a token each) with parent indices; parents come before their
 children and parent -1 marks a node that follows the context directly. In one pass every
@@ -6,19 +6,21 @@ node attends to the whole cached context, to its ancestors and to itself, never 
 sibling or a cousin, and sits at position `context + depth` (depth 0 for parent -1), so
 each node's logits are exactly those a chain through its ancestors would give.
 
-    tree = TreeLM(lm)                      # lm (`lm.lean.model_lm`) holds the context
-    logits = tree.feed(tokens, parents)    # (n, V): one row per node
-    tree.keep_path([0, 2, 5])              # the cache now holds context + that path
+Every runtime (`lm.runtime.LM`) takes a tree the same way, as tokens with their parents:
+
+    logits = lm.feed_tree(tokens, parents)   # (n, V): one row per node; opens a tree at lm.length
+    more = lm.feed_tree(tokens2, parents2)   # the next level: parents index into every node so far
+    lm.keep_path([0, 2, 5])                  # the cache now holds context + that path
 
 The target's verify pass feeds the last committed token as node 0 (parent -1) and the
 drafted nodes beneath it, as the chain round feeds [last token, x_1..x_k]; a drafter feeds
 one level of its tree per pass, each level's nodes seeing the levels fed before.
 
-The loop under it does the pass (`feed_tree`: a boolean mask and explicit positions) and
-moves rows (`keep_rows`): the lean loop in its own buffers, transformers' forward in a
-`DynamicCache` (`lm.cached`). After verification the accepted nodes' key/value rows are
-copied into place right after the context and the rest is cropped, which leaves the cache
-exactly as a chain pass over the accepted tokens would have.
+`OpenTree` is the bookkeeping both runtimes share. `TreeByMask` gives the torch loops
+their tree passes: a boolean mask and explicit positions (`feed_masked`), then the accepted
+rows copied into place right after the context (`keep_rows`), which leaves the cache exactly
+as a chain pass over the accepted tokens would have. llama.cpp expresses the same tree as
+sequence membership instead (`lm.llamacpp`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-
-from specviz.lm.lean import ModelLM
 
 
 def depths(parents: Sequence[int]) -> list[int]:
@@ -56,60 +56,72 @@ def ancestry(parents: Sequence[int]) -> torch.Tensor:
     return seen
 
 
-class TreeLM:
-    """The tree part of a model's cache: the nodes fed since it was made, after the context.
+class OpenTree:
+    """The nodes fed since a tree was opened at `context_len` cached tokens."""
 
-    The context is what `lm` holds when the TreeLM is made; nodes are numbered in the order
-    they are fed, across calls to `feed`.
-    """
-
-    def __init__(self, lm: ModelLM):
-        self.lm = lm
-        self.context_len = lm.length
+    def __init__(self, context_len: int):
+        self.context_len = context_len
         self.parents: list[int] = []
         self.depths: list[int] = []
 
     def __len__(self) -> int:
         return len(self.parents)
 
-    def allowed(self, parents: Sequence[int]) -> torch.Tensor:
-        """(n, past + n) bool: what each of the new nodes may attend to, past being the
-        context and the nodes fed before (parents index into all nodes, old and new)."""
-        old = len(self.parents)
-        seen = ancestry(self.parents + list(parents))[old:]
-        context = torch.ones(len(parents), self.context_len, dtype=torch.bool)
-        return torch.cat([context, seen], dim=1)
-
-    def feed(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
-        """Run the model once over new nodes; logits (n, V), row i after node i.
-
-        tokens: (n,) ids; parents: n indices into all nodes fed so far plus these (-1: the
-        node follows the context).
-        """
+    def extended(self, tokens: torch.Tensor, parents: Sequence[int]) -> list[int]:
+        """Depths of every node once `parents` join (checked, not yet added)."""
         parents = list(parents)
         if tokens.numel() != len(parents):
             raise ValueError(f"{tokens.numel()} tokens but {len(parents)} parents")
-        if self.lm.length != self.context_len + len(self.parents):
-            raise RuntimeError("the cache changed outside this tree since it was made")
-        allowed = self.allowed(parents)
-        all_depths = depths(self.parents + parents)
-        new_depths = all_depths[len(self.parents) :]
-        positions = torch.tensor(new_depths, dtype=torch.long) + self.context_len
-        logits = self.lm.feed_tree(tokens, allowed, positions)
-        self.parents += parents
-        self.depths = all_depths
-        return logits
+        return depths(self.parents + parents)
 
-    def keep_path(self, path: Sequence[int]) -> None:
-        """Keep the context and the nodes of `path` (a chain from a child of the context down,
-        node indices in order); drop every other node from the cache."""
+    def add(self, parents: Sequence[int], all_depths: list[int]) -> None:
+        self.parents += list(parents)
+        self.depths = all_depths
+
+    def check_path(self, path: Sequence[int]) -> list[int]:
+        """`path` as a list, if it is a chain of fed nodes from a child of the context down."""
         path = list(path)
         for j, node in enumerate(path):
             if not 0 <= node < len(self.parents):
                 raise ValueError(f"node {node} was not fed")
             if self.parents[node] != (path[j - 1] if j else -1):
                 raise ValueError(f"{path} is not a path from the context: node {node}'s parent is {self.parents[node]}")
-        self.lm.keep_rows(self.context_len, path)
-        self.parents = [j - 1 for j in range(len(path))]
-        self.depths = list(range(len(path)))
+        return path
 
+
+class TreeByMask:
+    """`feed_tree` and `keep_path` for a torch loop with `feed_masked(ids, allowed, positions)`,
+    `keep_rows(start, rows)` and `length`. `crop` and `reset` close the open tree."""
+
+    _tree: OpenTree | None = None
+
+    def open_tree(self) -> OpenTree:
+        if self._tree is None:
+            self._tree = OpenTree(self.length)
+        elif self.length != self._tree.context_len + len(self._tree):
+            raise RuntimeError("the cache changed outside the open tree since it was opened")
+        return self._tree
+
+    def feed_tree(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
+        """Run the model once over new tree nodes; logits (n, V), row i after node i."""
+        tree = self.open_tree()
+        parents = list(parents)
+        all_depths = tree.extended(tokens, parents)
+        old = len(tree)
+        seen = ancestry(tree.parents + parents)[old:]
+        context = torch.ones(len(parents), tree.context_len, dtype=torch.bool)
+        allowed = torch.cat([context, seen], dim=1)
+        positions = torch.tensor(all_depths[old:], dtype=torch.long) + tree.context_len
+        logits = self.feed_masked(tokens, allowed, positions)
+        tree.add(parents, all_depths)
+        return logits
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        """Keep the context and the nodes of `path` (node indices, a chain from a child of
+        the context down); drop every other node of the open tree."""
+        if self._tree is None:
+            raise RuntimeError("no tree is open")
+        path = self._tree.check_path(path)
+        start = self._tree.context_len
+        self._tree = None
+        self.keep_rows(start, path)

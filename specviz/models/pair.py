@@ -20,6 +20,10 @@ class ModelPair:
     quantized to int8 (its activations in float32); `info["precision"]` says the target's and
     the draft's precision and why each was chosen (models/devices.py).
 
+    On the llama.cpp runtime `target` and `draft` are `models.llamacpp.LlamaCppModel`s (the
+    GGUF files as they are), not modules; drafters and the engine reach either only through
+    `lm.runtime.open_lm`.
+
     `draft_tokenizer` is None when the draft shares the target's vocabulary; otherwise it is
     the draft's own tokenizer and `vocab_map` (a models.vocab_map.VocabMap) lines the two
     vocabularies up (its summary is in `info["vocab"]`).
@@ -36,6 +40,7 @@ class ModelPair:
     info: dict[str, Any] = field(default_factory=dict)  # sources, sizes, cache state: for display
     draft_tokenizer: Any = None
     vocab_map: Any = None
+    runtime: str = "torch"  # the runtime its models are loaded in: "torch" or "llama.cpp" (lm.runtime)
 
     @property
     def cross_tokenizer(self) -> bool:
@@ -44,7 +49,10 @@ class ModelPair:
 
     @property
     def precision(self) -> str:
-        """The target's precision: "float32", "bfloat16", "float16" or "int8"."""
+        """The target's precision: "float32", "bfloat16", "float16" or "int8"; on llama.cpp the
+        GGUF file's own (as llama.cpp describes it, e.g. "Q4_K - Medium")."""
+        if self.runtime != "torch":
+            return _file_type(self.target)
         return "int8" if self.dtype == torch.qint8 else str(self.dtype).removeprefix("torch.")
 
     @property
@@ -53,5 +61,12 @@ class ModelPair:
         was loaded in (the target's, float32 beside an int8 target); None without a draft."""
         if self.draft is None:
             return None
+        if self.runtime != "torch":
+            return _file_type(self.draft)
         return (self.info.get("draft", {}).get("precision") or self.info.get("precision", {}).get("draft")
                 or str(next(self.draft.parameters()).dtype).removeprefix("torch."))
+
+
+def _file_type(model) -> str:
+    """"Q4_K - Medium" from llama.cpp's "qwen2 1.5B Q4_K - Medium"."""
+    return model.description.split(" ", 2)[-1]

@@ -1,0 +1,196 @@
+"""The llama.cpp runtime's `lm.runtime.LM`: one llama.cpp context with its KV cache.
+
+Through llama-cpp-python's classic batch API: a `llama_batch` with a logits flag per token,
+`llama_decode`, the logits rows of the flagged tokens, `llama_memory_seq_rm` for a crop.
+
+A tree is sequence membership, as in llama.cpp's own lookahead example. The context is
+sequence 0. Tree node j is sequence j + 1: before the pass its sequence is copied from the
+sequence of its nearest ancestor already cached (or from the context), which makes the
+cached cells it may see carry its id; in the batch its token carries its own id first (the
+one its attention is masked by) and the ids of its descendants in the same batch, so they
+see it. Positions are context + depth. Keeping a path adds sequence 0 to the path's cells
+and removes every node's sequence: cells that belong to no sequence are free, and the cache
+is what a chain over the path would have left. The cache is unified (`kv_unified`), so
+copying a sequence shares cells instead of copying them.
+
+llama.cpp aborts the process on a bad sequence id, position or token, so `_check` tests
+each batch before `llama_decode`, and a non-zero return becomes an error that says why.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from specviz.errors import UserError
+from specviz.lm.runtime import LLAMACPP, RUNTIMES
+from specviz.lm.tree import OpenTree
+from specviz.models.llamacpp import LlamaCppModel, last_error
+
+# Sequence ids a context can hold: the context's own and one per node of an open tree.
+SEQUENCES = 256
+# Tokens one decode may take (a prompt goes in chunks of this size; a tree in one).
+BATCH = 512
+
+
+class LlamaCppLM:
+    runtime = LLAMACPP
+    capabilities = RUNTIMES[LLAMACPP].capabilities
+
+    def __init__(self, model: LlamaCppModel):
+        L = model._L
+        self._L, self.model = L, model
+        self.device = torch.device("cpu")
+        self.vocab_size = model.vocab_size
+        self.context_window = model.context_window
+        self.stop_ids = model.stop_ids
+        params = L.llama_context_default_params()
+        params.n_ctx = model.context_window
+        params.n_batch = params.n_ubatch = BATCH
+        params.n_seq_max = SEQUENCES
+        params.kv_unified = True
+        params.n_threads = params.n_threads_batch = model.threads
+        params.no_perf = True
+        self._ctx = L.llama_init_from_model(model.ptr, params)
+        if not self._ctx:
+            raise UserError(f"{model.path}: {LLAMACPP} could not make a context: {last_error()}")
+        self._cells = int(L.llama_n_ctx(self._ctx))
+        self._mem = L.llama_get_memory(self._ctx)
+        self._batch = L.llama_batch_init(BATCH, 0, SEQUENCES)
+        self._tree: OpenTree | None = None
+        self.length = 0
+
+    # -- the interface ------------------------------------------------------------------
+
+    def reset(self) -> None:
+        self._L.llama_memory_clear(self._mem, True)
+        self._tree = None
+        self.length = 0
+
+    def crop(self, length: int) -> None:
+        """Drop cached tokens beyond `length`; closes an open tree (its nodes go)."""
+        if self._tree is not None:
+            self._drop_tree()
+        if length < self.length:
+            self._L.llama_memory_seq_rm(self._mem, 0, length, -1)
+            self.length = max(0, length)
+
+    def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
+        positions (0: all), (n_kept, V) float32."""
+        if self._tree is not None:
+            raise RuntimeError("a tree is open: keep a path or crop before feeding a chain")
+        toks = [int(t) for t in ids.reshape(-1).tolist()]
+        n = len(toks)
+        first_kept = 0 if keep <= 0 else max(0, n - keep)
+        self._check_room(n)
+        rows = []
+        for lo in range(0, n, BATCH):
+            chunk = toks[lo : lo + BATCH]
+            seqs = [(0,)] * len(chunk)
+            positions = [self.length + i for i in range(len(chunk))]
+            flags = [lo + i >= first_kept for i in range(len(chunk))]
+            out = self._decode(chunk, positions, seqs, flags)
+            self.length += len(chunk)
+            if out is not None:
+                rows.append(out)
+        return torch.from_numpy(np.concatenate(rows)) if rows else torch.empty(0, self.vocab_size)
+
+    def feed_tree(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
+        """Run the model once over tree nodes (`lm.tree`); logits (n, V), row i after node i."""
+        if self._tree is None:
+            self._tree = OpenTree(self.length)
+        tree = self._tree
+        parents = list(parents)
+        all_depths = tree.extended(tokens, parents)
+        old, n = len(tree), len(parents)
+        if 1 + old + n > SEQUENCES:
+            raise UserError(f"a tree of {old + n} nodes is more than the {SEQUENCES - 1} the {LLAMACPP} runtime holds at once")
+        if n > BATCH:
+            raise UserError(f"{n} tree nodes in one pass: the {LLAMACPP} runtime takes at most {BATCH}")
+        self._check_room(n)
+        every = tree.parents + parents
+        seqs: list[list[int]] = [[1 + old + i] for i in range(n)]
+        for i in range(n):
+            j, a = old + i, every[old + i]
+            while a >= old:  # ancestors in this batch also carry j's sequence
+                seqs[a - old].append(1 + j)
+                a = every[a]
+            self._L.llama_memory_seq_cp(self._mem, 0 if a < 0 else 1 + a, 1 + j, -1, -1)
+        toks = [int(t) for t in tokens.reshape(-1).tolist()]
+        positions = [tree.context_len + d for d in all_depths[old:]]
+        out = self._decode(toks, positions, [tuple(s) for s in seqs], [True] * n)
+        tree.add(parents, all_depths)
+        self.length += n
+        return torch.from_numpy(out)
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        """Keep the context and the open tree's nodes on `path`; drop every other node."""
+        if self._tree is None:
+            raise RuntimeError("no tree is open")
+        path = self._tree.check_path(path)
+        start = self._tree.context_len
+        if path:  # the path's cells join the context's sequence
+            self._L.llama_memory_seq_cp(self._mem, 1 + path[-1], 0, start, -1)
+        self._drop_tree()
+        self.length = start + len(path)
+
+    # -- llama.cpp ------------------------------------------------------------------------
+
+    def _drop_tree(self) -> None:
+        tree, self._tree = self._tree, None
+        for j in range(len(tree)):
+            self._L.llama_memory_seq_rm(self._mem, 1 + j, -1, -1)
+        self.length = tree.context_len
+
+    def _check_room(self, n: int) -> None:
+        if self.length + n > self._cells:
+            raise UserError(
+                f"{self.model.path.name}: {self.length + n:,} positions are more than the {self._cells:,}-token context "
+                f"of the {LLAMACPP} runtime")
+
+    def _check(self, toks: list[int], positions: list[int], seqs: list[tuple[int, ...]]) -> None:
+        """What llama.cpp would otherwise abort on: bad ids, sequences, positions."""
+        if not toks or len(toks) > BATCH:
+            raise ValueError(f"a batch takes 1 to {BATCH} tokens, not {len(toks)}")
+        bad = [t for t in toks if not 0 <= t < self.vocab_size]
+        if bad:
+            raise UserError(f"token id {bad[0]} is outside {self.model.path.name}'s vocabulary of {self.vocab_size:,}")
+        for s in seqs:
+            if not s or any(not 0 <= q < SEQUENCES for q in s):
+                raise ValueError(f"sequence ids {s} outside 0..{SEQUENCES - 1}")
+        if any(not 0 <= p < self._cells for p in positions):
+            raise ValueError(f"positions {min(positions)}..{max(positions)} outside the context of {self._cells}")
+
+    def _decode(self, toks, positions, seqs, flags) -> np.ndarray | None:
+        """One llama_decode; the logits rows of the flagged tokens, (n_flagged, V), or None."""
+        self._check(toks, positions, seqs)
+        b = self._batch
+        for i, (t, p, s, f) in enumerate(zip(toks, positions, seqs, flags)):
+            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = t, p, len(s), f
+            for k, q in enumerate(s):
+                b.seq_id[i][k] = q
+        b.n_tokens = len(toks)
+        rc = self._L.llama_decode(self._ctx, b)
+        if rc != 0:
+            why = "no room left in its KV cache" if rc == 1 else f"llama_decode returned {rc}: {last_error()}"
+            raise UserError(f"{self.model.path.name}: the {LLAMACPP} runtime could not run this pass: {why}")
+        kept = sum(flags)
+        if not kept:
+            return None
+        ptr = self._L.llama_get_logits(self._ctx)
+        return np.ctypeslib.as_array(ptr, shape=(kept, self.vocab_size)).copy()
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            self._L.llama_batch_free(self._batch)
+            self._L.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,101 @@
+"""The model interface: what drafting and verifying ask of a model, whatever runs it.
+
+Two runtimes implement `LM`: torch (`lm.lean.LeanLM`, `lm.cached.CachedLM`: transformers'
+modules, with the CPU speed-ups of `models.packed` and friends) and llama.cpp
+(`lm.llamacpp.LlamaCppLM`: the GGUF file as llama.cpp runs it). Drafters, the engine and
+the cost model see only this interface; `open_lm` is the one place a runtime's LM is made.
+
+Trees go in as tokens with their parents (`lm.tree`), never as a mask: torch turns them
+into a mask, llama.cpp into sequence membership.
+
+Capabilities name what only some runtimes can do; `RUNTIMES` says which has which, and the
+page, the CLI and the bench refuse (or grey out) what the loaded runtime lacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import torch
+
+TORCH = "torch"
+LLAMACPP = "llama.cpp"
+
+# What a runtime may offer beyond the interface.
+TREE = "tree"  # feed_tree / keep_path
+EARLY_EXIT = "early-exit"  # a forward through the target's first layers only
+DEVICE_MAP = "device-map"  # a target spread over GPUs, CPU and disk
+HF_GENERATE = "hf-generate"  # transformers' own generate on the same objects (bench references)
+BATCHED = "batched-passes"  # passes over several sequences at once (the batching lab)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    label: str
+    help: str
+    capabilities: frozenset[str]
+
+
+RUNTIMES = {
+    TORCH: Runtime(TORCH, "torch", "transformers' modules in torch, the CPU's own precision (bf16 where native)",
+                   frozenset({TREE, EARLY_EXIT, DEVICE_MAP, HF_GENERATE, BATCHED})),
+    LLAMACPP: Runtime(LLAMACPP, "llama.cpp", "the GGUF files as they are (Q4_K_M underneath), through llama-cpp-python",
+                      frozenset({TREE})),
+}
+
+
+def missing(runtime: str, capability: str) -> str | None:
+    """Why `runtime` cannot do `capability`, in words, or None when it can."""
+    if capability in RUNTIMES[runtime].capabilities:
+        return None
+    return f"{capability} runs on the torch runtime only; this pair runs on {runtime}"
+
+
+class LM(Protocol):
+    """One model with its own KV cache for one run; `length` tokens are cached."""
+
+    runtime: str
+    device: torch.device
+    length: int
+    vocab_size: int  # width of a logits row (may exceed the tokenizer's: head padding)
+    context_window: int | None  # positions the model can attend over, None where unknown
+    stop_ids: frozenset[int]  # ids the model's own files say end generation
+    capabilities: frozenset[str]
+
+    def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
+        positions (0: all), shape (n_kept, V), float."""
+
+    def feed_tree(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
+        """Run the model once over tree nodes after the cached tokens (`lm.tree`); logits (n, V)."""
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        """Keep the context and the open tree's nodes on `path`; drop the rest of the tree."""
+
+    def crop(self, length: int) -> None:
+        """Drop cached tokens beyond `length` (and any open tree)."""
+
+    def reset(self) -> None:
+        """Empty the cache."""
+
+
+def open_lm(model: Any, device: torch.device) -> LM:
+    """A fresh LM over a loaded model: a llama.cpp model (`models.llamacpp.LlamaCppModel`)
+    gets a llama.cpp context, a torch module the lean loop where its shape allows."""
+    from specviz.models.llamacpp import LlamaCppModel
+
+    if isinstance(model, LlamaCppModel):
+        from specviz.lm.llamacpp import LlamaCppLM
+
+        return LlamaCppLM(model)
+    from specviz.lm.lean import model_lm
+
+    return model_lm(model, device)
+
+
+def runtime_of(model: Any) -> str:
+    from specviz.models.llamacpp import LlamaCppModel
+
+    return LLAMACPP if isinstance(model, LlamaCppModel) else TORCH

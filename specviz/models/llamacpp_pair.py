@@ -1,0 +1,122 @@
+"""A ModelPair on the llama.cpp runtime: the GGUF files as they are, no conversion.
+
+Each model's GGUF (a bundled one assembled from its parts once, or the user's file) is
+loaded by llama.cpp (`models.llamacpp`). The page, the engine and the traces still work in
+a transformers tokenizer (chat template, text of every token); transformers builds one from
+a GGUF in tens of seconds, so it is built once per file and cached as a tokenizer folder
+(or taken from the torch runtime's converted folder where that exists).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.errors import UserError
+from specviz.models import cache
+from specviz.models.convert import bundled_folder, custom_gguf_folder, ensure_gguf
+from specviz.models.llamacpp import RUNTIME, LlamaCppModel, version
+from specviz.models.pair import ModelPair
+from specviz.models.progress import Progress, Steps
+from specviz.models.sources import ModelRef, Plan
+from specviz.models.vocab import check_vocab, same_tokenizer_files, shared_vocab_size
+
+_pairs: dict[tuple, ModelPair] = {}
+_lock = threading.RLock()
+
+
+def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Progress | None = None) -> ModelPair:
+    """The pair of `plan` in llama.cpp, loaded once per process and thread count."""
+    from specviz.models.llamacpp import default_threads
+
+    threads = threads or default_threads()
+    key = (plan.name, plan.draft is not None, threads)
+    with _lock:
+        if key in _pairs:
+            return _pairs[key]
+        start = time.perf_counter()
+        roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
+        steps = Steps(progress, {f"{s} {role}": 1.0 for role, _ in roles for s in ("file", "tokenizer", "load")})
+        models, tokenizers, folders, info = {}, {}, {}, {"runtime": RUNTIME, "llama-cpp-python": version(), "threads": threads}
+        for role, ref in roles:
+            path = gguf_file(ref, plan.name, role, steps.step(f"file {role}"))
+            report = steps.step(f"tokenizer {role}")
+            folders[role] = tokenizer_folder(ref, path, report)
+            shared = role == "draft" and same_tokenizer_files(folders[role], folders["target"])
+            tokenizers[role] = tokenizers["target"] if shared else _load_tokenizer(folders[role])
+            steps.step(f"load {role}")(0.0, f"loading {ref.label} in {RUNTIME}")
+            models[role] = LlamaCppModel(path, threads=threads)
+            info[role] = {"label": ref.label, "file": str(path), "model": models[role].description,
+                          "bytes": models[role].size_bytes, "source": ref.kind}
+        target, draft = models["target"], models.get("draft")
+        draft_tok, vmap = None, None
+        if draft is not None and tokenizers["draft"] is not tokenizers["target"]:
+            vmap, message = check_vocab(tokenizers["draft"], tokenizers["target"], plan.draft.label, plan.target.label,
+                                        draft_rows=draft.vocab_size, target_rows=target.vocab_size)
+            info["vocab"] = {**vmap.summary(), "message": message}
+            if vmap.identical:
+                vmap = None
+            else:
+                draft_tok = tokenizers["draft"]
+        elif draft is not None:
+            info["vocab"] = {"method": "same", "reason": "the draft uses the target's tokenizer", "identical": True}
+        if vmap is None:
+            vocab = shared_vocab_size(tokenizers["target"], target, draft, plan.name)
+        else:
+            vocab = shared_vocab_size(tokenizers["target"], target, None, plan.name)
+            shared_vocab_size(draft_tok, draft, None, f"{plan.name} (draft)")
+        info["precision"] = {"target": target.description, "draft": draft.description if draft else None,
+                             "target_reason": "the GGUF file's own", "draft_reason": "the GGUF file's own"}
+        pair = ModelPair(name=plan.name, tokenizer=tokenizers["target"], target=target, draft=draft, vocab_size=vocab,
+                         device=torch.device("cpu"), dtype=torch.float32, load_s=time.perf_counter() - start, info=info,
+                         draft_tokenizer=draft_tok, vocab_map=vmap, runtime=RUNTIME)
+        _pairs[key] = pair
+        steps.finish(f"{plan.name} ready on {RUNTIME}")
+        return pair
+
+
+def gguf_file(ref: ModelRef, name: str, role: str, progress: Progress) -> Path:
+    """The GGUF file llama.cpp runs for `ref`: a bundled one assembled (once) from its parts."""
+    if ref.kind == "bundled":
+        return ensure_gguf(ref.bundled, f"{name} ({role})", progress)
+    if ref.kind == "gguf":
+        return Path(ref.location)
+    raise UserError(f"{name} ({role}): {ref.label} is a transformers model, not a GGUF file: the {RUNTIME} runtime runs "
+                    "GGUF files; use the torch runtime for it")
+
+
+def tokenizer_folder(ref: ModelRef, path: Path, progress: Progress) -> Path:
+    """A folder holding the transformers tokenizer of the GGUF at `path`, built once."""
+    converted = bundled_folder(ref.bundled) if ref.kind == "bundled" else custom_gguf_folder(path)
+    if cache.folder_is_valid(converted):
+        return converted
+    folder = cache.cache_root() / "tokenizers" / converted.name
+    if cache.folder_is_valid(folder):
+        return folder
+    with cache.locked(f"tokenizer-{folder.name}"):
+        if not cache.folder_is_valid(folder):
+            progress(0.0, f"reading the tokenizer of {path.name} (once; cached after)")
+            cache.build_folder(folder, lambda tmp: _save_tokenizer(path, tmp))
+    return folder
+
+
+def _save_tokenizer(path: Path, out: Path) -> dict:
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise UserError(f"{path}: could not read its tokenizer ({type(e).__name__}: {first})") from e
+    tok.save_pretrained(out)
+    return {"source": {"gguf": path.name, "size": path.stat().st_size}, "tokenizer only": True}
+
+
+def _load_tokenizer(folder: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder))
