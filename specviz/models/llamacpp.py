@@ -58,11 +58,12 @@ def version() -> str:
 
 
 def last_error() -> str:
-    """llama.cpp's most recent error-looking log line (or its last line)."""
+    """The first error-looking line llama.cpp logged since the log was last cleared (the
+    cause; later lines only say that loading failed), without its function-name prefix."""
     lines = [line.strip() for line in _log if line.strip()]
-    for line in reversed(lines):
+    for line in lines:
         if any(w in line.lower() for w in ("error", "unknown", "failed", "invalid", "unsupported")):
-            return line
+            return line.split(": ", 1)[-1] if line.startswith("llama") else line
     return lines[-1] if lines else "no reason given"
 
 
