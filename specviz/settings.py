@@ -24,6 +24,9 @@ POLICIES = ("fixed", "heuristic", "cost-aware")
 # A pair whose draft has another tokenizer drafts through text (re-encoded, point masses) or
 # on the vocabulary both share (q restricted and mapped); "auto" takes the pair's default.
 VOCAB_METHODS = ("auto", "text", "intersection")
+# What runs the models (lm.runtime): transformers' modules in torch, or the GGUF files in
+# llama.cpp; "auto" takes SPECVIZ_RUNTIME, else the one measured faster (engine.runtime_choice).
+RUNTIME_CHOICES = ("auto", "torch", "llama.cpp")
 # k's default depends on the policy. A fixed k defaults to the classic 4. The adaptive
 # policies' cap is the largest k offered: where a verify pass over 17 tokens costs little
 # more than one (bf16 on a CPU with native bf16, any GPU), a confident draft's long run pays,
@@ -57,6 +60,7 @@ HELP = {
     "adaptive_threshold": "heuristic policy: draft confidence below which a round's drafting stops",
     "tree_nodes": "tree drafter: the most drafted nodes per round (all verified in one target pass)",
     "tree_width": "tree drafter: the most children per node (the draft's most likely tokens there)",
+    "runtime": "what runs the models: torch, llama.cpp (the GGUF files as they are), or auto (SPECVIZ_RUNTIME, else the one measured faster here)",
     "vocab_method": "a draft with another tokenizer: drafts through text, or on the shared vocabulary (auto: the pair's default)",
 }
 
@@ -82,6 +86,7 @@ class GenerationSettings:
     tree_nodes: int = 8  # tree drafter: node budget per round
     tree_width: int = 2  # tree drafter: children per node at most
     vocab_method: Literal["auto", "text", "intersection"] = "auto"  # a draft with another tokenizer
+    runtime: Literal["auto", "torch", "llama.cpp"] = "auto"  # what runs the models (RUNTIME_CHOICES)
 
     @property
     def greedy(self) -> bool:
@@ -109,6 +114,7 @@ class GenerationSettings:
         _check(self.policy in POLICIES, f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
         _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)} (got {self.drafter!r})")
         _check(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
+        _check(self.runtime in RUNTIME_CHOICES, f"runtime must be one of {', '.join(RUNTIME_CHOICES)} (got {self.runtime!r})")
         _check(self.vocab_method in VOCAB_METHODS, f"vocab method must be one of {', '.join(VOCAB_METHODS)} (got {self.vocab_method!r})")
         _check(isinstance(self.raw, bool), f"raw must be true or false (got {self.raw!r})")
         _check(_whole(self.early_exit_layers) and self.early_exit_layers >= 0, "early-exit layers must be 0 or more")

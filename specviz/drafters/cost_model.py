@@ -288,7 +288,7 @@ def _key_fields(pair, sizes) -> dict:
 
 
 def _loop(model, device) -> str:
-    return loop_name(open_lm(model, device)) if isinstance(model, torch.nn.Module) else "llama.cpp"
+    return loop_name(open_lm(model, device))
 
 
 def _runtime_fields(pair) -> dict:

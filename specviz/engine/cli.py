@@ -16,7 +16,7 @@ from typing import TextIO
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.settings import HELP as SETTING_HELP
-from specviz.settings import VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, default_k, from_request
+from specviz.settings import RUNTIME_CHOICES, VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, default_k, from_request
 
 # The target precisions offered (models/devices.py CHOICES; float16 is also accepted there).
 PRECISIONS = ("auto", "float32", "bfloat16", "int8")
@@ -61,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed, help="(default: %(default)s)")
     parser.add_argument("--mode", choices=MODES, default=d.mode, help="(default: %(default)s)")
     parser.add_argument("--raw", action="store_true", help=SETTING_HELP["raw"])
+    parser.add_argument("--runtime", choices=RUNTIME_CHOICES, default=d.runtime, help=f"{SETTING_HELP['runtime']} (default: %(default)s)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     parser.add_argument("--dtype", choices=PRECISIONS,
                         help="the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, "
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.needs_draft and args.target and not args.draft:
         raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
     pair = load(spec, with_draft=settings.needs_draft, progress=_print_progress, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None,
-                device_map=args.device_map, max_memory=args.max_memory)
+                device_map=args.device_map, max_memory=args.max_memory, runtime=settings.runtime)
     warmup_s = None if args.no_warmup else warm_up(pair, args.prompt, settings)
     code = generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
     if warmup_s is not None and not args.json:

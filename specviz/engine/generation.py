@@ -59,6 +59,7 @@ class Generation:
             "prompt_tokens": len(prompt_ids),
             "device": str(pair.device),
             "dtype": pair.precision,
+            "runtime": pair.runtime,
             "target_loop": loop_name(self._decoder.target),
             "stop_ids": sorted(self._decoder.eos),
             "record": record,

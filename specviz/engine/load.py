@@ -9,6 +9,7 @@ one-token passes).
 from __future__ import annotations
 
 from specviz.drafters.cost_model import for_pair, is_cached, model_pass_ms
+from specviz.engine import runtime_choice
 from specviz import models
 from specviz.models.pair import ModelPair
 from specviz.models.progress import Progress
@@ -17,8 +18,10 @@ from specviz.models.progress import Progress
 MODELS_SHARE = 0.9
 
 
-def load(spec, *, with_draft: bool = True, progress: Progress | None = None, **options) -> ModelPair:
-    """`models.load_pair(spec, ...)` and the pair's cost model. `options` are load_pair's
+def load(spec, *, with_draft: bool = True, progress: Progress | None = None, runtime: str = "auto", **options) -> ModelPair:
+    """`models.load_pair(spec, ...)` and the pair's cost model, on the runtime `runtime`
+    names ("auto": `runtime_choice.choose`; what was chosen and why, and the rates measured
+    on each runtime, go to `pair.info["runtime_choice"]`). `options` are load_pair's
     (device, dtype, int8_draft, device_map, max_memory). Where `auto` chooses the target's
     precision by measurement, each precision is timed through the loop the engine runs the
     target in (`model_pass_ms`), not transformers' forward. load_pair is looked up at each
@@ -29,7 +32,8 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, **o
             progress(MODELS_SHARE * fraction, message)
 
     options.setdefault("time_target", model_pass_ms)
-    pair = models.load_pair(spec, with_draft=with_draft, progress=models_progress, **options)
+    choice = runtime_choice.choose(spec, runtime)
+    pair = models.load_pair(spec, with_draft=with_draft, progress=models_progress, runtime=choice.runtime, **options)
     if "cost_model" not in pair.info and progress is not None:
         spread = (pair.info.get("target") or {}).get("placement")
         fewer = "; the target is spread by a device map, so fewer passes are timed" if spread else ""
@@ -37,7 +41,12 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, **o
             progress(MODELS_SHARE, "checking the cached pass costs with a few one-token passes")
         else:
             progress(MODELS_SHARE, f"timing the target's and the draft's passes (once per machine, then cached{fewer})")
-    for_pair(pair)
+    cost = for_pair(pair)
+    if pair.draft is not None:  # a drafting rate needs a draft model's D
+        runtime_choice.record(spec, pair.runtime, cost)
+    measured = runtime_choice.recorded(spec)
+    pair.info["runtime_choice"] = {"runtime": pair.runtime, "reason": choice.reason, "rates": measured,
+                                   "note": runtime_choice.plain_beats_drafting(measured)}
     if progress is not None:
         progress(1.0, "ready")
     return pair

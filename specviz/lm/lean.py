@@ -199,4 +199,4 @@ def loop_name(lm: ModelLM) -> str:
     """Which loop `lm` runs, as traces and the cost model's cache key name it."""
     if isinstance(lm, LeanLM):
         return "lean, packed weights" if lm.packed else "lean"
-    return "transformers"
+    return "transformers" if lm.runtime == "torch" else lm.runtime

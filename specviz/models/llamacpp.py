@@ -67,6 +67,13 @@ def last_error() -> str:
     return lines[-1] if lines else "no reason given"
 
 
+def cpu_has_amx() -> bool:
+    try:
+        return " amx_tile" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
 def default_threads() -> int:
     import torch
 
@@ -89,6 +96,9 @@ class LlamaCppModel:
         L = llama()
         params = L.llama_model_default_params()
         params.n_gpu_layers = 0  # the CPU build: a GPU build of llama.cpp is not made here
+        # ggml's AMX buffer type (one of the "extra" ones) segfaults in its matrix product on
+        # Q4_K weights on an AMX Xeon (ggml_backend_amx_mul_mat), so CPUs with AMX go without.
+        params.use_extra_bufts = not cpu_has_amx()
         _log.clear()
         model = L.llama_model_load_from_file(str(self.path).encode(), params)
         if not model:

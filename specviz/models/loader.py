@@ -71,6 +71,7 @@ def load_pair(
     device_map: str | None = None,
     max_memory: dict | str | None = None,
     time_target: measured_precision.PassTimer | None = None,
+    runtime: str = "torch",
 ) -> ModelPair:
     """Load (or return the already loaded) pair named by `spec`.
 
@@ -81,9 +82,14 @@ def load_pair(
     `max_memory` (see `devices.choose_placement`); the draft stays on `device`.
     `progress(fraction, message)` is called as the load advances. `time_target(model,
     vocab_size=...)` times the target's passes where `auto` chooses its precision by
-    measurement (see `precision.py`); default: transformers' forward.
+    measurement (see `precision.py`); default: transformers' forward. `runtime="llama.cpp"`
+    loads the GGUF files in llama.cpp instead (`llamacpp_pair.py`; the other options do not apply).
     """
     plan = resolve(spec, with_draft=with_draft)
+    if runtime == "llama.cpp":  # the GGUF files as they are: no precision, device or conversion to choose
+        from specviz.models.llamacpp_pair import load_llamacpp_pair
+
+        return load_llamacpp_pair(plan, progress=progress)
     dev = choose_device(device)
     placement = choose_placement(device_map, max_memory)
     if choose_dtype(dev, dtype) is None and not placement.spread:

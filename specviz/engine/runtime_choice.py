@@ -1,0 +1,147 @@
+"""Which runtime `auto` runs a pair on: the one whose measured costs promise the higher rate
+for speculative decoding that actually drafts.
+
+A runtime's rate is read off its measured cost model (V(n) and D, `drafters.cost_model`)
+at the cost-aware policy's best k >= 1 for a typical acceptance (PRIOR_ALPHA): the page
+exists to show drafting, so a runtime is judged by what a drafting run gets, and its plain
+rate (1000 / V(1)) is reported beside it. Each runtime's figures are recorded when a pair
+is loaded on it and kept in the cache, keyed by data: the pair, the machine (CPU name and
+flags), the threads and both libraries' versions.
+
+On a cold cache `auto` starts on llama.cpp where it can (the GGUF files load in seconds;
+torch first converts them, which takes minutes), and the record says so. SPECVIZ_RUNTIME
+overrides the choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from specviz.errors import UserError
+from specviz.lm.runtime import LLAMACPP, RUNTIMES, TORCH
+from specviz.settings import RUNTIME_CHOICES
+
+# The acceptance a choice assumes before this pair has run (the bundled pair's examples
+# measure 0.76-0.89 per drafted token).
+PRIOR_ALPHA = 0.8
+ENV = "SPECVIZ_RUNTIME"
+
+
+@dataclass(frozen=True)
+class Choice:
+    runtime: str
+    reason: str
+
+
+def choose(spec, requested: str = "auto", *, env=os.environ) -> Choice:
+    """The runtime to load `spec` on, and why."""
+    if requested not in RUNTIME_CHOICES:
+        raise UserError(f"runtime must be one of {', '.join(RUNTIME_CHOICES)} (got {requested!r})")
+    if requested != "auto":
+        return Choice(requested, "chosen")
+    asked = (env.get(ENV) or "auto").strip()
+    if asked not in RUNTIME_CHOICES:
+        raise UserError(f"{ENV} must be one of {', '.join(RUNTIME_CHOICES)} (got {asked!r})")
+    if asked != "auto":
+        return Choice(asked, f"{ENV}={asked}")
+    why_not = _llamacpp_unusable(spec)
+    if why_not:
+        return Choice(TORCH, why_not)
+    rates = recorded(spec)
+    if TORCH in rates and LLAMACPP in rates:
+        best = max(rates, key=lambda r: rates[r]["speculative"])
+        other = LLAMACPP if best == TORCH else TORCH
+        return Choice(best, f"measured here: {_says(best, rates[best])} against {_says(other, rates[other])}")
+    if rates.keys() == {TORCH}:
+        return Choice(TORCH, f"measured here: {_says(TORCH, rates[TORCH])}; llama.cpp not yet timed")
+    return Choice(LLAMACPP, "not yet timed here: llama.cpp runs the GGUF files as they are and is ready in seconds")
+
+
+def _says(runtime: str, r: dict) -> str:
+    return f"{runtime} {r['speculative']:.1f} tok/s drafting (k={r['k']}), {r['plain']:.1f} plain"
+
+
+def _llamacpp_unusable(spec) -> str | None:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return "llama-cpp-python is not installed"
+    from specviz.models.sources import resolve
+
+    plan = resolve(spec)
+    refs = [r for r in (plan.target, plan.draft) if r is not None]
+    if any(r.kind not in ("bundled", "gguf") for r in refs):
+        return "the pair is not GGUF files, which llama.cpp needs"
+    return None
+
+
+def rates(cost, alpha: float = PRIOR_ALPHA) -> dict:
+    """Expected tokens/s of plain decoding and of drafting at the best k >= 1 (`cost`: a
+    drafters.cost_model.CostModel)."""
+    from specviz import theory
+
+    best = max(range(1, 17), key=lambda k: theory.tokens_per_round(alpha, k) / (k * cost.draft + cost.verify_ms(k + 1)))
+    per_ms = theory.tokens_per_round(alpha, best) / (best * cost.draft + cost.verify_ms(best + 1))
+    return {"plain": 1000.0 / cost.target, "speculative": 1000.0 * per_ms, "k": best, "alpha": alpha,
+            "V": {str(n): round(v, 1) for n, v in cost.verify.items()}, "D": round(cost.draft, 1)}
+
+
+def record(spec, runtime: str, cost) -> dict:
+    """Keep `runtime`'s rates for `spec` on this machine; returns them."""
+    path = _path(spec)
+    data = _read(path)
+    data[runtime] = rates(cost)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+    return data[runtime]
+
+
+def recorded(spec) -> dict:
+    return {k: v for k, v in _read(_path(spec)).items() if k in RUNTIMES}
+
+
+def plain_beats_drafting(rates_by_runtime: dict) -> str | None:
+    """A plain sentence when some runtime's plain decoding is faster than every drafting run."""
+    if not rates_by_runtime:
+        return None
+    best_plain = max(rates_by_runtime, key=lambda r: rates_by_runtime[r]["plain"])
+    top = rates_by_runtime[best_plain]["plain"]
+    if all(top > r["speculative"] for r in rates_by_runtime.values()):
+        return (f"on this machine {best_plain}'s plain decoding ({top:.1f} tok/s) is faster than speculative decoding "
+                "on any runtime measured: drafting shows how it works here, not a speedup")
+    return None
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _path(spec) -> Path:
+    import torch
+
+    from specviz.models.cache import cache_root
+    from specviz.models.precision import cpu_name
+
+    try:
+        import llama_cpp
+
+        lcpp = llama_cpp.__version__
+    except ImportError:
+        lcpp = None
+    try:
+        flags = sorted(set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split()))
+    except (OSError, IndexError):
+        flags = []
+    key = json.dumps({"pair": str(spec), "cpu": cpu_name(), "flags": flags, "threads": torch.get_num_threads(),
+                      "torch": torch.__version__, "llama-cpp-python": lcpp}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return cache_root() / "runtime-choice" / f"{digest}.json"
