@@ -26,7 +26,7 @@ from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
 from specviz.models.presets import list_presets
-from specviz.settings import DEFAULTS, HELP, POLICIES, default_k, VOCAB_METHODS, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request
+from specviz.settings import RUNTIME_CHOICES, DEFAULTS, HELP, POLICIES, default_k, VOCAB_METHODS, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
 from specviz.viz.tree import alignment_html, tree_figure
@@ -58,7 +58,7 @@ watch('value', () => {
 # (LiveRuns.run takes them in this order; every GenerationSettings field is one of them, so
 # a run, or an uploaded trace, keeps every setting).
 SETTING_NAMES = ("drafter", "policy", "k", "temperature", "top_p", "top_k", "seed", "max_new_tokens", "mode", "raw",
-                 "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method")
+                 "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method", "runtime")
 POLICY_CHOICES = [
     ("Cost-aware (most tokens per measured ms)", "cost-aware"),
     ("Fixed k", "fixed"),
@@ -96,7 +96,7 @@ class LiveTab:
     @property
     def choices(self) -> list[gr.components.Component]:
         """Controls whose change reruns like a released slider."""
-        return [self.settings[name] for name in ("policy", "drafter", "mode")]
+        return [self.settings[name] for name in ("policy", "drafter", "mode", "runtime")]
 
 
 def load_examples() -> list[dict]:
@@ -133,6 +133,7 @@ def build(config: PageConfig) -> LiveTab:
                     allow_custom_value=config.allow_custom, elem_id="pair",
                 )
                 d = DEFAULTS
+                runtime = gr.Radio(list(RUNTIME_CHOICES), value=d.runtime, label="Runtime", info=HELP["runtime"], elem_id="runtime")
                 drafter = gr.Radio(DRAFTERS, value=d.drafter, label="Drafter", elem_id="drafter")
                 mode = gr.Radio(MODES, value=d.mode, label="Decoding", elem_id="mode")
                 policy = gr.Radio(POLICY_CHOICES, value=d.policy, label="Draft length per round", info=HELP["policy"],
@@ -175,7 +176,8 @@ def build(config: PageConfig) -> LiveTab:
                                elem_id="timeline", show_label=False)
     controls = dict(drafter=drafter, policy=policy, k=k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                     max_new_tokens=max_new_tokens, mode=mode, raw=raw, early_exit_layers=early_exit_layers,
-                    adaptive_threshold=adaptive_threshold, tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method)
+                    adaptive_threshold=adaptive_threshold, tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method,
+                    runtime=runtime)
     return LiveTab(prompt, pair, {name: controls[name] for name in SETTING_NAMES}, run, stop, tokens, stats, timeline,
                    round_tree, round_alignment)
 
@@ -250,10 +252,11 @@ class LiveRuns:
 
     @shown_errors
     def run(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, request: gr.Request,
+            progress=gr.Progress()) -> Iterator[tuple]:
         """Run with the page's settings: yields (stream, stats, timeline, tree, alignment, trace) once per round."""
         values = dict(zip(SETTING_NAMES, (drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-                                          early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method)))
+                                          early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime)))
         settings = from_request(values)
         prompt = check_prompt(prompt)
         shown, plotted_at = -1, -math.inf
@@ -267,14 +270,15 @@ class LiveRuns:
                 shown, plotted_at = len(trace.events), now
 
     def rerun(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-              early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+              early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, request: gr.Request,
+              progress=gr.Progress()) -> Iterator[tuple]:
         """A setting changed or the pair changed: run again if there is a prompt, else only load."""
         if not (isinstance(prompt, str) and prompt.strip()):
-            runner.LOADER.request(runner.check_pair(pair, self.config))
+            runner.LOADER.request(runner.check_pair(pair, self.config), runtime=runtime)
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
         yield from self.run(prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-                            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, request, progress)
+                            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, request, progress)
 
     @staticmethod
     def stop(request: gr.Request) -> None:

@@ -30,6 +30,7 @@ class Cancelled(Exception):
 class LoadState:
     name: str
     with_draft: bool
+    runtime: str = "auto"
     fraction: float = 0.0
     message: str = "waiting to load"
     started: float = field(default_factory=time.monotonic)
@@ -42,10 +43,10 @@ class LoadState:
         return self.done.is_set() and self.error is None
 
 
-def _default_load(name: str, *, with_draft: bool, progress: Progress) -> Any:
+def _default_load(name: str, *, with_draft: bool, progress: Progress, runtime: str = "auto") -> Any:
     from specviz.engine.load import load  # imported here: torch and transformers load slowly
 
-    return load(name, with_draft=with_draft, progress=progress)
+    return load(name, with_draft=with_draft, progress=progress, runtime=runtime)
 
 
 class PairLoader:
@@ -55,35 +56,38 @@ class PairLoader:
         self._load = load
         self._lock = threading.Lock()
         self._one_load_at_a_time = threading.Lock()
-        self._states: dict[str, LoadState] = {}
+        self._states: dict[tuple[str, str], LoadState] = {}
+        self._latest: dict[str, LoadState] = {}  # per pair name, its load on the runtime asked for last
 
-    def request(self, name: str, *, with_draft: bool = True) -> LoadState:
-        """The state of `name`'s load, starting it if nothing usable is loaded or loading."""
+    def request(self, name: str, *, with_draft: bool = True, runtime: str = "auto") -> LoadState:
+        """The state of `name`'s load on `runtime`, starting it if nothing usable is loaded or loading."""
         with self._lock:
-            state = self._states.get(name)
+            state = self._states.get((name, runtime))
             usable = state is not None and state.error is None and (state.with_draft or not with_draft)
             if usable:
+                self._latest[name] = state
                 return state
-            state = LoadState(name, with_draft)
-            self._states[name] = state
+            state = LoadState(name, with_draft, runtime)
+            self._states[(name, runtime)] = self._latest[name] = state
         threading.Thread(target=self._run, args=(state,), name=f"load {name}", daemon=True).start()
         return state
 
     def status(self, name: str) -> LoadState | None:
         with self._lock:
-            return self._states.get(name)
+            return self._latest.get(name)
 
     def wait(
         self,
         name: str,
         *,
         with_draft: bool = True,
+        runtime: str = "auto",
         on_progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         poll_s: float = 0.25,
     ) -> Any:
         """The loaded pair; raises UserError if it cannot load, Cancelled on Stop."""
-        state = self.request(name, with_draft=with_draft)
+        state = self.request(name, with_draft=with_draft, runtime=runtime)
         while not state.done.wait(poll_s):
             if should_stop is not None and should_stop():
                 raise Cancelled
@@ -100,7 +104,8 @@ class PairLoader:
         with self._one_load_at_a_time:
             state.started = time.monotonic()
             try:
-                state.pair = self._load(state.name, with_draft=state.with_draft, progress=progress)
+                extra = {} if state.runtime == "auto" else {"runtime": state.runtime}  # a test's stand-in load may not take it
+                state.pair = self._load(state.name, with_draft=state.with_draft, progress=progress, **extra)
                 state.fraction, state.message = 1.0, "loaded"
             except UserError as e:
                 state.error = str(e)

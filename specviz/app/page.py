@@ -36,13 +36,30 @@ def status_html(name: str, state: LoadState | None) -> str:
         return f'<div class="sv-load sv-load-error" role="alert"><b>{esc(name)}</b> could not load: {esc(state.error)}</div>'
     if state.ready:
         return (f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{precision_html(state.pair)}.'
-                f'{vocab_html(state.pair)}{cache_html()}</div>')
+                f'{vocab_html(state.pair)}{runtime_html(state.pair)}{cache_html()}</div>')
     pct = round(100 * state.fraction)
     waited = time.monotonic() - state.started
     return (
         f'<div class="sv-load sv-load-busy" role="status">Loading <b>{esc(name)}</b>: {esc(state.message)} '
         f'({pct}%, {waited:.0f} s){cache_html()}<div class="sv-load-bar"><div style="width:{pct}%"></div></div></div>'
     )
+
+
+def runtime_html(pair) -> str:
+    """Which runtime runs the pair and why, each runtime's measured rates (plain, and drafting
+    at its best k for a typical acceptance), and a plain warning when some runtime's plain
+    decoding beats drafting everywhere (engine.runtime_choice)."""
+    c = (getattr(pair, "info", None) or {}).get("runtime_choice")
+    if not isinstance(c, dict):
+        return ""
+    rates = c.get("rates") or {}
+    measured = "; ".join(f"{esc(r)}: plain {v['plain']:.1f} tok/s, drafting {v['speculative']:.1f} (k={v['k']})"
+                         for r, v in sorted(rates.items()) if isinstance(v, dict))
+    out = f' <span class="sv-runtime">Runtime <b>{esc(c.get("runtime", ""))}</b> ({esc(c.get("reason", ""))})'
+    out += f"; measured here: {measured}." if measured else "."
+    if c.get("note"):
+        out += f' <b class="sv-runtime-note">Note: {esc(c["note"])}.</b>'
+    return out + "</span>"
 
 
 def cache_html() -> str:
@@ -260,6 +277,7 @@ def generate_api(config: PageConfig):
         tree_nodes: int = d.tree_nodes,
         tree_width: int = d.tree_width,
         vocab_method: str = d.vocab_method,
+        runtime: str = d.runtime,
         request: gr.Request = None,
     ) -> Iterator[str]:
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
@@ -267,7 +285,7 @@ def generate_api(config: PageConfig):
         second); the last is the finished trace."""
         values = dict(drafter=drafter, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                       mode=mode, top_k=top_k, raw=raw, early_exit_layers=early_exit_layers, adaptive_threshold=adaptive_threshold,
-                      tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method)
+                      tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method, runtime=runtime)
         if policy is not None:
             values["policy"] = policy
         if k is not None:  # else the policy's default k

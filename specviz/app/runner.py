@@ -81,7 +81,7 @@ def stream(
     pair_name = check_pair(pair_name, config)  # before the session's previous run is stopped
     flag = FLAGS.begin(session)
     try:
-        LOADER.wait(pair_name, with_draft=settings.needs_draft, on_progress=on_progress, should_stop=flag.is_set)
+        LOADER.wait(pair_name, with_draft=settings.needs_draft, runtime=settings.runtime, on_progress=on_progress, should_stop=flag.is_set)
         yield from newest(_generate(pair_name, prompt, settings.to_dict(), session, run_wall_s(config)),
                           min_interval_s=min_interval_s, stop=flag.set)
     except Cancelled:
@@ -102,7 +102,7 @@ def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wal
     from specviz.engine import start  # torch: imported on first use so the page starts fast
 
     settings_ = from_request(settings)
-    pair = LOADER.wait(pair_name, with_draft=settings_.needs_draft)
+    pair = LOADER.wait(pair_name, with_draft=settings_.needs_draft, runtime=settings_.runtime)
     flag = FLAGS.current(session)
     generation = start(pair, prompt, settings_, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s)
     for _ in generation:

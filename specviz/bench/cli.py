@@ -27,7 +27,8 @@ from specviz.bench.methods import FAMILY_NAMES, Method, check_pair, default_meth
 from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
 from specviz.bench.summary import summarise
 from specviz.errors import UserError
-from specviz.settings import MAX_K, default_k
+from specviz.settings import HELP as SETTING_HELP
+from specviz.settings import MAX_K, RUNTIME_CHOICES, default_k
 
 HELP = "benchmark specviz against transformers' generate on one pair"
 DEFAULT_KS = "2,4"
@@ -53,6 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, "
                              "measured once per machine), float32, bfloat16, or int8 (a CPU only)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when present)")
+    parser.add_argument("--runtime", choices=RUNTIME_CHOICES, default="auto", help=SETTING_HELP["runtime"] + " (default: %(default)s); "
+                        "on llama.cpp the default methods are lc-plain, lc-lookup (llama-cpp-python's own) and specviz's")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
     parser.add_argument("--fp32-draft", action="store_true",
                         help="keep the draft in the pair's dtype on a CPU (default there: int8, for both libraries)")
@@ -80,9 +83,11 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"loading {args.pair} ...", file=sys.stderr)
     t0 = time.perf_counter()
-    pair = load(args.pair, with_draft=any(m.needs_draft for m in methods), device=args.device, dtype=args.dtype,
-                int8_draft=False if args.fp32_draft else None)
+    pair = load(args.pair, with_draft=any(m.needs_draft for m in methods) or not args.methods, device=args.device, dtype=args.dtype,
+                int8_draft=False if args.fp32_draft else None, runtime=args.runtime)
     load_s = time.perf_counter() - t0
+    if not args.methods and pair.runtime == "llama.cpp":
+        methods = [parse_method(n) for n in default_methods(ks, runtime=pair.runtime)]
     if not args.methods and getattr(pair, "cross_tokenizer", False):
         methods = [parse_method(n) for n in default_methods(ks, cross_tokenizer=True)]
     command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
@@ -135,6 +140,7 @@ def bench(
         "pair": pair.name,
         "device": str(pair.device),
         "dtype": pair.precision,
+        "runtime": pair.runtime,
         "draft_precision": pair.draft_precision,
         "load_s": load_s or pair.load_s,
         "cost_model_s": cost_s,

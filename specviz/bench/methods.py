@@ -1,6 +1,7 @@
 """The decoding methods the bench compares, and how to run one of them once.
 
-Names: `sv-*` run specviz's engine, `hf-*` run transformers' `generate`.
+Names: `sv-*` run specviz's engine, `hf-*` run transformers' `generate`, `lc-*` run
+llama-cpp-python's own `Llama.generate` (on a pair loaded on the llama.cpp runtime).
 
     sv-plain              target alone
     sv-k{K}               speculative, draft model, fixed k
@@ -20,6 +21,8 @@ Names: `sv-*` run specviz's engine, `hf-*` run transformers' `generate`.
                           (`assistant_tokenizer=`), its default schedule: see run_transformers
     hf-universal-k{K}     the same with a constant k
     hf-lookup             transformers prompt lookup (10 tokens)
+    lc-plain              llama-cpp-python, target alone, over the same GGUF file and threads
+    lc-lookup             llama-cpp-python with LlamaPromptLookupDecoding (10 tokens), its only drafter
     hf-...-gathered       any hf-plain / hf-assisted* / hf-universal* run with its LM heads fed
                           rows of their own: transformers as shipped slices the last position
                           as a strided view, and on some CPUs (this one, in bf16) the LM head
@@ -49,7 +52,7 @@ from specviz.bench import hf_baselines
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
 
-FAMILY_NAMES = {"sv": "specviz", "hf": "transformers"}
+FAMILY_NAMES = {"sv": "specviz", "hf": "transformers", "lc": "llama-cpp-python"}
 GATHERED = "-gathered"
 PACKED = "-packed"
 # What a transformers method's name may end in: a variant with one of specviz's fixes.
@@ -110,10 +113,13 @@ class Sample:
 RECORDED = ("tokens_per_s", "wall_s", "new_tokens", "token_ids")
 
 
-def default_methods(ks: list[int], *, cross_tokenizer: bool = False) -> list[str]:
+def default_methods(ks: list[int], *, cross_tokenizer: bool = False, runtime: str = "torch") -> list[str]:
     """The methods a run compares when --methods is not given; for a pair whose draft has
     another tokenizer, transformers' universal assisted generation and the two vocab methods
-    take the place of same-tokenizer assisted generation and the tree."""
+    take the place of same-tokenizer assisted generation and the tree; on the llama.cpp
+    runtime llama-cpp-python's own plain and prompt-lookup decoding are the references."""
+    if runtime == "llama.cpp":
+        return ["lc-plain", "lc-lookup", "sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-lookup"]
     if cross_tokenizer:
         return (
             ["hf-plain", "hf-universal", *[f"hf-universal-k{k}" for k in ks]]
@@ -143,6 +149,8 @@ def parse_method(name: str) -> Method:
         "hf-assisted": Method(name, "hf", "assisted"),
         "hf-universal": Method(name, "hf", "universal"),
         "hf-lookup": Method(name, "hf", "lookup"),
+        "lc-plain": Method(name, "lc", "plain"),
+        "lc-lookup": Method(name, "lc", "lookup"),
     }
     if name in fixed:
         return fixed[name]
@@ -157,7 +165,7 @@ def parse_method(name: str) -> Method:
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, sv-lookup, "
         "sv-early-exit, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
-        "hf-universal, hf-universal-k<K> or hf-lookup (K from 1 to 16, N to 64, B to 8); "
+        "hf-universal, hf-universal-k<K>, hf-lookup, lc-plain or lc-lookup (K from 1 to 16, N to 64, B to 8); "
         f"a transformers method other than hf-lookup may end in {GATHERED} or {PACKED}"
     )
 
@@ -169,7 +177,14 @@ def check_pair(pair, methods: list[Method]) -> None:
     if any(m.needs_draft for m in methods) and pair.draft is None:
         raise UserError(f"pair {pair.name} has no draft model: drop the draft-model methods "
                         "(sv-k*, sv-adaptive*, sv-text, sv-intersection, sv-tree*, hf-assisted*, hf-universal*)")
-    cross = bool(getattr(pair, "cross_tokenizer", False))
+    from specviz.lm.runtime import HF_GENERATE, missing
+
+    families = {m.family for m in methods}
+    if "hf" in families and missing(pair.runtime, HF_GENERATE):
+        raise UserError(f"the hf-* methods: {missing(pair.runtime, HF_GENERATE)}; run them with --runtime torch")
+    if "lc" in families and pair.runtime != "llama.cpp":
+        raise UserError("the lc-* methods run llama-cpp-python on the pair's GGUF files: run them with --runtime llama.cpp")
+    cross = pair.cross_tokenizer
     if cross:
         same_only = [m.name for m in methods if m.kind == "assisted" or m.kind == "tree"]
         if same_only:
@@ -264,6 +279,18 @@ def run_transformers(pair, input_ids: torch.Tensor, method: Method, config, seed
     if r.generator:
         stats["hf_generator"] = r.generator
     return Sample(token_ids=r.token_ids, wall_s=r.wall_s, stats=stats)
+
+
+def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: GenerationSettings) -> Sample:
+    """One timed llama-cpp-python generation on the pair's target file (`llamacpp_baselines`)."""
+    from specviz.bench import llamacpp_baselines
+    from specviz.lm.prompt import stop_ids
+
+    llm = llamacpp_baselines.model(pair.target.path, pair.target.threads, lookup=method.kind == "lookup")
+    r = llamacpp_baselines.generate(llm, input_ids.tolist(), max_new_tokens=settings.max_new_tokens,
+                                    temperature=settings.temperature, seed=settings.seed, stop_ids=stop_ids(pair))
+    stop = "eos" if r.token_ids and r.token_ids[-1] in stop_ids(pair) else "max_new_tokens"
+    return Sample(token_ids=r.token_ids, wall_s=r.wall_s, stats={"stop_reason": stop})
 
 
 def _sync(device) -> None:

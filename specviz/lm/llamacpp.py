@@ -96,7 +96,9 @@ class LlamaCppLM:
             self.length += len(chunk)
             if out is not None:
                 rows.append(out)
-        return torch.from_numpy(np.concatenate(rows)) if rows else torch.empty(0, self.vocab_size)
+        if not rows:
+            return torch.empty(0, self.vocab_size)
+        return torch.from_numpy(rows[0] if len(rows) == 1 else np.concatenate(rows))
 
     def feed_tree(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
         """Run the model once over tree nodes (`lm.tree`); logits (n, V), row i after node i."""

@@ -69,11 +69,11 @@ def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Prog
         else:
             vocab = shared_vocab_size(tokenizers["target"], target, None, plan.name)
             shared_vocab_size(draft_tok, draft, None, f"{plan.name} (draft)")
-        info["precision"] = {"target": target.description, "draft": draft.description if draft else None,
-                             "target_reason": "the GGUF file's own", "draft_reason": "the GGUF file's own"}
         pair = ModelPair(name=plan.name, tokenizer=tokenizers["target"], target=target, draft=draft, vocab_size=vocab,
                          device=torch.device("cpu"), dtype=torch.float32, load_s=time.perf_counter() - start, info=info,
                          draft_tokenizer=draft_tok, vocab_map=vmap, runtime=RUNTIME)
+        info["precision"] = {"target": pair.precision, "reason": "the GGUF file's own, run by llama.cpp",
+                             **({"draft": pair.draft_precision, "draft_reason": "the GGUF file's own"} if draft else {})}
         _pairs[key] = pair
         steps.finish(f"{plan.name} ready on {RUNTIME}")
         return pair

@@ -1,0 +1,74 @@
+"""llama-cpp-python's own decoding as the bench's reference for the llama.cpp runtime: its
+`Llama.generate` over the same GGUF file, threads and prompt ids, plain or with
+`LlamaPromptLookupDecoding` (the only drafter it ships).
+
+Greedy is top_k=1 (its sampler then takes the argmax); sampling is temperature with
+top-k/top-p off, as specviz samples. Its `Llama` has no switch for llama.cpp's extra buffer
+types, so on a CPU with AMX (where the AMX one segfaults, see models/llamacpp.py) the model
+is loaded with the same default parameters specviz's runtime uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+from specviz.models.llamacpp import cpu_has_amx, llama
+
+PROMPT_LOOKUP_TOKENS = 10  # as hf_baselines' prompt lookup
+_models: dict[tuple, object] = {}
+
+
+@dataclass
+class Result:
+    token_ids: list[int]
+    wall_s: float
+
+
+def model(path, threads: int, *, lookup: bool = False, context: int = 4096):
+    """A `llama_cpp.Llama` on `path`, made once per (file, threads, drafter)."""
+    key = (str(path), threads, lookup)
+    if key not in _models:
+        llama()  # the backend started, llama.cpp's log captured
+        from llama_cpp import Llama
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        draft = LlamaPromptLookupDecoding(num_pred_tokens=PROMPT_LOOKUP_TOKENS) if lookup else None
+        import llama_cpp.llama_cpp as low  # the module `Llama` takes its default parameters from
+
+        with _same_model_params(low):
+            _models[key] = Llama(model_path=str(path), n_threads=threads, n_threads_batch=threads, n_ctx=context,
+                                 n_gpu_layers=0, verbose=False, draft_model=draft)
+    return _models[key]
+
+
+@contextlib.contextmanager
+def _same_model_params(L):
+    original = L.llama_model_default_params
+
+    def params():
+        p = original()
+        p.use_extra_bufts = not cpu_has_amx()
+        return p
+
+    L.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        L.llama_model_default_params = original
+
+
+def generate(llm, prompt_ids: list[int], *, max_new_tokens: int, temperature: float, seed: int, stop_ids) -> Result:
+    """One timed generation: prefill and every new token, up to a stop id or the limit."""
+    greedy = temperature == 0
+    llm.set_seed(seed)
+    llm.reset()  # no reuse of an earlier run's cache: every run reads its whole prompt, as specviz's do
+    out: list[int] = []
+    t0 = time.perf_counter()
+    for token in llm.generate(prompt_ids, top_k=1 if greedy else 0, top_p=1.0, min_p=0.0, temp=0.0 if greedy else temperature,
+                              repeat_penalty=1.0, reset=True):
+        out.append(int(token))
+        if token in stop_ids or len(out) >= max_new_tokens:
+            break
+    return Result(out, time.perf_counter() - t0)
