@@ -8,7 +8,7 @@ ready, then clicks Run on the first example with the page's defaults and prints 
 seconds from the click to the first coloured token and to the end of the run, and the same
 for plain decoding on the Side by side tab. Then it opens the Labs tab (acceptance by
 position, hindsight k, the temperature sweep at 0 and 0.7, the batching lab) and the
-Lossless lab's bug gallery, saving a screenshot of each. Needs Playwright and Debian's
+Lossless lab's bug gallery, saving a screenshot of each, and the Theory tab's pass costs by runtime. Needs Playwright and Debian's
 chromium (/usr/bin/chromium). Nothing here is a test: it prints what it measured.
 """
 
@@ -92,6 +92,9 @@ def main() -> int:
             page.get_by_role("tab", name="Theory").click()
             page.wait_for_selector("#theory-measured table")
             figures["theory"] = page.inner_text("#theory-measured").replace("\n", " ")
+            page.wait_for_selector("#theory-pass-cost .js-plotly-plot")
+            page.wait_for_timeout(1000)
+            page.locator("#theory-pass-cost").screenshot(path=str(out / "theory-pass-cost.png"))
             if not args.no_labs:
                 page.get_by_role("tab", name="Labs").click()
                 page.wait_for_selector("#labs-positions .js-plotly-plot")

@@ -57,10 +57,11 @@ P_PLAIN = 1 / 6
 BUSY_WORDS = ("queue is full", "busy")
 # The generate endpoint's positional inputs (for the raw HTTP call of an abandoned request).
 API_ORDER = ("prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode", "adaptive", "top_k",
-             "policy", "raw", "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method")
+             "policy", "raw", "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method",
+             "runtime")
 API_DEFAULTS = dict(drafter="model", k=8, temperature=0.0, top_p=1.0, max_new_tokens=32, seed=0, mode="speculative",
                     adaptive=None, top_k=0, policy="cost-aware", raw=False, early_exit_layers=0, adaptive_threshold=0.4,
-                    tree_nodes=8, tree_width=2, vocab_method="auto")
+                    tree_nodes=8, tree_width=2, vocab_method="auto", runtime="auto")
 INVALID = [({"k": 99}, "k must be"), ({"temperature": -1.0}, "temperature must be"), ({"prompt": "   "}, "prompt is empty"),
            ({"top_p": 0.0}, "top-p must be")]
 

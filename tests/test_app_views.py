@@ -92,7 +92,12 @@ def test_the_inspector_explains_itself_without_rounds(trace):
 
 
 def test_theory_marks_the_run_and_fills_the_sliders_from_it(trace):
-    text, tpr, speedup, heatmap, measured, tree_box, tree_text, tree_plot = theory_tab.views(0.7, 4, 344, 132, trace, None)
+    text, tpr, speedup, heatmap, measured, tree_box, tree_text, tree_plot, pass_cost = theory_tab.views(0.7, 4, 344, 132, trace, None)
+    # The run's own runtime's measured V(n), as V(n) / V(1), beside the n-passes diagonal.
+    curve = next(t for t in pass_cost.data if t.name == trace.meta["runtime"])
+    verify = {int(n): v for n, v in trace.meta["cost_model"]["verify"].items()}
+    assert list(curve.x) == sorted(verify) and curve.y[0] == 1.0
+    assert curve.y[-1] == pytest.approx(verify[max(verify)] / verify[1])
     assert tree_box.visible is False and tree_text == ""  # not a tree run
     assert any(t.name == "measured" for t in tpr.data) and any(t.name == "this run" for t in heatmap.data)
     assert "predicted" in measured
@@ -209,7 +214,7 @@ def test_a_tree_round_shows_its_tree_and_mask_in_the_inspector_and_the_live_run(
 
 
 def test_theory_says_whether_a_tree_pays(tree_trace):
-    *_, tree_box, tree_text, tree_plot = theory_tab.views(0.7, 4, 344, 132, tree_trace, None)
+    *_, tree_box, tree_text, tree_plot, _pass_cost = theory_tab.views(0.7, 4, 344, 132, tree_trace, None)
     assert tree_box.visible is True
     assert "A tree of 8 nodes" in tree_text and "a chain of 8 tokens" in tree_text and "V(9)" in tree_text
     assert "On this machine" in tree_text and "sibling rank" in tree_text

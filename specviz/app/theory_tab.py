@@ -45,6 +45,7 @@ class TheoryTab:
     tree_box: gr.Row  # shown for a tree run
     tree_text: gr.HTML
     tree_plot: gr.Plot
+    pass_cost: gr.Plot
 
     @property
     def sliders(self) -> list[gr.Slider]:
@@ -54,7 +55,7 @@ class TheoryTab:
     def outputs(self) -> list:
         """views()' outputs, in its return order."""
         return [self.text, self.tokens_per_round, self.speedup, self.heatmap, self.measured, self.tree_box, self.tree_text,
-                self.tree_plot]
+                self.tree_plot, self.pass_cost]
 
 
 def build() -> TheoryTab:
@@ -75,8 +76,9 @@ def build() -> TheoryTab:
     with gr.Row(equal_height=False, visible=False, elem_id="theory-tree-box") as tree_box:
         tree_text = gr.HTML(elem_id="theory-tree-text", min_width=300)
         tree_plot = gr.Plot(elem_id="theory-tree-plot", show_label=False, min_width=300)
+    pass_cost = gr.Plot(elem_id="theory-pass-cost", show_label=False)
     return TheoryTab(alpha, k, target_ms, draft_ms, use_run, text, tokens_per_round, speedup, heatmap, measured, tree_box,
-                     tree_text, tree_plot)
+                     tree_text, tree_plot, pass_cost)
 
 
 def prediction(spec: Trace | None, plain: Trace | None):
@@ -104,7 +106,22 @@ def views(alpha, k, target_ms, draft_ms, spec: Trace | None, plain: Trace | None
         viz.speedup_heatmap_figure(t, d, **run),
         _measured_html(spec, pred),
         *tree_views(spec),
+        viz.pass_cost_figure(*_pass_costs(spec or plain)),
     )
+
+
+def _pass_costs(trace: Trace | None) -> tuple[dict, str | None]:
+    """Each runtime's measured V(n) and D from a run's meta (a trace from before runtimes
+    has only its own cost model, drawn as its runtime's)."""
+    if trace is None:
+        return {}, None
+    meta = trace.meta or {}
+    runtime = meta.get("runtime") or "torch"
+    curves = dict(meta.get("runtime_costs") or {})
+    cost = meta.get("cost_model") if isinstance(meta.get("cost_model"), dict) else {}
+    if runtime not in curves and isinstance(cost.get("verify"), dict):
+        curves[runtime] = {"V": cost["verify"], "D": cost.get("draft")}
+    return curves, runtime
 
 
 def tree_views(spec: Trace | None) -> tuple:

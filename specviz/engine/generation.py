@@ -64,6 +64,9 @@ class Generation:
             "stop_ids": sorted(self._decoder.eos),
             "record": record,
             "cost_model": self._cost.to_dict(),
+            # Each runtime's pass costs as measured on this machine, for the Theory tab's comparison.
+            "runtime_costs": {rt: {"V": r["V"], "D": r["D"]} for rt, r in
+                              ((pair.info.get("runtime_choice") or {}).get("rates") or {}).items()},
         }
         if getattr(pair, "cross_tokenizer", False) and pair.vocab_map is not None:
             # How the pair drafts across tokenizers, so a replayed trace can say it too.

@@ -32,7 +32,7 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
             progress(MODELS_SHARE * fraction, message)
 
     options.setdefault("time_target", model_pass_ms)
-    choice = runtime_choice.choose(spec, runtime)
+    choice = runtime_choice.choose(spec, runtime, options=options)
     pair = models.load_pair(spec, with_draft=with_draft, progress=models_progress, runtime=choice.runtime, **options)
     if "cost_model" not in pair.info and progress is not None:
         spread = (pair.info.get("target") or {}).get("placement")

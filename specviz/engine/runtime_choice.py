@@ -37,12 +37,33 @@ class Choice:
     reason: str
 
 
-def choose(spec, requested: str = "auto", *, env=os.environ) -> Choice:
-    """The runtime to load `spec` on, and why."""
+# Load options only the torch runtime has (engine.load's), with the environment variables
+# that set them; llama.cpp runs the GGUF files as they are, on the CPU.
+TORCH_OPTIONS = {"device": "SPECVIZ_DEVICE", "dtype": "SPECVIZ_DTYPE", "int8_draft": "SPECVIZ_INT8_DRAFT",
+                 "device_map": "SPECVIZ_DEVICE_MAP", "max_memory": "SPECVIZ_MAX_MEMORY"}
+
+
+def choose(spec, requested: str = "auto", *, options: dict | None = None, env=os.environ) -> Choice:
+    """The runtime to load `spec` on, and why. `options`: the load's other options; one that
+    only torch has (a device, a precision, a device map) makes `auto` torch, and is refused
+    beside an explicit llama.cpp."""
     if requested not in RUNTIME_CHOICES:
         raise UserError(f"runtime must be one of {', '.join(RUNTIME_CHOICES)} (got {requested!r})")
+    def given(x) -> bool:
+        return x is not None and str(x).strip().lower() not in ("", "auto", "none")
+
+    torch_only = [name for name, var in TORCH_OPTIONS.items() if given((options or {}).get(name)) or given(env.get(var))]
+    if requested == LLAMACPP and torch_only:
+        raise UserError(f"{torch_only[0].replace('_', '-')} applies to the torch runtime only; the llama.cpp runtime runs the "
+                        "GGUF files as they are, on the CPU")
     if requested != "auto":
         return Choice(requested, "chosen")
+    if torch_only:
+        return Choice(TORCH, f"{torch_only[0].replace('_', '-')} given, which only torch has")
+    import torch
+
+    if torch.cuda.is_available():
+        return Choice(TORCH, "a GPU is here, and this llama.cpp build runs on the CPU")
     asked = (env.get(ENV) or "auto").strip()
     if asked not in RUNTIME_CHOICES:
         raise UserError(f"{ENV} must be one of {', '.join(RUNTIME_CHOICES)} (got {asked!r})")
@@ -72,7 +93,10 @@ def _llamacpp_unusable(spec) -> str | None:
         return "llama-cpp-python is not installed"
     from specviz.models.sources import resolve
 
-    plan = resolve(spec)
+    try:
+        plan = resolve(spec)
+    except UserError:
+        return "the pair is not a preset or GGUF files"  # the load says what is wrong with it
     refs = [r for r in (plan.target, plan.draft) if r is not None]
     if any(r.kind not in ("bundled", "gguf") for r in refs):
         return "the pair is not GGUF files, which llama.cpp needs"

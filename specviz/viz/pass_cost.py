@@ -1,0 +1,43 @@
+"""What a target pass over n new tokens costs on each runtime, drawn: V(n) / V(1) against n.
+
+The dashed diagonal is n separate one-token passes. A curve near it (llama.cpp's quantised
+products on a CPU: each extra token costs about as much as the first) leaves drafting
+nothing to save; a flat curve (bf16 in torch on a CPU with native bf16, any GPU) verifies
+k drafted tokens for little more than the price of one, which is where speculative
+decoding pays. The absolute milliseconds are in the hover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import plotly.graph_objects as go
+
+from specviz.viz.palette import BONUS, NEUTRAL, TARGET, empty_figure, style_figure
+
+COLOURS = {"torch": BONUS, "llama.cpp": TARGET}
+
+
+def pass_cost_figure(curves: Mapping[str, Mapping], current: str | None = None) -> go.Figure:
+    """`curves`: per runtime, {"V": {n: ms}, "D": ms} as measured at load (keys may be
+    strings, as JSON keeps them); `current` is drawn thicker."""
+    rows = {rt: sorted((int(n), float(ms)) for n, ms in (c.get("V") or {}).items()) for rt, c in curves.items()}
+    rows = {rt: r for rt, r in rows.items() if r and r[0][0] == 1 and r[0][1] > 0}
+    if not rows:
+        return empty_figure("Pass costs appear here once a pair has been timed on a runtime", "Verify pass cost by runtime")
+    fig = go.Figure()
+    n_max = max(r[-1][0] for r in rows.values())
+    fig.add_trace(go.Scatter(x=[1, n_max], y=[1, n_max], mode="lines", line=dict(color=NEUTRAL, dash="dash", width=1),
+                             name="n one-token passes", hoverinfo="skip"))
+    for rt, r in rows.items():
+        one = r[0][1]
+        d = curves[rt].get("D")
+        fig.add_trace(go.Scatter(
+            x=[n for n, _ in r], y=[ms / one for _, ms in r], mode="lines+markers", name=rt,
+            line=dict(color=COLOURS.get(rt, NEUTRAL), width=4 if rt == current else 2),
+            customdata=[[ms, d if d is not None else float("nan")] for _, ms in r],
+            hovertemplate=f"{rt}: a pass over %{{x}} tokens costs %{{customdata[0]:.0f}} ms = %{{y:.2f}} one-token passes"
+                          "<br>one drafted token: %{customdata[1]:.0f} ms<extra></extra>",
+        ))
+    fig.update_layout(xaxis_title="new tokens in one target pass (n)", yaxis_title="cost in one-token passes")
+    return style_figure(fig, "Verify pass cost by runtime: V(n) / V(1)")

@@ -1,0 +1,78 @@
+"""The llama.cpp runtime on the bundled GGUF files (Q4_K_M), as llama.cpp runs them.
+
+- llama.cpp's own tokenizer and the cached transformers tokenizer give the same ids for
+  every bench prompt in the chat template;
+- greedy speculative decoding equals plain greedy decoding on the same runtime, or the two
+  first part where the target's top two logits are a near-tie: llama.cpp's quantised
+  products round a pass over several tokens differently from a one-token pass (as bf16 does
+  in torch), which can swap two tokens whose logits lie within NEAR_TIE of each other.
+  Measured here: gaps of 0.0-0.2 at the partings seen, against typical top-2 gaps of several units.
+"""
+
+import pytest
+import torch
+
+pytest.importorskip("llama_cpp")
+
+from specviz import engine  # noqa: E402
+from specviz.bench.prompts import DEFAULT_PROMPTS, load_prompts  # noqa: E402
+from specviz.lm.llamacpp import LlamaCppLM  # noqa: E402
+from specviz.settings import GenerationSettings  # noqa: E402
+
+pytestmark = pytest.mark.bundled
+
+NEAR_TIE = 0.5  # logits
+NEW_TOKENS = 32
+PROMPTS = ["Write a function that reverses a string", "Explain in two sentences why the sky is blue."]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    from specviz.models import load_pair
+
+    return load_pair("qwen-coder", runtime="llama.cpp")
+
+
+def test_llamacpp_tokenizes_the_bench_prompts_as_the_transformers_tokenizer_does(pair):
+    tok = pair.tokenizer
+    for p in load_prompts(DEFAULT_PROMPTS):
+        text = tok.apply_chat_template([{"role": "user", "content": p.prompt}], add_generation_prompt=True, tokenize=False)
+        assert pair.target.tokenize(text) == tok(text, add_special_tokens=False)["input_ids"], p.id
+
+
+def _top2_gap(pair, ids: list[int]) -> float:
+    lm = LlamaCppLM(pair.target)
+    top = lm.feed(torch.tensor(ids))[-1, : pair.vocab_size].topk(2).values
+    return float(top[0] - top[1])
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("drafter,extra", [("model", {"k": 4, "policy": "fixed"}), ("tree", {"tree_nodes": 8, "tree_width": 2}),
+                                           ("lookup", {"k": 4, "policy": "fixed"})])
+def test_greedy_speculative_equals_plain_or_parts_at_a_near_tie(pair, prompt, drafter, extra):
+    base = GenerationSettings(max_new_tokens=NEW_TOKENS)
+    plain = engine.run(pair, prompt, GenerationSettings(max_new_tokens=NEW_TOKENS, mode="plain"))
+    spec = engine.run(pair, prompt, GenerationSettings(max_new_tokens=NEW_TOKENS, drafter=drafter, **extra))
+    assert len(plain.token_ids) == NEW_TOKENS or plain.summary.stop_reason == "eos"
+    if spec.token_ids == plain.token_ids:
+        return
+    i = next(j for j, (a, b) in enumerate(zip(spec.token_ids, plain.token_ids)) if a != b)
+    gap = _top2_gap(pair, engine.encode_prompt(pair, prompt, base) + plain.token_ids[:i])
+    assert gap < NEAR_TIE, f"parted at new token {i} where the top-2 gap is {gap:.3f}, no near-tie"
+
+
+@pytest.mark.parametrize("vocab_method", ["text", "intersection"])
+def test_a_draft_with_another_tokenizer_drafts_on_llamacpp_too(vocab_method):
+    from specviz.models import load_pair
+
+    cross = load_pair("smol-qwen", runtime="llama.cpp")
+    assert cross.cross_tokenizer and cross.runtime == "llama.cpp"
+    prompt = PROMPTS[0]
+    plain = engine.run(cross, prompt, GenerationSettings(max_new_tokens=24, mode="plain"))
+    spec = engine.run(cross, prompt, GenerationSettings(max_new_tokens=24, k=4, policy="fixed", vocab_method=vocab_method))
+    assert spec.summary.drafted > 0 and spec.summary.accepted > 0
+    if spec.token_ids != plain.token_ids:
+        i = next(j for j, (a, b) in enumerate(zip(spec.token_ids, plain.token_ids)) if a != b)
+        base = GenerationSettings(max_new_tokens=24)
+        gap = _top2_gap(cross, engine.encode_prompt(cross, prompt, base) + plain.token_ids[:i])
+        assert gap < NEAR_TIE, f"parted at new token {i} where the top-2 gap is {gap:.3f}, no near-tie"
