@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-SHARED = ("models", "gguf", "wheels", "locks")  # linked: built once, reused by every run
-MEASURED = ("cost-models", "precision")  # copied: tests add their own entries
+SHARED = ("models", "gguf", "wheels", "locks", "tokenizers")  # linked: built once, reused by every run
+MEASURED = ("cost-models", "precision", "runtime-choice")  # copied: tests add their own entries
 
 
 def pytest_configure(config: pytest.Config) -> None:
