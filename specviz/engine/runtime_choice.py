@@ -75,15 +75,10 @@ def choose(spec, requested: str = "auto", *, options: dict | None = None, env=os
     rates = recorded(spec)
     if TORCH in rates and LLAMACPP in rates:
         best = max(rates, key=lambda r: rates[r]["speculative"])
-        other = LLAMACPP if best == TORCH else TORCH
-        return Choice(best, f"measured here: {_says(best, rates[best])} against {_says(other, rates[other])}")
+        return Choice(best, "measured here: the faster drafting of the two")
     if rates.keys() == {TORCH}:
-        return Choice(TORCH, f"measured here: {_says(TORCH, rates[TORCH])}; llama.cpp not yet timed")
+        return Choice(TORCH, "measured here; llama.cpp not yet timed")
     return Choice(LLAMACPP, "not yet timed here: llama.cpp runs the GGUF files as they are and is ready in seconds")
-
-
-def _says(runtime: str, r: dict) -> str:
-    return f"{runtime} {r['speculative']:.1f} tok/s drafting (k={r['k']}), {r['plain']:.1f} plain"
 
 
 def _llamacpp_unusable(spec) -> str | None:
