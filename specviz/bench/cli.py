@@ -68,10 +68,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "measured pass costs are the same")
 
 
+def _without_missing_tools(methods: list[Method]) -> list[Method]:
+    """The methods less llama.cpp's own tools' where they are not built, saying so."""
+    from specviz.bench import llamacpp_tools
+
+    why = llamacpp_tools.missing() if any(m.family == "ll" for m in methods) else None
+    if why:
+        print(f"skipping {', '.join(m.name for m in methods if m.family == 'll')}: {why}", file=sys.stderr)
+        return [m for m in methods if m.family != "ll"]
+    return methods
+
+
 def run(args: argparse.Namespace) -> int:
     ks = _int_list(args.k, "--k")
     names = _str_list(args.methods) if args.methods else default_methods(ks)
     methods = [parse_method(n) for n in dict.fromkeys(names)]  # parsed before loading: a typo fails fast
+    methods = _without_missing_tools(methods)
     _check(args)
     prompts = select(load_prompts(args.prompts), ids=_str_list(args.prompt_ids) if args.prompt_ids else None, limit=args.limit)
     opts = BenchOptions(max_new_tokens=args.max_new_tokens, temperature=args.temperature, repeats=args.repeats, k_max=args.k_max, seed=args.seed, warmup=not args.no_warmup)

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 
 from specviz.bench import hf_baselines
-from specviz.bench.methods import Method, Sample, run_llamacpp, run_specviz, run_transformers, sv_settings
+from specviz.bench.methods import Method, Sample, run_llamacpp, run_llamacpp_tool, run_specviz, run_transformers, sv_settings
 from specviz.bench.prompts import BenchPrompt, alternating
 from specviz.settings import GenerationSettings, default_k
 
@@ -86,6 +86,8 @@ def _run_one(pair, prompt: BenchPrompt, method: Method, settings: GenerationSett
     ids = prompt_ids(pair, prompt.prompt, settings)
     if method.family == "lc":
         return run_llamacpp(pair, ids[0], method, settings)
+    if method.family == "ll":
+        return run_llamacpp_tool(pair, ids[0], method, settings)
     config = hf_baselines.generation_config(
         max_new_tokens=settings.max_new_tokens,
         temperature=settings.temperature,

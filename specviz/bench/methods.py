@@ -23,6 +23,8 @@ llama-cpp-python's own `Llama.generate` (on a pair loaded on the llama.cpp runti
     hf-lookup             transformers prompt lookup (10 tokens)
     lc-plain              llama-cpp-python, target alone, over the same GGUF file and threads
     lc-lookup             llama-cpp-python with LlamaPromptLookupDecoding (10 tokens), its only drafter
+    ll-spec-k{K}          llama.cpp's own llama-speculative-simple with the draft model, draft max K, greedy
+                          (built once by scripts/build_llamacpp_tools.sh; skipped, saying so, until then)
     hf-...-gathered       any hf-plain / hf-assisted* / hf-universal* run with its LM heads fed
                           rows of their own: transformers as shipped slices the last position
                           as a strided view, and on some CPUs (this one, in bf16) the LM head
@@ -52,7 +54,7 @@ from specviz.bench import hf_baselines
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
 
-FAMILY_NAMES = {"sv": "specviz", "hf": "transformers", "lc": "llama-cpp-python"}
+FAMILY_NAMES = {"sv": "specviz", "hf": "transformers", "lc": "llama-cpp-python", "ll": "llama.cpp"}
 GATHERED = "-gathered"
 PACKED = "-packed"
 # What a transformers method's name may end in: a variant with one of specviz's fixes.
@@ -157,6 +159,9 @@ def parse_method(name: str) -> Method:
     t = re.fullmatch(r"sv-tree(\d+)x(\d+)", name)
     if t and 1 <= int(t.group(1)) <= 64 and 1 <= int(t.group(2)) <= 8:
         return Method(name, "sv", "tree", tree=(int(t.group(1)), int(t.group(2))))
+    ll = re.fullmatch(r"ll-spec-k(\d+)", name)
+    if ll and 1 <= int(ll.group(1)) <= 16:
+        return Method(name, "ll", "speculative", k=int(ll.group(1)))
     m = re.fullmatch(r"(sv-k|hf-assisted-k|hf-universal-k)(\d+)", name)
     if m and 1 <= int(m.group(2)) <= 16:
         k = int(m.group(2))
@@ -165,7 +170,7 @@ def parse_method(name: str) -> Method:
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, sv-lookup, "
         "sv-early-exit, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
-        "hf-universal, hf-universal-k<K>, hf-lookup, lc-plain or lc-lookup (K from 1 to 16, N to 64, B to 8); "
+        "hf-universal, hf-universal-k<K>, hf-lookup, lc-plain, lc-lookup or ll-spec-k<K> (K from 1 to 16, N to 64, B to 8); "
         f"a transformers method other than hf-lookup may end in {GATHERED} or {PACKED}"
     )
 
@@ -182,8 +187,8 @@ def check_pair(pair, methods: list[Method]) -> None:
     families = {m.family for m in methods}
     if "hf" in families and missing(pair.runtime, HF_GENERATE):
         raise UserError(f"the hf-* methods: {missing(pair.runtime, HF_GENERATE)}; run them with --runtime torch")
-    if "lc" in families and pair.runtime != "llama.cpp":
-        raise UserError("the lc-* methods run llama-cpp-python on the pair's GGUF files: run them with --runtime llama.cpp")
+    if families & {"lc", "ll"} and pair.runtime != "llama.cpp":
+        raise UserError("the lc-* and ll-* methods run llama.cpp on the pair's GGUF files: run them with --runtime llama.cpp")
     cross = pair.cross_tokenizer
     if cross:
         same_only = [m.name for m in methods if m.kind == "assisted" or m.kind == "tree"]
@@ -291,6 +296,21 @@ def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: Genera
                                     temperature=settings.temperature, seed=settings.seed, stop_ids=stop_ids(pair))
     stop = "eos" if r.token_ids and r.token_ids[-1] in stop_ids(pair) else "max_new_tokens"
     return Sample(token_ids=r.token_ids, wall_s=r.wall_s, stats={"stop_reason": stop})
+
+
+def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: GenerationSettings) -> Sample:
+    """One llama-speculative-simple run on the pair's files (`llamacpp_tools`), greedy only."""
+    from specviz.bench import llamacpp_tools
+
+    if settings.temperature != 0:
+        raise UserError(f"{method.name} runs greedy only here: drop it from a sampling bench")
+    text = pair.tokenizer.decode(input_ids.tolist())
+    r = llamacpp_tools.speculative_simple(pair.target.path, pair.draft.path, text, max_new_tokens=settings.max_new_tokens,
+                                          draft_max=method.k, threads=pair.target.threads)
+    ids = pair.tokenizer(r["text"], add_special_tokens=False)["input_ids"][: r["new_tokens"]]
+    stats = {"stop_reason": "max_new_tokens" if r["new_tokens"] >= settings.max_new_tokens else "eos",
+             "acceptance": r["accepted"] / r["drafted"] if r["drafted"] else None, "drafted": r["drafted"]}
+    return Sample(token_ids=ids, wall_s=r["wall_s"], stats=stats)
 
 
 def _sync(device) -> None:

@@ -35,6 +35,15 @@ def write_traces(raw, out: Path) -> list[Path]:
     return written
 
 
+def _runtime(method: dict, meta: dict) -> str:
+    """What ran a method's models: specviz's runtime for the pair, torch for transformers,
+    llama.cpp for llama-cpp-python and llama.cpp's own tools."""
+    library = method.get("library")
+    if library == "specviz":
+        return meta.get("runtime", "torch")
+    return "torch" if library == "transformers" else "llama.cpp"
+
+
 def markdown(result: dict[str, Any]) -> str:
     meta, summ = result["meta"], result["summary"]
     methods = [m["name"] for m in result["methods"]]
@@ -74,13 +83,14 @@ def markdown(result: dict[str, Any]) -> str:
         sizes = ", ".join(f"{n}: {v:.0f}" for n, v in cm["verify"].items())
         lines += [f"Measured pass cost (ms by new tokens; {cm['source']}): target {sizes}; draft {cm['draft']:.0f} per token.", ""]
     lines += [
-        "| method | tok/s | vs hf-plain | vs best assisted | acceptance | tokens/round | mean k | T ms | D ms | predicted (flat T) | predicted (measured V(n)) | measured vs sv-plain | same tokens |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | runtime | tok/s | vs hf-plain | vs best assisted | acceptance | tokens/round | mean k | T ms | D ms | predicted (flat T) | predicted (measured V(n)) | measured vs sv-plain | same tokens |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    runtimes = {m["name"]: _runtime(m, meta) for m in result["methods"]}
     for n in methods:
         o = ov[n]
         lines.append(
-            f"| {n} | {_f(o['tokens_per_s'], 2)} | {_x(o['speedup_vs_hf_plain'])} | {_x(o['vs_best_assisted'])} | {_f(o['acceptance'], 2)} | "
+            f"| {n} | {runtimes[n]} | {_f(o['tokens_per_s'], 2)} | {_x(o['speedup_vs_hf_plain'])} | {_x(o['vs_best_assisted'])} | {_f(o['acceptance'], 2)} | "
             f"{_f(o['tokens_per_round'], 2)} | {_f(o['mean_k'], 1)} | {_f(o['target_ms'], 0)} | {_f(o['draft_ms'], 0)} | "
             f"{_x(o['predicted_speedup'])} | {_x(o['predicted_speedup_cost'])} | {_x(o['speedup_vs_sv_plain'])} | {_yes(o['identical'])} |"
         )

@@ -1,0 +1,63 @@
+"""llama.cpp's own speculative decoding as a bench reference: `llama-speculative-simple`
+with the draft model (`--spec-type draft-simple`), built from the source vendored in the
+pinned llama-cpp-python sdist by scripts/build_llamacpp_tools.sh into the cache.
+
+It runs as a process per prompt over the same GGUF files and threads, greedy, and reports
+its own encode and decode times: the bench's rate for it is new tokens over both (specviz's
+own runs count the prefill too). It prints text, not ids, so its token ids are its text
+re-encoded by the pair's tokenizer (the "same tokens" column is approximate for it).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from specviz.models.llamacpp import cpu_has_amx
+
+TIMEOUT_S = 600
+
+
+def tools_dir() -> Path:
+    import importlib.metadata
+
+    from specviz.models.cache import cache_root
+
+    return cache_root() / "llama.cpp-tools" / importlib.metadata.version("llama-cpp-python") / "bin"
+
+
+def missing() -> str | None:
+    """Why the ll-* methods cannot run here, or None."""
+    exe = tools_dir() / "llama-speculative-simple"
+    if not exe.is_file():
+        return f"llama.cpp's own tools are not built ({exe} missing): run scripts/build_llamacpp_tools.sh once (about 5-10 minutes)"
+    return None
+
+
+def speculative_simple(target: Path, draft: Path, prompt_text: str, *, max_new_tokens: int, draft_max: int, threads: int) -> dict:
+    """One run: {"text", "new_tokens", "wall_s", "drafted", "accepted"} from its own report."""
+    args = [str(tools_dir() / "llama-speculative-simple"), "-m", str(target), "-md", str(draft), "-p", prompt_text,
+            "-n", str(max_new_tokens), "--spec-type", "draft-simple", "--spec-draft-n-max", str(draft_max),
+            "-t", str(threads), "-td", str(threads), "--temp", "0", "-c", "4096", "-ngl", "0", "-ngld", "0"]
+    if cpu_has_amx():
+        args.append("--no-repack")  # as the runtime loads on AMX CPUs (models/llamacpp.py)
+    done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
+    log = done.stdout + done.stderr
+    if done.returncode != 0:
+        tail = " / ".join(log.strip().splitlines()[-3:])
+        raise RuntimeError(f"llama-speculative-simple exited with {done.returncode}: {tail}")
+
+    def number(pattern: str) -> float:
+        m = re.search(pattern, log)
+        if m is None:
+            raise RuntimeError(f"llama-speculative-simple did not report {pattern!r}")
+        return float(m.group(1))
+
+    enc_s = number(r"encoded\s+\d+ tokens in\s+([\d.]+) seconds")
+    dec_s = number(r"decoded\s+\d+ tokens in\s+([\d.]+) seconds")
+    out = done.stdout
+    start = out.find(prompt_text)
+    text = out[start + len(prompt_text):] if start >= 0 else out
+    return {"text": text.strip("\n"), "new_tokens": int(number(r"n_predict\s*=\s*(\d+)")), "wall_s": enc_s + dec_s,
+            "drafted": int(number(r"n_drafted\s*=\s*(\d+)")), "accepted": int(number(r"n_accept\s*=\s*(\d+)"))}
