@@ -115,6 +115,7 @@ def test_comparison_views_need_a_speculative_run(trace):
     table, identity, curve, spec_col, plain_col = compare.views(trace, None)
     assert "Run plain decoding" in table and spec_col and plain_col == ""
     assert compare.plain_settings(trace).mode == "plain" and compare.plain_settings(trace).seed == trace.settings["seed"]
+    assert trace.settings["runtime"] == "auto" and compare.plain_settings(trace).runtime == trace.meta["runtime"] == "torch"
 
 
 def test_real_position_distributions_are_distributions_and_run_the_lab(trace):

@@ -82,7 +82,11 @@ def views(spec: Trace | None, plain: Trace | None) -> tuple:
 
 
 def plain_settings(spec: Trace) -> GenerationSettings:
-    return replace(from_request(spec.settings), mode="plain").validated()
+    """The speculative run's settings in plain mode, on the runtime that run used (not
+    `auto` again, which a measurement in between could turn the other way)."""
+    settings = replace(from_request(spec.settings), mode="plain")
+    ran_on = (spec.meta or {}).get("runtime")
+    return (replace(settings, runtime=ran_on) if ran_on in ("torch", "llama.cpp") else settings).validated()
 
 
 class Comparisons:
