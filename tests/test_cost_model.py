@@ -272,3 +272,31 @@ def test_a_full_timing_slower_than_the_cache_does_not_replace_it(tmp_path, one_t
     now = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     assert now.meta.get("cache_kept") and now.target == busy.target
     assert json.loads(path.read_text()) == slow
+
+
+def test_policy_stops_drafting_when_its_drafting_rounds_give_fewer_tokens_per_ms_than_plain_ones():
+    # llama.cpp's Q4 passes on a 2-core CPU (docs/BENCHMARKS.md): V(n) grows almost with n and a
+    # drafted token costs 0.57 of a target pass. Every round accepts at most its first two drafts,
+    # so the acceptance estimate (on the confident tokens it drafts) promises more than rounds
+    # give: drafting at up to k rounds realised 0.925x plain before the policy checked its clock.
+    # With the check, the run is within 3 % of decoding plainly (its probes cost a little).
+    cost = CostModel(verify={1: 84.0, 2: 132.0, 3: 183.0, 4: 203.0, 5: 245.0, 6: 279.0, 8: 355.0, 10: 355.0, 13: 355.0, 17: 548.0},
+                     draft=48.0)
+    now = [0.0]
+    policy = CostAwareLength(cost, 8, clock=lambda: now[0])
+    tokens, drafting_rounds = 0, 0
+    for _ in range(200):
+        k = policy.limit()
+        drafted = 0
+        for _ in range(k):
+            drafted += 1
+            if not policy.keep_going(0.95):
+                break
+        accepted = min(drafted, 2)
+        policy.update(drafted, accepted)
+        now[0] += (drafted * cost.draft + cost.verify_ms(drafted + 1)) / 1000
+        tokens += accepted + 1
+        drafting_rounds += drafted > 0
+    rate_vs_plain = tokens / (now[0] * 1000) * cost.verify_ms(1)
+    assert rate_vs_plain >= 0.97
+    assert policy.drafting_loses() and drafting_rounds < 20  # it stopped, bar the probes

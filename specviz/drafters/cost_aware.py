@@ -7,6 +7,10 @@ measured at load, then as the policy times its own rounds:
   running acceptance estimate alpha sets the rate R to beat; where m = 0 (plain decoding)
   wins, also at alpha one standard error higher, the round drafts nothing, and a probe
   round now and then keeps alpha current;
+- the model's promise is checked against the run itself: where the rounds that drafted have
+  given fewer tokens per ms than the rounds that did not (each over its recent rounds), the
+  round decodes plainly, as when m = 0 wins, probes included. The acceptance estimate rests
+  on the tokens the policy chose to draft, which flatters it; the clock does not;
 - after each drafted token, drafting goes on only while the expected gain in tokens of the
   next j drafts (j >= 1), sum of P(all drafts so far accepted) * a^i, per ms they add,
   C(n+j) - C(n), beats R for some j. P and a use the draft's confidence in each token,
@@ -44,6 +48,10 @@ ROUND_WEIGHT = 0.3
 # larger verify pass and the draft's catch-up over the tokens it skipped).
 PROBE_EVERY = 8
 MAX_PROBE_EVERY = 64
+# Realised tokens per ms of drafting and of plain rounds: each round weighs this much less per
+# round of its kind that follows; compared once each kind has this many rounds.
+REALISED_MEMORY = 0.8
+REALISED_ROUNDS = 3
 
 
 class CostAwareLength(DraftLength):
@@ -82,6 +90,8 @@ class CostAwareLength(DraftLength):
         self._probe_every = PROBE_EVERY
         self._started: float | None = None
         self._last_drafted: int | None = None
+        self._last_tokens = 1
+        self._realised = {True: [0.0, 0.0, 0], False: [0.0, 0.0, 0]}  # drafted?: [tokens, ms, rounds]
 
     @property
     def alpha(self) -> float:
@@ -110,7 +120,9 @@ class CostAwareLength(DraftLength):
         """Start a round: the most tokens it may draft (0: decode plainly this round)."""
         now = self._clock()
         if self._started is not None and self._last_drafted is not None:
-            self._observe_round(self._last_drafted, (now - self._started) * 1000)
+            ms = (now - self._started) * 1000
+            self._observe_round(self._last_drafted, ms)
+            self._realise(self._last_drafted > 0, self._last_tokens, ms)
         self._started, self._last_drafted = now, None
         self._round_conf = []
         self._p_all = 1.0
@@ -119,6 +131,8 @@ class CostAwareLength(DraftLength):
             # Plain rounds teach nothing about alpha: decode plainly only while even an
             # optimistic estimate says so, or a few unlucky rounds would stop drafting for good.
             k = self.choose(self.alpha_high)[0]
+        if k and self.drafting_loses():
+            k = 0
         if k == 0:
             self._idle += 1
             if self._idle < self._probe_every:
@@ -157,6 +171,7 @@ class CostAwareLength(DraftLength):
     def update(self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0) -> None:
         # The round's own pass timings are not needed: the next limit() times the whole round.
         self._last_drafted = drafted
+        self._last_tokens = accepted + 1
         if drafted == 0:
             return
         tested = min(accepted + 1, drafted)
@@ -166,6 +181,17 @@ class CostAwareLength(DraftLength):
             b = self._bin(c)
             self._bin_n[b] += 1
             self._bin_acc[b] += i < accepted
+
+    def drafting_loses(self) -> bool:
+        """Whether the recent drafting rounds gave fewer tokens per ms than the plain ones."""
+        (dt, dms, dn), (pt, pms, pn) = self._realised[True], self._realised[False]
+        return dn >= REALISED_ROUNDS and pn >= REALISED_ROUNDS and dt / dms < pt / pms
+
+    def _realise(self, drafted: bool, tokens: int, ms: float) -> None:
+        r = self._realised[drafted]
+        r[0] = REALISED_MEMORY * r[0] + tokens
+        r[1] = REALISED_MEMORY * r[1] + ms
+        r[2] += 1
 
     def _observe_round(self, m: int, ms: float) -> None:
         seen = self.observed[m]
