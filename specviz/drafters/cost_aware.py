@@ -49,9 +49,12 @@ ROUND_WEIGHT = 0.3
 PROBE_EVERY = 8
 MAX_PROBE_EVERY = 64
 # Realised tokens per ms of drafting and of plain rounds: each round weighs this much less per
-# round of its kind that follows; compared once each kind has this many rounds.
-REALISED_MEMORY = 0.8
-REALISED_ROUNDS = 3
+# round of its kind that follows (about the last twenty count); compared once each kind has
+# this many rounds, and drafting counts as losing only below this share of the plain rate, so
+# that the spread of a few rounds' token counts does not stop drafting that pays.
+REALISED_MEMORY = 0.95
+REALISED_ROUNDS = 8
+REALISED_MARGIN = 0.97
 
 
 class CostAwareLength(DraftLength):
@@ -185,7 +188,7 @@ class CostAwareLength(DraftLength):
     def drafting_loses(self) -> bool:
         """Whether the recent drafting rounds gave fewer tokens per ms than the plain ones."""
         (dt, dms, dn), (pt, pms, pn) = self._realised[True], self._realised[False]
-        return dn >= REALISED_ROUNDS and pn >= REALISED_ROUNDS and dt / dms < pt / pms
+        return dn >= REALISED_ROUNDS and pn >= REALISED_ROUNDS and dt / dms < REALISED_MARGIN * pt / pms
 
     def _realise(self, drafted: bool, tokens: int, ms: float) -> None:
         r = self._realised[drafted]
