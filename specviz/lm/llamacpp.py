@@ -27,7 +27,7 @@ import torch
 from specviz.errors import UserError
 from specviz.lm.runtime import LLAMACPP, RUNTIMES
 from specviz.lm.tree import OpenTree
-from specviz.models.llamacpp import LlamaCppModel, _log, last_error
+from specviz.models.llamacpp import LlamaCppModel, clear_log, last_error
 
 # Sequence ids a context can hold: the context's own and one per node of an open tree.
 SEQUENCES = 256
@@ -175,7 +175,7 @@ class LlamaCppLM:
             for k, q in enumerate(s):
                 b.seq_id[i][k] = q
         b.n_tokens = len(toks)
-        _log.clear()
+        clear_log()
         rc = self._L.llama_decode(self._ctx, b)
         if rc != 0:
             why = "no room left in its KV cache" if rc == 1 else f"llama_decode returned {rc}: {last_error()}"

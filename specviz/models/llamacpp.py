@@ -57,6 +57,11 @@ def version() -> str:
     return getattr(llama(), "__version__", "unknown")
 
 
+def clear_log() -> None:
+    """Forget what llama.cpp logged so far: `last_error` then tells the next call's reason."""
+    _log.clear()
+
+
 def last_error() -> str:
     """The first error-looking line llama.cpp logged since the log was last cleared (the
     cause; later lines only say that loading failed), without its function-name prefix."""
@@ -99,7 +104,7 @@ class LlamaCppModel:
         # ggml's AMX buffer type (one of the "extra" ones) segfaults in its matrix product on
         # Q4_K weights on an AMX Xeon (ggml_backend_amx_mul_mat), so CPUs with AMX go without.
         params.use_extra_bufts = not cpu_has_amx()
-        _log.clear()
+        clear_log()
         model = L.llama_model_load_from_file(str(self.path).encode(), params)
         if not model:
             raise UserError(f"{self.path}: {RUNTIME} cannot load it: {last_error()}")
