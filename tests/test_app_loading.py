@@ -13,28 +13,32 @@ def test_wait_reports_progress_and_returns_the_pair():
     release = threading.Event()
     calls = []
 
-    def load(name, *, with_draft, progress):
+    def load(name, *, with_draft, progress, runtime):
         progress(0.5, "halfway")
         release.wait(5)
-        calls.append((name, with_draft))
-        return f"pair {name}"
+        calls.append((name, with_draft, runtime))
+        return f"pair {name} on {runtime}"
 
     loader = PairLoader(load)
     seen = []
     loader.request("a")
     threading.Timer(0.3, release.set).start()
     pair = loader.wait("a", on_progress=lambda f, m: seen.append((f, m)), poll_s=0.05)
-    assert pair == "pair a" and calls == [("a", True)]
+    assert pair == "pair a on auto" and calls == [("a", True, "auto")]
     assert (0.5, "halfway") in seen
     assert loader.status("a").ready
-    assert loader.wait("a", with_draft=False) == "pair a"  # a pair with its draft serves both
+    assert loader.wait("a", with_draft=False) == "pair a on auto"  # a pair with its draft serves both
     assert len(calls) == 1
+    # Another runtime is another load, and the status follows the runtime asked for last.
+    release.set()
+    assert loader.wait("a", runtime="llama.cpp", poll_s=0.01) == "pair a on llama.cpp"
+    assert calls[-1] == ("a", True, "llama.cpp") and loader.status("a").runtime == "llama.cpp"
 
 
 def test_a_failed_load_keeps_its_message_and_the_next_request_retries():
     attempts = []
 
-    def load(name, *, with_draft, progress):
+    def load(name, *, with_draft, progress, runtime):
         attempts.append(name)
         if len(attempts) == 1:
             raise UserError("no such model")
@@ -48,7 +52,7 @@ def test_a_failed_load_keeps_its_message_and_the_next_request_retries():
 
 
 def test_a_bug_while_loading_becomes_a_message_not_a_hang():
-    def load(name, *, with_draft, progress):
+    def load(name, *, with_draft, progress, runtime):
         raise RuntimeError("boom")
 
     with pytest.raises(UserError, match="could not load y: RuntimeError: boom"):

@@ -78,3 +78,10 @@ def test_a_pair_that_is_not_gguf_files_stays_on_torch(tmp_path):
     folder.mkdir()
     c = rc.choose(str(folder))
     assert c.runtime == "torch" and "GGUF" in c.reason
+
+
+def test_the_settings_offer_exactly_the_runtimes_there_are():
+    from specviz.lm.runtime import RUNTIMES
+    from specviz.settings import RUNTIME_CHOICES
+
+    assert RUNTIME_CHOICES[0] == "auto" and set(RUNTIME_CHOICES[1:]) == set(RUNTIMES)

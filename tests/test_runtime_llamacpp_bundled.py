@@ -5,8 +5,8 @@
 - greedy speculative decoding equals plain greedy decoding on the same runtime, or the two
   first part where the target's top two logits are a near-tie: llama.cpp's quantised
   products round a pass over several tokens differently from a one-token pass (as bf16 does
-  in torch), which can swap two tokens whose logits lie within NEAR_TIE of each other.
-  Measured here: gaps of 0.0-0.2 at the partings seen, against typical top-2 gaps of several units.
+  in torch), which can swap two tokens whose logits lie within NEAR_TIE of each other; a
+  wrong mask, position or cache row parts them where the target is sure, at gaps of units.
 """
 
 import pytest

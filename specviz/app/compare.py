@@ -21,7 +21,7 @@ from specviz.app.live import session_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.settings import GenerationSettings, from_request
+from specviz.settings import RUNTIME_CHOICES, GenerationSettings, from_request
 
 FRAME_S = 0.1  # one replay frame every 100 ms of screen time
 SPEEDS = [("1\u00d7 (real time)", 1.0), ("2\u00d7", 2.0), ("4\u00d7", 4.0), ("10\u00d7", 10.0)]
@@ -86,7 +86,8 @@ def plain_settings(spec: Trace) -> GenerationSettings:
     `auto` again, which a measurement in between could turn the other way)."""
     settings = replace(from_request(spec.settings), mode="plain")
     ran_on = (spec.meta or {}).get("runtime")
-    return (replace(settings, runtime=ran_on) if ran_on in ("torch", "llama.cpp") else settings).validated()
+    named = ran_on in RUNTIME_CHOICES and ran_on != "auto"
+    return (replace(settings, runtime=ran_on) if named else settings).validated()
 
 
 class Comparisons:

@@ -104,8 +104,7 @@ class PairLoader:
         with self._one_load_at_a_time:
             state.started = time.monotonic()
             try:
-                extra = {} if state.runtime == "auto" else {"runtime": state.runtime}  # a test's stand-in load may not take it
-                state.pair = self._load(state.name, with_draft=state.with_draft, progress=progress, **extra)
+                state.pair = self._load(state.name, with_draft=state.with_draft, progress=progress, runtime=state.runtime)
                 state.fraction, state.message = 1.0, "loaded"
             except UserError as e:
                 state.error = str(e)

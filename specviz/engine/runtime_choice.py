@@ -23,10 +23,10 @@ from pathlib import Path
 
 from specviz.errors import UserError
 from specviz.lm.runtime import LLAMACPP, RUNTIMES, TORCH
-from specviz.settings import RUNTIME_CHOICES
+from specviz.settings import MAX_K, RUNTIME_CHOICES
 
-# The acceptance a choice assumes before this pair has run (the bundled pair's examples
-# measure 0.76-0.89 per drafted token).
+# The acceptance a choice assumes before this pair has run: typical of a same-family pair
+# (measured ones are in docs/BENCHMARKS.md).
 PRIOR_ALPHA = 0.8
 ENV = "SPECVIZ_RUNTIME"
 
@@ -103,7 +103,7 @@ def rates(cost, alpha: float = PRIOR_ALPHA) -> dict:
     drafters.cost_model.CostModel)."""
     from specviz import theory
 
-    best = max(range(1, 17), key=lambda k: theory.tokens_per_round(alpha, k) / (k * cost.draft + cost.verify_ms(k + 1)))
+    best = max(range(1, MAX_K + 1), key=lambda k: theory.tokens_per_round(alpha, k) / (k * cost.draft + cost.verify_ms(k + 1)))
     per_ms = theory.tokens_per_round(alpha, best) / (best * cost.draft + cost.verify_ms(best + 1))
     return {"plain": 1000.0 / cost.target, "speculative": 1000.0 * per_ms, "k": best, "alpha": alpha,
             "V": {str(n): round(v, 1) for n, v in cost.verify.items()}, "D": round(cost.draft, 1)}
