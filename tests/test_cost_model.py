@@ -215,6 +215,7 @@ def test_a_cached_cost_model_that_no_longer_holds_is_measured_again(tmp_path, on
     stale = json.loads(path.read_text())
     # as if measured while another process held the CPU: every pass 50 times too slow
     stale["verify"] = {n: 50 * v for n, v in stale["verify"].items()}
+    stale["meta"]["check_ms"] *= 50
     path.write_text(json.dumps(stale))
     again = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     assert again.source == "measured" and again.target < 10 * first.target
@@ -231,6 +232,7 @@ def test_a_cache_faster_than_the_machine_now_is_kept_and_this_load_priced_as_tim
     fast = json.loads(path.read_text())
     fast["verify"] = {n: v / 50 for n, v in fast["verify"].items()}
     fast["draft"] /= 50
+    fast["meta"]["check_ms"] /= 50
     path.write_text(json.dumps(fast))
     now = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     assert now.source == "cached, scaled" and now.meta.get("cache_kept") and now.target > 10 * fast["verify"]["1"]
@@ -240,6 +242,27 @@ def test_a_cache_faster_than_the_machine_now_is_kept_and_this_load_priced_as_tim
     assert now.verify_ms(2) / now.verify_ms(1) == pytest.approx(fast["verify"]["2"] / fast["verify"]["1"], rel=1e-2)
     assert now.draft == pytest.approx(fast["draft"] * ratio, rel=1e-2)
     assert json.loads(path.read_text()) == fast
+
+
+def test_the_check_times_a_short_context_pass_and_compares_it_with_the_same_pass_in_the_cache(tmp_path, one_thread,
+                                                                                             monkeypatch):
+    # Filling MEASURE_CONTEXT tokens before the check cost 4 s of every warm load on llama.cpp
+    # on a 2-core CPU, so the check's pass follows CHECK_CONTEXT tokens, and the cache keeps
+    # that pass's time for comparison.
+    pair = tiny_pair("close")
+    load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
+    (path,) = (tmp_path / "cost-models").glob("*.json")
+    cached = json.loads(path.read_text())
+    assert cached["meta"]["check_context"] == cost_model.CHECK_CONTEXT < cached["meta"]["context"]
+    contexts = []
+    real = cost_model._chain_pass_ms
+    monkeypatch.setattr(cost_model, "_chain_pass_ms", lambda *a, **kw: contexts.append(kw.get("context")) or real(*a, **kw))
+    again = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
+    assert contexts == [cost_model.CHECK_CONTEXT] and again.source == "cached"
+    # the comparison is with the cached check figure: a cache whose check pass says 50x slower is measured again
+    cached["meta"]["check_ms"] *= 50
+    path.write_text(json.dumps(cached))
+    assert load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1).source == "measured"
 
 
 def test_the_load_says_whether_it_times_the_passes_or_checks_a_cache(tmp_path, one_thread, monkeypatch):
@@ -266,6 +289,7 @@ def test_a_full_timing_slower_than_the_cache_does_not_replace_it(tmp_path, one_t
     (path,) = (tmp_path / "cost-models").glob("*.json")
     slow = json.loads(path.read_text())
     slow["verify"] = {n: 50 * v for n, v in slow["verify"].items()}
+    slow["meta"]["check_ms"] *= 50
     path.write_text(json.dumps(slow))
     busy = CostModel(verify={1: 100 * slow["verify"]["1"], 2: 100 * slow["verify"]["2"]}, draft=1.0)
     monkeypatch.setattr(cost_model, "measure", lambda pair, sizes, repeats: busy.copy())

@@ -49,7 +49,7 @@ def test_a_torch_only_option_makes_auto_torch_and_is_refused_beside_llamacpp():
 
 def test_auto_starts_on_llamacpp_then_follows_the_measured_rates():
     first = rc.choose("qwen-coder")
-    assert first.runtime == "llama.cpp" and "not yet timed" in first.reason
+    assert first.runtime == "llama.cpp" and "not yet timed" in first.reason and first.untimed == ("torch",)
     slow_verify = CostModel(verify={1: 30.0, 2: 60.0, 4: 120.0, 8: 240.0, 17: 510.0}, draft=18.0)  # n passes cost n
     flat_verify = CostModel(verify={1: 40.0, 2: 41.0, 4: 43.0, 8: 47.0, 17: 60.0}, draft=8.0)
     rc.record("qwen-coder", "llama.cpp", slow_verify)
@@ -60,7 +60,7 @@ def test_auto_starts_on_llamacpp_then_follows_the_measured_rates():
     assert rates["llama.cpp"]["k"] == 1 and rates["llama.cpp"]["speculative"] == pytest.approx(1800 / 78)
     assert rates["torch"]["speculative"] > 40
     c = rc.choose("qwen-coder")
-    assert c.runtime == "torch" and "measured here" in c.reason
+    assert c.runtime == "torch" and "measured here" in c.reason and c.untimed == ()
     assert rc.plain_beats_drafting(rates) is None  # torch's drafting (44 tok/s) beats llama.cpp's plain 33.3
 
 

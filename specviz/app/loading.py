@@ -46,14 +46,20 @@ class LoadState:
 def _default_load(name: str, *, with_draft: bool, progress: Progress, runtime: str = "auto") -> Any:
     from specviz.engine.load import load  # imported here: torch and transformers load slowly
 
-    return load(name, with_draft=with_draft, progress=progress, runtime=runtime)
+    return load(name, with_draft=with_draft, progress=progress, runtime=runtime, prepare_untimed=True)
+
+
+def _default_switch(pair: Any) -> str | None:
+    from specviz.engine.runtime_prepare import switch_to
+
+    return switch_to(pair)
 
 
 class PairLoader:
     """Loads pairs one at a time in daemon threads and remembers how each load went."""
 
-    def __init__(self, load: Callable[..., Any] = _default_load):
-        self._load = load
+    def __init__(self, load: Callable[..., Any] = _default_load, switch: Callable[[Any], str | None] = _default_switch):
+        self._load, self._switch = load, switch
         self._lock = threading.Lock()
         self._one_load_at_a_time = threading.Lock()
         self._states: dict[tuple[str, str], LoadState] = {}
@@ -64,6 +70,8 @@ class PairLoader:
         with self._lock:
             state = self._states.get((name, runtime))
             usable = state is not None and state.error is None and (state.with_draft or not with_draft)
+            if usable and runtime == "auto" and state.ready and self._switch(state.pair):
+                usable = False  # measured since: `auto` now picks another runtime, loaded at this run
             if usable:
                 self._latest[name] = state
                 return state

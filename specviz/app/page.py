@@ -47,19 +47,47 @@ def status_html(name: str, state: LoadState | None) -> str:
 
 def runtime_html(pair) -> str:
     """Which runtime runs the pair and why, each runtime's measured rates (plain, and drafting
-    at its best k for a typical acceptance), and a plain warning when some runtime's plain
-    decoding beats drafting everywhere (engine.runtime_choice)."""
+    at its best k for a typical acceptance), a background timing of another runtime and what
+    it found, and a plain warning when some runtime's plain decoding beats drafting everywhere
+    (engine.runtime_choice, engine.runtime_prepare)."""
+    from specviz.engine import runtime_choice, runtime_prepare
+
     c = (getattr(pair, "info", None) or {}).get("runtime_choice")
     if not isinstance(c, dict):
         return ""
-    rates = c.get("rates") or {}
+    spec = c.get("spec")
+    # Read again: a background timing may have recorded another runtime since the load.
+    rates = (runtime_choice.recorded(spec) if spec else None) or c.get("rates") or {}
     measured = "; ".join(f"{esc(r)}: plain {v['plain']:.1f} tok/s, drafting {v['speculative']:.1f} (k={v['k']})"
                          for r, v in sorted(rates.items()) if isinstance(v, dict))
     out = f' <span class="sv-runtime">Runtime <b>{esc(c.get("runtime", ""))}</b> ({esc(c.get("reason", ""))})'
     out += f"; measured here: {measured}." if measured else "."
-    if c.get("note"):
-        out += f' <b class="sv-runtime-note">Note: {esc(c["note"])}.</b>'
+    for prep in runtime_prepare.preparations(spec) if spec else []:
+        if prep.runtime in (c.get("preparing") or []):
+            out += f' <span class="sv-runtime-prep">{esc(preparation_sentence(prep, pair))}.</span>'
+    note = runtime_choice.plain_beats_drafting(rates)
+    if note:
+        out += f' <b class="sv-runtime-note">Note: {esc(note)}.</b>'
     return out + "</span>"
+
+
+def preparation_sentence(prep, pair) -> str:
+    from specviz.engine.runtime_prepare import switch_to
+
+    if prep.state == "running":
+        return (f"{prep.runtime} is being prepared and timed in the background, at low priority (the first time, "
+                "converting the GGUF files takes minutes)")
+    if prep.state == "failed":
+        return f"{prep.runtime} could not be prepared: {prep.last_line() or 'see ' + str(prep.log)}"
+    if switch_to(pair) == prep.runtime:
+        return f"{prep.runtime}, timed in the background, drafts faster here: the next run loads the pair on it"
+    return f"{prep.runtime}, timed in the background, drafts no faster here: the pair stays on {pair.runtime}"
+
+
+def preparing(pair_name: str) -> bool:
+    from specviz.engine.runtime_prepare import preparations
+
+    return any(p.state == "running" for p in preparations(pair_name))
 
 
 def cache_html() -> str:
@@ -99,10 +127,10 @@ def vocab_html(pair) -> str:
 
 
 def model_status(pair: str) -> tuple[str, gr.Timer]:
-    """The status, and whether to keep polling: until the pair has loaded or failed (a Run or
-    a pair change polls again)."""
+    """The status, and whether to keep polling: until the pair has loaded or failed and no
+    background timing of another runtime is running (a Run or a pair change polls again)."""
     state = runner.LOADER.status(pair)
-    return status_html(pair, state), gr.Timer(active=state is None or not state.done.is_set())
+    return status_html(pair, state), gr.Timer(active=state is None or not state.done.is_set() or preparing(pair))
 
 
 @dataclass

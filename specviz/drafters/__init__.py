@@ -18,7 +18,6 @@ from specviz.drafters.base import Drafter, KeepGoing, Proposal
 from specviz.drafters.cost_aware import CostAwareLength
 from specviz.drafters.cost_model import CostModel, for_pair
 from specviz.drafters.cross_vocab import make_cross_drafter
-from specviz.drafters.early_exit import EarlyExitForward, default_layers
 from specviz.drafters.length import DraftLength, HeuristicLength
 from specviz.drafters.lookup import LookupDrafter
 from specviz.drafters.model import ModelDrafter
@@ -44,6 +43,8 @@ def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: to
         why = missing(pair.runtime, EARLY_EXIT)
         if why:
             raise UserError(f"the early-exit drafter: {why}")
+        from specviz.drafters.early_exit import EarlyExitForward  # transformers' masks: 2 s of import
+
         layers = early_exit_layers(pair, settings)
         forward = EarlyExitForward(pair.target, layers)
         lm = CachedLM(forward, pair.target.config, pair.device)
@@ -80,4 +81,6 @@ def make_length(pair: ModelPair, settings: GenerationSettings) -> DraftLength:
 
 
 def early_exit_layers(pair: ModelPair, settings: GenerationSettings) -> int:
+    from specviz.drafters.early_exit import default_layers
+
     return settings.early_exit_layers or default_layers(pair.target)

@@ -25,7 +25,7 @@ from specviz.models.cache import cache_root
 from specviz.models.devices import spread_over
 from specviz.models.precision import SIZES as PRECISION_SIZES, cpu_name
 from specviz.lm.lean import loop_name
-from specviz.lm.runtime import TORCH, open_lm
+from specviz.lm.runtime import TORCH, open_lm, runtime_of
 from specviz.models.vocab import head_rows
 from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms
 from specviz.settings import MAX_K
@@ -42,6 +42,10 @@ REPEATS = 3
 # alike; timing every size again would cost a minute and a half on a 2-core CPU in fp32).
 CHECK_REPEATS = 3
 CHECK_TOLERANCE = 0.25
+# The check's passes follow this many cached tokens, not MEASURE_CONTEXT: filling a context
+# of MEASURE_CONTEXT takes seconds on a small CPU (4 s for the bundled target on llama.cpp on
+# 2 cores), which every load would pay. `measure` times the same short pass for comparison.
+CHECK_CONTEXT = 8
 # A target spread over devices and disk by a device map reads its offloaded layers again at
 # every pass: it is timed at fewer sizes, in one timed sweep (the rest is interpolated).
 SPREAD_SIZES = (1, 4, MAX_K + 1)
@@ -152,7 +156,9 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
         draft = drafted_token_ms(pair.target, pair.device, draft_vocab, repeats=repeats)
     else:
         draft = measure_pass_ms(drafter, [1], vocab_size=draft_vocab, repeats=repeats)[1]
-    return CostModel(verify=verify, draft=draft, source="measured", meta={"repeats": repeats, "context": MEASURE_CONTEXT})
+    check = target_pass_ms(pair, [1], repeats=repeats, context=CHECK_CONTEXT)[1]
+    return CostModel(verify=verify, draft=draft, source="measured",
+                     meta={"repeats": repeats, "context": MEASURE_CONTEXT, "check_ms": check, "check_context": CHECK_CONTEXT})
 
 
 def drafted_token_ms(draft: torch.nn.Module, device, vocab_size: int, *, repeats: int = REPEATS) -> float:
@@ -161,11 +167,12 @@ def drafted_token_ms(draft: torch.nn.Module, device, vocab_size: int, *, repeats
     return _chain_pass_ms(draft, torch.device(device), vocab_size, [1], keep=1, repeats=repeats)[1]
 
 
-def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS) -> dict[int, float]:
+def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS, context: int = MEASURE_CONTEXT) -> dict[int, float]:
     """One target pass over n new tokens as the engine runs it (`lm.lean.model_lm`, as
-    `engine.decoder` picks it for every mode), after MEASURE_CONTEXT
-    cached tokens, with logits for every new position (as a verify pass needs)."""
-    return _chain_pass_ms(pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats)
+    `engine.decoder` picks it for every mode), after `context` cached tokens, with logits
+    for every new position (as a verify pass needs)."""
+    return _chain_pass_ms(pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats,
+                          context=context)
 
 
 def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=PRECISION_SIZES, repeats: int = REPEATS) -> dict[int, float]:
@@ -176,16 +183,16 @@ def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=PRECISION_SI
 
 @torch.inference_mode()
 def _chain_pass_ms(model: torch.nn.Module, device: torch.device, vocab_size: int, sizes: list[int], *, keep: int,
-                   repeats: int) -> dict[int, float]:
-    """Median ms of a feed of n random tokens through `open_lm(model)` after MEASURE_CONTEXT
+                   repeats: int, context: int = MEASURE_CONTEXT) -> dict[int, float]:
+    """Median ms of a feed of n random tokens through `open_lm(model)` after `context`
     cached ones (`keep` as `feed` takes it), cropped back after each, for each n in `sizes`."""
     lm = open_lm(model, device)
     gen = torch.Generator().manual_seed(0)
-    lm.feed(torch.randint(0, vocab_size, (MEASURE_CONTEXT,), generator=gen))
+    lm.feed(torch.randint(0, vocab_size, (context,), generator=gen))
 
     def one_pass(n: int) -> None:
         lm.feed(torch.randint(0, vocab_size, (n,), generator=gen), keep=keep)
-        lm.crop(MEASURE_CONTEXT)
+        lm.crop(context)
 
     return median_ms(one_pass, sizes, device=device, repeats=repeats)
 
@@ -207,14 +214,14 @@ def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None
         if cached is not None:
             # A cache measured while something else held the CPU would price every run wrongly
             # for good: a few one-token passes now say whether it still holds.
-            now = target_pass_ms(pair, [1], repeats=CHECK_REPEATS)[1]
-            if abs(now / cached.target - 1) <= CHECK_TOLERANCE:
+            ratio = _check_ratio(pair, cached)
+            if abs(ratio - 1) <= CHECK_TOLERANCE:
                 cached.source = "cached"
                 return cached
-            if now > cached.target:
+            if ratio > 1:
                 # Slower than the cache: something else holds the CPU now. This load is priced
                 # as the machine is now; the cache keeps the undisturbed costs for later loads.
-                return scaled(cached, now / cached.target)
+                return scaled(cached, ratio)
     model = measure(pair, sizes, repeats=repeats)
     model.meta["key"] = _key_fields(pair, sizes)
     if cached is not None and model.target >= cached.target:
@@ -227,6 +234,15 @@ def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None
     tmp.write_text(json.dumps(model.to_dict(), indent=1))
     os.replace(tmp, path)
     return model
+
+
+def _check_ratio(pair, cached: CostModel) -> float:
+    """A one-token pass timed now over the same pass in the cache (the short-context one
+    `measure` keeps; a cache without it is compared at MEASURE_CONTEXT)."""
+    context = cached.meta.get("check_context")
+    if context and cached.meta.get("check_ms"):
+        return target_pass_ms(pair, [1], repeats=CHECK_REPEATS, context=int(context))[1] / float(cached.meta["check_ms"])
+    return target_pass_ms(pair, [1], repeats=CHECK_REPEATS)[1] / cached.target
 
 
 def scaled(cached: CostModel, ratio: float) -> CostModel:
@@ -288,7 +304,10 @@ def _key_fields(pair, sizes) -> dict:
 
 
 def _loop(model, device) -> str:
-    return loop_name(open_lm(model, device))
+    """The loop `model` runs in: a torch model's is found by opening it (cheap, its packing is
+    cached); another runtime has one loop, and opening it would make a context to throw away."""
+    runtime = runtime_of(model)
+    return loop_name(open_lm(model, device)) if runtime == TORCH else runtime
 
 
 def _runtime_fields(pair) -> dict:

@@ -9,7 +9,7 @@ one-token passes).
 from __future__ import annotations
 
 from specviz.drafters.cost_model import for_pair, is_cached, model_pass_ms
-from specviz.engine import runtime_choice
+from specviz.engine import runtime_choice, runtime_prepare
 from specviz import models
 from specviz.models.pair import ModelPair
 from specviz.models.progress import Progress
@@ -18,14 +18,17 @@ from specviz.models.progress import Progress
 MODELS_SHARE = 0.9
 
 
-def load(spec, *, with_draft: bool = True, progress: Progress | None = None, runtime: str = "auto", **options) -> ModelPair:
+def load(spec, *, with_draft: bool = True, progress: Progress | None = None, runtime: str = "auto",
+         prepare_untimed: bool = False, **options) -> ModelPair:
     """`models.load_pair(spec, ...)` and the pair's cost model, on the runtime `runtime`
     names ("auto": `runtime_choice.choose`; what was chosen and why, and the rates measured
     on each runtime, go to `pair.info["runtime_choice"]`). `options` are load_pair's
     (device, dtype, int8_draft, device_map, max_memory). Where `auto` chooses the target's
     precision by measurement, each precision is timed through the loop the engine runs the
     target in (`model_pass_ms`), not transformers' forward. load_pair is looked up at each
-    call, so a test that replaces it replaces it here too, and only while it does."""
+    call, so a test that replaces it replaces it here too, and only while it does.
+    `prepare_untimed` (a long-lived process: the page): start timing, in the background, the
+    runtimes `auto` could not judge yet (engine.runtime_prepare)."""
 
     def models_progress(fraction: float, message: str) -> None:
         if progress is not None:
@@ -45,8 +48,14 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
     if pair.draft is not None:  # a drafting rate needs a draft model's D
         runtime_choice.record(spec, pair.runtime, cost)
     measured = runtime_choice.recorded(spec)
+    preparing = []
+    if prepare_untimed and runtime_prepare.enabled():
+        preparing = [r for r in choice.untimed if r not in measured]
+        for other in preparing:
+            runtime_prepare.start(str(spec), other)
     pair.info["runtime_choice"] = {"runtime": pair.runtime, "reason": choice.reason, "rates": measured,
-                                   "note": runtime_choice.plain_beats_drafting(measured)}
+                                   "note": runtime_choice.plain_beats_drafting(measured), "requested": runtime,
+                                   "spec": str(spec), "preparing": preparing}
     if progress is not None:
         progress(1.0, "ready")
     return pair

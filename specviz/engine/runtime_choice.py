@@ -9,7 +9,8 @@ is loaded on it and kept in the cache, keyed by data: the pair, the machine (CPU
 flags), the threads and both libraries' versions.
 
 On a cold cache `auto` starts on llama.cpp where it can (the GGUF files load in seconds;
-torch first converts them, which takes minutes), and the record says so. SPECVIZ_RUNTIME
+torch first converts them, which takes minutes), and names torch as untimed, which the page
+then prepares and times in the background (engine.runtime_prepare). SPECVIZ_RUNTIME
 overrides the choice.
 """
 
@@ -35,6 +36,9 @@ ENV = "SPECVIZ_RUNTIME"
 class Choice:
     runtime: str
     reason: str
+    # Runtimes `auto` could have picked but has no measurement of here yet
+    # (engine.runtime_prepare times them in the background).
+    untimed: tuple[str, ...] = ()
 
 
 # Load options only the torch runtime has (engine.load's), with the environment variables
@@ -77,8 +81,9 @@ def choose(spec, requested: str = "auto", *, options: dict | None = None, env=os
         best = max(rates, key=lambda r: rates[r]["speculative"])
         return Choice(best, "measured here: the faster drafting of the two")
     if rates.keys() == {TORCH}:
-        return Choice(TORCH, "measured here; llama.cpp not yet timed")
-    return Choice(LLAMACPP, "not yet timed here: llama.cpp runs the GGUF files as they are and is ready in seconds")
+        return Choice(TORCH, "measured here; llama.cpp not yet timed", untimed=(LLAMACPP,))
+    return Choice(LLAMACPP, "not yet timed here: llama.cpp runs the GGUF files as they are and is ready in seconds",
+                  untimed=(TORCH,))
 
 
 def _llamacpp_unusable(spec) -> str | None:

@@ -1,0 +1,118 @@
+"""Preparing and timing, in the background, a runtime that `auto` could not judge yet.
+
+On a cold cache `auto` starts on llama.cpp (ready in seconds) without converting the torch
+copy just to decide (runtime_choice). A long-lived process (the page) then prepares the
+other runtime in a child process of its own, at the lowest CPU priority so runs in the page
+keep the cores: the child loads the pair there (converting it first where that runtime
+needs it), which times its passes and records its rates (`engine.load`). From then on `auto`
+compares measured rates; a pair loaded by `auto` whose choice now differs is loaded again on
+the faster runtime at its next run (`switch_to`), and the status line says so.
+
+SPECVIZ_PREPARE=0 turns the child off (a Space with little memory: a torch conversion holds
+several GB while it runs).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV = "SPECVIZ_PREPARE"
+# The child's CPU priority (os.nice): last in line behind the page's own runs.
+NICE = 19
+
+
+@dataclass
+class Preparation:
+    spec: str
+    runtime: str
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def state(self) -> str:
+        """"running", "done" or "failed"."""
+        code = self.process.poll()
+        return "running" if code is None else "done" if code == 0 else "failed"
+
+    def last_line(self) -> str:
+        try:
+            lines = [line.strip() for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            return ""
+        return lines[-1][:300] if lines else ""
+
+
+_lock = threading.Lock()
+_started: dict[tuple[str, str], Preparation] = {}
+
+
+def enabled(env=os.environ) -> bool:
+    return (env.get(ENV) or "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+def start(spec: str, runtime: str) -> Preparation:
+    """The preparation of `runtime` for `spec`, started now unless this process already has."""
+    from specviz.models.cache import cache_root
+
+    with _lock:
+        prep = _started.get((spec, runtime))
+        if prep is not None and prep.state != "failed":
+            return prep
+        folder = cache_root() / "runtime-choice"
+        folder.mkdir(parents=True, exist_ok=True)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{spec}-{runtime}")[:80]
+        log = folder / f"prepare-{safe}.log"
+        with open(log, "w") as out:
+            process = subprocess.Popen([sys.executable, "-m", "specviz.engine.runtime_prepare", spec, runtime],
+                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        prep = _started[(spec, runtime)] = Preparation(spec, runtime, process, log)
+        return prep
+
+
+def preparations(spec: str) -> list[Preparation]:
+    with _lock:
+        return [p for (s, _), p in _started.items() if s == spec]
+
+
+def switch_to(pair) -> str | None:
+    """The runtime `auto` picks for `pair` now, where the pair was loaded by `auto` and that
+    pick is another runtime (measured since the load); else None."""
+    from specviz.engine.runtime_choice import choose
+
+    c = (getattr(pair, "info", None) or {}).get("runtime_choice")
+    if not isinstance(c, dict) or c.get("requested") != "auto" or not c.get("spec"):
+        return None
+    now = choose(c["spec"], "auto").runtime
+    return now if now != pair.runtime else None
+
+
+def main(argv: list[str]) -> int:
+    """`python -m specviz.engine.runtime_prepare SPEC RUNTIME`: load SPEC on RUNTIME, which
+    prepares its files and times and records its passes; one preparation at a time per cache."""
+    spec, runtime = argv
+    os.nice(NICE)
+    from specviz.engine.load import load
+    from specviz.errors import UserError
+    from specviz.models.cache import locked
+
+    def progress(fraction: float, message: str) -> None:
+        print(f"{100 * fraction:3.0f}% {message}", flush=True)
+
+    try:
+        with locked(f"prepare-{runtime}"):
+            pair = load(spec, runtime=runtime, progress=progress)
+    except UserError as e:
+        print(f"{runtime} could not be prepared: {e}", flush=True)
+        return 1
+    rates = pair.info["runtime_choice"]["rates"].get(runtime) or {}
+    print(f"{runtime} timed: plain {rates.get('plain', 0):.1f} tok/s, drafting {rates.get('speculative', 0):.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
