@@ -23,7 +23,7 @@ def greedy_trace() -> Trace:
 
 
 def test_views_of_a_recorded_run_without_a_cost_model():
-    rates, lengths, words, hindsight, hindsight_words = labs_tab.views(greedy_trace())
+    rates, lengths, words, hindsight, hindsight_words, _ = labs_tab.views(greedy_trace())
     # The recorded run: 22 rounds; 12 lost their first draft, 5 kept one, 3 kept two, one kept
     # three and one all four; 18 of 38 judged drafts accepted.
     assert isinstance(rates, go.Figure) and len(rates.data) == 4
@@ -37,8 +37,20 @@ def test_views_of_a_recorded_run_without_a_cost_model():
 def test_views_use_the_cost_model_a_trace_carries():
     trace = greedy_trace()
     trace.meta["cost_model"] = COST
-    _, _, _, hindsight, words = labs_tab.views(trace)
+    _, _, _, hindsight, words, pass_costs = labs_tab.views(trace)
     assert len(hindsight.data[2].y) == 22 and "tokens/s" in words
+    # the trace's own cost model, drawn as its runtime's: V(n) = 80 + 20 n in one-token passes of 100 ms
+    (torch_curve,) = [t for t in pass_costs.data if t.name == "torch"]
+    assert list(torch_curve.y)[:3] == pytest.approx([1.0, 1.2, 1.4])
+
+
+def test_the_pass_costs_show_every_runtime_a_run_measured():
+    trace = greedy_trace()
+    trace.meta.update(runtime="llama.cpp", runtime_costs={"llama.cpp": {"V": {"1": 80.0, "8": 360.0}, "D": 40.0},
+                                                           "torch": {"V": {"1": 300.0, "8": 330.0}, "D": 70.0}})
+    pass_costs = labs_tab.views(trace)[-1]
+    curves = {t.name: list(t.y) for t in pass_costs.data}
+    assert curves["llama.cpp"] == pytest.approx([1.0, 4.5]) and curves["torch"] == pytest.approx([1.0, 1.1])
 
 
 def test_views_without_a_speculative_run():

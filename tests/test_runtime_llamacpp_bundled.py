@@ -40,6 +40,33 @@ def test_llamacpp_tokenizes_the_bench_prompts_as_the_transformers_tokenizer_does
         assert pair.target.tokenize(text) == tok(text, add_special_tokens=False)["input_ids"], p.id
 
 
+@pytest.mark.parametrize("preset", ["qwen-coder", "smol-qwen"])
+def test_the_tokenizer_read_from_a_gguf_is_the_one_transformers_converts(preset):
+    # Built once per file on a cold cache (llamacpp_pair._gguf_tokenizer, which skips
+    # AutoTokenizer's parse of the whole file); compared with the torch conversion's tokenizer,
+    # which CI prepares for both presets.
+    from transformers import AutoTokenizer
+
+    from specviz.models import cache
+    from specviz.models.convert import bundled_folder, ensure_gguf
+    from specviz.models.llamacpp_pair import _gguf_tokenizer
+    from specviz.models.sources import resolve
+
+    plan = resolve(preset)
+    for ref in (plan.target, plan.draft):
+        folder = bundled_folder(ref.bundled)
+        if not cache.folder_is_valid(folder):
+            pytest.skip(f"{preset} is not converted for torch here")
+        fast, ref_tok = _gguf_tokenizer(ensure_gguf(ref.bundled, preset, lambda f, m: None)), AutoTokenizer.from_pretrained(folder)
+        assert (len(fast), fast.eos_token, fast.bos_token, fast.pad_token) == (len(ref_tok), ref_tok.eos_token, ref_tok.bos_token,
+                                                                            ref_tok.pad_token)
+        assert fast.chat_template == ref_tok.chat_template
+        for p in load_prompts(DEFAULT_PROMPTS):
+            ids = ref_tok(p.prompt)["input_ids"]
+            assert fast(p.prompt)["input_ids"] == ids, p.id
+            assert fast.decode(ids) == ref_tok.decode(ids), p.id
+
+
 def _top2_gap(pair, ids: list[int]) -> float:
     lm = LlamaCppLM(pair.target)
     top = lm.feed(torch.tensor(ids))[-1, : pair.vocab_size].topk(2).values

@@ -113,3 +113,36 @@ def test_the_status_line_says_what_the_background_timing_found(monkeypatch):
     assert "drafts no faster here: the pair stays on llama.cpp" in preparation_sentence(Done(), pair)
     runtime_choice.record("qwen-coder", "torch", CostModel(verify={1: 20.0, 2: 20.5, 17: 30.0}, draft=4.0))
     assert "drafts faster here: the next run loads the pair on it" in preparation_sentence(Done(), pair)
+
+
+def _state(pid: int) -> str:
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+def test_preparations_are_stopped_while_the_models_run_and_continued_after(tmp_path):
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        runtime_prepare._started[("p", "torch")] = runtime_prepare.Preparation("p", "torch", process, tmp_path / "log")
+        seen = []
+
+        @runtime_prepare.holding
+        def run():
+            seen.append(_state(process.pid))
+            yield 1
+            seen.append(_state(process.pid))
+
+        @runtime_prepare.holding
+        def outer():
+            seen.append(_state(process.pid))
+            assert list(run()) == [1]  # a nested run: still stopped when it ends
+            seen.append(_state(process.pid))
+
+        outer()
+        time.sleep(0.2)
+        assert seen == ["T", "T", "T", "T"] and _state(process.pid) != "T"
+    finally:
+        process.kill()
+        process.wait()

@@ -23,12 +23,13 @@ from specviz import acceptance
 from specviz.app import runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
+from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse_temperatures
 from specviz.settings import GenerationSettings
 from specviz.viz import acceptance_plots as ap
-from specviz.viz import empty_figure
+from specviz.viz import empty_figure, pass_cost_figure, runtime_curves
 
 NO_RUN = '<p class="sv-muted">Run a generation in speculative mode, or upload a trace: its rounds are measured here.</p>'
 SWEEP_HINT = ('<p class="sv-muted">Runs the current prompt and settings (up to '
@@ -45,6 +46,7 @@ class LabsTab:
     lengths_text: gr.HTML
     hindsight: gr.Plot
     hindsight_text: gr.HTML
+    pass_costs: gr.Plot
     temperatures: gr.Textbox
     sweep: gr.Button
     sweep_stop: gr.Button
@@ -58,7 +60,7 @@ class LabsTab:
     @property
     def outputs(self) -> list:
         """views()' outputs, in its return order."""
-        return [self.position_rates, self.lengths, self.lengths_text, self.hindsight, self.hindsight_text]
+        return [self.position_rates, self.lengths, self.lengths_text, self.hindsight, self.hindsight_text, self.pass_costs]
 
     @property
     def sweep_outputs(self) -> list:
@@ -84,6 +86,11 @@ def build() -> LabsTab:
                 elem_classes=["sv-hint"])
     hindsight = gr.Plot(elem_id="labs-hindsight", show_label=False)
     hindsight_text = gr.HTML(elem_id="labs-hindsight-text")
+    gr.Markdown("### Pass costs by runtime\nWhat one target pass over n new tokens costs on each runtime timed on this "
+                "machine, in one-token passes (measured at load). Drafting k tokens pays only where verifying them "
+                "costs much less than k passes: near the dashed line every drafted token is paid for twice.",
+                elem_classes=["sv-hint"])
+    pass_costs = gr.Plot(elem_id="labs-pass-costs", show_label=False)
     gr.Markdown("### Temperature\nSampling spreads both models' probability over more tokens, and the draft's guess "
                 "matches the target's less often.", elem_classes=["sv-hint"])
     temperatures = gr.Textbox(DEFAULT_TEMPERATURES, label="Temperatures", info="comma-separated, 0 to 2",
@@ -100,7 +107,7 @@ def build() -> LabsTab:
         batching_plot = gr.Plot(ap.batching_figure([], [], [], [], 1), elem_id="labs-batching-plot", show_label=False, min_width=300)
         batch_costs = gr.Plot(ap.batch_costs_figure([], [], []), elem_id="labs-batch-costs", show_label=False, min_width=300)
     batching_text = gr.HTML(BATCH_HINT, elem_id="labs-batching-text")
-    return LabsTab(position_rates, lengths, lengths_text, hindsight, hindsight_text, temperatures, sweep, sweep_stop,
+    return LabsTab(position_rates, lengths, lengths_text, hindsight, hindsight_text, pass_costs, temperatures, sweep, sweep_stop,
                    sweep_plot, sweep_text, batching, batching_plot, batch_costs, batching_text)
 
 
@@ -109,15 +116,17 @@ def _spec(trace: Trace | None) -> bool:
 
 
 def views(trace: Trace | None) -> tuple:
-    """Per-position rates, accepted lengths (figure and words), hindsight k (figure and words)."""
+    """Per-position rates, accepted lengths (figure and words), hindsight k (figure and words),
+    and the pass costs of each runtime timed here (from any run's meta)."""
+    pass_costs = pass_cost_figure(*runtime_curves(trace))
     if not _spec(trace):
         empty = "Run a generation in speculative mode, or upload a trace"
         return (empty_figure(empty, "Acceptance by position"), empty_figure(empty, "Drafts accepted per round"), NO_RUN,
-                empty_figure(empty, "Draft length in hindsight"), "")
+                empty_figure(empty, "Draft length in hindsight"), "", pass_costs)
     cost = trace.meta.get("cost_model")
     h = acceptance.hindsight(trace.events, cost) if cost else None
     return (ap.position_rates_figure(trace.events), ap.lengths_figure(trace.events), ap.lengths_html(trace.events),
-            ap.hindsight_figure(h), ap.hindsight_html(h))
+            ap.hindsight_figure(h), ap.hindsight_html(h), pass_costs)
 
 
 def settings_of(trace: Trace) -> GenerationSettings:
@@ -241,9 +250,10 @@ def _batch_costs(pair_name: str, session: str, on_progress=None):
     return costs, lab.machine(str(pair.device), pair.precision, target=pair.target)
 
 
-# What touches the models, each holding a ZeroGPU grant where there is one (runner.on_gpu).
-SWEEP_POINT = runner.on_gpu(_sweep_point)
-BATCH_COSTS = runner.on_gpu(_batch_costs)
+# What touches the models, each holding a ZeroGPU grant where there is one (runner.on_gpu),
+# with any background preparation of another runtime stopped meanwhile (holding).
+SWEEP_POINT = holding(runner.on_gpu(_sweep_point))
+BATCH_COSTS = holding(runner.on_gpu(_batch_costs))
 
 
 def sweep_views(rows, *, stopped: bool = False, total: int | None = None) -> tuple:

@@ -262,7 +262,8 @@ def status_api(config: PageConfig):
 
     def status(pair: str = "") -> str:
         """The load of `pair` ("": the page's pair) as JSON: state (idle, loading, ready or
-        error), fraction, message, error, seconds since it started, and the cache folder.
+        error), fraction, message, error, seconds since it started, the cache folder, and once
+        ready the runtime, why, and any background timing of another runtime with its state.
         Clients pass `pair` always: an undocumented endpoint's defaults are not published."""
         from specviz.models.cache import where
 
@@ -275,6 +276,12 @@ def status_api(config: PageConfig):
             out.update(state="error" if state.error is not None else "ready" if state.ready else "loading",
                        fraction=state.fraction, message=state.message, error=state.error,
                        seconds=round(time.monotonic() - state.started, 1))
+            choice = (getattr(state.pair, "info", None) or {}).get("runtime_choice") if state.ready else None
+            if isinstance(choice, dict):
+                from specviz.engine.runtime_prepare import preparations
+
+                out.update(runtime=choice.get("runtime"), runtime_reason=choice.get("reason"),
+                           preparing={p.runtime: p.state for p in preparations(pair)})
         return json.dumps(out)
 
     return status

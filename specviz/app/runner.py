@@ -18,6 +18,7 @@ from specviz.app.background import newest
 from specviz.app.config import PageConfig
 from specviz.app.loading import Cancelled, PairLoader
 from specviz.app.stopping import StopFlags
+from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.settings import GenerationSettings, from_request
@@ -125,4 +126,4 @@ try:  # pragma: no cover - only on Hugging Face ZeroGPU
     ON_ZERO_GPU = bool(_SpacesConfig.zero_gpu)
 except ImportError:
     _spaces = None
-_generate = on_gpu(_generate)
+_generate = holding(on_gpu(_generate))

@@ -106,22 +106,8 @@ def views(alpha, k, target_ms, draft_ms, spec: Trace | None, plain: Trace | None
         viz.speedup_heatmap_figure(t, d, **run),
         _measured_html(spec, pred),
         *tree_views(spec),
-        viz.pass_cost_figure(*_pass_costs(spec or plain)),
+        viz.pass_cost_figure(*viz.runtime_curves(spec or plain)),
     )
-
-
-def _pass_costs(trace: Trace | None) -> tuple[dict, str | None]:
-    """Each runtime's measured V(n) and D from a run's meta (a trace from before runtimes
-    has only its own cost model, drawn as its runtime's)."""
-    if trace is None:
-        return {}, None
-    meta = trace.meta or {}
-    runtime = meta.get("runtime") or "torch"
-    curves = dict(meta.get("runtime_costs") or {})
-    cost = meta.get("cost_model") if isinstance(meta.get("cost_model"), dict) else {}
-    if runtime not in curves and isinstance(cost.get("verify"), dict):
-        curves[runtime] = {"V": cost["verify"], "D": cost.get("draft")}
-    return curves, runtime
 
 
 def tree_views(spec: Trace | None) -> tuple:

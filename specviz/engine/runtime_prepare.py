@@ -2,9 +2,12 @@
 
 On a cold cache `auto` starts on llama.cpp (ready in seconds) without converting the torch
 copy just to decide (runtime_choice). A long-lived process (the page) then prepares the
-other runtime in a child process of its own, at the lowest CPU priority so runs in the page
-keep the cores: the child loads the pair there (converting it first where that runtime
-needs it), which times its passes and records its rates (`engine.load`). From then on `auto`
+other runtime in a child process of its own: the child loads the pair there (converting it
+first where that runtime needs it), which times its passes and records its rates
+(`engine.load`). It runs at the lowest CPU priority and is stopped (SIGSTOP) while any run
+of the page's models is under way (`holding`): a lower priority alone is not enough, since
+a conversion writing gigabytes evicts the running model's memory-mapped weights (a first
+run on the page went from about 9 to 1.1 tokens/s beside one). From then on `auto`
 compares measured rates; a pair loaded by `auto` whose choice now differs is loaded again on
 the faster runtime at its next run (`switch_to`), and the status line says so.
 
@@ -14,10 +17,16 @@ several GB while it runs).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
+import inspect
 import os
+import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +58,7 @@ class Preparation:
 
 _lock = threading.Lock()
 _started: dict[tuple[str, str], Preparation] = {}
+_runs = 0  # runs of the page's models under way (`holding`)
 
 
 def enabled(env=os.environ) -> bool:
@@ -68,10 +78,55 @@ def start(spec: str, runtime: str) -> Preparation:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{spec}-{runtime}")[:80]
         log = folder / f"prepare-{safe}.log"
         with open(log, "w") as out:
+            # In the page's process group, so stopping the page stops it too.
             process = subprocess.Popen([sys.executable, "-m", "specviz.engine.runtime_prepare", spec, runtime],
-                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         prep = _started[(spec, runtime)] = Preparation(spec, runtime, process, log)
+        if _runs:
+            _signal(prep, signal.SIGSTOP)
         return prep
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """While a run of the models is under way: every preparation stopped, continued after
+    the last run ends."""
+    global _runs
+    with _lock:
+        _runs += 1
+        if _runs == 1:
+            for prep in _started.values():
+                _signal(prep, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with _lock:
+            _runs -= 1
+            if _runs == 0:
+                for prep in _started.values():
+                    _signal(prep, signal.SIGCONT)
+
+
+def holding(fn: Callable) -> Callable:
+    """`fn` (a function or a generator function that runs the models) inside `held`."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            with held():
+                yield from fn(*args, **kwargs)
+        return generator
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with held():
+            return fn(*args, **kwargs)
+    return call
+
+
+def _signal(prep: Preparation, sig: int) -> None:
+    if prep.process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            prep.process.send_signal(sig)
 
 
 def preparations(spec: str) -> list[Preparation]:
@@ -96,6 +151,7 @@ def main(argv: list[str]) -> int:
     prepares its files and times and records its passes; one preparation at a time per cache."""
     spec, runtime = argv
     os.nice(NICE)
+    _die_with_parent()
     from specviz.engine.load import load
     from specviz.errors import UserError
     from specviz.models.cache import locked
@@ -112,6 +168,13 @@ def main(argv: list[str]) -> int:
     rates = pair.info["runtime_choice"]["rates"].get(runtime) or {}
     print(f"{runtime} timed: plain {rates.get('plain', 0):.1f} tok/s, drafting {rates.get('speculative', 0):.1f}", flush=True)
     return 0
+
+
+def _die_with_parent() -> None:
+    """Linux: end this process when the page that started it ends, however it ends."""
+    with contextlib.suppress(OSError, AttributeError):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from specviz.viz.inspector import position_bars_figure, position_choices, round_
 from specviz.viz.live_stats import LiveStats, live_stats, stats_html
 from specviz.viz.lossless_plots import lossless_acceptance_figure, lossless_frequencies_figure, lossless_summary_html
 from specviz.viz.palette import empty_figure, style_figure
-from specviz.viz.pass_cost import pass_cost_figure
+from specviz.viz.pass_cost import pass_cost_figure, runtime_curves
 from specviz.viz.prediction import Prediction, gap_explanation, predict, prediction_html
 from specviz.viz.race import (
     comparison_html, identity_check, identity_html, race_end_s, race_frame, tokens_vs_time_figure,
@@ -45,6 +45,7 @@ __all__ = [
     "legend_html",
     "live_stats",
     "pass_cost_figure",
+    "runtime_curves",
     "lossless_acceptance_figure",
     "lossless_frequencies_figure",
     "lossless_summary_html",

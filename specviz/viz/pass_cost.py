@@ -18,6 +18,20 @@ from specviz.viz.palette import BONUS, NEUTRAL, TARGET, empty_figure, style_figu
 COLOURS = {"torch": BONUS, "llama.cpp": TARGET}
 
 
+def runtime_curves(trace) -> tuple[dict, str | None]:
+    """Each runtime's measured V(n) and D from a run's meta, and the runtime it ran on (a
+    trace from before runtimes has only its own cost model, drawn as its runtime's)."""
+    if trace is None:
+        return {}, None
+    meta = trace.meta or {}
+    runtime = meta.get("runtime") or "torch"
+    curves = dict(meta.get("runtime_costs") or {})
+    cost = meta.get("cost_model") if isinstance(meta.get("cost_model"), dict) else {}
+    if runtime not in curves and isinstance(cost.get("verify"), dict):
+        curves[runtime] = {"V": cost["verify"], "D": cost.get("draft")}
+    return curves, runtime
+
+
 def pass_cost_figure(curves: Mapping[str, Mapping], current: str | None = None) -> go.Figure:
     """`curves`: per runtime, {"V": {n: ms}, "D": ms} as measured at load (keys may be
     strings, as JSON keeps them); `current` is drawn thicker."""
