@@ -44,6 +44,20 @@ def test_lookup_drafter_proposes_point_masses():
     assert p.tokens.tolist() == [6, 4] and p.q is None and p.passes == 0
 
 
+def test_the_draft_model_feeds_the_prompt_only_at_the_first_round_that_drafts():
+    pair = tiny_pair("close")
+    d = make_drafter(pair, GenerationSettings(), generator=torch.Generator().manual_seed(0))
+    prompt = torch.tensor(pair.tokenizer("def reverse(s):")["input_ids"])
+    d.begin(prompt)
+    context = torch.cat([prompt, torch.tensor([5, 6])])  # two plain rounds' tokens
+    assert d.propose(context, 0, ALWAYS).tokens.numel() == 0 and d._lm.length == 0  # nothing fed
+    p = d.propose(context, 2, ALWAYS)
+    assert 0 < p.setup_ms <= p.ms and len(p) == 2
+    with torch.inference_mode():
+        fresh = pair.draft(input_ids=context[None]).logits[0, -1]
+    assert p.tokens[0] == fresh.argmax()  # what a draft that saw the whole context drafts first
+
+
 def test_early_exit_through_all_layers_is_the_target():
     pair = tiny_pair(None)
     full = EarlyExitForward(pair.target, pair.target.config.num_hidden_layers)

@@ -252,8 +252,8 @@ def _batch_costs(pair_name: str, session: str, on_progress=None):
 
 # What touches the models, each holding a ZeroGPU grant where there is one (runner.on_gpu),
 # with any background preparation of another runtime stopped meanwhile (holding).
-SWEEP_POINT = holding(runner.on_gpu(_sweep_point))
-BATCH_COSTS = holding(runner.on_gpu(_batch_costs))
+SWEEP_POINT = runner.on_gpu(holding(_sweep_point))
+BATCH_COSTS = runner.on_gpu(holding(_batch_costs))
 
 
 def sweep_views(rows, *, stopped: bool = False, total: int | None = None) -> tuple:

@@ -126,4 +126,4 @@ try:  # pragma: no cover - only on Hugging Face ZeroGPU
     ON_ZERO_GPU = bool(_SpacesConfig.zero_gpu)
 except ImportError:
     _spaces = None
-_generate = holding(on_gpu(_generate))
+_generate = on_gpu(holding(_generate))

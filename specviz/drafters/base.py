@@ -23,7 +23,9 @@ class Proposal:
 
     tokens: torch.Tensor  # (m,) long, 0 <= m <= k
     q: torch.Tensor | None  # (m, V) processed draft distributions; None: point masses on `tokens`
-    ms: float = 0.0  # wall time spent drafting this round
+    ms: float = 0.0  # wall time spent drafting this round, setup_ms included
+    # Of `ms`, what the run pays once rather than per round (a drafter's prefill of the prompt).
+    setup_ms: float = 0.0
     passes: int = 0  # draft forward passes this round
     confidence: list[float] = field(default_factory=list)  # the draft's top probability per token
     # Cross-tokenizer drafters: one dict per draft token of the round, {"id", "text",

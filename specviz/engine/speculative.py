@@ -77,7 +77,7 @@ class SpeculativeDecoder(Decoder):
         self.target.crop(context_len + n)
         if not first:  # the drafter and the policy had no part in the first round
             self.drafter.accepted(n)
-            self.length.update(m, n, verify_ms=target_ms, draft_ms=proposal.ms)
+            self.length.update(m, n, verify_ms=target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms)
 
         drafted = [
             DraftToken(id=t, text="", p=v.p[i], q=v.q[i], u=v.u[i] if i < tested else None, decision=d if i < tested else "unchecked")
@@ -158,7 +158,7 @@ class SpeculativeDecoder(Decoder):
         positions = display.positions(n_pos, logits, p, None, x, overlap, self.texts) if self.record == "full" else []
         tree = [TreeNode(parent=r.parents[i], token=r.tokens[i], text=self.texts(r.tokens[i]), depth=r.depth[i], q=r.q[i],
                          p=r.p[i], decision=r.decision[i]) for i in range(len(r.tokens))]
-        self.length.update(len(shown), n, verify_ms=r.target_ms, draft_ms=proposal.ms)
+        self.length.update(len(shown), n, verify_ms=r.target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms)
 
         t = self.tally
         t.count_round(new=kept, tested=tested, accepted=accepted, overlap=overlap, target_ms=r.target_ms, draft_ms=proposal.ms,
