@@ -363,3 +363,46 @@ def test_policy_stops_drafting_when_its_drafting_rounds_give_fewer_tokens_per_ms
     rate_vs_plain = tokens / (now[0] * 1000) * cost.verify_ms(1)
     assert rate_vs_plain >= 0.95
     assert policy.drafting_loses() and drafting_rounds < 30  # it stopped, bar the probes
+
+
+def _run_with_a_prompt_to_catch_up(tokens_wanted: int, *, prompt: int, read_ms: float, tell_unread: bool):
+    """A simulated run on llama.cpp's costs where the draft has not read the prompt: the first
+    round that drafts pays `read_ms` per prompt token first (as `ModelDrafter` does) and later
+    ones the tokens since the draft last read. Every draft is rejected, so plain decoding is
+    right. Returns (speed vs plain, the tokens made before each round that drafted, and the
+    plain ms before the first)."""
+    now = [0.0]
+    policy = CostAwareLength(LLAMACPP_COST, 16, clock=lambda: now[0])
+    tokens, read, probes, plain_before = 0, 0, [], 0.0
+    while tokens < tokens_wanted:
+        context = prompt + tokens
+        k = policy.limit(context - read if tell_unread else 0, tokens_wanted - tokens)
+        setup = 0.0
+        if k:
+            probes.append(tokens)
+            setup = (prompt if read == 0 else 0) * read_ms
+            catch_up = (context - max(read, prompt)) * read_ms
+            read = context
+            now[0] += (setup + catch_up + LLAMACPP_COST.draft + LLAMACPP_COST.verify_ms(2)) / 1000
+            policy.update(1, 0, setup_ms=setup)
+        else:
+            now[0] += LLAMACPP_COST.verify_ms(1) / 1000
+            plain_before += 0 if probes else LLAMACPP_COST.verify_ms(1)
+            policy.update(0, 0)
+        tokens += 1
+    return tokens / (now[0] * 1000) * LLAMACPP_COST.verify_ms(1), probes, plain_before
+
+
+def test_a_probe_waits_until_the_plain_rounds_have_paid_for_the_drafts_catch_up():
+    # A 250-token prompt the draft reads at 6.4 ms a token (1.6 s, as llama.cpp's Q4 draft on a
+    # 2-core CPU did): probing at the eighth round of a 64-token run made it 0.76x plain.
+    told, probes, _ = _run_with_a_prompt_to_catch_up(64, prompt=250, read_ms=6.4, tell_unread=True)
+    untold, untold_probes, _ = _run_with_a_prompt_to_catch_up(64, prompt=250, read_ms=6.4, tell_unread=False)
+    assert untold < 0.85 and untold_probes  # the scenario punishes a probe that ignores the catch-up
+    assert told >= 0.99 and not probes
+    # A long run still probes, while what is left of it to decode plainly takes at least
+    # 1 / PROBE_SHARE times the priced catch-up, so a run that stopped drafting can start again.
+    n = 3000
+    _, probes, _ = _run_with_a_prompt_to_catch_up(n, prompt=250, read_ms=6.4, tell_unread=True)
+    priced = CostAwareLength(LLAMACPP_COST, 16).catch_up_ms
+    assert probes and priced(250 + probes[0]) <= cost_aware.PROBE_SHARE * (n - probes[0]) * LLAMACPP_COST.verify_ms(1)

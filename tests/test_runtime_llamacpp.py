@@ -132,6 +132,22 @@ def test_a_crop_leaves_the_cache_as_a_fresh_feed_would():
     assert torch.equal(after, b.feed(torch.tensor([88, 5]), keep=0))  # same batches: bit for bit
 
 
+def test_a_context_a_finished_run_gave_back_is_taken_again_and_starts_as_a_fresh_one():
+    ctx = _context()
+    model = LlamaCppModel(tiny_gguf("target"), threads=1)
+    first = LlamaCppLM(model)
+    fresh = first.feed(ctx, keep=0)
+    first.feed(torch.tensor([41, 17, 230]))  # leaves a longer cache behind
+    used = first._ctx
+    first.close()
+    again = LlamaCppLM(model)
+    assert again._ctx == used and again.length == 0
+    assert torch.equal(again.feed(ctx, keep=0), fresh)  # same batches on an empty cache: bit for bit
+    again.close()
+    model.close()  # frees the context it kept, and the model
+    assert not model._idle
+
+
 @pytest.mark.parametrize("drafter,draft,extra", [
     ("model", "close", {}),
     ("model", "random", {}),

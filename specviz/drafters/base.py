@@ -50,3 +50,7 @@ class Drafter(Protocol):
 
     def accepted(self, n: int) -> None:
         """The first n proposed tokens were accepted; roll back to the context plus those n."""
+
+    def unread(self, context_len: int) -> int:
+        """How many of the context's `context_len` tokens the drafter has still to read before
+        it can draft (0 for a drafter without a cache): what a round that drafts pays first."""

@@ -51,6 +51,10 @@ ROUND_WEIGHT = 0.3
 # larger verify pass and the draft's catch-up over the tokens it skipped).
 PROBE_EVERY = 8
 MAX_PROBE_EVERY = 64
+# A probe also pays for the draft reading what it has not read (the whole prompt at the first
+# probe): it is made only while that catch-up costs at most this share of decoding the rest of
+# the run plainly, so a short run that should stay plain is not made slower by it.
+PROBE_SHARE = 0.1
 # Realised tokens per ms of drafting and of plain rounds: each round weighs this much less per
 # round of its kind that follows (about the last twenty count); compared once each kind has
 # this many rounds, and drafting counts as losing only below this share of the plain rate, so
@@ -81,6 +85,7 @@ class CostAwareLength(DraftLength):
         self.k_max = k_max
         self.use_confidence = confidence
         d = cost.draft if draft_ms is None else draft_ms
+        self._draft = d
         self.prior = np.array([m * d + cost.verify_ms(m + 1) for m in range(k_max + 1)])
         self.observed = np.full(k_max + 1, np.nan)  # running C(m) where timed
         self._scale = 1.0  # running observed / prior, for the lengths not yet timed
@@ -94,6 +99,9 @@ class CostAwareLength(DraftLength):
         self._rate = 0.0
         self._idle = 0
         self._probe_every = PROBE_EVERY
+        self._cost = cost
+        self._unread = 0
+        self._feed_ms: float | None = None  # the draft's measured ms per token read in one pass
         self._started: float | None = None
         self._last_drafted: int | None = None
         self._last_tokens = 1
@@ -122,9 +130,12 @@ class CostAwareLength(DraftLength):
         k = int(np.argmax(rates))
         return k, float(rates[k])
 
-    def limit(self) -> int:
-        """Start a round: the most tokens it may draft (0: decode plainly this round)."""
+    def limit(self, unread: int = 0, remaining: int | None = None) -> int:
+        """Start a round: the most tokens it may draft (0: decode plainly this round), the
+        drafter having `unread` tokens of the context still to read before it can draft and
+        the run at most `remaining` tokens still to make (None: unbounded)."""
         now = self._clock()
+        self._unread = unread
         if self._started is not None and self._last_drafted is not None:
             ms = (now - self._started) * 1000
             self._observe_round(self._last_drafted, ms)
@@ -141,7 +152,8 @@ class CostAwareLength(DraftLength):
             k = 0
         if k == 0:
             self._idle += 1
-            if self._idle < self._probe_every:
+            if self._idle < self._probe_every or (
+                    remaining is not None and self.catch_up_ms(unread) > PROBE_SHARE * remaining * self.round_ms(0)):
                 self.k = 0
                 return 0
             # A probe that finds drafting still unprofitable makes the next one wait longer.
@@ -152,6 +164,17 @@ class CostAwareLength(DraftLength):
         self._idle = 0
         self.k = self.k_max if self.use_confidence else k
         return self.k
+
+    def catch_up_ms(self, unread: int) -> float:
+        """What the draft reading `unread` tokens in one pass costs: as measured at its first
+        read, else priced from the cost model (the target's per-token cost over its largest
+        measured pass, times D / T), which the batching of long reads tends to overstate."""
+        if unread <= 0:
+            return 0.0
+        if self._feed_ms is not None:
+            return unread * self._feed_ms
+        largest = max(self._cost.verify)
+        return unread * self._cost.verify_ms(largest) / largest * self._draft / self._cost.target
 
     def keep_going(self, confidence: float) -> bool:
         """Draft one more token only if its expected tokens per added ms beat the rate."""
@@ -179,6 +202,8 @@ class CostAwareLength(DraftLength):
         # less `setup_ms`, which the run pays once (the draft's prefill of the prompt).
         if self._started is not None:
             self._started += setup_ms / 1000
+        if setup_ms > 0 and self._unread > 0:
+            self._feed_ms = setup_ms / self._unread
         self._last_drafted = drafted
         self._last_tokens = accepted + 1
         if drafted == 0:

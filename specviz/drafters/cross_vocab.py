@@ -155,6 +155,9 @@ class _OwnTokens:
     def accepted(self, n: int) -> None:
         """Nothing to do now: the next round's sync brings the draft up to what the target committed."""
 
+    def unread(self, context_len: int) -> int:
+        return context_len - self.side.t_len  # in target tokens: about as many of the draft's
+
 
 class TextDrafter(_OwnTokens):
     """Drafts in the draft's own tokens; proposes their text re-encoded in target tokens."""

@@ -19,7 +19,9 @@ class DraftLength:
     def __init__(self, k: int):
         self.k = k
 
-    def limit(self) -> int:
+    def limit(self, unread: int = 0, remaining: int | None = None) -> int:
+        """The most tokens this round may draft, the drafter having `unread` context tokens
+        still to read (`Drafter.unread`) and the run `remaining` tokens still to make."""
         return self.k
 
     def keep_going(self, confidence: float) -> bool:

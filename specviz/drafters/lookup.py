@@ -33,6 +33,9 @@ class LookupDrafter:
     def accepted(self, n: int) -> None:
         pass
 
+    def unread(self, context_len: int) -> int:
+        return 0
+
 
 def find_continuation(context: torch.Tensor, k: int, max_ngram: int = 3, min_ngram: int = 1) -> torch.Tensor:
     """Up to k tokens that followed the latest earlier match of the context's last n tokens,

@@ -16,6 +16,7 @@ import time
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal
+from specviz.lm import rows
 from specviz.lm.lean import ModelLM
 from specviz.lm.sampling import Sampler
 
@@ -48,7 +49,7 @@ class ModelDrafter:
         for _ in range(k):
             logits = self._sampler.logits(self._lm.feed(pending)[-1])
             if self._sampler.greedy:
-                token = logits.argmax(-1)
+                token = rows.argmax(logits).to(logits.device)
                 conf = logits.softmax(-1).max()
             else:
                 dist = self._sampler.distribution(logits)
@@ -74,3 +75,6 @@ class ModelDrafter:
 
     def accepted(self, n: int) -> None:
         self._lm.crop(self._context_len + n)
+
+    def unread(self, context_len: int) -> int:
+        return context_len - self._lm.length

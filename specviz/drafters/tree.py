@@ -271,6 +271,9 @@ class TreeDrafter:
             self._lm.crop(self._tree)
         self._tree = None
 
+    def unread(self, context_len: int) -> int:
+        return context_len - self._lm.length
+
     def accepted(self, n: int) -> None:
         """The first n proposed nodes were accepted. Only meaningful when they form a path
         (always so for width 1); a tree round must call `accepted_path` instead."""

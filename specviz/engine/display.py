@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from specviz.engine.text import TokenTexts
+from specviz.lm import rows
 from specviz.events import PositionInfo, TopToken
 
 TOP = 5
@@ -26,7 +27,7 @@ def overlaps(p: torch.Tensor | None, q: torch.Tensor | None, draft_tokens: torch
     if k == 0:
         return []
     if p is None:
-        return (target_logits[:k].argmax(-1) == draft_tokens).double().tolist()
+        return (rows.argmax(target_logits[:k]) == draft_tokens.cpu()).double().tolist()
     if q is None:
         return p[torch.arange(k, device=p.device), draft_tokens].tolist()
     return torch.minimum(p[:k], q).sum(-1).tolist()
@@ -52,20 +53,22 @@ def positions(
     k = draft_tokens.numel()
     m = min(n_pos, k)  # rows with a drafted token
     logits = target_logits[:n_pos]
-    top2 = logits.topk(min(2, logits.shape[-1]), dim=-1).values
-    gaps = (top2[:, 0] - top2[:, -1]).tolist()
+    # One top-k over the logits gives the top-2 gap and, in greedy mode, the candidates:
+    # over a 150k vocabulary each top-k costs about as much as the rest of a round's upkeep.
+    top_values, top_ids = rows.top(logits, TOP)
+    gaps = (top_values[:, 0] - top_values[:, min(1, top_values.shape[1] - 1)]).tolist()
     drafted = draft_tokens[:m]
 
     # Candidates: the target's top tokens, then the draft's (its top tokens, or the drafted
     # token for point masses); -1 pads rows without a draft.
-    p_cand = (logits if p is None else p[:n_pos]).topk(TOP, dim=-1).indices
-    q_cand = q[:m].topk(TOP, dim=-1).indices if q is not None and m else drafted[:, None]
+    p_cand = (top_ids if p is None else rows.top(p[:n_pos], TOP)[1]).to(logits.device)
+    q_cand = rows.top(q[:m], TOP)[1].to(logits.device) if q is not None and m else drafted[:, None]
     pad = torch.full((n_pos - m, q_cand.shape[1]), -1, dtype=p_cand.dtype, device=p_cand.device)
     cand = torch.cat([p_cand, torch.cat([q_cand, pad])], dim=1)
     safe = cand.clamp_min(0)
 
     if p is None:
-        pv = (safe == logits.argmax(-1, keepdim=True)).to(logits.dtype)
+        pv = (safe == p_cand[:, :1]).to(logits.dtype)  # the argmax, from the top-k already taken
     else:
         pv = torch.gather(p[:n_pos], 1, safe)
     qv = torch.zeros_like(pv)
@@ -83,6 +86,6 @@ def positions(
             if t >= 0 and t not in seen:
                 seen[t] = (pp, qq, lg)
         ranked = sorted(seen.items(), key=lambda kv: (-kv[1][0], -kv[1][2]))  # by p, then logit
-        top = [TopToken(id=t, text=texts(t), p=pp, q=qq) for t, (pp, qq, _) in ranked]
-        out.append(PositionInfo(top=top, overlap=overlap[i] if i < k else 0.0, top2_logit_gap=gaps[i]))
+        tops = [TopToken(id=t, text=texts(t), p=pp, q=qq) for t, (pp, qq, _) in ranked]
+        out.append(PositionInfo(top=tops, overlap=overlap[i] if i < k else 0.0, top2_logit_gap=gaps[i]))
     return out

@@ -15,6 +15,7 @@ import time
 import torch
 
 from specviz.engine.decoder import Decoder
+from specviz.lm import rows
 from specviz.events import PlainTokenEvent
 
 
@@ -38,7 +39,7 @@ class PlainDecoder(Decoder):
             raw = self.target.feed(self._next)[-1]
         if self.sampler.greedy:
             # the argmax of the raw logits is the argmax of the processed ones: no copy, no softmax
-            token, p = int(raw[: self.sampler.vocab_size].argmax()), 1.0
+            token, p = int(rows.argmax(raw[: self.sampler.vocab_size])), 1.0
         else:
             dist = self.sampler.distribution(raw)
             token = int(self.sampler.choose(dist, self.generator))

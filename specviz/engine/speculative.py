@@ -47,7 +47,8 @@ class SpeculativeDecoder(Decoder):
         if not self._drafter_begun:
             self.drafter.begin(self.ids)
             self._drafter_begun = True
-        proposal = self.drafter.propose(self.ids, min(self.length.limit(), self.remaining - 1), self.length.keep_going)
+        limit = self.length.limit(self.drafter.unread(self.ids.numel()), self.remaining)
+        proposal = self.drafter.propose(self.ids, min(limit, self.remaining - 1), self.length.keep_going)
         if proposal.parents is not None:
             return self._tree_step(proposal)
         start = time.perf_counter()

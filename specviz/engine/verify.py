@@ -20,6 +20,7 @@ from typing import Literal
 
 import torch
 
+from specviz.lm import rows
 from specviz.lm.sampling import draw
 
 
@@ -113,7 +114,7 @@ def verify(
 
 def _verify_greedy(draft_tokens: torch.Tensor, p: torch.Tensor) -> Verification:
     k = draft_tokens.numel()
-    best = p.argmax(-1)
+    best = rows.argmax(p)
     match = draft_tokens == best[:k]
     n = int(match.long().cumprod(0).sum())
     best_l = best.tolist()

@@ -46,6 +46,14 @@ class LlamaCppLM:
         self.vocab_size = model.vocab_size
         self.context_window = model.context_window
         self.stop_ids = model.stop_ids
+        self._ctx, self._batch = model.take_context() or self._make_context(model)
+        self._cells = int(L.llama_n_ctx(self._ctx))
+        self._mem = L.llama_get_memory(self._ctx)
+        self._tree: OpenTree | None = None
+        self.length = 0
+
+    def _make_context(self, model: LlamaCppModel) -> tuple:
+        L = self._L
         params = L.llama_context_default_params()
         params.n_ctx = model.context_window
         params.n_batch = params.n_ubatch = BATCH
@@ -53,14 +61,15 @@ class LlamaCppLM:
         params.kv_unified = True
         params.n_threads = params.n_threads_batch = model.threads
         params.no_perf = True
-        self._ctx = L.llama_init_from_model(model.ptr, params)
-        if not self._ctx:
+        ctx = L.llama_init_from_model(model.ptr, params)
+        if not ctx:
             raise UserError(f"{model.path}: {LLAMACPP} could not make a context: {last_error()}")
-        self._cells = int(L.llama_n_ctx(self._ctx))
-        self._mem = L.llama_get_memory(self._ctx)
-        self._batch = L.llama_batch_init(BATCH, 0, SEQUENCES)
-        self._tree: OpenTree | None = None
-        self.length = 0
+        return ctx, L.llama_batch_init(BATCH, 0, SEQUENCES)
+
+    def _free(self, pair: tuple) -> None:
+        ctx, batch = pair
+        self._L.llama_batch_free(batch)
+        self._L.llama_free(ctx)
 
     # -- the interface ------------------------------------------------------------------
 
@@ -187,10 +196,11 @@ class LlamaCppLM:
         return np.ctypeslib.as_array(ptr, shape=(kept, self.vocab_size)).copy()
 
     def close(self) -> None:
+        """Give the context back to the model, cleared, for the next run."""
         if getattr(self, "_ctx", None):
-            self._L.llama_batch_free(self._batch)
-            self._L.llama_free(self._ctx)
-            self._ctx = None
+            self._L.llama_memory_clear(self._mem, True)
+            pair, self._ctx = (self._ctx, self._batch), None
+            self.model.give_context(pair, self._free)
 
     def __del__(self):
         try:

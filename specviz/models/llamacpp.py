@@ -1,7 +1,7 @@
 """A GGUF file loaded by llama.cpp as it is (its own quantisation, no conversion).
 
 `LlamaCppModel` holds the llama.cpp model; `lm.llamacpp.LlamaCppLM` makes a context with
-a KV cache on it for each run. llama.cpp reports a failed load as a NULL model and a log
+a KV cache on it for each run, or takes one a finished run gave back. llama.cpp reports a failed load as a NULL model and a log
 line; the log goes to a small buffer here (not the terminal) so that a failed load names
 the file, the runtime and llama.cpp's own reason in one line.
 
@@ -24,6 +24,8 @@ from specviz.errors import UserError
 RUNTIME = "llama.cpp"
 # Positions a context is made with unless the model's own window is smaller.
 DEFAULT_CONTEXT = 4096
+# Cleared contexts a model keeps for later runs (about the runs at once on one page).
+IDLE_CONTEXTS = 4
 
 _lock = threading.Lock()
 _log: collections.deque[str] = collections.deque(maxlen=40)
@@ -120,6 +122,24 @@ class LlamaCppModel:
         self.description = buf.value.decode("utf-8", "replace")
         self.size_bytes = int(L.llama_model_size(model))
         self.architecture = self.meta("general.architecture") or "unknown"
+        # Contexts of finished runs, cleared, for the next run to take (`lm.llamacpp`): making
+        # one allocates its whole KV cache, a noticeable share of a short run.
+        self._idle: list[tuple] = []
+        self._idle_lock = threading.Lock()
+
+    def take_context(self) -> tuple | None:
+        """An idle (context, batch) pair made on this model, or None."""
+        with self._idle_lock:
+            return self._idle.pop() if self._idle else None
+
+    def give_context(self, pair: tuple, free) -> None:
+        """Keep a cleared (context, batch) pair for the next run, or `free` it when enough
+        are kept or the model is closed."""
+        with self._idle_lock:
+            if self.ptr and len(self._idle) < IDLE_CONTEXTS:
+                self._idle.append(pair)
+                return
+        free(pair)
 
     def meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(512)
@@ -140,6 +160,11 @@ class LlamaCppModel:
 
     def close(self) -> None:
         if getattr(self, "ptr", None):
+            with self._idle_lock:
+                idle, self._idle = self._idle, []
+            for ctx, batch in idle:
+                self._L.llama_batch_free(batch)
+                self._L.llama_free(ctx)
             self._L.llama_model_free(self.ptr)
             self.ptr = None
 
