@@ -4,7 +4,7 @@ The default model pair starts loading in a background thread after the page is u
 shows its progress, and Run waits for it). Settings come from the environment: see
 specviz/app/config.py (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT or PORT, SPECVIZ_DEFAULT_PAIR,
 SPECVIZ_PRELOAD=0, SPECVIZ_ALLOW_CUSTOM_MODELS=0, SPECVIZ_MAX_WALL_S, SPECVIZ_QUEUE_SIZE,
-SPECVIZ_MAX_SESSIONS).
+SPECVIZ_MAX_SESSIONS, SPECVIZ_MCP=0).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def main() -> None:
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=config.queue_size)
     demo.launch(server_name=config.host, server_port=config.port, css_paths=CSS_PATHS, prevent_thread_lock=True,
                 footer_links=["api", "gradio"], max_file_size=MAX_TRACE_BYTES,
-                state_session_capacity=config.max_sessions)
+                state_session_capacity=config.max_sessions, mcp_server=config.mcp)
     if config.preload:  # after launch, so the page answers while the pair loads
         runner.LOADER.request(config.default_pair)
     demo.block_thread()

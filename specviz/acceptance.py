@@ -185,6 +185,38 @@ def length_stats(events: Iterable[Event], alpha: float | None = None) -> LengthS
     return LengthStats(np.array([r.accepted for r in rounds], int), np.array([len(r.drafted) for r in rounds], int), alpha)
 
 
+# --- the run's counts under an engine's names ------------------------------------------------
+
+# vLLM's per-request speculative metrics (`--per-request-spec-decode-metrics summary`, vLLM PR
+# #48915; a response's `metrics.speculative_decoding`, as captured in mostlygeek/llama-swap
+# issue #1032): the names a run's `metrics` block uses, so that a specviz run and an engine's
+# request can be laid side by side.
+REQUEST_METRICS = ("mean_acceptance_length", "draft_acceptance_rate", "acceptance_histogram", "num_spec_steps",
+                   "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens")
+
+
+def request_metrics(events: Iterable[Event]) -> dict:
+    """The run's speculative counts under vLLM's per-request names. A step is a finished
+    round that drafted something; the histogram counts steps by drafts accepted (0..the
+    longest draft, `num_spec_tokens`); draft tokens are every token those steps proposed,
+    judged or not, as vLLM counts them; the mean acceptance length counts the target's own
+    token, as vLLM's does."""
+    events = list(events)
+    lengths = length_stats(events)
+    steps = lengths.rounds
+    drafted = int(lengths.k.sum())
+    accepted = int(lengths.accepted.sum())
+    return {
+        "mean_acceptance_length": 1.0 + accepted / steps if steps else 0.0,
+        "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
+        "acceptance_histogram": [int(c) for c in lengths.histogram] if steps else [],
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": int(lengths.k.max(initial=0)),
+    }
+
+
 # --- where the run departs from the model ----------------------------------------------------
 
 

@@ -20,6 +20,8 @@ COMMANDS = {
     "bench": "specviz.bench.cli",
     "sweep": "specviz.labs.sweep",
     "batching": "specviz.labs.batching",
+    "export": "specviz.production.export_cli",
+    "metrics": "specviz.production.metrics_cli",
 }
 
 HELP = {
@@ -29,6 +31,8 @@ HELP = {
     "bench": "benchmark specviz against transformers' generate on one pair",
     "sweep": "run one prompt at several temperatures: acceptance, tokens per round, speedup",
     "batching": "time passes over several sequences at once and predict the speedup by batch size",
+    "export": "write what a run found (the pair, drafter and best k) as a vLLM, SGLang, llama.cpp or transformers command",
+    "metrics": "read an engine's speculative metrics (vLLM, SGLang, llama.cpp) and predict what its drafting gains",
 }
 
 

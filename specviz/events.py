@@ -181,6 +181,9 @@ class Trace:
     pair: str = ""
     version: int = TRACE_VERSION
     meta: dict[str, Any] = field(default_factory=dict)
+    # A finished speculative run's counts under vLLM's per-request names
+    # (`acceptance.request_metrics`), as {"speculative_decoding": {...}}; empty otherwise.
+    metrics: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

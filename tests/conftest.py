@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-SHARED = ("models", "gguf", "wheels", "locks", "tokenizers")  # linked: built once, reused by every run
+SHARED = ("models", "gguf", "wheels", "locks", "tokenizers", "llama.cpp-tools")  # linked: built once, reused by every run
 MEASURED = ("cost-models", "precision", "runtime-choice")  # copied: tests add their own entries
 
 

@@ -33,7 +33,8 @@ def test_the_page_builds_with_the_stable_element_ids():
     ids = {getattr(block, "elem_id", None) for block in demo.blocks.values()}
     assert {"prompt", "run", "stop", "k", "pair", "tokens", "timeline", "stats"} <= ids
     api = demo.get_api_info()["named_endpoints"]
-    assert list(api) == ["/generate"], "only generate is offered to API clients"
+    # generate and the tools (app/tools.py, also the MCP server's), nothing the page wires privately
+    assert list(api) == ["/generate", "/speedup", "/best_k", "/lossless_check", "/export_settings", "/generate_summary"]
     params = [p["parameter_name"] for p in api["/generate"]["parameters"]]
     assert params[:9] == ["prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode"]
 

@@ -19,7 +19,7 @@ def pins() -> dict[str, str]:
         line = line.split("#")[0].strip()
         if line:
             name, _, version = line.partition("==")
-            out[name.lower()] = version
+            out[name.split("[")[0].lower()] = version  # gradio[mcp] pins gradio
     return out
 
 

@@ -11,6 +11,8 @@
     SPECVIZ_MAX_SESSIONS       sessions whose page state is kept (256): Gradio keeps a copy of the
                                page's settings per session (every browser tab, API client and raw
                                API call) until this many newer ones push it out
+    SPECVIZ_MCP=0              do not serve the page's tools as an MCP server (app/tools.py) at
+                               /gradio_api/mcp/
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class PageConfig:
     queue_size: int = 32
     # Gradio's own default, 10000, let memory grow by about 0.2 MB per session for days.
     max_sessions: int = 256
+    mcp: bool = True
 
     @property
     def local_only(self) -> bool:
@@ -52,6 +55,7 @@ class PageConfig:
             max_wall_s=float(_int(env.get("SPECVIZ_MAX_WALL_S") or "300", "SPECVIZ_MAX_WALL_S")),
             queue_size=_int(env.get("SPECVIZ_QUEUE_SIZE") or "32", "SPECVIZ_QUEUE_SIZE"),
             max_sessions=_int(env.get("SPECVIZ_MAX_SESSIONS") or "256", "SPECVIZ_MAX_SESSIONS"),
+            mcp=env.get("SPECVIZ_MCP", "1") != "0",
         )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, traces
+from specviz.app import compare, inspector, labs_tab, live, lossless_tab, production, runner, theory_tab, tools, traces
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import shown_errors
@@ -172,6 +172,7 @@ def build_page(config: PageConfig) -> gr.Blocks:
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Live run", id="live", elem_id="tab-live"):
                 lv = live.build(config)
+                ex = production.build_export()
             with gr.Tab("Round inspector", id="inspector", elem_id="tab-inspector"):
                 ins = inspector.build(live.TOKEN_CLICK_JS)
             with gr.Tab("Side by side", id="compare", elem_id="tab-compare"):
@@ -182,14 +183,18 @@ def build_page(config: PageConfig) -> gr.Blocks:
                 ll = lossless_tab.build()
             with gr.Tab("Labs", id="labs", elem_id="tab-labs"):
                 lb = labs_tab.build()
+                pm = production.build_metrics()
             with gr.Tab("Traces", id="traces", elem_id="tab-traces"):
                 tr = traces.build()
         refresh = _Refresh(ins, cmp, th, tr, plain, lb)
         labs_tab.wire(lb, trace, lv.pair, config)
         refresh_inputs = [trace, *th.sliders]
 
+        production.wire(ex, pm, trace)
+
         def then_refresh(event):
-            return event.then(refresh.views, refresh_inputs, refresh.outputs, api_visibility="private")
+            event = event.then(refresh.views, refresh_inputs, refresh.outputs, api_visibility="private")
+            return event.then(production.export_views, [trace, ex.format], ex.outputs, api_visibility="private")
 
         # The model status polls while a load is under way, and again after the pair changes.
         timer.tick(model_status, [lv.pair], [status, timer], queue=False, show_progress="hidden", api_visibility="private")
@@ -252,6 +257,7 @@ def build_page(config: PageConfig) -> gr.Blocks:
         then_refresh(upload)
 
         gr.api(generate_api(config), api_name="generate", **MODELS)
+        tools.register(config, MODELS)
         # Callable, but not among the documented endpoints; no limit, so it answers while a run goes on.
         gr.api(status_api(config), api_name="status", concurrency_limit=None, api_visibility="undocumented")
     return demo

@@ -61,3 +61,72 @@ def speculative_simple(target: Path, draft: Path, prompt_text: str, *, max_new_t
     text = out[start + len(prompt_text):] if start >= 0 else out
     return {"text": text.strip("\n"), "new_tokens": int(number(r"n_predict\s*=\s*(\d+)")), "wall_s": enc_s + dec_s,
             "drafted": int(number(r"n_drafted\s*=\s*(\d+)")), "accepted": int(number(r"n_accept\s*=\s*(\d+)"))}
+
+
+def server_args(exported: str, port: int, threads: int) -> list[str]:
+    """An exported llama-server command (`production.export`) as arguments for the built
+    binary, on `port`, with its /metrics on and this machine's threads."""
+    import shlex
+
+    args = shlex.split(exported.replace("\\\n", " "))
+    if not args or args[0] != "llama-server":
+        raise ValueError(f"not a llama-server command: {exported[:60]!r}")
+    if "--port" in args:
+        i = args.index("--port")
+        del args[i:i + 2]
+    args = [str(tools_dir() / "llama-server"), *args[1:], "--port", str(port), "--host", "127.0.0.1", "--metrics",
+            "-t", str(threads), "-td", str(threads), "-c", "4096", "-ngl", "0", "-ngld", "0", "--no-webui"]
+    if cpu_has_amx():
+        args.append("--no-repack")
+    return args
+
+
+class Server:
+    """A llama-server process started from `args` (`server_args`), stopped on exit."""
+
+    def __init__(self, args: list[str], port: int, log: Path):
+        self.args, self.port, self.log = args, port, log
+        self.url = f"http://127.0.0.1:{port}"
+
+    def __enter__(self) -> "Server":
+        import time
+        import urllib.request
+
+        self._log = open(self.log, "wb")
+        self.proc = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.proc.returncode}: see {self.log}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.5)
+        self.__exit__(None, None, None)
+        raise RuntimeError(f"llama-server was not ready in 180 s: see {self.log}")
+
+    def post(self, path: str, body: dict) -> dict:
+        import json
+        import urllib.request
+
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
+            return json.loads(r.read())
+
+    def get(self, path: str) -> str:
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + path, timeout=60) as r:
+            return r.read().decode()
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()

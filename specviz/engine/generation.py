@@ -124,6 +124,8 @@ class Generation:
         if self.settings.mode == "speculative" and self._done:
             summary.acceptance_by_position = acceptance.acceptance_by_position(self._events)
             summary.hindsight_k = acceptance.hindsight_k(self._events, self._meta["cost_model"])
+        metrics = {"speculative_decoding": acceptance.request_metrics(self._events)} \
+            if self.settings.mode == "speculative" and self._done else {}
         return Trace(
             prompt=self._prompt,
             settings=self.settings.to_dict(),
@@ -134,6 +136,7 @@ class Generation:
             mode=self.settings.mode,
             pair=self.pair.name,
             meta=dict(self._meta),
+            metrics=metrics,
         )
 
 

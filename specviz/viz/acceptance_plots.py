@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.acceptance import Hindsight, departure_words, length_stats, position_stats
+from specviz.acceptance import Hindsight, PositionStats, departure_words, length_stats, position_stats
 from specviz.events import Event
 from specviz.viz.palette import ACCEPTED, BONUS, DRAFT, NEUTRAL, REJECTED, TARGET, empty_figure, style_figure, whole_dtick
 from specviz.viz.stats_plots import accepted_length_figure
@@ -26,7 +26,11 @@ def position_rates_figure(events: Iterable[Event], title: str | None = "Acceptan
     """Bars: the conditional rate (accepted / reached) and the unconditional one (accepted /
     rounds that drafted that far, as vLLM and llama.cpp log it) at each draft position.
     Lines: what independent acceptances at the run's alpha predict, alpha and alpha^i."""
-    s = position_stats(events)
+    return position_stats_figure(position_stats(events), title)
+
+
+def position_stats_figure(s: PositionStats, title: str | None = "Acceptance by position: both definitions") -> go.Figure:
+    """`position_rates_figure` from counts by position (a run's, or an engine's read back)."""
     if s.reached.sum() == 0:
         return empty_figure("No drafts judged yet", title)
     pos = s.positions

@@ -1,0 +1,156 @@
+"""From the page to production: the Live run tab's "Use these settings elsewhere" panel (the
+run's pair, drafter and best k as each engine's command) and the Labs tab's "Production
+metrics" section (an engine's own counts read back, drawn as a run's are, and judged)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from specviz.app.shown_errors import shown_errors
+from specviz.drafters.cost_model import CostModel
+from specviz.errors import UserError
+from specviz.events import Trace
+from specviz.production import found
+from specviz.production.export import FORMATS, export
+from specviz.production.judge import judge, measured_cost, typed_cost
+from specviz.production.metrics import read
+from specviz.viz.acceptance_plots import position_stats_figure, words_html
+from specviz.viz.palette import empty_figure
+
+FORMAT_LABELS = [("vLLM", "vllm"), ("SGLang", "sglang"), ("llama.cpp (llama-server)", "llamacpp"),
+                 ("transformers", "transformers"), ("llama-cpp-python", "llama-cpp-python")]
+assert [v for _, v in FORMAT_LABELS] == list(FORMATS)
+COST_SOURCES = [("Measured on the run's pair (its runtime)", "run"), ("Typed in", "typed")]
+# The largest payload read from a paste or an upload.
+MAX_PAYLOAD_BYTES = 8 * 2**20
+NO_EXPORT = "Run a generation in speculative mode (or upload a trace): its pair, drafter and best k become each engine's settings."
+
+
+@dataclass
+class ExportPanel:
+    format: gr.Radio
+    code: gr.Code
+    notes: gr.HTML
+
+    @property
+    def outputs(self) -> list:
+        return [self.code, self.notes]
+
+
+def build_export() -> ExportPanel:
+    with gr.Accordion("Use these settings elsewhere", open=False, elem_id="export-panel"):
+        fmt = gr.Radio(FORMAT_LABELS, value="llamacpp", label="Engine", elem_id="export-format")
+        code = gr.Code("", language="shell", label="Command", interactive=False, elem_id="export-code")
+        notes = gr.HTML(words_html([NO_EXPORT]), elem_id="export-notes")
+    return ExportPanel(fmt, code, notes)
+
+
+def export_views(trace: Trace | None, fmt: str) -> tuple:
+    """The code block and its notes for `trace` (a finished speculative run) on engine `fmt`."""
+    if trace is None or trace.mode != "speculative" or not trace.summary.stop_reason:
+        return gr.Code(value="", language="shell"), words_html([NO_EXPORT])
+    try:
+        out = export(found.from_trace(trace), fmt)
+    except UserError as e:
+        return gr.Code(value="", language="shell"), words_html([str(e)])
+    language = "python" if out.language == "python" else "shell"
+    return gr.Code(value=out.text, language=language), words_html(out.notes)
+
+
+@dataclass
+class MetricsSection:
+    text: gr.Textbox
+    file: gr.File
+    cost_source: gr.Radio
+    target_ms: gr.Number
+    draft_ms: gr.Number
+    verify_ms: gr.Number
+    read: gr.Button
+    positions: gr.Plot
+    words: gr.HTML
+
+    @property
+    def inputs(self) -> list:
+        return [self.text, self.file, self.cost_source, self.target_ms, self.draft_ms, self.verify_ms]
+
+    @property
+    def outputs(self) -> list:
+        return [self.positions, self.words]
+
+
+def build_metrics() -> MetricsSection:
+    gr.Markdown("### Production metrics\nPaste or upload what an engine reports about the same pair: vLLM's "
+                "`/metrics` (Prometheus text) or a response's `metrics.speculative_decoding`, SGLang's `meta_info`, "
+                "llama-server's `/completion` response or its `/metrics`, or a specviz trace. Its acceptance is drawn "
+                "as a run's, and the speedup predicted with the cost model you pick.", elem_classes=["sv-hint"])
+    with gr.Row(equal_height=False):
+        with gr.Column(min_width=300):
+            text = gr.Textbox(label="Payload", lines=6, max_lines=16, elem_id="metrics-text",
+                              placeholder="vllm:spec_decode_num_drafts_total{model_name=...} 43")
+            file = gr.File(label="or a file", type="filepath", elem_id="metrics-file")
+        with gr.Column(min_width=300):
+            cost_source = gr.Radio(COST_SOURCES, value="run", label="Cost model", elem_id="metrics-cost")
+            with gr.Row():
+                target_ms = gr.Number(30.0, minimum=0, label="T: one-token pass (ms)", elem_id="metrics-t", min_width=100)
+                draft_ms = gr.Number(5.0, minimum=0, label="D: a drafted token (ms)", elem_id="metrics-d", min_width=100)
+                verify_ms = gr.Number(None, minimum=0, label="Pass over k + 1 (ms; empty: T)", elem_id="metrics-v", min_width=100)
+            button = gr.Button("Read the metrics", variant="primary", elem_id="metrics-read")
+    positions = gr.Plot(empty_figure("Read an engine's metrics to see its acceptance by position", "Acceptance by position"),
+                        elem_id="metrics-positions", show_label=False)
+    words = gr.HTML(elem_id="metrics-words")
+    return MetricsSection(text, file, cost_source, target_ms, draft_ms, verify_ms, button, positions, words)
+
+
+def _payload(text: str | None, path: str | None) -> bytes:
+    if path:
+        p = Path(path)
+        if p.stat().st_size > MAX_PAYLOAD_BYTES:
+            raise UserError(f"the file is {p.stat().st_size / 2**20:.1f} MB; payloads up to {MAX_PAYLOAD_BYTES // 2**20} MB are read")
+        return p.read_bytes()
+    data = (text or "").encode("utf-8", "replace")
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise UserError(f"the text is {len(data) / 2**20:.1f} MB; payloads up to {MAX_PAYLOAD_BYTES // 2**20} MB are read")
+    return data
+
+
+def _cost(source: str, trace: Trace | None, t, d, v):
+    if source == "run":
+        model = (trace.meta.get("cost_model") if trace is not None else None)
+        if not model:
+            raise UserError("no run to take a cost model from: run a generation first, or pick \"Typed in\"")
+        runtime = trace.meta.get("runtime") or "its runtime"
+        return measured_cost(CostModel.from_dict(model), f"{trace.pair or 'the run'}'s pair on {runtime}, at its load")
+
+    def number(x, name):
+        if x is None or (isinstance(x, float) and math.isnan(x)):
+            raise UserError(f"type {name} in ms")
+        return float(x)
+
+    return typed_cost(number(t, "T"), number(d, "D"), None if v in (None, "") else float(v))
+
+
+def metrics_views(text, path, source, t, d, v, trace: Trace | None) -> tuple:
+    """The first model's acceptance by position and, for every model the payload reports on,
+    its counts and verdict in words."""
+    counts = read(_payload(text, path))
+    cost = _cost(source, trace, t, d, v)
+    blocks, fig = [], None
+    for c in counts:
+        j = judge(c, cost)
+        lines = j.lines()
+        blocks.append(words_html([s.strip() for s in lines]))
+        stats = c.position_stats()
+        if fig is None and stats is not None:
+            fig = position_stats_figure(stats, f"Acceptance by position: {c.engine}{', ' + c.model if c.model else ''}")
+    if fig is None:
+        fig = empty_figure("This payload has no per-position counts", "Acceptance by position")
+    return fig, "".join(blocks)
+
+
+def wire(panel: ExportPanel, section: MetricsSection, trace: gr.State) -> None:
+    panel.format.change(export_views, [trace, panel.format], panel.outputs, api_visibility="private")
+    section.read.click(shown_errors(metrics_views), [*section.inputs, trace], section.outputs, api_visibility="private")

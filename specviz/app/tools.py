@@ -1,0 +1,145 @@
+"""The page's tools for programs: API endpoints that Gradio also serves as MCP tools when
+the page launches with its MCP server (`app.py`, unless SPECVIZ_MCP=0). Each returns JSON
+text, and its docstring (with an Args section) is the tool's description. Bad arguments get
+the API's one-line errors (`shown_errors`)."""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+
+from specviz import theory
+from specviz.app import runner
+from specviz.app.config import PageConfig
+from specviz.app.live import session_of
+from specviz.app.shown_errors import shown_errors
+from specviz.errors import UserError
+from specviz.settings import DEFAULTS, check_prompt, from_request
+
+# The largest Monte Carlo a tool call runs (the Lossless lab's own limit is the page's).
+MAX_TOOL_SAMPLES = 2_000_000
+
+
+def speedup(alpha: float, k: int, target_ms: float, draft_ms: float) -> str:
+    """Predicted speedup of speculative decoding over plain decoding, where a verify pass
+    costs one target pass whatever its size: E[tokens per round] * T / (k * D + T), with
+    E[tokens per round] = (1 - alpha^(k+1)) / (1 - alpha).
+
+    Args:
+        alpha: probability that the target accepts a drafted token, 0 to 1
+        k: tokens drafted per round, 0 or more
+        target_ms: T, one target forward pass in ms (above 0)
+        draft_ms: D, one drafted token in ms (0 or more)
+
+    Returns:
+        JSON with speedup and tokens_per_round.
+    """
+    return json.dumps({"speedup": float(theory.speedup(alpha, _whole(k, "k"), target_ms, draft_ms)),
+                       "tokens_per_round": float(theory.tokens_per_round(alpha, _whole(k, "k")))})
+
+
+def best_k(alpha: float, target_ms: float, draft_ms: float, k_max: int = 16) -> str:
+    """The draft length with the highest predicted speedup, and the acceptance at which that
+    draft length breaks even with plain decoding.
+
+    Args:
+        alpha: probability that the target accepts a drafted token, 0 to 1
+        target_ms: T, one target forward pass in ms (above 0)
+        draft_ms: D, one drafted token in ms (0 or more)
+        k_max: the longest draft considered
+
+    Returns:
+        JSON with best_k, speedup (at best_k) and break_even_alpha (for best_k; null for k = 0).
+    """
+    k, s = theory.best_k(alpha, target_ms, draft_ms, k_max=_whole(k_max, "k_max"))
+    k = int(k)
+    even = float(theory.break_even_alpha(k, target_ms, draft_ms)) if k > 0 else None
+    return json.dumps({"best_k": k, "speedup": float(s), "break_even_alpha": even})
+
+
+def lossless_check(p: str, q: str, samples: int = 200_000, seed: int = 0) -> str:
+    """Monte Carlo check that the speculative acceptance rule (accept x ~ q with probability
+    min(1, p(x)/q(x)), else draw from norm(max(0, p - q))) outputs tokens distributed as p.
+
+    Args:
+        p: the target distribution, comma-separated probabilities (normalised if they do not sum to 1)
+        q: the draft distribution, comma-separated, as many entries as p
+        samples: draws to simulate
+        seed: random seed
+
+    Returns:
+        JSON with the measured output frequencies, the largest deviation from p in standard errors
+        (max_z), the measured and predicted acceptance rates.
+    """
+    from specviz.lossless import parse_distribution, simulate
+
+    samples = _whole(samples, "samples")
+    if not 1 <= samples <= MAX_TOOL_SAMPLES:
+        raise UserError(f"samples must be 1 to {MAX_TOOL_SAMPLES} (got {samples})")
+    r = simulate(parse_distribution(p, "p"), parse_distribution(q, "q"), samples=samples, seed=_whole(seed, "seed"))
+    return json.dumps({"measured": r.measured, "p": r.p, "max_z": r.max_z, "acceptance_rate": r.acceptance_rate,
+                       "predicted_acceptance": r.overlap, "samples": r.samples})
+
+
+def export_settings(format: str, pair: str = "qwen-coder", drafter: str = "model", k: int = 4) -> str:
+    """A pair, drafter and draft length as the command or code that runs them in another engine.
+
+    Args:
+        format: vllm, sglang, llamacpp, transformers or llama-cpp-python
+        pair: a model pair preset
+        drafter: model, tree, lookup or early-exit
+        k: tokens drafted per step
+
+    Returns:
+        JSON with format, language, text (the command or code; empty where the engine lacks the drafter) and notes.
+    """
+    from specviz.production import found
+    from specviz.production.export import export
+
+    settings = from_request({"drafter": drafter, "k": k, "policy": "fixed"})
+    return json.dumps(export(found.from_settings(pair, settings), format).to_dict())
+
+
+def generate_api_summary(config: PageConfig):
+    def generate_summary(prompt: str, pair: str = config.default_pair, drafter: str = DEFAULTS.drafter,
+                         temperature: float = DEFAULTS.temperature, max_new_tokens: int = 64,
+                         request: gr.Request = None) -> str:
+        """Run speculative decoding with the page's defaults (the cost-aware draft length) and
+        return what it did.
+
+        Args:
+            prompt: the user message
+            pair: a model pair preset
+            drafter: model, tree, lookup or early-exit
+            temperature: 0 for greedy, up to 2
+            max_new_tokens: tokens to generate
+
+        Returns:
+            JSON with text, summary (tokens, rounds, acceptance, tokens per second, speedup over plain
+            decoding, ...) and metrics (vLLM's per-request names).
+        """
+        settings = from_request({"drafter": drafter, "temperature": temperature, "max_new_tokens": max_new_tokens})
+        last = None
+        for last in runner.stream(pair, check_prompt(prompt), settings, session_of(request), config):
+            pass
+        if last is None:
+            raise UserError("the run produced nothing")
+        from dataclasses import asdict
+
+        return json.dumps({"text": last.text, "summary": asdict(last.summary), "metrics": last.metrics})
+
+    return generate_summary
+
+
+def _whole(x, name: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or x != int(x):
+        raise UserError(f"{name} must be a whole number (got {x!r})")
+    return int(x)
+
+
+def register(config: PageConfig, models: dict) -> None:
+    """Add the tools as documented API endpoints (inside a Blocks context)."""
+    for fn in (speedup, best_k, lossless_check, export_settings):
+        gr.api(shown_errors(fn, html=False), api_name=fn.__name__)
+    gr.api(shown_errors(generate_api_summary(config), html=False), api_name="generate_summary", **models)

@@ -1,0 +1,125 @@
+"""What a run found about a pair, in the terms an engine's settings need.
+
+The draft length comes two ways: the cost-aware policy's mean k over its drafting rounds, and
+the best fixed k in hindsight (`best_fixed_k`), since an engine drafts a fixed number of
+tokens each step. Where drafting did not pay in the run (the best fixed k is 0), the export
+says so instead of pretending a k helps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specviz import acceptance
+from specviz.errors import UserError
+from specviz.events import Event, Trace
+from specviz.settings import MAX_K, GenerationSettings
+
+DRAFTERS_WITH_MODEL = ("model", "tree")
+
+
+@dataclass
+class Model:
+    label: str
+    hub_id: str | None  # what vLLM, SGLang and transformers load
+    gguf: str | None  # what llama.cpp loads
+
+
+@dataclass
+class Found:
+    pair: str
+    target: Model
+    draft: Model | None
+    drafter: str  # settings' drafter name: model, tree, lookup, early-exit
+    k: int  # the fixed draft length to export
+    k_reason: str  # where k came from, in words
+    policy_mean_k: float | None = None  # mean k of the run's drafting rounds
+    hindsight_k: int | None = None  # the best fixed k in hindsight (0: plain decoding was faster)
+    temperature: float = 0.0
+    tree_nodes: int = 0
+    tree_width: int = 0
+    early_exit_layers: int = 0
+    runtime: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def best_fixed_k(events: list[Event], cost_model: dict | None, k_max: int = MAX_K) -> int | None:
+    """The fixed draft length in 0..k_max with the most tokens per ms over the run's finished
+    drafting rounds, priced by the run's cost model (0: plain decoding). A round that accepted
+    all of its n drafts is taken to reject its next one, so longer drafts are never credited
+    with tokens nobody saw. None without a cost model or a drafting round."""
+    if not cost_model:
+        return None
+    cost = acceptance.verify_cost(cost_model)
+    rounds = [r for r in acceptance.rounds_of(events) if acceptance.finished(r) and r.drafted]
+    if not rounds:
+        return None
+    best, best_rate = 0, 1.0 / cost(1)
+    for k in range(1, k_max + 1):
+        tokens = sum(min(k, r.accepted) + 1 for r in rounds)
+        rate = tokens / (len(rounds) * cost.round_ms(k))
+        if rate > best_rate * (1 + 1e-9):
+            best, best_rate = k, rate
+    return best
+
+
+def models_of(pair: str) -> tuple[Model, Model | None]:
+    """The pair's target and draft as an engine names them: a Hub id and a GGUF file."""
+    from specviz.models.convert import gguf_path
+    from specviz.models.sources import resolve
+
+    plan = resolve(pair)
+
+    def model(ref) -> Model:
+        hub = ref.location if ref.kind == "hub" else ref.fallback_hub
+        gguf = str(gguf_path(ref.bundled)) if ref.bundled is not None else ref.location if ref.kind == "gguf" else None
+        if ref.kind == "folder":
+            hub = ref.location  # a local folder loads in vLLM, SGLang and transformers as a Hub id does
+        return Model(ref.label, hub, gguf)
+
+    return model(plan.target), model(plan.draft) if plan.draft is not None else None
+
+
+def from_trace(trace: Trace) -> Found:
+    """What `trace` (a finished speculative run) found."""
+    if trace.mode != "speculative":
+        raise UserError("a plain run drafts nothing: export needs a speculative run's trace")
+    s = trace.settings
+    rounds = [r for r in acceptance.rounds_of(trace.events) if r.drafted]
+    mean_k = sum(len(r.drafted) for r in rounds) / len(rounds) if rounds else None
+    hindsight = best_fixed_k(trace.events, trace.meta.get("cost_model"))
+    drafter = s.get("drafter", "model")
+    if hindsight is not None and hindsight > 0:
+        k, why = hindsight, f"the best fixed k in hindsight over the run's {len(rounds)} drafting rounds"
+    elif mean_k is not None and hindsight is None:
+        k, why = max(1, round(mean_k)), "the cost-aware policy's mean k (no cost model in the trace for hindsight)"
+    elif hindsight == 0:
+        k, why = max(1, round(mean_k or 1)), "drafting did not pay in this run: plain decoding was faster at every fixed k"
+    else:
+        k, why = int(s.get("k", 4)), "the run's k setting (it drafted nothing to learn from)"
+    target, draft = models_of(trace.pair)
+    return Found(pair=trace.pair, target=target, draft=draft, drafter=drafter, k=k, k_reason=why, policy_mean_k=mean_k,
+                 hindsight_k=hindsight, temperature=float(s.get("temperature", 0.0)), tree_nodes=int(s.get("tree_nodes", 0)),
+                 tree_width=int(s.get("tree_width", 0)), early_exit_layers=int(s.get("early_exit_layers") or 0),
+                 runtime=str(trace.meta.get("runtime", "")))
+
+
+def from_settings(pair: str, settings: GenerationSettings) -> Found:
+    """What to export with no run to learn from: the settings' drafter and k as they are."""
+    target, draft = models_of(pair)
+    return Found(pair=pair, target=target, draft=draft, drafter=settings.drafter, k=settings.k,
+                 k_reason="the k given (no run's trace to learn from)", temperature=settings.temperature,
+                 tree_nodes=settings.tree_nodes, tree_width=settings.tree_width,
+                 early_exit_layers=settings.early_exit_layers or 0)
+
+
+def read_trace(path: str | Path) -> Trace:
+    """A trace file (`generate --json` output or the page's download)."""
+    from specviz.events import load_trace
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror}") from None
+    return load_trace(data)
