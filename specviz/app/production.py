@@ -97,7 +97,7 @@ def build_metrics() -> MetricsSection:
             with gr.Row():
                 target_ms = gr.Number(30.0, minimum=0, label="T: one-token pass (ms)", elem_id="metrics-t", min_width=100)
                 draft_ms = gr.Number(5.0, minimum=0, label="D: a drafted token (ms)", elem_id="metrics-d", min_width=100)
-                verify_ms = gr.Number(None, minimum=0, label="Pass over k + 1 (ms; empty: T)", elem_id="metrics-v", min_width=100)
+                verify_ms = gr.Number(None, minimum=0, label="Pass over k + 1 (ms; 0: as T)", elem_id="metrics-v", min_width=100)
             button = gr.Button("Read the metrics", variant="primary", elem_id="metrics-read")
     positions = gr.Plot(empty_figure("Read an engine's metrics to see its acceptance by position", "Acceptance by position"),
                         elem_id="metrics-positions", show_label=False)
@@ -130,7 +130,8 @@ def _cost(source: str, trace: Trace | None, t, d, v):
             raise UserError(f"type {name} in ms")
         return float(x)
 
-    return typed_cost(number(t, "T"), number(d, "D"), None if v in (None, "") else float(v))
+    # The page's number box gives 0 for an empty one: 0 means "as T", as empty does.
+    return typed_cost(number(t, "T"), number(d, "D"), None if v in (None, "") or float(v) == 0 else float(v))
 
 
 def metrics_views(text, path, source, t, d, v, trace: Trace | None) -> tuple:

@@ -14,7 +14,7 @@ from pathlib import Path
 from specviz import acceptance
 from specviz.errors import UserError
 from specviz.events import Event, Trace
-from specviz.settings import MAX_K, GenerationSettings
+from specviz.settings import MAX_K, GenerationSettings, default_k
 
 DRAFTERS_WITH_MODEL = ("model", "tree")
 
@@ -95,9 +95,11 @@ def from_trace(trace: Trace) -> Found:
     elif mean_k is not None and hindsight is None:
         k, why = max(1, round(mean_k)), "the cost-aware policy's mean k (no cost model in the trace for hindsight)"
     elif hindsight == 0:
-        k, why = max(1, round(mean_k or 1)), "drafting did not pay in this run: plain decoding was faster at every fixed k"
+        k, why = max(1, round(mean_k or 1)), "the run's mean k (no fixed k paid in it)"
     else:
-        k, why = int(s.get("k", 4)), "the run's k setting (it drafted nothing to learn from)"
+        k = default_k("fixed")
+        why = (f"the run drafted nothing to learn from (its policy found plain decoding faster), so the fixed policy's "
+               f"default")
     target, draft = models_of(trace.pair)
     return Found(pair=trace.pair, target=target, draft=draft, drafter=drafter, k=k, k_reason=why, policy_mean_k=mean_k,
                  hindsight_k=hindsight, temperature=float(s.get("temperature", 0.0)), tree_nodes=int(s.get("tree_nodes", 0)),

@@ -37,6 +37,8 @@ def typed_cost(target_ms: float, draft_ms: float = 0.0, verify_ms: float | None 
             raise UserError(f"{name} must be a finite number of ms, 0 or more (got {v!r})")
     if target_ms <= 0:
         raise UserError("T (a one-token pass) must be above 0 ms")
+    if verify_ms is not None and verify_ms <= 0:
+        raise UserError("a verify pass must cost above 0 ms")
     v = target_ms if verify_ms is None else verify_ms
     return Cost(target_ms, draft_ms, lambda n: target_ms if n <= 1 else v,
                 f"typed in: T = {target_ms:g} ms, D = {draft_ms:g} ms, a verify pass {v:g} ms")
@@ -111,7 +113,7 @@ def judge(c: Counts, cost: Cost | None) -> Judgement:
     step_ms = k * cost.draft_ms + cost.verify_ms(n)
     speed = length * cost.target_ms / step_ms
     because = (f"each step yields {length:.2f} tokens for {step_ms / cost.target_ms:.2f} one-token passes "
-               f"(k = {k:.2f} drafts at {cost.draft_ms:g} ms and a pass over {n} tokens at {cost.verify_ms(n):.1f} ms)")
+               f"(k = {k:.2f} drafts at {cost.draft_ms:.1f} ms and a pass over {n} tokens at {cost.verify_ms(n):.1f} ms)")
     if speed > 1 + EVEN:
         words = f"This drafter helps: {speed:.2f}x plain decoding, because {because}."
     elif speed < 1 - EVEN:
