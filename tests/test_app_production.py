@@ -21,9 +21,9 @@ DATA = Path(__file__).parent / "data" / "production"
 
 @pytest.fixture(scope="module")
 def trace():
-    pair = tiny_pair("close")
-    pair.name = "qwen-coder"  # the export names the preset's models (no weights are loaded for it)
-    return engine.run(pair, "def reverse(s):", GenerationSettings(max_new_tokens=24, k=4, policy="fixed"))
+    t = engine.run(tiny_pair("close"), "def reverse(s):", GenerationSettings(max_new_tokens=24, k=4, policy="fixed"))
+    t.pair = "qwen-coder"  # the export names the preset's models (no weights are loaded for it)
+    return t
 
 
 def test_the_export_panel_writes_the_runs_pair_drafter_and_k_for_each_engine(trace):

@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,10 +124,30 @@ def holding(fn: Callable) -> Callable:
     return call
 
 
+# How long a stop may take to land before the run goes on anyway (the signal is asynchronous).
+STOP_WAIT_S = 1.0
+
+
 def _signal(prep: Preparation, sig: int) -> None:
     if prep.process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             prep.process.send_signal(sig)
+        if sig == signal.SIGSTOP:
+            _wait_stopped(prep.process.pid)
+
+
+def _wait_stopped(pid: int) -> None:
+    """Until the process shows as stopped (Linux's /proc), so the run's first pass has the
+    CPU to itself; elsewhere, or past STOP_WAIT_S, go on."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("T", "t", "Z", "X"):
+            return
+        time.sleep(0.002)
 
 
 def preparations(spec: str) -> list[Preparation]:
