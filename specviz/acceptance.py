@@ -39,7 +39,7 @@ cost-aware policy may decode a round plainly) are left out of all of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -298,32 +298,21 @@ def verify_cost(cost_model: Mapping) -> "VerifyCost":
 
 @dataclass
 class VerifyCost:
-    """V(n), the target's pass over n new tokens, and D, one drafted token, from a cost
-    model's dict (`CostModel.to_dict()`): measured sizes, each at least as dear as any smaller
-    one, interpolated between them and extended along the last two beyond them, as
-    specviz.drafters.cost_model.CostModel.verify_ms does."""
+    """V(n), the target's pass over n new tokens (`theory.verify_curve`), and D, one drafted
+    token, from a cost model's dict (`CostModel.to_dict()`)."""
 
-    sizes: list[int]
-    costs: list[float]
+    verify: Callable[[int], float]
     draft: float
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "VerifyCost":
-        pairs = sorted((int(n), float(v)) for n, v in dict(d["verify"]).items())
-        if not pairs or pairs[0][0] != 1:
+        measured = {int(n): float(v) for n, v in dict(d["verify"]).items()}
+        if 1 not in measured:
             raise ValueError("a cost model needs the cost of a one-token pass")
-        costs = list(np.maximum.accumulate([v for _, v in pairs]))
-        return cls([n for n, _ in pairs], costs, float(d["draft"]))
+        return cls(theory.verify_curve(measured), float(d["draft"]))
 
     def __call__(self, n: int) -> float:
-        if n < 1:
-            raise ValueError(f"a pass carries at least one token (got {n})")
-        if n <= self.sizes[-1]:
-            return float(np.interp(n, self.sizes, self.costs))
-        if len(self.sizes) == 1:
-            return self.costs[-1]
-        slope = max((self.costs[-1] - self.costs[-2]) / (self.sizes[-1] - self.sizes[-2]), 0.0)
-        return self.costs[-1] + slope * (n - self.sizes[-1])
+        return self.verify(n)
 
     def round_ms(self, k: int) -> float:
         """A round that drafts k tokens: k drafted tokens and a verify pass over k + 1."""

@@ -106,7 +106,8 @@ class GenerationSettings:
         _check(isinstance(self.k, int) and not isinstance(self.k, bool) and lo <= self.k <= hi, f"k must be a whole number from {lo} to {hi} (got {self.k!r})")
         lo, hi = RANGES["temperature"]
         _check(_num(self.temperature) and lo <= self.temperature <= hi, f"temperature must be between {lo:g} and {hi:g} (got {self.temperature!r})")
-        _check(_num(self.top_p) and 0 < self.top_p <= 1, f"top-p must be above 0 and at most 1 (got {self.top_p!r})")
+        lo, hi = RANGES["top_p"]
+        _check(_num(self.top_p) and lo < self.top_p <= hi, f"top-p must be above {lo:g} and at most {hi:g} (got {self.top_p!r})")
         _check(_whole(self.top_k) and self.top_k >= 0, f"top-k must be a whole number, 0 or more (got {self.top_k!r})")
         lo, hi = RANGES["max_new_tokens"]
         _check(_whole(self.max_new_tokens) and lo <= self.max_new_tokens <= hi, f"max new tokens must be a whole number from {lo} to {hi} (got {self.max_new_tokens!r})")
@@ -122,14 +123,19 @@ class GenerationSettings:
             lo, hi = RANGES[name]
             value = getattr(self, name)
             _check(_whole(value) and lo <= value <= hi, f"{what} must be a whole number from {lo} to {hi} (got {value!r})")
-        _check(
-            _num(self.adaptive_threshold) and 0 <= self.adaptive_threshold <= 1,
-            f"adaptive threshold must be between 0 and 1 (got {self.adaptive_threshold!r})",
-        )
+        lo, hi = RANGES["adaptive_threshold"]
+        _check(_num(self.adaptive_threshold) and lo <= self.adaptive_threshold <= hi,
+               f"adaptive threshold must be between {lo:g} and {hi:g} (got {self.adaptive_threshold!r})")
         return self
 
 
 DEFAULTS = GenerationSettings()
+
+# The target precisions the command lines offer (models/devices.py CHOICES, which also takes
+# float16), named here so --help needs no torch.
+PRECISIONS = ("auto", "float32", "bfloat16", "int8")
+PRECISION_HELP = ("the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, measured once "
+                  "per machine), float32, bfloat16, or int8 (a CPU only)")
 FIELDS = tuple(f.name for f in fields(GenerationSettings))
 WHOLE = {"k", "top_k", "max_new_tokens", "seed", "early_exit_layers", "tree_nodes", "tree_width"}
 NUMBERS = {"temperature", "top_p", "adaptive_threshold"}

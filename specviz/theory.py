@@ -165,24 +165,37 @@ def _argmax_k(s: np.ndarray):
     return k, best
 
 
+def verify_curve(measured: Mapping[int, float], *, extrapolate: bool = True) -> Callable[[int], float]:
+    """V(n) from the pass costs measured at some sizes n: each size at least as dear as any
+    smaller one (a busy machine can time a larger pass as cheaper), interpolated between
+    them, and beyond the largest extended along the last two (or refused, `extrapolate`
+    False). The one curve the cost model, the hindsight figures and the theory share."""
+    pairs = sorted((int(n), float(v)) for n, v in measured.items())
+    if not pairs:
+        raise UserError("verify_ms needs at least one measured pass size")
+    sizes = [n for n, _ in pairs]
+    costs = [float(c) for c in np.maximum.accumulate([v for _, v in pairs])]
+    slope = max((costs[-1] - costs[-2]) / (sizes[-1] - sizes[-2]), 0.0) if len(sizes) > 1 else 0.0
+
+    def curve(n: int) -> float:
+        if n < 1:
+            raise ValueError(f"a pass carries at least one token (got {n})")
+        if n <= sizes[-1] and n >= sizes[0]:
+            return float(np.interp(n, sizes, costs))
+        if not extrapolate or n < sizes[0]:
+            raise UserError(f"verify cost measured for {sizes[0]:g} to {sizes[-1]:g} tokens only; "
+                            f"a pass over {n} tokens was asked for")
+        return costs[-1] + slope * (n - sizes[-1])
+
+    return curve
+
+
 def _cost_fn(verify_ms: CostModel) -> Callable[[int], float]:
     if callable(verify_ms):
         return lambda n: _checked_cost(verify_ms(n), n)
     if isinstance(verify_ms, Mapping):
-        sizes = np.asarray(sorted(verify_ms), dtype=float)
-        costs = np.asarray([verify_ms[n] for n in sorted(verify_ms)], dtype=float)
-        if len(sizes) == 0:
-            raise UserError("verify_ms needs at least one measured pass size")
-
-        def interpolated(n: int) -> float:
-            if not sizes[0] <= n <= sizes[-1]:
-                raise UserError(
-                    f"verify cost measured for {sizes[0]:g} to {sizes[-1]:g} tokens only; "
-                    f"a pass over {n} tokens was asked for"
-                )
-            return _checked_cost(np.interp(n, sizes, costs), n)
-
-        return interpolated
+        curve = verify_curve(verify_ms, extrapolate=False)  # a table says nothing past its largest size
+        return lambda n: _checked_cost(curve(n), n)
     table = list(verify_ms)
 
     def tabulated(n: int) -> float:

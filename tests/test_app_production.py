@@ -68,7 +68,7 @@ def test_the_launched_app_lists_its_tools_over_mcp_and_answers_two_calls():
     with launched_app({"SPECVIZ_PRELOAD": "0"}, "app-mcp") as url:
         tools, speed, bad = asyncio.run(talk(f"{url}gradio_api/mcp/"))
     names = set(tools)
-    assert {"speedup", "best_k", "lossless_check", "export_settings", "generate_summary"} <= names, names
+    assert {"speedup", "best_k", "lossless_check", "export_settings", "read_metrics", "generate_summary"} <= names, names
     assert "Returns" in tools["speedup"].description or "speedup" in tools["speedup"].description
     # (1 - 0.8^5) / 0.2 = 3.3616 tokens a round for 4 * 5 + 30 = 50 ms against 30 a token: 2.017x.
     got = json.loads(speed.content[0].text)

@@ -34,7 +34,8 @@ def test_the_page_builds_with_the_stable_element_ids():
     assert {"prompt", "run", "stop", "k", "pair", "tokens", "timeline", "stats"} <= ids
     api = demo.get_api_info()["named_endpoints"]
     # generate and the tools (app/tools.py, also the MCP server's), nothing the page wires privately
-    assert list(api) == ["/generate", "/speedup", "/best_k", "/lossless_check", "/export_settings", "/generate_summary"]
+    assert list(api) == ["/generate", "/speedup", "/best_k", "/lossless_check", "/export_settings", "/read_metrics",
+                         "/generate_summary"]
     params = [p["parameter_name"] for p in api["/generate"]["parameters"]]
     assert params[:9] == ["prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode"]
 

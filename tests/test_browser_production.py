@@ -7,25 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from app_server import ARTIFACTS, chromium, launched_app, save_tiny_pair
+from app_server import ARTIFACTS
+from test_browser import browser, tiny_url  # noqa: F401  (fixtures: chromium, and the page on the tiny pair)
 
 pytestmark = [pytest.mark.app, pytest.mark.browser]
 
 PAYLOAD = Path(__file__).parent / "data" / "production" / "llamacpp_metrics.prom"
 RUN_TIMEOUT_MS = 300_000  # a bound for a busy machine, not a speed requirement
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def tiny_url(tmp_path_factory):
-    spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
-    with launched_app({"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "OMP_NUM_THREADS": "1"}, "app-production") as url:
-        yield url
 
 
 def test_a_run_exports_to_each_engine_and_an_engines_metrics_read_back(browser, tiny_url):

@@ -4,12 +4,12 @@ cache), serving the bundled pair with the draft length the export wrote, answeri
 request; its `timings` and its `/metrics` read back through `production.metrics`."""
 
 import json
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from app_server import free_port
 from specviz.bench import llamacpp_tools
 from specviz.models.llamacpp import default_threads
 from specviz.production import found, metrics
@@ -20,12 +20,6 @@ pytestmark = pytest.mark.bundled
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Write a Python function that returns the n-th Fibonacci number."
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +33,7 @@ def test_the_exported_llama_server_command_serves_the_pair_and_its_counts_read_b
     what = found.from_settings("qwen-coder", GenerationSettings(drafter="model", k=3, policy="fixed"))
     command = export(what, "llamacpp").text
     assert "--spec-draft-n-max 3" in command
-    port = _free_port()
+    port = free_port()
     with llamacpp_tools.Server(llamacpp_tools.server_args(command, port, default_threads()), port, tmp_path / "server.log") as server:
         response = server.post("/completion", {"prompt": PROMPT, "n_predict": 48, "temperature": 0, "seed": 0,
                                                "cache_prompt": False})

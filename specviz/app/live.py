@@ -93,11 +93,6 @@ class LiveTab:
         return [self.settings[name] for name in ("k", "temperature", "top_p", "max_new_tokens", "adaptive_threshold", "tree_nodes",
                                                  "tree_width")]
 
-    @property
-    def choices(self) -> list[gr.components.Component]:
-        """Controls whose change reruns like a released slider."""
-        return [self.settings[name] for name in ("policy", "drafter", "mode", "runtime")]
-
 
 def load_examples() -> list[dict]:
     return json.loads(EXAMPLES.read_text(encoding="utf-8"))["examples"]

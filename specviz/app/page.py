@@ -1,4 +1,4 @@
-"""The whole page: a header with the model status, six tabs, and the events between them.
+"""The whole page: a header with the model status, seven tabs, and the events between them.
 
 Each tab's layout and handlers live in their own module; this file puts them together and
 wires what crosses tabs: the session's current trace (set by a run or an upload) refreshes

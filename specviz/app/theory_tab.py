@@ -21,9 +21,9 @@ from specviz.events import Trace
 from specviz.settings import MAX_K
 from specviz.viz.tree_payoff import payoff_figure, payoff_html, tree_payoff
 
-# Until a run measures them: a one-token target pass and a drafted token of the bundled pair
-# on a 2-core CPU in fp32, and a typical acceptance for a same-family pair on code.
-DEFAULT_ALPHA, DEFAULT_K, DEFAULT_T_MS, DEFAULT_D_MS = 0.7, 4, 344.0, 132.0
+# Until a run measures them ("Use the last run" fills the sliders): round illustrative figures,
+# a drafted token a fifth of a target pass, and a typical acceptance for a same-family pair.
+DEFAULT_ALPHA, DEFAULT_K, DEFAULT_T_MS, DEFAULT_D_MS = 0.7, 4, 100.0, 20.0
 MAX_MS = 5000
 NO_RUN = '<p class="sv-muted">Run a generation in speculative mode: its measured \u03b1, T and D are marked here.</p>'
 NO_T = ('<p class="sv-muted">This trace carries no one-token pass cost (it was recorded before specviz measured one at '

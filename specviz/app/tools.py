@@ -101,6 +101,28 @@ def export_settings(format: str, pair: str = "qwen-coder", drafter: str = "model
     return json.dumps(export(found.from_settings(pair, settings), format).to_dict())
 
 
+def read_metrics(payload: str, target_ms: float, draft_ms: float = 0.0, verify_ms: float = 0.0) -> str:
+    """An engine's speculative metrics read back and judged: vLLM's /metrics or per-request
+    metrics.speculative_decoding, SGLang's meta_info, llama-server's /completion response or
+    its /metrics, or a specviz trace.
+
+    Args:
+        payload: the Prometheus text or the JSON, as the engine printed it
+        target_ms: T, one target forward pass in ms, for the predicted speedup
+        draft_ms: D, one drafted token in ms (0 for n-gram drafters)
+        verify_ms: a pass over k + 1 tokens in ms (0: as T, a GPU's flat curve)
+
+    Returns:
+        JSON: per model, the counts, acceptance by position (unconditional and conditional), mean
+        acceptance length with and without the bonus token, the predicted speedup and a verdict.
+    """
+    from specviz.production.judge import judge, typed_cost
+    from specviz.production.metrics import read
+
+    cost = typed_cost(target_ms, draft_ms, verify_ms or None)
+    return json.dumps([judge(c, cost).to_dict() for c in read(payload)])
+
+
 def generate_api_summary(config: PageConfig):
     def generate_summary(prompt: str, pair: str = config.default_pair, drafter: str = DEFAULTS.drafter,
                          temperature: float = DEFAULTS.temperature, max_new_tokens: int = 64,
@@ -140,6 +162,6 @@ def _whole(x, name: str) -> int:
 
 def register(config: PageConfig, models: dict) -> None:
     """Add the tools as documented API endpoints (inside a Blocks context)."""
-    for fn in (speedup, best_k, lossless_check, export_settings):
+    for fn in (speedup, best_k, lossless_check, export_settings, read_metrics):
         gr.api(shown_errors(fn, html=False), api_name=fn.__name__)
     gr.api(shown_errors(generate_api_summary(config), html=False), api_name="generate_summary", **models)

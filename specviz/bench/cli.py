@@ -28,14 +28,12 @@ from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, se
 from specviz.bench.summary import summarise
 from specviz.errors import UserError
 from specviz.settings import HELP as SETTING_HELP
-from specviz.settings import MAX_K, RUNTIME_CHOICES, default_k
+from specviz.settings import MAX_K, PRECISION_HELP, PRECISIONS, RUNTIME_CHOICES, default_k
 
 HELP = "benchmark specviz against transformers' generate on one pair"
 DEFAULT_KS = "2,4"
 
 
-# The target precisions offered (models/devices.py CHOICES; float16 is also accepted there).
-PRECISIONS = ("auto", "float32", "bfloat16", "int8")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,9 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         + " (default: all of the first set; for a draft with its own tokenizer, hf-plain, hf-universal*, sv-plain, sv-k<K>, sv-text and sv-intersection)")
     parser.add_argument("--limit", type=int, help="run only the first N prompts (alternating code and prose)")
     parser.add_argument("--prompt-ids", help="comma-separated prompt ids to run")
-    parser.add_argument("--dtype", choices=PRECISIONS,
-                        help="the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, "
-                             "measured once per machine), float32, bfloat16, or int8 (a CPU only)")
+    parser.add_argument("--dtype", choices=PRECISIONS, help=PRECISION_HELP)
     parser.add_argument("--device", help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--runtime", choices=RUNTIME_CHOICES, default="auto", help=SETTING_HELP["runtime"] + " (default: %(default)s); "
                         "on llama.cpp the default methods are lc-plain, lc-lookup (llama-cpp-python's own) and specviz's")
@@ -100,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     load_s = time.perf_counter() - t0
     if not args.methods and pair.runtime == "llama.cpp":
         methods = [parse_method(n) for n in default_methods(ks, runtime=pair.runtime)]
-    if not args.methods and getattr(pair, "cross_tokenizer", False):
+    if not args.methods and pair.cross_tokenizer:
         methods = [parse_method(n) for n in default_methods(ks, cross_tokenizer=True)]
     command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
     out = Path(args.out)
@@ -166,7 +162,7 @@ def bench(
         "k_max": opts.k_max,
         "seed": opts.seed,
     }
-    if getattr(pair, "cross_tokenizer", False):
+    if pair.cross_tokenizer:
         meta["vocab"] = vocab_summary(pair)
     stop = set(eos_ids(pair))
     kept: Raw = resume.finished(earlier, meta, methods, prompts) if earlier is not None else {}

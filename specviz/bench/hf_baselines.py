@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 from transformers import GenerationConfig
+from specviz.models.timing import sync
 
 # transformers' defaults for the assistant (generation/configuration_utils.py): up to 20
 # drafted tokens a round, cut short where the draft's confidence falls under a threshold.
@@ -101,10 +102,10 @@ def generate(
                 gathered_heads([target, assistant]) if gathered else _nothing(), \
                 packed_layers([target, assistant]) if packed else _nothing():
             torch.manual_seed(seed)
-            _sync(device)
+            sync(device)
             t0 = time.perf_counter()
             out = target.generate(input_ids=input_ids, attention_mask=attention, generation_config=config, **kwargs)
-            _sync(device)
+            sync(device)
             wall = time.perf_counter() - t0
     finally:
         hook.remove()
@@ -221,8 +222,3 @@ def universal_draft(target: torch.nn.Module, draft: torch.nn.Module, tokenizer, 
 @contextmanager
 def _nothing():
     yield
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

@@ -53,6 +53,7 @@ import torch
 from specviz.bench import hf_baselines
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
+from specviz.models.timing import sync
 
 FAMILY_NAMES = {"sv": "specviz", "hf": "transformers", "lc": "llama-cpp-python", "ll": "llama.cpp"}
 GATHERED = "-gathered"
@@ -224,10 +225,10 @@ def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> Generat
 def run_specviz(pair, prompt: str, method: Method, settings: GenerationSettings) -> Sample:
     from specviz.engine.generation import run
 
-    _sync(pair.device)
+    sync(pair.device)
     t0 = time.perf_counter()
     trace = run(pair, prompt, settings, record=method.record)
-    _sync(pair.device)
+    sync(pair.device)
     wall = time.perf_counter() - t0
     return Sample(token_ids=list(trace.token_ids), wall_s=wall, stats=trace_stats(trace), trace=trace)
 
@@ -311,8 +312,3 @@ def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: G
     stats = {"stop_reason": "max_new_tokens" if r["new_tokens"] >= settings.max_new_tokens else "eos",
              "acceptance": r["accepted"] / r["drafted"] if r["drafted"] else None, "drafted": r["drafted"]}
     return Sample(token_ids=ids, wall_s=r["wall_s"], stats=stats)
-
-
-def _sync(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)

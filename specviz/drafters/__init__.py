@@ -51,7 +51,7 @@ def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: to
         return ModelDrafter(f"early-exit-{layers}", lm, sampler, generator, stop_ids(pair))
     if pair.draft is None:
         raise UserError(f"the pair {pair.name!r} has no draft model: use the lookup or early-exit drafter")
-    if getattr(pair, "cross_tokenizer", False):
+    if pair.cross_tokenizer:
         if settings.drafter == "tree":
             raise UserError("the tree drafter needs a draft that shares the target's tokenizer; this pair's does not")
         return make_cross_drafter(pair, settings, generator, None if settings.vocab_method == "auto" else settings.vocab_method)

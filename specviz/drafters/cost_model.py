@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from specviz import theory
-from specviz.models.cache import cache_root
+from specviz.models.cache import cache_root, write_json
 from specviz.models.devices import spread_over
 from specviz.models.precision import SIZES as PRECISION_SIZES, cpu_name
 from specviz.lm.lean import loop_name
@@ -50,8 +48,6 @@ CHECK_CONTEXT = 8
 # every pass: it is timed at fewer sizes, in one timed sweep (the rest is interpolated).
 SPREAD_SIZES = (1, 4, MAX_K + 1)
 SPREAD_REPEATS = 1
-# Weight of one timed pass in the running estimate (an exponential moving average).
-ONLINE_WEIGHT = 0.1
 
 
 @dataclass
@@ -68,22 +64,11 @@ class CostModel:
         self.verify = _never_cheaper({int(n): float(v) for n, v in self.verify.items()})
         if not self.verify or 1 not in self.verify:
             raise ValueError("a cost model needs the cost of a one-token pass")
+        self._curve = theory.verify_curve(self.verify)
 
     def verify_ms(self, n: int) -> float:
-        """Cost of a target pass over n new tokens."""
-        if n < 1:
-            raise ValueError(f"a pass carries at least one token (got {n})")
-        sizes = list(self.verify)
-        if n in self.verify:
-            return self.verify[n]
-        if n < sizes[-1]:
-            return float(np.interp(n, sizes, list(self.verify.values())))
-        last = self.verify[sizes[-1]]
-        if len(sizes) == 1:
-            return last
-        prev = sizes[-2]
-        slope = max((last - self.verify[prev]) / (sizes[-1] - prev), 0.0)
-        return last + slope * (n - sizes[-1])
+        """Cost of a target pass over n new tokens (`theory.verify_curve`)."""
+        return self._curve(n)
 
     __call__ = verify_ms  # theory.speedup_with_cost takes the model itself
 
@@ -105,15 +90,6 @@ class CostModel:
         lo = int(k)
         rate = [theory.speedup_with_cost(alpha, kk, self.verify_ms, d) for kk in (lo, lo + 1)]
         return (lo + 1 - k) * rate[0] + (k - lo) * rate[1]
-
-    def observe_verify(self, n: int, ms: float) -> None:
-        """Fold one timed target pass over n tokens into the estimate."""
-        current = self.verify_ms(n)
-        self.verify[n] = current + ONLINE_WEIGHT * (ms - current)
-        self.verify = _never_cheaper(self.verify)
-
-    def observe_draft(self, ms_per_token: float) -> None:
-        self.draft += ONLINE_WEIGHT * (ms_per_token - self.draft)
 
     def copy(self) -> "CostModel":
         return CostModel(verify=dict(self.verify), draft=self.draft, source=self.source, meta=dict(self.meta))
@@ -229,10 +205,7 @@ def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None
         # overwrite the undisturbed costs either.
         model.meta["cache_kept"] = True
         return model
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(model.to_dict(), indent=1))
-    os.replace(tmp, path)
+    write_json(path, model.to_dict())
     return model
 
 

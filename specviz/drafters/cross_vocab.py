@@ -33,7 +33,7 @@ import torch
 from specviz.drafters.base import KeepGoing, Proposal
 from specviz.errors import UserError
 from specviz.lm.runtime import LM as ModelLM, open_lm
-from specviz.lm.prompt import stop_ids
+from specviz.lm.prompt import model_stop_ids, stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.models.pair import ModelPair
 from specviz.models.vocab import head_rows
@@ -359,14 +359,8 @@ def make_cross_drafter(pair: ModelPair, settings: GenerationSettings, generator:
 
 
 def draft_stop_ids(pair: ModelPair) -> set[int]:
-    """The draft's own EOS ids (its tokenizer's and its generation config's)."""
-    ids: set[int] = set()
-    for source in (getattr(pair.draft_tokenizer, "eos_token_id", None), getattr(getattr(pair.draft, "generation_config", None), "eos_token_id", None)):
-        if isinstance(source, int):
-            ids.add(source)
-        elif isinstance(source, (list, tuple)):
-            ids.update(int(i) for i in source)
-    return ids
+    """The draft's own EOS ids (its tokenizer's and the draft model's)."""
+    return model_stop_ids(pair.draft_tokenizer, pair.draft)
 
 
 def _target_eos(pair: ModelPair) -> int | None:

@@ -19,6 +19,7 @@ from specviz.drafters.base import KeepGoing, Proposal
 from specviz.lm import rows
 from specviz.lm.lean import ModelLM
 from specviz.lm.sampling import Sampler
+from specviz.models.timing import sync
 
 
 class ModelDrafter:
@@ -62,8 +63,7 @@ class ModelDrafter:
                 break
             pending = token.view(1)
         ids = torch.stack(tokens)
-        if ids.device.type == "cuda":
-            torch.cuda.synchronize(ids.device)
+        sync(ids)
         return Proposal(
             tokens=ids,
             q=torch.stack(dists) if dists else None,

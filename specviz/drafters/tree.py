@@ -36,6 +36,7 @@ import torch
 from specviz.drafters.base import KeepGoing, Proposal
 from specviz.lm.runtime import LM as ModelLM
 from specviz.lm.sampling import Sampler
+from specviz.models.timing import sync
 
 
 @dataclass
@@ -238,8 +239,7 @@ class TreeDrafter:
         self._tree = tree
         self._fed = [fed.get(c.index) for c in chosen]
         self._parents = grown.parents
-        if tokens.device.type == "cuda":
-            torch.cuda.synchronize(tokens.device)
+        sync(tokens)
         return Proposal(
             tokens=tokens,
             q=q,

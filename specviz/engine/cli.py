@@ -16,10 +16,8 @@ from typing import TextIO
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.settings import HELP as SETTING_HELP
-from specviz.settings import RUNTIME_CHOICES, VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, default_k, from_request
+from specviz.settings import PRECISION_HELP, PRECISIONS, RUNTIME_CHOICES, VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, default_k, from_request
 
-# The target precisions offered (models/devices.py CHOICES; float16 is also accepted there).
-PRECISIONS = ("auto", "float32", "bfloat16", "int8")
 # The target placements offered (models/devices.py DEVICE_MAPS), named here so --help needs no torch.
 DEVICE_MAPS = ("none", "auto")
 
@@ -63,9 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", action="store_true", help=SETTING_HELP["raw"])
     parser.add_argument("--runtime", choices=RUNTIME_CHOICES, default=d.runtime, help=f"{SETTING_HELP['runtime']} (default: %(default)s)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
-    parser.add_argument("--dtype", choices=PRECISIONS,
-                        help="the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, "
-                             "measured once per machine), float32, bfloat16, or int8 (a CPU only)")
+    parser.add_argument("--dtype", choices=PRECISIONS, help=PRECISION_HELP)
     parser.add_argument("--fp32-draft", action="store_true", help="keep the draft in the pair's dtype on a CPU (default there: int8)")
     parser.add_argument("--device-map", choices=DEVICE_MAPS, help="auto: spread the target over the GPUs, then the CPU, then disk "
                         "(accelerate); the draft stays on the first device (default: SPECVIZ_DEVICE_MAP, else none)")

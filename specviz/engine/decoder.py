@@ -14,6 +14,7 @@ from specviz.engine.tally import Tally
 from specviz.engine.text import Detokenizer, TokenTexts
 from specviz.models.pair import ModelPair
 from specviz.settings import GenerationSettings
+from specviz.models.timing import sync
 
 
 class Decoder:
@@ -65,8 +66,7 @@ class Decoder:
         return time.perf_counter() - self.t0
 
     def sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        sync(self.device)
 
     def say(self, holder, token_id: int) -> None:
         """Append a token to the output, setting `holder.text` (an event part) to the text it

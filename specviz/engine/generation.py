@@ -68,7 +68,7 @@ class Generation:
             "runtime_costs": {rt: {"V": r["V"], "D": r["D"]} for rt, r in
                               ((pair.info.get("runtime_choice") or {}).get("rates") or {}).items()},
         }
-        if getattr(pair, "cross_tokenizer", False) and pair.vocab_map is not None:
+        if pair.cross_tokenizer and pair.vocab_map is not None:
             # How the pair drafts across tokenizers, so a replayed trace can say it too.
             meta["vocab"] = {k: v for k, v in pair.vocab_map.summary().items() if isinstance(v, (str, int, float, bool))}
         if settings.mode == "speculative":

@@ -119,10 +119,9 @@ def record(spec, runtime: str, cost) -> dict:
     path = _path(spec)
     data = _read(path)
     data[runtime] = rates(cost)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    from specviz.models.cache import write_json
+
+    write_json(path, data)
     return data[runtime]
 
 

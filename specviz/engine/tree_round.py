@@ -28,6 +28,7 @@ from specviz.engine.tree_verify import Decision, Rule, tree_greedy, tree_multist
 from specviz.lm.sampling import Sampler
 from specviz.lm.runtime import LM
 from specviz.lm.tree import depths
+from specviz.models.timing import sync
 
 Children = Literal["top", "sampled"]
 
@@ -92,7 +93,7 @@ def tree_round(
     start = time.perf_counter()
     ids = torch.cat([torch.tensor([int(root)], dtype=torch.long, device=target.device), x])
     logits = sampler.logits(target.feed_tree(ids, [-1] + [par + 1 for par in parents]))
-    _sync(logits)
+    sync(logits)
     target_ms = (time.perf_counter() - start) * 1000
     dist = None
     if greedy:
@@ -103,7 +104,7 @@ def tree_round(
             v = tree_point_masses(x, parents, dist, generator=generator)
         else:
             v = tree_multistep_sampling(x, parents, dist, proposal.q.to(dist.device, dist.dtype), generator=generator)
-    _sync(logits)
+    sync(logits)
     verify_ms = (time.perf_counter() - start) * 1000
     target.keep_path([0] + [i + 1 for i in v.path])
 
@@ -131,8 +132,3 @@ def tree_round(
         logits=logits,
         dist=dist,
     )
-
-
-def _sync(t: torch.Tensor) -> None:
-    if t.device.type == "cuda":
-        torch.cuda.synchronize(t.device)

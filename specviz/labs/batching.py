@@ -194,10 +194,9 @@ def _best_s(fn, device, repeats: int) -> float:
 
 
 def _sync(device) -> None:
-    if getattr(device, "type", "cpu") == "cuda":
-        import torch
+    from specviz.models.timing import sync
 
-        torch.cuda.synchronize(device)
+    sync(device)
 
 
 def _check_sizes(batch_sizes: Sequence[int], pass_sizes: Sequence[int]) -> None:

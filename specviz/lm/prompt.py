@@ -38,14 +38,20 @@ def context_window(pair: ModelPair) -> int | None:
 
 
 def stop_ids(pair: ModelPair) -> set[int]:
-    """Token ids that end generation: the tokenizer's EOS and the target's generation config's."""
+    """Token ids that end generation: the tokenizer's EOS and the target's own."""
+    return {i for i in model_stop_ids(pair.tokenizer, pair.target) if 0 <= i < pair.vocab_size}
+
+
+def model_stop_ids(tokenizer, model) -> set[int]:
+    """A model's end-of-generation ids: its tokenizer's EOS and the model's own (a torch
+    model's generation config, llama.cpp's end-of-generation tokens)."""
     ids: set[int] = set()
-    for source in (getattr(pair.tokenizer, "eos_token_id", None), _model_stops(pair.target)):
+    for source in (getattr(tokenizer, "eos_token_id", None), _model_stops(model)):
         if isinstance(source, int):
             ids.add(source)
-        elif isinstance(source, (list, tuple, torch.Tensor)):
+        elif isinstance(source, (list, tuple, set, frozenset, torch.Tensor)):
             ids.update(int(i) for i in source)
-    return {i for i in ids if 0 <= i < pair.vocab_size}
+    return ids
 
 
 def _window(model) -> int | None:

@@ -87,6 +87,9 @@ def still_valid(path: Path, entry: dict, progress: Progress | None = None) -> bo
 
 
 def write_json(path: Path, data: dict) -> None:
+    """Write `data` to `path` whole or not at all (a temporary file, then a rename), so a
+    reader never sees half a file; makes the folder if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     os.replace(tmp, path)

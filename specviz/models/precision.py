@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 
 from specviz.models.timing import measure_pass_ms
 
+from specviz.models import cache
 from specviz.models.cache import cache_root
 from specviz.models.devices import DTYPES, Precision, dtype_name
 
@@ -90,10 +90,7 @@ def read(path: Path) -> Precision | None:
 
 
 def write(path: Path, chosen: Precision) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"chosen": chosen.name, "costs": chosen.costs}, indent=1))
-    os.replace(tmp, path)
+    cache.write_json(path, {"chosen": chosen.name, "costs": chosen.costs})
 
 
 def cpu_name() -> str:

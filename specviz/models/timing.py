@@ -54,15 +54,18 @@ def median_ms(run: Callable[[int], None], sizes: list[int], *, device: torch.dev
         for n in sizes:
             if should_stop is not None and should_stop():
                 raise UserError("the measurement was stopped")
-            _sync(device)
+            sync(device)
             t0 = time.perf_counter()
             run(n)
-            _sync(device)
+            sync(device)
             if rep >= WARMUP_SWEEPS:
                 times[n].append((time.perf_counter() - t0) * 1000)
     return {n: statistics.median(v) for n, v in times.items()}
 
 
-def _sync(device: torch.device) -> None:
+def sync(where) -> None:
+    """Wait for the GPU work queued on `where` (a device, its name, or a tensor on it), so a
+    clock read after it times that work; nothing to wait for on a CPU."""
+    device = where.device if isinstance(where, torch.Tensor) else torch.device(where)
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -54,6 +54,10 @@ def export(found: Found, fmt: str) -> Exported:
         raise UserError(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}") from None
     out = make(found)
     out.notes.insert(0, f"k = {found.k}: {found.k_reason}.")
+    if found.policy_mean_k is not None or found.hindsight_k is not None:
+        mean = f"{found.policy_mean_k:.1f}" if found.policy_mean_k is not None else "none (no round drafted)"
+        best = "0 (plain decoding)" if found.hindsight_k == 0 else found.hindsight_k if found.hindsight_k is not None else "unknown"
+        out.notes.insert(1, f"The run's mean k over its drafting rounds: {mean}; the best fixed k in hindsight: {best}.")
     if found.hindsight_k == 0:
         out.notes.append("In the run this comes from, plain decoding was faster than drafting at every fixed k: "
                          "measure on the engine's own hardware before keeping speculation on.")

@@ -15,6 +15,10 @@ assets/specviz.css; every piece of model or user text in it is escaped.
     theory_plots.py   tokens per round and speedup against k and alpha
     prediction.py     predicted against measured, and why they differ
     lossless_plots.py the Monte Carlo lab
+    pass_cost.py      V(n) by runtime, in one-token passes
+    tree.py           a token-tree round as a figure
+    tree_payoff.py    what a tree of a given size pays against a chain
+    text.py           escaping and token text for HTML
     palette.py        colours and the shared figure style
 """
 

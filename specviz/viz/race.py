@@ -77,10 +77,6 @@ def tokens_vs_time_figure(spec_trace: Run, plain_trace: Run | None = None, t_s: 
     return style_figure(fig, title, height=300)
 
 
-def _speed(a: float, b: float) -> str:
-    return f"{a / b:.2f}\u00d7" if b > 0 else "\u2014"
-
-
 def comparison_html(spec: RunSummary, plain: RunSummary) -> str:
     """A table of both runs (wall time, tokens, tokens/s, forward passes) and the headline."""
     rows = [
