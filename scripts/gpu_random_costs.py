@@ -15,15 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import torch
-from transformers import AutoConfig, AutoModelForCausalLM
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not an install
 
-from specviz.drafters import cost_model
-from specviz.lm.runtime import open_lm
+import torch  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+
+from specviz.drafters import cost_model  # noqa: E402
+from specviz.lm.runtime import open_lm  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parent.parent / "assets" / "model_configs"
 PAIR = {"target": "qwen2.5-coder-1.5b-instruct", "draft": "qwen2.5-coder-0.5b-instruct"}
