@@ -187,16 +187,10 @@ def length_stats(events: Iterable[Event], alpha: float | None = None) -> LengthS
 
 # --- the run's counts under an engine's names ------------------------------------------------
 
-# vLLM's per-request speculative metrics (`--per-request-spec-decode-metrics summary`, vLLM PR
-# #48915; a response's `metrics.speculative_decoding`, as captured in mostlygeek/llama-swap
-# issue #1032): the names a run's `metrics` block uses, so that a specviz run and an engine's
-# request can be laid side by side.
-REQUEST_METRICS = ("mean_acceptance_length", "draft_acceptance_rate", "acceptance_histogram", "num_spec_steps",
-                   "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens")
-
-
 def request_metrics(events: Iterable[Event]) -> dict:
-    """The run's speculative counts under vLLM's per-request names. A step is a finished
+    """The run's speculative counts under vLLM's per-request names (`--per-request-spec-decode-
+    metrics summary`, vLLM PR #48915: a response's `metrics.speculative_decoding`), so that a
+    specviz run and an engine's request can be laid side by side. A step is a finished
     round that drafted something; the histogram counts steps by drafts accepted (0..the
     longest draft, `num_spec_tokens`); draft tokens are every token those steps proposed,
     judged or not, as vLLM counts them; the mean acceptance length counts the target's own

@@ -6,6 +6,7 @@ the API's one-line errors (`shown_errors`)."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import gradio as gr
 
@@ -147,8 +148,6 @@ def generate_api_summary(config: PageConfig):
             pass
         if last is None:
             raise UserError("the run produced nothing")
-        from dataclasses import asdict
-
         return json.dumps({"text": last.text, "summary": asdict(last.summary), "metrics": last.metrics})
 
     return generate_summary

@@ -5,8 +5,8 @@ and x_1..x_{m-1}; told that n were accepted, it crops back to the context plus x
 and next round it feeds whatever it has not seen yet (the last accepted draft and the
 token the target emitted, or every token of the rounds that drafted nothing) in one pass
 before drafting on. The prompt, too, is fed at the first round that drafts, not at the
-start: a run whose policy never drafts never pays for it (on llama.cpp on a 2-core CPU the
-draft's prefill of a long prompt cost seconds of a 64-token run that decoded plainly).
+start: a run whose policy never drafts never pays for it, and where a pass over many tokens
+is dear (quantised weights on a CPU) a long prompt's read can outweigh a short run.
 """
 
 from __future__ import annotations

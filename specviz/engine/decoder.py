@@ -13,8 +13,8 @@ from specviz.lm.sampling import Sampler
 from specviz.engine.tally import Tally
 from specviz.engine.text import Detokenizer, TokenTexts
 from specviz.models.pair import ModelPair
-from specviz.settings import GenerationSettings
 from specviz.models.timing import sync
+from specviz.settings import GenerationSettings
 
 
 class Decoder:

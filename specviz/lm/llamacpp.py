@@ -66,11 +66,6 @@ class LlamaCppLM:
             raise UserError(f"{model.path}: {LLAMACPP} could not make a context: {last_error()}")
         return ctx, L.llama_batch_init(BATCH, 0, SEQUENCES)
 
-    def _free(self, pair: tuple) -> None:
-        ctx, batch = pair
-        self._L.llama_batch_free(batch)
-        self._L.llama_free(ctx)
-
     # -- the interface ------------------------------------------------------------------
 
     def reset(self) -> None:
@@ -200,7 +195,7 @@ class LlamaCppLM:
         if getattr(self, "_ctx", None):
             self._L.llama_memory_clear(self._mem, True)
             pair, self._ctx = (self._ctx, self._batch), None
-            self.model.give_context(pair, self._free)
+            self.model.give_context(pair)
 
     def __del__(self):
         try:

@@ -1,9 +1,9 @@
 """Argmax and top-k over the rows of a logits or probability tensor.
 
-On a CPU torch's argmax and top-k over a 150k-token row cost about a third and two thirds of
-a millisecond, numpy's argmax a fiftieth: per round that is a few percent of a small
-model's pass, paid by plain and speculative decoding alike. Ties go to the first index, as
-torch's argmax documents, so greedy choices do not depend on which is used.
+On a CPU, numpy's argmax and partition over a 150k-token row take a fraction of what torch's
+argmax and top-k do, and both decoders pay them every round beside a small model's pass
+(docs/BENCHMARKS.md has the timings). Ties go to the first index, as torch's argmax
+documents, so greedy choices do not depend on which is used.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A GGUF file loaded by llama.cpp as it is (its own quantisation, no conversion).
 
 `LlamaCppModel` holds the llama.cpp model; `lm.llamacpp.LlamaCppLM` makes a context with
-a KV cache on it for each run, or takes one a finished run gave back. llama.cpp reports a failed load as a NULL model and a log
-line; the log goes to a small buffer here (not the terminal) so that a failed load names
-the file, the runtime and llama.cpp's own reason in one line.
+a KV cache on it for each run, or takes one a finished run gave back. llama.cpp reports a
+failed load as a NULL model and a log line; the log goes to a small buffer here (not the
+terminal) so that a failed load names the file, the runtime and llama.cpp's own reason in
+one line.
 
 llama.cpp aborts the whole process on a failed internal assertion, so nothing reaches it
 unchecked: the file must exist and start as a GGUF does, and `lm.llamacpp` checks every
@@ -132,14 +133,19 @@ class LlamaCppModel:
         with self._idle_lock:
             return self._idle.pop() if self._idle else None
 
-    def give_context(self, pair: tuple, free) -> None:
-        """Keep a cleared (context, batch) pair for the next run, or `free` it when enough
-        are kept or the model is closed."""
+    def give_context(self, pair: tuple) -> None:
+        """Keep a cleared (context, batch) pair for the next run, or free it when enough are
+        kept or the model is closed."""
         with self._idle_lock:
             if self.ptr and len(self._idle) < IDLE_CONTEXTS:
                 self._idle.append(pair)
                 return
-        free(pair)
+        self._free_context(pair)
+
+    def _free_context(self, pair: tuple) -> None:
+        ctx, batch = pair
+        self._L.llama_batch_free(batch)
+        self._L.llama_free(ctx)
 
     def meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(512)
@@ -162,9 +168,8 @@ class LlamaCppModel:
         if getattr(self, "ptr", None):
             with self._idle_lock:
                 idle, self._idle = self._idle, []
-            for ctx, batch in idle:
-                self._L.llama_batch_free(batch)
-                self._L.llama_free(ctx)
+            for pair in idle:
+                self._free_context(pair)
             self._L.llama_model_free(self.ptr)
             self.ptr = None
 

@@ -16,9 +16,6 @@ from specviz.errors import UserError
 from specviz.events import Event, Trace
 from specviz.settings import MAX_K, GenerationSettings, default_k
 
-DRAFTERS_WITH_MODEL = ("model", "tree")
-
-
 @dataclass
 class Model:
     label: str
