@@ -1,14 +1,17 @@
 """Drive the real page on the bundled pair in headless chromium: time the default run and
 take the README's screenshots.
 
-    python scripts/page_tour.py [--out assets] [--max-new-tokens 128] [--no-labs]
+    python scripts/page_tour.py [--out assets] [--max-new-tokens 128] [--no-labs] [--draft-free-only]
 
 Launches app.py (the default pair, preloaded, default precision), waits until the pair is
 ready, then clicks Run on the first example with the page's defaults and prints the
 seconds from the click to the first coloured token and to the end of the run, and the same
 for plain decoding on the Side by side tab. Then it opens the Labs tab (acceptance by
 position, hindsight k, the temperature sweep at 0 and 0.7, the batching lab) and the
-Lossless lab's bug gallery, saving a screenshot of each, and the Theory tab's pass costs by runtime. Needs Playwright and Debian's
+Lossless lab's bug gallery, saving a screenshot of each, and the Theory tab's pass costs by runtime.
+Last, it runs the suffix and the lookahead drafters on the bench's "rewrite with type hints"
+prompt and saves the Round inspector's source view of a round of each (inspector-suffix.png,
+inspector-lookahead.png; `--draft-free-only` does only this). Needs Playwright and Debian's
 chromium (/usr/bin/chromium). Nothing here is a test: it prints what it measured.
 """
 
@@ -38,6 +41,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "assets"))
     ap.add_argument("--max-new-tokens", type=int, default=None, help="set the slider (default: the page's default)")
     ap.add_argument("--no-labs", action="store_true", help="time the runs only")
+    ap.add_argument("--draft-free-only", action="store_true", help="only the suffix and lookahead inspector views")
     ap.add_argument("--ready-timeout-s", type=float, default=1800)
     args = ap.parse_args()
     out = Path(args.out)
@@ -83,6 +87,10 @@ def main() -> int:
                 page.wait_for_selector(done, timeout=600_000)
                 figures[f"{key}: click to done (s)"] = round(time.monotonic() - start, 2)
 
+            if args.draft_free_only:
+                draft_free_views(page, out, figures)
+                browser.close()
+                return print(json.dumps(figures, indent=1)) or 0
             timed_run("#run", "#tokens .tok", "#tokens [data-state=done]", "speculative run")
             figures["speculative stats"] = page.inner_text("#stats").replace("\n", " ")
             page.screenshot(path=str(out / "screenshot.png"), full_page=False)
@@ -118,12 +126,44 @@ def main() -> int:
                 page.wait_for_selector("#lossless-bugs-table table", timeout=300_000)
                 page.wait_for_timeout(1500)
                 page.locator("#lossless-bugs-tv").screenshot(path=str(out / "lab-bugs.png"))
+            page.get_by_role("tab", name="Live run").click()
+            draft_free_views(page, out, figures)
             browser.close()
     finally:
         app.terminate()
         app.wait(timeout=30)
     print(json.dumps(figures, indent=1))
     return 0
+
+
+# What each draft-free view waits for in the inspector's source: lookahead's window table.
+DRAFT_FREE_VIEWS = {"suffix": ("Suffix", ".sv-source-tree"), "lookahead": ("Lookahead", ".sv-source-window")}
+
+
+def draft_free_views(page, out: Path, figures: dict) -> None:
+    """Run each draft-free drafter on a repetitive prompt, then step the Round inspector to
+    the first round showing what its view is about and save that view."""
+    prompts = json.loads((ROOT / "assets" / "bench_prompts.json").read_text())
+    prompts = prompts if isinstance(prompts, list) else prompts["prompts"]
+    prompt = next(p["prompt"] for p in prompts if p["id"] == "rep-typehints")
+    for drafter, (label, wanted) in DRAFT_FREE_VIEWS.items():
+        page.get_by_role("tab", name="Live run").click()
+        page.fill("#prompt textarea", prompt)
+        page.locator("#drafter label", has_text=label).click()
+        page.wait_for_timeout(500)
+        page.click("#run")
+        page.wait_for_selector("#tokens [data-state=done]", timeout=600_000)
+        figures[f"{drafter} stats"] = page.inner_text("#stats").replace("\n", " ")
+        page.get_by_role("tab", name="Round inspector").click()
+        page.wait_for_selector("#round-story p", timeout=60_000)
+        for _ in range(200):
+            if page.locator(f"#round-source {wanted}").count():
+                break
+            page.click("#round-next")
+            page.wait_for_timeout(400)
+        page.wait_for_timeout(800)
+        page.locator("#round-source").screenshot(path=str(out / f"inspector-{drafter}.png"))
+        figures[f"{drafter} source"] = page.inner_text("#round-source").replace("\n", " ")[:400]
 
 
 if __name__ == "__main__":

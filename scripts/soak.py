@@ -58,10 +58,11 @@ BUSY_WORDS = ("queue is full", "busy")
 # The generate endpoint's positional inputs (for the raw HTTP call of an abandoned request).
 API_ORDER = ("prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode", "adaptive", "top_k",
              "policy", "raw", "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method",
-             "runtime")
+             "runtime", "suffix_max_nodes", "suffix_min_score", "lookahead_window", "lookahead_ngram", "lookahead_candidates")
 API_DEFAULTS = dict(drafter="model", k=8, temperature=0.0, top_p=1.0, max_new_tokens=32, seed=0, mode="speculative",
                     adaptive=None, top_k=0, policy="cost-aware", raw=False, early_exit_layers=0, adaptive_threshold=0.4,
-                    tree_nodes=8, tree_width=2, vocab_method="auto", runtime="auto")
+                    tree_nodes=8, tree_width=2, vocab_method="auto", runtime="auto", suffix_max_nodes=16,
+                    suffix_min_score=0.1, lookahead_window=4, lookahead_ngram=3, lookahead_candidates=4)
 INVALID = [({"k": 99}, "k must be"), ({"temperature": -1.0}, "temperature must be"), ({"prompt": "   "}, "prompt is empty"),
            ({"top_p": 0.0}, "top-p must be")]
 

@@ -369,14 +369,42 @@ def _round_options(r: RoundEvent, cost: VerifyCost, k_max: int) -> tuple[int, li
     A round whose drafts were all accepted says nothing about drafts beyond its length: k'
     stops there. A round that drafted nothing keeps k' = 0 (one plain step), and the round
     the run ended in (no token emitted) keeps its own k: what a shorter draft would have
-    led to is past the end of the run."""
+    led to is past the end of the run. A tree round's k' is its node budget (`_tree_options`)."""
     a, n = r.accepted, len(r.drafted)
+    if r.tree:
+        return a, _tree_options(r, cost)
     if n == 0:
         return a, [(0, 1, cost(1))]
     if not finished(r):
         return a, [(n, r.gained, cost.round_ms(n))]
     last = n if a == n else max(n, k_max)
     return a, [(kk, min(kk, a) + 1, cost.round_ms(kk)) for kk in range(1, last + 1)]
+
+
+def _tree_options(r: RoundEvent, cost: VerifyCost) -> list[tuple[int, int, float]]:
+    """A tree round's node budgets b = 0..n: the tree's first b nodes (every drafter lists a
+    parent before its children and grows best first, so a smaller budget is a prefix), the
+    accepted path's nodes among them, and a pass over 1 + ride + b nodes, plus the round's
+    drafting where b > 0. Budgets beyond the tree say nothing (its nodes were never drafted);
+    the round the run ended in keeps its own."""
+    n, ride = len(r.tree), r.source.ride if r.source is not None else 0
+    path = [i for i, node in enumerate(r.tree) if node.decision == "accepted"]
+
+    def option(b: int) -> tuple[int, int, float]:
+        kept = sum(i < b for i in path)
+        return b, kept + 1, cost(1 + ride + b) + (r.draft_ms if b else 0.0)
+
+    if not finished(r):
+        return [(n, r.gained, option(n)[2])]
+    return [option(b) for b in range(n + 1)]
+
+
+def _policy_ms(r: RoundEvent, cost: VerifyCost) -> float:
+    """What the round the policy chose cost, by the cost model."""
+    if r.tree:
+        return _tree_options(r, cost)[-1][2]
+    n = len(r.drafted)
+    return cost.round_ms(n) if n else cost(1)
 
 
 def hindsight(events: Iterable[Event], cost_model: Mapping, k_max: int = MAX_K) -> Hindsight:
@@ -394,10 +422,12 @@ def hindsight(events: Iterable[Event], cost_model: Mapping, k_max: int = MAX_K) 
         a, opts = _round_options(r, cost, k_max)
         best = max(opts, key=lambda o: (o[1] / o[2], -o[0]))  # the most tokens per ms; ties: the smaller k'
         n = len(r.drafted)
+        if r.tree:
+            n = len(r.tree)  # a tree's draft length is its node count
         rounds.append(HindsightRound(r.index, r.k, n, a, best[0], a == n or not finished(r)))
         options.append(opts)
         policy_t += r.gained
-        policy_ms += cost.round_ms(n) if n else cost(1)
+        policy_ms += _policy_ms(r, cost)
         measured_ms += r.draft_ms + r.verify_ms
     by_k = [{o[0]: o for o in opts} for opts in options]
     h_t = sum(by_k[i][r.best_k][1] for i, r in enumerate(rounds))

@@ -17,7 +17,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, Union
 
 from specviz.errors import UserError
-from specviz.settings import FIELDS, GenerationSettings, from_request
+from specviz.settings import FIELDS, GenerationSettings, check_prompt, from_request
 
 TRACE_VERSION = 1
 # The largest trace `load_trace` reads by default: a 1024-token run with every position
@@ -86,6 +86,27 @@ class TreeNode:
 
 
 @dataclass
+class CandidateSource:
+    """Where a draft-free round's candidates came from, for the Round inspector."""
+
+    method: Literal["suffix", "lookahead"]
+    # suffix: the context's last tokens that matched earlier text, how many times they occur
+    # there, and per tree node how many of those occurrences continued through it.
+    matched: list[str] = field(default_factory=list)
+    occurrences: int = 0
+    counts: list[int] = field(default_factory=list)
+    # lookahead: the Jacobi window fed with this pass, level by level (level 0 first, its
+    # first column the root), the n-grams the pass produced from it, and per tree node where
+    # the n-gram it belongs to was found ("window" or "context").
+    window: list[list[str]] = field(default_factory=list)
+    ngrams: list[list[str]] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+    window_on: bool = False  # lookahead: whether the window rode in this pass
+    ride: int = 0  # nodes that rode in the pass without being candidates (the window's)
+    note: str = ""  # why nothing was speculated this round, where nothing was
+
+
+@dataclass
 class AlignedToken:
     """A cross-tokenizer round: one token the draft proposed in its own vocabulary, and the
     target's candidates (indices into the round's `drafted`) its text became."""
@@ -113,6 +134,7 @@ class RoundEvent:
     type: Literal["round"] = "round"
     tree: list[TreeNode] = field(default_factory=list)  # empty for a chain round
     alignment: list[AlignedToken] = field(default_factory=list)  # a draft with another tokenizer: its own tokens
+    source: CandidateSource | None = None  # a draft-free tree drafter's round: where its candidates came from
 
     @property
     def accepted(self) -> int:
@@ -184,6 +206,9 @@ class Trace:
     # A finished speculative run's counts under vLLM's per-request names
     # (`acceptance.request_metrics`), as {"speculative_decoding": {...}}; empty otherwise.
     metrics: dict[str, Any] = field(default_factory=dict)
+    # A conversation's messages ({"role", "content"}) where the run was given one; `prompt`
+    # is then its last user message.
+    messages: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -315,6 +340,8 @@ def event_from_dict(d: Any, where: str = "event") -> Event:
     r.alignment = [_build(AlignedToken, x, f"{where}.alignment[{j}]") for j, x in enumerate(_list(r.alignment, where))]
     if r.emitted is not None:
         r.emitted = _build(EmittedToken, r.emitted, f"{where}.emitted")
+    if r.source is not None:
+        r.source = _build(CandidateSource, r.source, f"{where}.source")
     return r
 
 
@@ -337,6 +364,11 @@ def _trace_from_dict(d: Any) -> Trace:
     t.events = [event_from_dict(e, f"events[{i}]") for i, e in enumerate(_list(t.events, "trace"))]
     t.summary = _build(RunSummary, t.summary, "trace.summary")
     _check_settings(t.settings)
+    if t.messages:
+        try:
+            t.messages = check_prompt(t.messages)
+        except UserError as e:
+            raise TraceError(f"trace.messages: {e}") from None
     return t
 
 

@@ -15,7 +15,19 @@ from specviz.errors import UserError
 
 MAX_K = 16
 MAX_NEW_TOKENS_CAP = 1024
-DRAFTERS = ("model", "tree", "lookup", "early-exit")
+DRAFTERS = ("model", "tree", "lookup", "early-exit", "suffix", "lookahead")
+# Drafters that need the pair's draft model, and those that build trees without one (each
+# round's tree sized by the policy: drafters.tree_cost).
+MODEL_DRAFTERS = ("model", "tree")
+DRAFT_FREE_TREES = ("suffix", "lookahead")
+DRAFT_FREE = tuple(d for d in DRAFTERS if d not in MODEL_DRAFTERS)
+
+
+def no_draft_help(*, flag: bool = False) -> str:
+    """What a user without a draft model can use instead, in words (`flag`: as the CLI's option)."""
+    names = f"{', '.join(DRAFT_FREE[:-1])} or {DRAFT_FREE[-1]}"
+    return f"use --drafter {names}" if flag else f"use the {names} drafter"
+
 MODES = ("speculative", "plain")
 # How many tokens a round drafts: a fixed k; transformers' +2/-1 schedule with a confidence
 # cut ("heuristic"); or the most expected tokens per measured ms ("cost-aware", what
@@ -47,6 +59,11 @@ RANGES: dict[str, tuple[float, float]] = {
     "adaptive_threshold": (0.0, 1.0),
     "tree_nodes": (1, 64),
     "tree_width": (1, 8),
+    "suffix_max_nodes": (1, 64),
+    "suffix_min_score": (0.0, 1.0),
+    "lookahead_window": (1, 16),
+    "lookahead_ngram": (3, 8),
+    "lookahead_candidates": (1, 16),
 }
 
 HELP = {
@@ -60,6 +77,11 @@ HELP = {
     "adaptive_threshold": "heuristic policy: draft confidence below which a round's drafting stops",
     "tree_nodes": "tree drafter: the most drafted nodes per round (all verified in one target pass)",
     "tree_width": "tree drafter: the most children per node (the draft's most likely tokens there)",
+    "suffix_max_nodes": "suffix drafter: the most nodes of its speculation tree per round",
+    "suffix_min_score": "suffix drafter: a node joins the tree only if at least this share of the earlier matches continued that way",
+    "lookahead_window": "lookahead drafter: W, the Jacobi window's columns (guessed future positions)",
+    "lookahead_ngram": "lookahead drafter: N, the n-gram size (the window has N - 1 levels)",
+    "lookahead_candidates": "lookahead drafter: G, the most n-grams verified per round",
     "runtime": "what runs the models: torch, llama.cpp (the GGUF files as they are), or auto (SPECVIZ_RUNTIME, else the one measured faster here)",
     "vocab_method": "a draft with another tokenizer: drafts through text, or on the shared vocabulary (auto: the pair's default)",
 }
@@ -78,13 +100,18 @@ class GenerationSettings:
     seed: int = 0
     k: int = MAX_K  # the fixed k, or the cap of the heuristic and cost-aware policies: default_k(policy)
     policy: Literal["fixed", "heuristic", "cost-aware"] = "cost-aware"
-    drafter: Literal["model", "tree", "lookup", "early-exit"] = "model"
+    drafter: Literal["model", "tree", "lookup", "early-exit", "suffix", "lookahead"] = "model"
     mode: Literal["speculative", "plain"] = "speculative"
     raw: bool = False  # send the prompt as-is instead of through the chat template
     early_exit_layers: int = 0  # layers of the target used by the early-exit drafter (0: a quarter)
     adaptive_threshold: float = 0.4  # heuristic policy: stop a round's drafting below this draft confidence
     tree_nodes: int = 8  # tree drafter: node budget per round
     tree_width: int = 2  # tree drafter: children per node at most
+    suffix_max_nodes: int = 16  # suffix drafter: speculation tree size at most
+    suffix_min_score: float = 0.1  # suffix drafter: a node's least share of the matches that continued through it
+    lookahead_window: int = 4  # lookahead drafter: W
+    lookahead_ngram: int = 3  # lookahead drafter: N
+    lookahead_candidates: int = 4  # lookahead drafter: G
     vocab_method: Literal["auto", "text", "intersection"] = "auto"  # a draft with another tokenizer
     runtime: Literal["auto", "torch", "llama.cpp"] = "auto"  # what runs the models (RUNTIME_CHOICES)
 
@@ -95,7 +122,7 @@ class GenerationSettings:
     @property
     def needs_draft(self) -> bool:
         """Whether a run with these settings needs the pair's draft model loaded."""
-        return self.mode == "speculative" and self.drafter in ("model", "tree")
+        return self.mode == "speculative" and self.drafter in MODEL_DRAFTERS
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,13 +146,16 @@ class GenerationSettings:
         _check(self.vocab_method in VOCAB_METHODS, f"vocab method must be one of {', '.join(VOCAB_METHODS)} (got {self.vocab_method!r})")
         _check(isinstance(self.raw, bool), f"raw must be true or false (got {self.raw!r})")
         _check(_whole(self.early_exit_layers) and self.early_exit_layers >= 0, "early-exit layers must be 0 or more")
-        for name, what in (("tree_nodes", "tree nodes"), ("tree_width", "tree width")):
+        for name, what in (("tree_nodes", "tree nodes"), ("tree_width", "tree width"), ("suffix_max_nodes", "suffix max nodes"),
+                           ("lookahead_window", "lookahead window"), ("lookahead_ngram", "lookahead n-gram size"),
+                           ("lookahead_candidates", "lookahead candidates")):
             lo, hi = RANGES[name]
             value = getattr(self, name)
             _check(_whole(value) and lo <= value <= hi, f"{what} must be a whole number from {lo} to {hi} (got {value!r})")
-        lo, hi = RANGES["adaptive_threshold"]
-        _check(_num(self.adaptive_threshold) and lo <= self.adaptive_threshold <= hi,
-               f"adaptive threshold must be between {lo:g} and {hi:g} (got {self.adaptive_threshold!r})")
+        for name, what in (("adaptive_threshold", "adaptive threshold"), ("suffix_min_score", "suffix min score")):
+            lo, hi = RANGES[name]
+            value = getattr(self, name)
+            _check(_num(value) and lo <= value <= hi, f"{what} must be between {lo:g} and {hi:g} (got {value!r})")
         return self
 
 
@@ -137,8 +167,11 @@ PRECISIONS = ("auto", "float32", "bfloat16", "int8")
 PRECISION_HELP = ("the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, measured once "
                   "per machine), float32, bfloat16, or int8 (a CPU only)")
 FIELDS = tuple(f.name for f in fields(GenerationSettings))
-WHOLE = {"k", "top_k", "max_new_tokens", "seed", "early_exit_layers", "tree_nodes", "tree_width"}
-NUMBERS = {"temperature", "top_p", "adaptive_threshold"}
+WHOLE = {"k", "top_k", "max_new_tokens", "seed", "early_exit_layers", "tree_nodes", "tree_width", "suffix_max_nodes",
+         "lookahead_window", "lookahead_ngram", "lookahead_candidates"}
+NUMBERS = {"temperature", "top_p", "adaptive_threshold", "suffix_min_score"}
+# The draft-free tree drafters' own settings, in the order the page and the API take them.
+DRAFT_FREE_SETTINGS = ("suffix_max_nodes", "suffix_min_score", "lookahead_window", "lookahead_ngram", "lookahead_candidates")
 
 
 def from_request(values: Mapping[str, Any]) -> GenerationSettings:
@@ -168,11 +201,29 @@ def from_request(values: Mapping[str, Any]) -> GenerationSettings:
     return GenerationSettings(**values).validated()
 
 
-def check_prompt(prompt: object) -> str:
-    """The prompt, if it has something in it; checked before any model is loaded."""
+ROLES = ("system", "user", "assistant")
+
+
+def check_prompt(prompt: object) -> str | list[dict]:
+    """The prompt, if it has something in it; checked before any model is loaded. A prompt
+    is the user's message, or a conversation: a list of {"role", "content"} messages (roles
+    system, user, assistant) that ends with the user's turn."""
+    if isinstance(prompt, list):
+        for i, m in enumerate(prompt):
+            if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str) \
+                    or not m["content"].strip() or set(m) - {"role", "content"}:
+                raise UserError(f"message {i + 1} of the conversation needs a role ({', '.join(ROLES)}) and some content, nothing else")
+        if not prompt or prompt[-1]["role"] != "user":
+            raise UserError("a conversation must end with the user's message, for the model to answer")
+        return [dict(role=m["role"], content=m["content"]) for m in prompt]
     if not isinstance(prompt, str) or not prompt.strip():
         raise UserError("the prompt is empty: type something for the model to continue")
     return prompt
+
+
+def prompt_text(prompt: str | list[dict]) -> str:
+    """What a reader sees of a prompt: itself, or a conversation's last user message."""
+    return prompt if isinstance(prompt, str) else prompt[-1]["content"]
 
 
 def _num(x: Any) -> bool:

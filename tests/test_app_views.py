@@ -67,8 +67,9 @@ def test_the_inspector_opens_on_the_telling_position_and_clamps_rounds(trace):
     slider, story, radio, bars, stream, tree_box, *_ = inspector.inspect(trace, 10_000)
     assert slider.value == len(rounds) - 1 and stream.count('class="sv-round"') == len(rounds)
     rejected = next(i for i, e in enumerate(rounds) if any(d.decision == "rejected" for d in e.drafted))
-    slider, story, radio, bars, stream, tree_box, tree, mask, alignment = inspector.inspect(trace, rejected)
+    slider, story, radio, bars, stream, tree_box, tree, mask, alignment, source = inspector.inspect(trace, rejected)
     assert tree_box.visible is False and alignment.visible is False  # a chain round
+    assert source.visible is False  # of a draft model: no draft-free source to show
     first_rejection = next(p for p, d in enumerate(rounds[rejected].drafted, 1) if d.decision == "rejected")
     assert radio.value == first_rejection and "rejected" in story
     assert bars.layout.title.text.startswith(f"Round {rounds[rejected].index}, position {first_rejection}")
@@ -205,7 +206,7 @@ def tree_trace() -> Trace:
 def test_a_tree_round_shows_its_tree_and_mask_in_the_inspector_and_the_live_run(tree_trace):
     rounds = [e for e in tree_trace.events if isinstance(e, RoundEvent)]
     i = next(j for j, e in enumerate(rounds) if len(e.tree) == 8)
-    *_, tree_box, tree, mask, alignment = inspector.inspect(tree_trace, i)
+    *_, tree_box, tree, mask, alignment, _source = inspector.inspect(tree_trace, i)
     assert tree_box.visible is True and alignment.visible is False
     assert sum(len(t.x) for t in tree.data if t.name in ("accepted path", "rejected", "unchecked")) == 8
     assert len(mask.data[0].z) == 9  # the root and 8 nodes
@@ -234,7 +235,7 @@ def test_a_cross_tokenizer_round_shows_its_alignment():
     cross = run(pair, "The quick brown fox", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=12))
     first = inspector.first_drafted(cross)
     assert first == 1 and not cross.events[0].drafted and cross.events[1].drafted
-    *_, tree_box, tree, mask, alignment = inspector.inspect(cross, first)
+    *_, tree_box, tree, mask, alignment, _source = inspector.inspect(cross, first)
     assert tree_box.visible is False and alignment.visible is True and "sv-align-row" in alignment.value
     assert live.live_views(cross)[4].visible is True
 

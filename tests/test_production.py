@@ -147,6 +147,12 @@ def test_each_engine_gets_its_own_names_and_a_drafter_it_lacks_says_so():
     assert "assistant_early_exit=6" in export.export(_found("early-exit", early_exit_layers=6), "transformers").text
     lacking = export.export(_found("tree"), "vllm")
     assert lacking.text == "" and any("has no 'tree' drafter" in n for n in lacking.notes)
+    suffix = export.export(_found("suffix", suffix_max_nodes=24), "vllm")
+    assert json.loads(suffix.text.split("--speculative-config ")[1].strip("'")) == {"method": "suffix", "num_speculative_tokens": 24}
+    assert any("arctic-inference" in n for n in suffix.notes)
+    for fmt in export.FORMATS:  # no engine here runs lookahead's Jacobi window, nor suffix decoding but vLLM
+        assert export.export(_found("lookahead"), fmt).text == ""
+        assert fmt == "vllm" or export.export(_found("suffix"), fmt).text == ""
     assert export.export(_found("model"), "llama-cpp-python").text == ""
     unpaid = export.export(_found("model", hindsight_k=0), "llamacpp")
     assert any("plain decoding was faster" in n for n in unpaid.notes)

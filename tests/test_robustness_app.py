@@ -170,9 +170,10 @@ def test_a_cancelled_job_frees_the_models_for_the_next_user(app):
 def test_a_client_that_disconnects_mid_run_does_not_leave_it_running(app):
     url, spec = app
     # The endpoint's positional inputs: prompt, pair, drafter, k, temperature, top_p, max_new_tokens, seed, mode, adaptive,
-    # top_k, policy, raw, early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime.
+    # top_k, policy, raw, early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, suffix_max_nodes,
+    # suffix_min_score, lookahead_window, lookahead_ngram, lookahead_candidates.
     body = {"data": [LONG_PROMPT, spec, "model", 4, 0.0, 1.0, 1024, 0, "speculative", False, 0, "cost-aware", False, 0, 0.4, 8, 2,
-                     "auto", "auto"]}
+                     "auto", "auto", 16, 0.1, 4, 3, 4]}
     started = time.monotonic()
     whole = final(generate(Client(url, verbose=False), prompt=LONG_PROMPT, max_new_tokens=1024))
     whole_s = time.monotonic() - started

@@ -155,6 +155,9 @@ def test_a_context_a_finished_run_gave_back_is_taken_again_and_starts_as_a_fresh
     ("tree", "close", {"tree_nodes": 8, "tree_width": 2}),
     ("tree", "random", {"tree_nodes": 12, "tree_width": 3}),
     ("lookup", None, {}),
+    ("suffix", None, {"suffix_max_nodes": 12}),
+    ("lookahead", None, {"lookahead_window": 4, "lookahead_ngram": 3, "lookahead_candidates": 4}),
+    ("lookahead", None, {"lookahead_window": 3, "lookahead_ngram": 5, "lookahead_candidates": 6}),
 ])
 @pytest.mark.parametrize("k", [1, 4])
 def test_greedy_speculative_equals_plain_greedy_on_llamacpp(drafter, draft, extra, k):

@@ -33,10 +33,15 @@ def pair():
     return load_pair("qwen-coder", runtime="llama.cpp")
 
 
+def _messages(p) -> list[dict]:
+    """A bench prompt as a conversation: a "prompt" string is one user turn."""
+    return p.prompt if isinstance(p.prompt, list) else [{"role": "user", "content": p.prompt}]
+
+
 def test_llamacpp_tokenizes_the_bench_prompts_as_the_transformers_tokenizer_does(pair):
     tok = pair.tokenizer
     for p in load_prompts(DEFAULT_PROMPTS):
-        text = tok.apply_chat_template([{"role": "user", "content": p.prompt}], add_generation_prompt=True, tokenize=False)
+        text = tok.apply_chat_template(_messages(p), add_generation_prompt=True, tokenize=False)
         assert pair.target.tokenize(text) == tok(text, add_special_tokens=False)["input_ids"], p.id
 
 
@@ -61,9 +66,9 @@ def test_the_tokenizer_read_from_a_gguf_is_the_one_transformers_converts(preset)
         assert (len(fast), fast.eos_token, fast.bos_token, fast.pad_token) == (len(ref_tok), ref_tok.eos_token, ref_tok.bos_token,
                                                                             ref_tok.pad_token)
         assert fast.chat_template == ref_tok.chat_template
-        for p in load_prompts(DEFAULT_PROMPTS):
-            ids = ref_tok(p.prompt)["input_ids"]
-            assert fast(p.prompt)["input_ids"] == ids, p.id
+        for p, text in ((p, m["content"]) for p in load_prompts(DEFAULT_PROMPTS) for m in _messages(p)):
+            ids = ref_tok(text)["input_ids"]
+            assert fast(text)["input_ids"] == ids, p.id
             assert fast.decode(ids) == ref_tok.decode(ids), p.id
 
 

@@ -63,7 +63,7 @@ def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/", timeout=60) as http:
             # The endpoint's positional inputs, with an empty prompt: refused at once, after its session is made.
-            data = ["", "qwen-coder", "model", 4, 0.0, 1.0, 8, 0, "speculative", False, 0, "cost-aware", False, 0, 0.4, 8, 2, "auto", "auto"]
+            data = ["", "qwen-coder", "model", 4, 0.0, 1.0, 8, 0, "speculative", False, 0, "cost-aware", False, 0, 0.4, 8, 2, "auto", "auto", 16, 0.1, 4, 3, 4]
             for _ in range(8):
                 event = http.post("gradio_api/call/generate", json={"data": data}).json()["event_id"]
                 body = http.get(f"gradio_api/call/generate/{event}").text

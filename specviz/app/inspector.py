@@ -4,7 +4,7 @@ For the chosen round: the text so far (the round itself last), the round told in
 words, and for the chosen position the target's p against the draft's q over the top tokens,
 with their overlap and the residual. A tree round also shows its tree and its tree attention
 mask; a round drafted with another tokenizer shows the draft's own tokens above the target
-tokens they became. Clicking a token in any stream picks its round and position.
+tokens they became; a suffix or lookahead round shows where its candidates came from. Clicking a token in any stream picks its round and position.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
 from specviz.viz.inspector import position_bars_figure, position_choices, round_narrative_html
 from specviz.viz.palette import empty_figure
+from specviz.viz.source import source_html
 from specviz.viz.tree import alignment_html, tree_figure, tree_mask_figure
 
 NO_ROUNDS = "Run a generation (or upload a trace) in speculative mode: its rounds appear here."
@@ -36,11 +37,13 @@ class InspectorTab:
     tree: gr.Plot
     mask: gr.Plot
     alignment: gr.HTML  # shown for a round drafted with another tokenizer
+    source: gr.HTML  # shown for a suffix or lookahead round
 
     @property
     def outputs(self) -> list:
         """inspect()'s outputs, in its return order."""
-        return [self.round, self.story, self.position, self.bars, self.tokens, self.tree_box, self.tree, self.mask, self.alignment]
+        return [self.round, self.story, self.position, self.bars, self.tokens, self.tree_box, self.tree, self.mask, self.alignment,
+                self.source]
 
 
 def build(token_click_js: str) -> InspectorTab:
@@ -59,10 +62,11 @@ def build(token_click_js: str) -> InspectorTab:
             bars = gr.Plot(empty_figure("p and q at the chosen position appear here", None, 320), elem_id="position-bars",
                            show_label=False)
     alignment = gr.HTML(visible=False, elem_id="round-alignment")
+    source = gr.HTML(visible=False, elem_id="round-source")
     with gr.Row(equal_height=False, visible=False, elem_id="round-tree-box") as tree_box:
         tree = gr.Plot(elem_id="round-tree", show_label=False, min_width=300)
         mask = gr.Plot(elem_id="round-tree-mask", show_label=False, min_width=300)
-    return InspectorTab(prev, round_, next_, story, position, bars, tokens, tree_box, tree, mask, alignment)
+    return InspectorTab(prev, round_, next_, story, position, bars, tokens, tree_box, tree, mask, alignment, source)
 
 
 def rounds_of(trace: Trace | None) -> list[RoundEvent]:
@@ -107,8 +111,9 @@ def inspect(trace: Trace | None, round_index, position=None) -> tuple:
 
 
 def round_extras(event: RoundEvent | None, trace: Trace | None) -> tuple:
-    """The tree box (shown or hidden), the tree, its mask and the alignment, for one round:
-    figures are drawn only for a tree round, the alignment only for a cross-tokenizer one."""
+    """The tree box (shown or hidden), the tree, its mask, the alignment and the candidates'
+    source, for one round: figures are drawn only for a tree round, the alignment only for a
+    cross-tokenizer one, the source only for a suffix or lookahead one."""
     if event is not None and event.tree:
         box, tree, mask = gr.Row(visible=True), tree_figure(event), tree_mask_figure(event)
     else:
@@ -117,7 +122,8 @@ def round_extras(event: RoundEvent | None, trace: Trace | None) -> tuple:
         align = gr.HTML(alignment_html(event, trace.meta if trace is not None else None), visible=True)
     else:
         align = gr.HTML(visible=False)
-    return box, tree, mask, align
+    source = gr.HTML(source_html(event), visible=True) if event is not None and event.source else gr.HTML(visible=False)
+    return box, tree, mask, align, source
 
 
 @shown_errors

@@ -26,7 +26,7 @@ from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
 from specviz.models.presets import list_presets
-from specviz.settings import RUNTIME_CHOICES, DEFAULTS, HELP, POLICIES, default_k, VOCAB_METHODS, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request
+from specviz.settings import RUNTIME_CHOICES, DEFAULTS, HELP, POLICIES, default_k, VOCAB_METHODS, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request, DRAFT_FREE_SETTINGS
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
 from specviz.viz.tree import alignment_html, tree_figure
@@ -37,6 +37,8 @@ DRAFTERS = [
     ("Token tree (the draft model's best guesses, verified in one pass)", "tree"),
     ("Prompt lookup (n-grams of the prompt, no second model)", "lookup"),
     ("Early exit (the target's first layers)", "early-exit"),
+    ("Suffix (a tree of what followed earlier matches, no second model)", "suffix"),
+    ("Lookahead (the target's own Jacobi guesses, no second model)", "lookahead"),
 ]
 MODES = [("Speculative", "speculative"), ("Plain (target only)", "plain")]
 MAX_SHOWN_TOKENS = min(512, MAX_NEW_TOKENS_CAP)  # the slider's end; the API takes up to the cap
@@ -58,7 +60,16 @@ watch('value', () => {
 # (LiveRuns.run takes them in this order; every GenerationSettings field is one of them, so
 # a run, or an uploaded trace, keeps every setting).
 SETTING_NAMES = ("drafter", "policy", "k", "temperature", "top_p", "top_k", "seed", "max_new_tokens", "mode", "raw",
-                 "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method", "runtime")
+                 "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method", "runtime",
+                 *DRAFT_FREE_SETTINGS)
+# The draft-free drafters' settings, each a slider: label and step.
+DRAFT_FREE_SLIDERS = {
+    "suffix_max_nodes": ("Suffix: most tree nodes", 1),
+    "suffix_min_score": ("Suffix: least score of a node", 0.05),
+    "lookahead_window": ("Lookahead: window W", 1),
+    "lookahead_ngram": ("Lookahead: n-gram size N", 1),
+    "lookahead_candidates": ("Lookahead: n-grams verified G", 1),
+}
 POLICY_CHOICES = [
     ("Cost-aware (most tokens per measured ms)", "cost-aware"),
     ("Fixed k", "fixed"),
@@ -91,7 +102,7 @@ class LiveTab:
     @property
     def sliders(self) -> list[gr.Slider]:
         return [self.settings[name] for name in ("k", "temperature", "top_p", "max_new_tokens", "adaptive_threshold", "tree_nodes",
-                                                 "tree_width")]
+                                                 "tree_width", *DRAFT_FREE_SLIDERS)]
 
 
 def load_examples() -> list[dict]:
@@ -159,6 +170,9 @@ def build(config: PageConfig) -> LiveTab:
                     adaptive_threshold = gr.Slider(*RANGES["adaptive_threshold"], value=d.adaptive_threshold, step=0.05,
                                                    label="Heuristic confidence cut", info=HELP["adaptive_threshold"],
                                                    elem_id="adaptive_threshold")
+                    draft_free = {name: gr.Slider(*RANGES[name], value=getattr(d, name), step=step, label=label, info=HELP[name],
+                                                  elem_id=name, **({"precision": 0} if step == 1 else {}))
+                                  for name, (label, step) in DRAFT_FREE_SLIDERS.items()}
                 gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
         with gr.Column(scale=3, min_width=300, elem_id="live-output"):
             gr.HTML(viz.legend_html(plain=True), elem_id="legend")
@@ -172,7 +186,7 @@ def build(config: PageConfig) -> LiveTab:
     controls = dict(drafter=drafter, policy=policy, k=k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                     max_new_tokens=max_new_tokens, mode=mode, raw=raw, early_exit_layers=early_exit_layers,
                     adaptive_threshold=adaptive_threshold, tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method,
-                    runtime=runtime)
+                    runtime=runtime, **draft_free)
     return LiveTab(prompt, pair, {name: controls[name] for name in SETTING_NAMES}, run, stop, tokens, stats, timeline,
                    round_tree, round_alignment)
 
@@ -214,7 +228,7 @@ def live_views(trace: Trace, *, plot: bool = True, stopped: bool = False) -> tup
     timeline and the latest round's tree or alignment (hidden when it has neither)."""
     events = trace.events
     stream = viz.tokens_html(events, empty="No tokens yet.") + run_state_html(trace, stopped=stopped)
-    stats = viz.stats_html(viz.live_stats(events), trace.summary)
+    stats = viz.stats_html(viz.live_stats(events), trace.summary) + viz.speculation_note_html(trace)
     if not plot:
         return stream, stats, gr.skip(), gr.skip(), gr.skip()
     return (stream, stats, viz.round_timeline_figure(events), *latest_round_views(trace))
@@ -247,15 +261,17 @@ class LiveRuns:
 
     @shown_errors
     def run(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, request: gr.Request,
-            progress=gr.Progress()) -> Iterator[tuple]:
+            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, suffix_max_nodes, suffix_min_score,
+            lookahead_window, lookahead_ngram, lookahead_candidates, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
         """Run with the page's settings: yields (stream, stats, timeline, tree, alignment, trace) once per round."""
         values = dict(zip(SETTING_NAMES, (drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-                                          early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime)))
+                                          early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime,
+                                          suffix_max_nodes, suffix_min_score, lookahead_window, lookahead_ngram, lookahead_candidates)))
         settings = from_request(values)
         prompt = check_prompt(prompt)
         shown, plotted_at = -1, -math.inf
-        for trace in runner.stream(pair, prompt, settings, session_of(request), self.config,
+        session = session_of(request)
+        for trace in runner.stream(pair, prompt, settings, session, self.config, remember=session != NO_SESSION,
                                    on_progress=lambda f, message: progress(f, desc=f"Loading {pair}: {message}")):
             # The finished trace repeats the last round's events: only the stats change then.
             now = time.monotonic()
@@ -265,15 +281,16 @@ class LiveRuns:
                 shown, plotted_at = len(trace.events), now
 
     def rerun(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-              early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, request: gr.Request,
-              progress=gr.Progress()) -> Iterator[tuple]:
+              early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, suffix_max_nodes, suffix_min_score,
+              lookahead_window, lookahead_ngram, lookahead_candidates, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
         """A setting changed or the pair changed: run again if there is a prompt, else only load."""
         if not (isinstance(prompt, str) and prompt.strip()):
             runner.LOADER.request(runner.check_pair(pair, self.config), runtime=runtime)
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
         yield from self.run(prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-                            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, request, progress)
+                            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, suffix_max_nodes,
+                            suffix_min_score, lookahead_window, lookahead_ngram, lookahead_candidates, request, progress)
 
     @staticmethod
     def stop(request: gr.Request) -> None:
@@ -295,4 +312,7 @@ def controls_from(trace: Trace, config: PageConfig) -> tuple:
 
 
 def session_of(request: gr.Request | None) -> str:
-    return getattr(request, "session_hash", None) or "no-session"
+    return getattr(request, "session_hash", None) or NO_SESSION
+
+
+NO_SESSION = "no-session"  # a request without a browser session: its outputs are never kept

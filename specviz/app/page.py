@@ -319,6 +319,11 @@ def generate_api(config: PageConfig):
         tree_width: int = d.tree_width,
         vocab_method: str = d.vocab_method,
         runtime: str = d.runtime,
+        suffix_max_nodes: int = d.suffix_max_nodes,
+        suffix_min_score: float = d.suffix_min_score,
+        lookahead_window: int = d.lookahead_window,
+        lookahead_ngram: int = d.lookahead_ngram,
+        lookahead_candidates: int = d.lookahead_candidates,
         request: gr.Request = None,
     ) -> Iterator[str]:
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
@@ -326,7 +331,9 @@ def generate_api(config: PageConfig):
         second); the last is the finished trace."""
         values = dict(drafter=drafter, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                       mode=mode, top_k=top_k, raw=raw, early_exit_layers=early_exit_layers, adaptive_threshold=adaptive_threshold,
-                      tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method, runtime=runtime)
+                      tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method, runtime=runtime,
+                      suffix_max_nodes=suffix_max_nodes, suffix_min_score=suffix_min_score, lookahead_window=lookahead_window,
+                      lookahead_ngram=lookahead_ngram, lookahead_candidates=lookahead_candidates)
         if policy is not None:
             values["policy"] = policy
         if k is not None:  # else the policy's default k

@@ -17,6 +17,7 @@ from typing import Any
 from specviz.app.background import newest
 from specviz.app.config import PageConfig
 from specviz.app.loading import Cancelled, PairLoader
+from specviz.app.session_outputs import SessionOutputs
 from specviz.app.stopping import StopFlags
 from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 LOADER = PairLoader()
 FLAGS = StopFlags()
+OUTPUTS = SessionOutputs()  # the Live tab's earlier outputs per session, for the suffix drafter
 GPU_SECONDS = 120  # ZeroGPU's budget for one run (a shorter request queues ahead of longer ones)
 # A run on ZeroGPU stops itself this long before the GPU is taken back, so it ends with its
 # tokens and a "time_limit" stop reason instead of ZeroGPU's abort.
@@ -67,6 +69,7 @@ def stream(
     *,
     on_progress: Progress | None = None,
     min_interval_s: float = MIN_UPDATE_S,
+    remember: bool = False,
 ) -> Iterator[Trace]:
     """The trace after each round (speculative) or token (plain), then the finished trace.
 
@@ -77,14 +80,21 @@ def stream(
     while the caller is busy, go out as one (the newest); the first round and the finished
     trace (the only one with a stop reason) always go. Closing the iterator stops the run.
     The pair is checked first (`check_pair`: a public page loads no local files, even one an
-    uploaded trace names); a run stops after `run_wall_s(config)`.
+    uploaded trace names); a run stops after `run_wall_s(config)`. With `remember` (the Live
+    tab) the session's earlier outputs on this pair join the suffix drafter's corpus and a
+    finished run's output joins them (`session_outputs`).
     """
     pair_name = check_pair(pair_name, config)  # before the session's previous run is stopped
     flag = FLAGS.begin(session)
     try:
         LOADER.wait(pair_name, with_draft=settings.needs_draft, runtime=settings.runtime, on_progress=on_progress, should_stop=flag.is_set)
-        yield from newest(_generate(pair_name, prompt, settings.to_dict(), session, run_wall_s(config)),
-                          min_interval_s=min_interval_s, stop=flag.set)
+        history = OUTPUTS.get(session, str(pair_name)) if remember else []
+        last = None
+        for last in newest(_generate(pair_name, prompt, settings.to_dict(), session, run_wall_s(config), history),
+                           min_interval_s=min_interval_s, stop=flag.set):
+            yield last
+        if remember and last is not None and last.summary.stop_reason:
+            OUTPUTS.add(session, str(pair_name), list(last.token_ids))
     except Cancelled:
         return
     finally:
@@ -99,13 +109,14 @@ def run_wall_s(config: PageConfig, *, zero_gpu: bool | None = None) -> float:
     return min(config.max_wall_s, GPU_SECONDS - GPU_MARGIN_S) if zero_gpu else config.max_wall_s
 
 
-def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wall_s: float | None) -> Iterator[Trace]:
+def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wall_s: float | None,
+              history: list[list[int]] | None = None) -> Iterator[Trace]:
     from specviz.engine import start  # torch: imported on first use so the page starts fast
 
     settings_ = from_request(settings)
     pair = LOADER.wait(pair_name, with_draft=settings_.needs_draft, runtime=settings_.runtime)
     flag = FLAGS.current(session)
-    generation = start(pair, prompt, settings_, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s)
+    generation = start(pair, prompt, settings_, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s, history=history)
     for _ in generation:
         yield generation.trace()
     yield generation.trace()  # the same events, now with the stop reason

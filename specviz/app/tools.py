@@ -89,7 +89,7 @@ def export_settings(format: str, pair: str = "qwen-coder", drafter: str = "model
     Args:
         format: vllm, sglang, llamacpp, transformers or llama-cpp-python
         pair: a model pair preset
-        drafter: model, tree, lookup or early-exit
+        drafter: model, tree, lookup, early-exit, suffix or lookahead
         k: tokens drafted per step
 
     Returns:
@@ -134,7 +134,7 @@ def generate_api_summary(config: PageConfig):
         Args:
             prompt: the user message
             pair: a model pair preset
-            drafter: model, tree, lookup or early-exit
+            drafter: model, tree, lookup, early-exit, suffix or lookahead
             temperature: 0 for greedy, up to 2
             max_new_tokens: tokens to generate
 

@@ -179,7 +179,7 @@ def bench(
             # bench_s: timed runs of every process that worked on it; processes: how many
             "meta": {**meta, "bench_s": earlier_s + bench_s, "processes": processes, "prompts_done": f"{len(done)} of {len(prompts)}"},
             "methods": [{"name": m.name, "library": FAMILY_NAMES[m.family], "kind": m.kind, "k": m.k, "events": m.record if m.family == "sv" else None} for m in methods],
-            "prompts": [{"id": p.id, "kind": p.kind, "chars": len(p.prompt)} for p in done],
+            "prompts": [{"id": p.id, "kind": p.kind, "chars": p.chars} for p in done],
             "samples": {p.id: {n: [s.record() for s in runs] for n, runs in raw[p.id].items()} for p in done},
             "summary": summarise(raw, done, methods, opts, stop=stop, cost=cost),
         }

@@ -12,6 +12,9 @@ llama-cpp-python's own `Llama.generate` (on a pair loaded on the llama.cpp runti
     sv-tree{N}x{B}        speculative, a token tree of N nodes, at most B children each, from the draft model
     sv-lookup             speculative, prompt-lookup drafter (no draft model), cost-aware
     sv-early-exit         speculative, the target's own first layers as the drafter, cost-aware
+    sv-suffix             speculative, suffix decoding (a tree from earlier matches, no draft model), cost-aware;
+                          every run starts from a fresh structure: its corpus is the prompt and its own output
+    sv-lookahead          speculative, lookahead decoding (the target's Jacobi window), cost-aware
     sv-text               a draft with another tokenizer, drafting through text, cost-aware
     sv-intersection       the same, drafting on the shared vocabulary, cost-aware
     hf-plain              transformers, target alone
@@ -66,7 +69,7 @@ VARIANTS = {GATHERED: "gathered", PACKED: "packed"}
 class Method:
     name: str
     family: str  # "sv" or "hf"
-    kind: str  # plain | speculative | lookup | early-exit | assisted
+    kind: str  # plain | speculative | lookup | early-exit | suffix | lookahead | assisted | universal | tree
     k: int | None = None  # fixed draft length; None: adaptive / the library's default schedule
     tree: tuple[int, int] | None = None  # specviz token tree: (nodes, width)
     record: str = "full"  # specviz only: "full" or "minimal" events
@@ -122,7 +125,7 @@ def default_methods(ks: list[int], *, cross_tokenizer: bool = False, runtime: st
     take the place of same-tokenizer assisted generation and the tree; on the llama.cpp
     runtime llama-cpp-python's own plain and prompt-lookup decoding are the references."""
     if runtime == "llama.cpp":
-        return ["lc-plain", "lc-lookup", "sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-lookup"]
+        return ["lc-plain", "lc-lookup", "sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-lookup", "sv-suffix", "sv-lookahead"]
     if cross_tokenizer:
         return (
             ["hf-plain", "hf-universal", *[f"hf-universal-k{k}" for k in ks]]
@@ -130,7 +133,8 @@ def default_methods(ks: list[int], *, cross_tokenizer: bool = False, runtime: st
         )
     return (
         ["hf-plain", "hf-assisted", *[f"hf-assisted-k{k}" for k in ks], "hf-lookup"]
-        + ["sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-adaptive-min", "sv-lookup", "sv-early-exit"]
+        + ["sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-adaptive-min", "sv-lookup", "sv-early-exit", "sv-suffix",
+           "sv-lookahead"]
     )
 
 
@@ -146,6 +150,8 @@ def parse_method(name: str) -> Method:
         "sv-heuristic": Method(name, "sv", "speculative", policy="heuristic"),
         "sv-lookup": Method(name, "sv", "lookup"),
         "sv-early-exit": Method(name, "sv", "early-exit"),
+        "sv-suffix": Method(name, "sv", "suffix"),
+        "sv-lookahead": Method(name, "sv", "lookahead"),
         "sv-text": Method(name, "sv", "speculative", vocab_method="text"),
         "sv-intersection": Method(name, "sv", "speculative", vocab_method="intersection"),
         "hf-plain": Method(name, "hf", "plain"),
@@ -170,7 +176,7 @@ def parse_method(name: str) -> Method:
         return Method(name, family, kind, k=k)
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, sv-lookup, "
-        "sv-early-exit, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
+        "sv-early-exit, sv-suffix, sv-lookahead, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
         "hf-universal, hf-universal-k<K>, hf-lookup, lc-plain, lc-lookup or ll-spec-k<K> (K from 1 to 16, N to 64, B to 8); "
         f"a transformers method other than hf-lookup may end in {GATHERED} or {PACKED}"
     )
@@ -214,7 +220,7 @@ def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> Generat
     if method.kind == "tree":
         nodes, width = method.tree
         return replace(base, mode="speculative", drafter="tree", k=k_max, policy="fixed", tree_nodes=nodes, tree_width=width)
-    drafter = {"speculative": "model", "lookup": "lookup", "early-exit": "early-exit"}[method.kind]
+    drafter = {"speculative": "model", "lookup": "lookup", "early-exit": "early-exit", "suffix": "suffix", "lookahead": "lookahead"}[method.kind]
     if method.vocab_method is not None:
         base = replace(base, vocab_method=method.vocab_method)
     if method.k is not None:

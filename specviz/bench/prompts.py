@@ -1,5 +1,7 @@
 """The bench's prompt set: a JSON file `{"prompts": [{"id", "kind", "prompt"}, ...]}` (or a
-bare list), or JSON Lines with one such object a line."""
+bare list), or JSON Lines with one such object a line. In place of "prompt" an item may give
+"messages", a conversation as a list of {"role", "content"} ending with the user's turn (the
+chat template renders it, earlier answers included)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specviz.errors import UserError
+from specviz.settings import check_prompt
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "bench_prompts.json"
-KINDS = ("code", "prose")
+KINDS = ("code", "prose", "repetitive")
+# The kinds the bench's older goals are measured on; the repetitive group (answers that
+# repeat their input, where draft-free methods should win) is reported apart.
+GOAL_KINDS = ("code", "prose")
 
 
 @dataclass(frozen=True)
 class BenchPrompt:
     id: str
-    kind: str  # "code" or "prose"
-    prompt: str
+    kind: str  # one of KINDS
+    prompt: str | list[dict]  # the user message, or a conversation (settings.check_prompt)
+
+    @property
+    def chars(self) -> int:
+        return len(self.prompt) if isinstance(self.prompt, str) else sum(len(m["content"]) for m in self.prompt)
 
 
 def load_prompts(path: str | Path) -> list[BenchPrompt]:
@@ -38,12 +48,16 @@ def load_prompts(path: str | Path) -> list[BenchPrompt]:
         raise UserError(f"{path}: expected a non-empty list of prompts")
     prompts = []
     for i, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"].strip():
-            raise UserError(f"{path}: prompt {i + 1} needs a non-empty \"prompt\" string")
+        if not isinstance(item, dict) or ("prompt" in item) == ("messages" in item):
+            raise UserError(f"{path}: prompt {i + 1} needs a \"prompt\" string or a \"messages\" list (one of them)")
+        try:
+            text = check_prompt(item.get("prompt", item.get("messages")))
+        except UserError as e:
+            raise UserError(f"{path}: prompt {i + 1}: {e}") from None
         kind = item.get("kind", "prose")
         if kind not in KINDS:
             raise UserError(f"{path}: prompt {i + 1} has kind {kind!r}; use one of {', '.join(KINDS)}")
-        prompts.append(BenchPrompt(id=str(item.get("id", f"p{i + 1}")), kind=kind, prompt=item["prompt"]))
+        prompts.append(BenchPrompt(id=str(item.get("id", f"p{i + 1}")), kind=kind, prompt=text))
     ids = [p.id for p in prompts]
     dupes = sorted({x for x in ids if ids.count(x) > 1})
     if dupes:

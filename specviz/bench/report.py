@@ -99,20 +99,27 @@ def markdown(result: dict[str, Any]) -> str:
         for t in summ["targets"]:
             value = f"{t['value']:.1%}" if "cost" in t["target"] and t["value"] is not None else _f(t["value"], 3)
             lines.append(f"| {t['target']} | {t['goal']} | {value} | {_yes(t['met'])} | {t['detail']} |")
-    lines += ["", "Speedup over transformers plain decoding, per prompt:", ""]
-    lines += ["| prompt | kind | tokens | hf-plain tok/s | " + " | ".join(n for n in methods if n != "hf-plain") + " |"]
-    lines += ["|---" * (4 + len(methods) - ("hf-plain" in methods)) + "|"]
-    for p in result["prompts"]:
-        rows = summ["per_prompt"][p["id"]]
-        ref = rows.get("hf-plain", {})
-        cells = []
-        for n in methods:
-            if n == "hf-plain":
-                continue
-            r = rows[n]
-            cells.append(_x(r.get("speedup_vs_hf_plain")) + ("*" if r.get("identical") is False else ""))
-        tokens = rows[methods[0]]["new_tokens"]
-        lines.append(f"| {p['id']} | {p['kind']} | {tokens:.0f} | {_f(ref.get('tokens_per_s'), 2)} | " + " | ".join(cells) + " |")
+    if summ.get("by_kind") and len(summ["by_kind"]) > 1 or "repetitive" in summ.get("by_kind", {}):
+        lines += ["", "By kind of prompt (geometric means over the kind's prompts; \"overall\" above covers "
+                  f"{len(summ.get('overall_prompts', []))} code and prose prompts):", ""]
+        lines += ["| kind | method | tok/s | vs sv-plain | vs sv-lookup | worst vs sv-plain |", "|---|---|---|---|---|---|"]
+        for kind, by in summ["by_kind"].items():
+            for n in methods:
+                e = by[n]
+                worst = f"{_x(e.get('worst_vs_sv_plain'))} ({e['worst_prompt']})" if e.get("worst_prompt") else "\u2014"
+                lines.append(f"| {kind} | {n} | {_f(e['tokens_per_s'], 2)} | {_x(e.get('vs_sv_plain'))} | {_x(e.get('vs_sv_lookup'))} | {worst} |")
+    base = "hf-plain" if "hf-plain" in methods else "sv-plain" if "sv-plain" in methods else None
+    if base:
+        who = "transformers plain decoding" if base == "hf-plain" else "specviz's plain decoding"
+        lines += ["", f"Speedup over {who} ({base}), per prompt:", ""]
+        lines += [f"| prompt | kind | tokens | {base} tok/s | " + " | ".join(n for n in methods if n != base) + " |"]
+        lines += ["|---" * (4 + len(methods) - 1) + "|"]
+        key = f"speedup_vs_{base.replace('-', '_')}"
+        for p in result["prompts"]:
+            rows = summ["per_prompt"][p["id"]]
+            cells = [_x(rows[n].get(key)) + ("*" if rows[n].get("identical") is False else "") for n in methods if n != base]
+            tokens = rows[methods[0]]["new_tokens"]
+            lines.append(f"| {p['id']} | {p['kind']} | {tokens:.0f} | {_f(rows[base].get('tokens_per_s'), 2)} | " + " | ".join(cells) + " |")
     if summ["mismatches"]:
         lines += ["", "\\* output differs from the reference (greedy runs should match token for token):", ""]
         lines += [f"- {m['prompt']} / {m['method']}: first different token at position {m['first_divergence']} (vs {m['reference']})" for m in summ["mismatches"]]

@@ -85,7 +85,7 @@ def finished(earlier: dict[str, Any], meta: dict[str, Any], methods: list[Method
         runs = earlier.get("samples", {}).get(p.id)
         if runs is None:
             continue
-        if chars.get(p.id) != len(p.prompt):
+        if chars.get(p.id) != p.chars:
             raise UserError(f"cannot resume: prompt {p.id!r} has changed since the earlier run")
         try:
             raw[p.id] = {m.name: [Sample.from_record(s) for s in runs[m.name]] for m in methods}

@@ -15,7 +15,7 @@ from typing import Any
 from specviz import theory
 from specviz.bench.harness import BenchOptions, Raw
 from specviz.bench.methods import GATHERED, PACKED, VARIANTS, Method, Sample
-from specviz.bench.prompts import BenchPrompt
+from specviz.bench.prompts import GOAL_KINDS, BenchPrompt
 
 # The speed goals: the cost-aware chain against transformers' best assisted setting (greedy,
 # and sampling), never slower than plain decoding on a prompt, and a plain loop as fast as
@@ -32,6 +32,14 @@ TARGET_EVENT_COST = 0.03
 # generation with `assistant_tokenizer=`, sv-text against its greedy (text) generator and
 # sv-intersection against its sampling (vocabulary intersection) one.
 TARGET_VS_UNIVERSAL = 1.00
+# The draft-free methods (issue 38): on the repetitive group suffix decoding against prompt
+# lookup and plain decoding, on prose lookahead against prompt lookup, and neither below
+# plain decoding on any prompt by more than a little.
+TARGET_SUFFIX_VS_LOOKUP = 1.30
+TARGET_SUFFIX_VS_PLAIN = 1.50
+TARGET_LOOKAHEAD_VS_LOOKUP = 1.00
+TARGET_DRAFT_FREE_EACH = 0.95
+DRAFT_FREE = ("sv-suffix", "sv-lookahead")
 
 
 def geomean(xs) -> float | None:
@@ -40,11 +48,14 @@ def geomean(xs) -> float | None:
 
 
 def summarise(raw: Raw, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, stop: set[int], cost=None) -> dict[str, Any]:
+    """Per prompt, overall and by kind. "overall" and the older goals cover the code and prose
+    prompts (all prompts where the run has none of them); each kind is also summarised apart."""
     names = [m.name for m in methods]
     per_prompt = {p.id: _prompt_rows(raw[p.id], methods, opts, stop, cost) for p in prompts}
+    goal_prompts = [p for p in prompts if p.kind in GOAL_KINDS] or prompts
     overall = {}
     for m in methods:
-        rows = [per_prompt[p.id][m.name] for p in prompts]
+        rows = [per_prompt[p.id][m.name] for p in goal_prompts]
         overall[m.name] = {
             "tokens_per_s": geomean(r["tokens_per_s"] for r in rows),
             "speedup_vs_hf_plain": geomean(r.get("speedup_vs_hf_plain") for r in rows),
@@ -63,13 +74,65 @@ def summarise(raw: Raw, prompts: list[BenchPrompt], methods: list[Method], opts:
     for n in names:
         base = overall[best_assisted]["tokens_per_s"] if best_assisted else None
         overall[n]["vs_best_assisted"] = overall[n]["tokens_per_s"] / base if base and overall[n]["tokens_per_s"] else None
+    on_goal = {p.id: per_prompt[p.id] for p in goal_prompts}
     return {
         "per_prompt": per_prompt,
         "overall": overall,
+        "overall_prompts": [p.id for p in goal_prompts],
+        "by_kind": _by_kind(per_prompt, prompts, names),
         "best_assisted": best_assisted,
         "mismatches": _mismatches(per_prompt, names),
-        "targets": _targets(per_prompt, overall, names, best_assisted, opts),
+        "targets": _targets(on_goal, overall, names, best_assisted, opts) + _draft_free_targets(per_prompt, prompts, names),
     }
+
+
+def _by_kind(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> dict[str, dict]:
+    """Per kind of prompt and method: geometric-mean tokens/s and speedups over sv-plain and
+    sv-lookup (each prompt's ratio, then their geometric mean), and the worst prompt's ratio
+    to sv-plain."""
+    out: dict[str, dict] = {}
+    for kind in dict.fromkeys(p.kind for p in prompts):
+        rows = [per_prompt[p.id] for p in prompts if p.kind == kind]
+        ids = [p.id for p in prompts if p.kind == kind]
+        out[kind] = {"prompts": ids}
+        for n in names:
+            entry: dict[str, Any] = {"tokens_per_s": geomean(r[n]["tokens_per_s"] for r in rows)}
+            for ref in ("sv-plain", "sv-lookup"):
+                if ref in names:
+                    ratios = [r[n]["tokens_per_s"] / r[ref]["tokens_per_s"] for r in rows if r[ref]["tokens_per_s"]]
+                    entry[f"vs_{ref.replace('-', '_')}"] = geomean(ratios)
+                    if ref == "sv-plain" and ratios:
+                        worst = min(range(len(ratios)), key=ratios.__getitem__)
+                        entry["worst_vs_sv_plain"], entry["worst_prompt"] = ratios[worst], ids[worst]
+            out[kind][n] = entry
+    return out
+
+
+def _draft_free_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> list[dict]:
+    """Issue 38's goals where the run has their methods and prompts."""
+    out: list[dict] = []
+    kinds = _by_kind(per_prompt, prompts, names)
+
+    def add(name: str, need: float, value: float | None, detail: str = "") -> None:
+        out.append({"target": name, "goal": f">= {need:.2f}", "value": value, "met": value is not None and value >= need,
+                    "detail": detail})
+
+    rep, prose = kinds.get("repetitive"), kinds.get("prose")
+    if rep and "sv-suffix" in names:
+        if "sv-lookup" in names:
+            add("sv-suffix vs sv-lookup on the repetitive group (geomean)", TARGET_SUFFIX_VS_LOOKUP, rep["sv-suffix"].get("vs_sv_lookup"))
+        if "sv-plain" in names:
+            add("sv-suffix vs sv-plain on the repetitive group (geomean)", TARGET_SUFFIX_VS_PLAIN, rep["sv-suffix"].get("vs_sv_plain"))
+    if prose and "sv-lookahead" in names and "sv-lookup" in names:
+        add("sv-lookahead vs sv-lookup on prose (geomean)", TARGET_LOOKAHEAD_VS_LOOKUP, prose["sv-lookahead"].get("vs_sv_lookup"))
+    if "sv-plain" in names:
+        for n in (m for m in DRAFT_FREE if m in names):
+            ratios = {pid: rows[n]["tokens_per_s"] / rows["sv-plain"]["tokens_per_s"] for pid, rows in per_prompt.items()
+                      if rows["sv-plain"]["tokens_per_s"]}
+            if ratios:
+                worst = min(ratios, key=ratios.get)
+                add(f"{n} vs sv-plain, worst prompt (all kinds)", TARGET_DRAFT_FREE_EACH, ratios[worst], f"worst: {worst}")
+    return out
 
 
 def _best_assisted(names: list[str], overall: dict, *, variant: str) -> str | None:

@@ -1,20 +1,39 @@
 """The drafter protocol: propose up to k tokens with their q; hear back how many were accepted.
 
-Every drafting strategy (a small model, prompt lookup, the target's own early layers) sits
-behind these three methods, as in transformers' `CandidateGenerator`. The engine owns the
-target and the acceptance rule; a drafter owns only its guesses and its own cache.
+Every drafting strategy (a small model, prompt lookup, the target's own early layers, a
+suffix index, lookahead's Jacobi window) sits behind these methods, as in transformers'
+`CandidateGenerator`. The engine owns the target and the acceptance rule; a drafter owns
+only its guesses and its own cache.
+
+A proposal is a chain, or a tree when it has `parents`. A tree proposal may also carry
+`ride` nodes: tokens that go through the same target pass under the same tree mask but are
+not candidates (lookahead's Jacobi window). Verification never sees them; their logits go
+back to the drafter through `observe`, and the cache keeps none of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
 # Called after each drafted token with the drafter's confidence in it (its top probability
 # at that position); returning False ends drafting for this round.
 KeepGoing = Callable[[float], bool]
+
+
+class TreeBudget(Protocol):
+    """How a draft-free tree drafter sizes its rounds: the draft-length policy's answer
+    (`length.DraftLength`, `tree_cost.TreeCost`)."""
+
+    def tree_nodes(self, chances: Sequence[float], ride: int = 0) -> int:
+        """How many of the candidate nodes (chances of acceptance, best first, each node after
+        its parent) to verify in a pass that also carries `ride` nodes."""
+
+    def pays(self, tokens: float, nodes: int) -> bool:
+        """Whether rounds giving `tokens` tokens each from a pass over `nodes` new nodes beat
+        plain decoding."""
 
 
 @dataclass
@@ -34,6 +53,12 @@ class Proposal:
     # A token tree: parents[i] is the index in `tokens` of node i's parent, -1 for a child of
     # the root (the last token of the context); parents come before children. None: a chain.
     parents: list[int] | None = None
+    # Ride nodes (tree proposals only): tokens and parents, -1 for a child of the root and
+    # j >= 0 for ride node j (earlier); never a candidate's child, nor a candidate theirs.
+    ride: torch.Tensor | None = None
+    ride_parents: list[int] | None = None
+    # Where the candidates came from, for the Round inspector (`events.CandidateSource`).
+    source: Any = None
 
     def __len__(self) -> int:
         return self.tokens.numel()
@@ -45,12 +70,40 @@ class Drafter(Protocol):
     def begin(self, prompt_ids: torch.Tensor) -> None:
         """Start a new run on this prompt (1-D ids): reset and prefill any cache."""
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
-        """Propose up to k tokens to follow `context` (the prompt and all output so far)."""
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+        """Propose up to k tokens to follow `context` (the prompt and all output so far); a
+        tree drafter sizes its tree with `budget` where given (at most k deep)."""
 
     def accepted(self, n: int) -> None:
         """The first n proposed tokens were accepted; roll back to the context plus those n."""
 
+    def accepted_path(self, path: list[int]) -> None:
+        """A tree round accepted these nodes of the last proposal (a path from a child of the
+        root down): the tree form of `accepted`, which a chain drafter answers with len(path)."""
+
+    def observe(self, logits: torch.Tensor) -> None:
+        """The target's logits (processed, one row per ride node) at the last proposal's ride
+        nodes, before `accepted_path` is called; a drafter without ride nodes ignores it."""
+
     def unread(self, context_len: int) -> int:
         """How many of the context's `context_len` tokens the drafter has still to read before
         it can draft (0 for a drafter without a cache): what a round that drafts pays first."""
+
+
+def tree_or_chain(parents: list[int], ride: list[int] | None = None) -> list[int] | None:
+    """A draft-free drafter's tree as the proposal states it: None (a chain) when it is one
+    wide and carries no ride nodes, so it takes the chain pass (what V(n) measured) and the
+    chain rule; a draft model's tree keeps its tree pass, since its draft cache follows it."""
+    if not ride and parents == list(range(-1, len(parents) - 1)):
+        return None
+    return parents
+
+
+class ChainDrafting:
+    """The tree-round half of the protocol for a drafter whose proposals are chains."""
+
+    def accepted_path(self, path: list[int]) -> None:
+        self.accepted(len(path))
+
+    def observe(self, logits: torch.Tensor) -> None:
+        pass  # a chain carries no ride nodes

@@ -30,7 +30,7 @@ from typing import Callable
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 from specviz.errors import UserError
 from specviz.lm.runtime import LM as ModelLM, open_lm
 from specviz.lm.prompt import model_stop_ids, stop_ids
@@ -138,7 +138,7 @@ def overlapping(span: tuple[int, int], spans: list[tuple[int, int]]) -> list[int
     return [j for j, (s, e) in enumerate(spans) if (s < hi and lo < e) or (s == e and lo <= s <= hi)]
 
 
-class _OwnTokens:
+class _OwnTokens(ChainDrafting):
     """What both cross-tokenizer drafters share: the draft's own side (its tokens and cache,
     kept in step with the committed text at the start of each round), the sampler and the
     generator."""
@@ -181,7 +181,7 @@ class TextDrafter(_OwnTokens):
         self._target_eos = target_eos
         self._factor = max_draft_factor
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
         start = time.perf_counter()
         if k <= 0:
             return Proposal(tokens=context.new_empty(0), q=None, alignment=[])
@@ -282,7 +282,7 @@ class IntersectionDrafter(_OwnTokens):
         self._target_rows = vmap.target_rows
         self._allowed = vmap.allowed
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
         start = time.perf_counter()
         if k <= 0:
             return Proposal(tokens=context.new_empty(0), q=None, alignment=[])

@@ -5,10 +5,14 @@ package's `__init__` is the one place a policy is chosen.
 A policy answers three questions: how many tokens at most this round (`limit`), whether to
 keep drafting after a token the draft was this confident about (`keep_going`), and what
 to learn from a finished round (`update`: how many were drafted and accepted, the ms of
-the round's target pass over drafted + 1 tokens, and the ms spent drafting).
+the round's target pass over drafted + 1 tokens, and the ms spent drafting). For the
+draft-free tree drafters (suffix, lookahead) it also sizes a tree (`tree_nodes`) and says
+whether a measured yield pays for its pass (`pays`): `drafters.base.TreeBudget`.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 
 class DraftLength:
@@ -29,6 +33,17 @@ class DraftLength:
 
     def update(self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0, setup_ms: float = 0.0) -> None:
         pass
+
+    def tree_nodes(self, chances: Sequence[float], ride: int = 0) -> int:
+        """How many of a tree's candidate nodes (their chances of acceptance, best first) a
+        round verifies, beside `ride` nodes that share the pass: here all of them (the
+        drafter's own size settings bound the tree)."""
+        return len(chances)
+
+    def pays(self, tokens: float, nodes: int) -> bool:
+        """Whether rounds giving `tokens` tokens each from a pass over `nodes` new nodes beat
+        plain decoding: a fixed policy never asks."""
+        return True
 
 
 class HeuristicLength(DraftLength):

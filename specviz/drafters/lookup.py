@@ -12,10 +12,10 @@ import time
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 
 
-class LookupDrafter:
+class LookupDrafter(ChainDrafting):
     name = "lookup"
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
@@ -25,7 +25,7 @@ class LookupDrafter:
     def begin(self, prompt_ids: torch.Tensor) -> None:
         pass
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
         start = time.perf_counter()
         tokens = find_continuation(context, k, self.max_ngram, self.min_ngram)
         return Proposal(tokens=tokens, q=None, ms=(time.perf_counter() - start) * 1000, confidence=[1.0] * tokens.numel())

@@ -15,14 +15,14 @@ import time
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 from specviz.lm import rows
 from specviz.lm.lean import ModelLM
 from specviz.lm.sampling import Sampler
 from specviz.models.timing import sync
 
 
-class ModelDrafter:
+class ModelDrafter(ChainDrafting):
     def __init__(self, name: str, lm: ModelLM, sampler: Sampler, generator: torch.Generator | None, eos_ids: set[int]):
         self.name = name
         self._lm = lm
@@ -36,7 +36,7 @@ class ModelDrafter:
         self._lm.reset()
         self._prompt_len = prompt_ids.numel()
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
         start = time.perf_counter()
         self._context_len = context.numel()
         if k <= 0:

@@ -33,7 +33,7 @@ from typing import Callable
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal
+from specviz.drafters.base import KeepGoing, Proposal, TreeBudget
 from specviz.lm.runtime import LM as ModelLM
 from specviz.lm.sampling import Sampler
 from specviz.models.timing import sync
@@ -195,7 +195,7 @@ class TreeDrafter:
         scores = self._sampler.logits(logits)
         return scores.softmax(-1) if self._sampler.greedy else self._sampler.distribution(scores)
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing) -> Proposal:
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
         """A tree of at most `nodes` nodes, none deeper than k (so that the round's path plus
         the emitted token stays within k + 1 tokens). `keep_going(confidence)` false for a
         node (its parent's top probability) leaves that node a leaf, as it ends a chain.
@@ -278,3 +278,6 @@ class TreeDrafter:
         """The first n proposed nodes were accepted. Only meaningful when they form a path
         (always so for width 1); a tree round must call `accepted_path` instead."""
         self.accepted_path(list(range(n)))
+
+    def observe(self, logits: torch.Tensor) -> None:
+        pass  # its proposals carry no ride nodes

@@ -16,7 +16,7 @@ from typing import TextIO
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.settings import HELP as SETTING_HELP
-from specviz.settings import PRECISION_HELP, PRECISIONS, RUNTIME_CHOICES, VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, default_k, from_request
+from specviz.settings import PRECISION_HELP, PRECISIONS, RUNTIME_CHOICES, VOCAB_METHODS, DEFAULTS, DRAFTERS, FIELDS, MODES, POLICIES, GenerationSettings, check_prompt, default_k, from_request, no_draft_help, DRAFT_FREE_SETTINGS, WHOLE
 
 # The target placements offered (models/devices.py DEVICE_MAPS), named here so --help needs no torch.
 DEVICE_MAPS = ("none", "auto")
@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--adaptive-threshold", type=float, default=d.adaptive_threshold, help=f"{SETTING_HELP['adaptive_threshold']} (default: %(default)s)")
     parser.add_argument("--tree-nodes", type=int, default=d.tree_nodes, help=f"{SETTING_HELP['tree_nodes']} (default: %(default)s)")
     parser.add_argument("--tree-width", type=int, default=d.tree_width, help=f"{SETTING_HELP['tree_width']} (default: %(default)s)")
+    for name in DRAFT_FREE_SETTINGS:
+        parser.add_argument("--" + name.replace("_", "-"), type=int if name in WHOLE else float,
+                            default=getattr(d, name), help=f"{SETTING_HELP[name]} (default: %(default)s)")
     parser.add_argument("--vocab-method", choices=VOCAB_METHODS, default=d.vocab_method, help=f"{SETTING_HELP['vocab_method']} (default: %(default)s)")
     parser.add_argument("--early-exit-layers", type=int, default=d.early_exit_layers, help=SETTING_HELP["early_exit_layers"])
     parser.add_argument("--temperature", type=float, default=d.temperature, help=f"{SETTING_HELP['temperature']} (default: %(default)s)")
@@ -100,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from specviz.engine.load import load
 
     if settings.needs_draft and args.target and not args.draft:
-        raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
+        raise UserError(f"--target alone gives no draft model: add --draft SRC, or {no_draft_help(flag=True)}")
     pair = load(spec, with_draft=settings.needs_draft, progress=_print_progress, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None,
                 device_map=args.device_map, max_memory=args.max_memory, runtime=settings.runtime)
     warmup_s = None if args.no_warmup else warm_up(pair, args.prompt, settings)

@@ -12,7 +12,7 @@ import torch
 
 from specviz.engine.text import TokenTexts
 from specviz.lm import rows
-from specviz.events import PositionInfo, TopToken
+from specviz.events import CandidateSource, PositionInfo, TopToken
 
 TOP = 5
 
@@ -89,3 +89,25 @@ def positions(
         tops = [TopToken(id=t, text=texts(t), p=pp, q=qq) for t, (pp, qq, _) in ranked]
         out.append(PositionInfo(top=tops, overlap=overlap[i] if i < k else 0.0, top2_logit_gap=gaps[i]))
     return out
+
+
+def source(note: dict | None, texts: TokenTexts) -> CandidateSource | None:
+    """A draft-free drafter's note on where its candidates came from (token ids), in text."""
+    if not note:
+        return None
+
+    def words(ids) -> list[str]:
+        return [texts(int(i)) for i in ids]
+
+    return CandidateSource(
+        method=note["method"],
+        matched=words(note.get("matched", [])),
+        occurrences=int(note.get("occurrences", 0)),
+        counts=[int(c) for c in note.get("counts", [])],
+        window=[words(level) for level in note.get("window", [])],
+        ngrams=[words(g) for g in note.get("ngrams", [])],
+        origins=[str(o) for o in note.get("origins", [])],
+        window_on=bool(note.get("window_on", False)),
+        ride=int(note.get("ride", 0)),
+        note=str(note.get("note", "")),
+    )

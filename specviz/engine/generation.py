@@ -12,7 +12,7 @@ from specviz.lm.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
 from specviz.events import Event, Trace
 from specviz.models.pair import ModelPair
-from specviz.settings import GenerationSettings
+from specviz.settings import GenerationSettings, check_prompt, prompt_text
 
 Record = Literal["full", "minimal"]
 
@@ -20,6 +20,9 @@ Record = Literal["full", "minimal"]
 class Generation:
     """Iterate to run: one RoundEvent per round (speculative) or PlainTokenEvent per token
     (plain), yielded as soon as it is known. `trace()` returns the trace so far.
+
+    `history`: earlier outputs (token ids) of the same page session, for the suffix drafter's
+    corpus; a caller without a session passes none, so no run sees another's outputs.
 
     Stops at EOS or max new tokens; before every round it also stops when `should_stop()`
     returns True ("cancelled") or `max_wall_s` seconds have passed ("time_limit").
@@ -32,12 +35,13 @@ class Generation:
     def __init__(
         self,
         pair: ModelPair,
-        prompt: str,
+        prompt: str | list[dict],
         settings: GenerationSettings,
         *,
         should_stop: Callable[[], bool] | None = None,
         max_wall_s: float | None = None,
         record: Record = "full",
+        history: list[list[int]] | None = None,
     ):
         settings = settings.validated()
         if record not in ("full", "minimal"):
@@ -46,9 +50,10 @@ class Generation:
         self.settings = settings
         self._should_stop = should_stop
         self._max_wall_s = max_wall_s
+        prompt = check_prompt(prompt)
         prompt_ids = encode_prompt(pair, prompt, settings)
         if settings.mode == "speculative":
-            self._decoder = SpeculativeDecoder(pair, settings, prompt_ids, record=record)
+            self._decoder = SpeculativeDecoder(pair, settings, prompt_ids, record=record, history=history)
         else:
             self._decoder = PlainDecoder(pair, settings, prompt_ids, record=record)
         self._cost = for_pair(pair)
@@ -127,7 +132,8 @@ class Generation:
         metrics = {"speculative_decoding": acceptance.request_metrics(self._events)} \
             if self.settings.mode == "speculative" and self._done else {}
         return Trace(
-            prompt=self._prompt,
+            prompt=prompt_text(self._prompt),
+            messages=list(self._prompt) if isinstance(self._prompt, list) else [],
             settings=self.settings.to_dict(),
             text=d.detok.text,
             token_ids=d.token_ids,
@@ -140,13 +146,13 @@ class Generation:
         )
 
 
-def start(pair: ModelPair, prompt: str, settings: GenerationSettings, **options) -> Generation:
+def start(pair: ModelPair, prompt: str | list[dict], settings: GenerationSettings, **options) -> Generation:
     """Prepare a run (settings validated, prompt encoded); iterate the result to run it.
-    `options` are Generation's: should_stop, max_wall_s, record."""
+    `options` are Generation's: should_stop, max_wall_s, record, history."""
     return Generation(pair, prompt, settings, **options)
 
 
-def run(pair: ModelPair, prompt: str, settings: GenerationSettings, **kw) -> Trace:
+def run(pair: ModelPair, prompt: str | list[dict], settings: GenerationSettings, **kw) -> Trace:
     """Run to the end and return the whole trace."""
     generation = start(pair, prompt, settings, **kw)
     for _ in generation:

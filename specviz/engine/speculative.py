@@ -29,9 +29,9 @@ from specviz.events import AlignedToken, DraftToken, EmittedToken, RoundEvent, T
 
 
 class SpeculativeDecoder(Decoder):
-    def __init__(self, *args, **kw):
+    def __init__(self, *args, history: list[list[int]] | None = None, **kw):
         super().__init__(*args, **kw)
-        self.drafter = drafters.make_drafter(self.pair, self.settings, generator=self.generator)
+        self.drafter = drafters.make_drafter(self.pair, self.settings, generator=self.generator, history=history or ())
         self.length = drafters.make_length(self.pair, self.settings)
         self.index = 0
         self._drafter_begun = False
@@ -48,7 +48,7 @@ class SpeculativeDecoder(Decoder):
             self.drafter.begin(self.ids)
             self._drafter_begun = True
         limit = self.length.limit(self.drafter.unread(self.ids.numel()), self.remaining)
-        proposal = self.drafter.propose(self.ids, min(limit, self.remaining - 1), self.length.keep_going)
+        proposal = self.drafter.propose(self.ids, min(limit, self.remaining - 1), self.length.keep_going, self.length)
         if proposal.parents is not None:
             return self._tree_step(proposal)
         start = time.perf_counter()
@@ -117,6 +117,7 @@ class SpeculativeDecoder(Decoder):
             new_tokens=t.new_tokens,
             alignment=[AlignedToken(id=int(a["id"]), text=str(a["text"]), candidates=[int(c) for c in a["candidates"]])
                        for a in proposal.alignment or []],
+            source=display.source(proposal.source, self.texts),
         )
         self.index += 1
         return event
@@ -130,6 +131,8 @@ class SpeculativeDecoder(Decoder):
         greedy = self.sampler.greedy
         r = tree_round(self.target, self.sampler, proposal, int(self.ids[-1]), self.generator, greedy)
         self.sync()
+        if r.ride_logits is not None and r.ride_logits.shape[0]:
+            self.drafter.observe(r.ride_logits)
         self.drafter.accepted_path(r.path)
         n = len(r.path)
         kept = self.check_stop(r.new_tokens)
@@ -167,6 +170,7 @@ class SpeculativeDecoder(Decoder):
         event = RoundEvent(
             index=self.index, k=len(drafted), drafted=drafted, emitted=emitted, positions=positions, draft_ms=proposal.ms,
             verify_ms=r.verify_ms, t_end_s=self.elapsed(), new_tokens=t.new_tokens, tree=tree,
+            source=display.source(proposal.source, self.texts),
         )
         self.index += 1
         return event

@@ -12,7 +12,9 @@ With the context ids[0..L) and the target's cache holding ids[0..L-1):
 3. the target's cache keeps ids[0..L) and the accepted path, the emitted token left pending
    for the next pass, exactly as the chain round's crop leaves it.
 
-A proposal without `parents` is a chain and goes through the same steps.
+A proposal without `parents` is a chain and goes through the same steps. A proposal's ride
+nodes (`drafters.base.Proposal.ride`) go into the same pass after the candidates; their
+logits are handed back apart and the cache keeps none of them.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class TreeRound:
     verify_ms: float  # the pass and the rule
     logits: torch.Tensor  # (n + 1, V) the target's logits after the root and after each node (vocabulary-cut)
     dist: torch.Tensor | None  # (n + 1, V) the processed distributions (None when greedy)
+    ride_logits: torch.Tensor | None = None  # (r, V) the processed logits at the proposal's ride nodes
 
     @property
     def new_tokens(self) -> list[int]:
@@ -90,9 +93,13 @@ def tree_round(
     if children == "sampled" and not greedy and proposal.q is None:
         raise ValueError("children drawn from q need the proposal's q")
 
+    ride, ride_parents = _ride(proposal)
     start = time.perf_counter()
-    ids = torch.cat([torch.tensor([int(root)], dtype=torch.long, device=target.device), x])
-    logits = sampler.logits(target.feed_tree(ids, [-1] + [par + 1 for par in parents]))
+    ids = torch.cat([torch.tensor([int(root)], dtype=torch.long, device=target.device), x, ride.to(target.device)])
+    # Fed: the root, the candidates under it, then the ride nodes under the root or each other.
+    fed_parents = [-1] + [par + 1 for par in parents] + [0 if par < 0 else 1 + n + par for par in ride_parents]
+    every = sampler.logits(target.feed_tree(ids, fed_parents))
+    logits, ride_logits = every[: n + 1], every[n + 1 :]
     sync(logits)
     target_ms = (time.perf_counter() - start) * 1000
     dist = None
@@ -131,4 +138,15 @@ def tree_round(
         verify_ms=verify_ms,
         logits=logits,
         dist=dist,
+        ride_logits=ride_logits,
     )
+
+
+def _ride(proposal: Proposal) -> tuple[torch.Tensor, list[int]]:
+    """The proposal's ride nodes (none for most drafters), checked: parents -1 or earlier."""
+    if proposal.ride is None or not proposal.ride.numel():
+        return torch.zeros(0, dtype=torch.long), []
+    parents = list(proposal.ride_parents or [])
+    if len(parents) != proposal.ride.numel() or any(not -1 <= par < i for i, par in enumerate(parents)):
+        raise ValueError(f"ride nodes need one parent each, -1 or an earlier ride node (got {parents})")
+    return proposal.ride.reshape(-1).long(), parents

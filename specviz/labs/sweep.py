@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.settings import GenerationSettings
+from specviz.settings import GenerationSettings, no_draft_help
 
 HELP = "run one prompt at several temperatures: acceptance, tokens per round, speedup"
 DEFAULT_TEMPERATURES = "0,0.3,0.7,1.0"
@@ -170,9 +170,9 @@ def run(args: argparse.Namespace) -> int:
     spec = generate_cli.pair_spec(args)
     from specviz.engine.load import load
 
-    needs_draft = settings.drafter == "model"
+    needs_draft = settings.needs_draft
     if needs_draft and args.target and not args.draft:
-        raise UserError("--target alone gives no draft model: add --draft SRC, or use --drafter lookup or early-exit")
+        raise UserError(f"--target alone gives no draft model: add --draft SRC, or {no_draft_help(flag=True)}")
     pair = load(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
     return report(pair, args.prompt, settings, temperatures, as_json=args.json, out=sys.stdout)
 

@@ -9,13 +9,19 @@ from specviz.models.pair import ModelPair
 from specviz.settings import GenerationSettings, check_prompt
 
 
-def encode_prompt(pair: ModelPair, prompt: str, settings: GenerationSettings) -> list[int]:
+def encode_prompt(pair: ModelPair, prompt: str | list[dict], settings: GenerationSettings) -> list[int]:
     """Token ids of the prompt: wrapped as a user message by the tokenizer's chat template
-    when it has one (and `settings.raw` is off), otherwise the text as-is."""
-    check_prompt(prompt)
+    when it has one (and `settings.raw` is off), otherwise the text as-is. A conversation
+    (`settings.check_prompt`) always goes through the chat template."""
+    prompt = check_prompt(prompt)
     tok = pair.tokenizer
-    if not settings.raw and getattr(tok, "chat_template", None):
-        text = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False)
+    has_template = bool(getattr(tok, "chat_template", None))
+    if isinstance(prompt, list) and (settings.raw or not has_template):
+        raise UserError("a conversation (a list of messages) is rendered by the chat template: "
+                        + ("drop raw" if has_template else f"{pair.name}'s tokenizer has none, so send one prompt"))
+    if not settings.raw and has_template:
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         ids = tok(text, add_special_tokens=False)["input_ids"]
     else:
         ids = tok(prompt)["input_ids"]

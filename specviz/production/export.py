@@ -6,6 +6,7 @@ The names of every flag and argument, with where they come from:
 |---|---|---|---|
 | vLLM | model | `--speculative-config '{"model", "num_speculative_tokens"}'` | docs.vllm.ai, Features > Speculative Decoding |
 | vLLM | lookup | `{"method": "ngram", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"}` | the same page, "Speculating by matching n-grams in the prompt" |
+| vLLM | suffix | `{"method": "suffix", "num_speculative_tokens"}` (needs `pip install arctic-inference`) | docs.vllm.ai, Features > Speculative Decoding > Suffix Decoding |
 | SGLang | model | `--speculative-algorithm STANDALONE --speculative-draft-model-path --speculative-num-steps --speculative-eagle-topk 1 --speculative-num-draft-tokens` | docs.sglang.io, Advanced Features > Speculative Decoding |
 | SGLang | tree | the same with `--speculative-eagle-topk` (branching) and `--speculative-num-draft-tokens` (nodes) | the same page |
 | SGLang | lookup | `--speculative-algorithm NGRAM --speculative-num-draft-tokens` | the same page |
@@ -75,16 +76,22 @@ def _hub(found: Found, fmt: str) -> tuple[str, str | None]:
 
 
 def _vllm(found: Found) -> Exported:
-    if found.drafter not in ("model", "lookup"):
+    if found.drafter not in ("model", "lookup", "suffix"):
         return _lacks("vllm", "bash", found, "vLLM's --speculative-config")
     target, draft = _hub(found, "vLLM")
+    notes = ["Per-request acceptance: add --per-request-spec-decode-metrics summary."]
     if found.drafter == "model":
         config = {"model": draft, "num_speculative_tokens": found.k}
+    elif found.drafter == "suffix":
+        # vLLM's suffix decoding speculates up to this many tokens a step, as the run's tree had at most this many nodes.
+        config = {"method": "suffix", "num_speculative_tokens": found.suffix_max_nodes or found.k}
+        notes.append("Suffix decoding needs Arctic Inference (pip install arctic-inference); vLLM's suffix trees also "
+                     "keep earlier requests' outputs, as the page's session does and the API's runs do not.")
     else:
         config = {"method": "ngram", "num_speculative_tokens": found.k, "prompt_lookup_max": LOOKUP_MAX_NGRAM,
                   "prompt_lookup_min": LOOKUP_MIN_NGRAM}
     text = f"vllm serve {shlex.quote(target)} \\\n  --speculative-config {shlex.quote(json.dumps(config))}"
-    return Exported("vllm", "bash", text, ["Per-request acceptance: add --per-request-spec-decode-metrics summary."])
+    return Exported("vllm", "bash", text, notes)
 
 
 def _sglang(found: Found) -> Exported:

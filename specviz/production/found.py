@@ -28,7 +28,7 @@ class Found:
     pair: str
     target: Model
     draft: Model | None
-    drafter: str  # settings' drafter name: model, tree, lookup, early-exit
+    drafter: str  # settings' drafter name (settings.DRAFTERS)
     k: int  # the fixed draft length to export
     k_reason: str  # where k came from, in words
     policy_mean_k: float | None = None  # mean k of the run's drafting rounds
@@ -37,6 +37,7 @@ class Found:
     tree_nodes: int = 0
     tree_width: int = 0
     early_exit_layers: int = 0
+    suffix_max_nodes: int = 0
     runtime: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -101,7 +102,7 @@ def from_trace(trace: Trace) -> Found:
     return Found(pair=trace.pair, target=target, draft=draft, drafter=drafter, k=k, k_reason=why, policy_mean_k=mean_k,
                  hindsight_k=hindsight, temperature=float(s.get("temperature", 0.0)), tree_nodes=int(s.get("tree_nodes", 0)),
                  tree_width=int(s.get("tree_width", 0)), early_exit_layers=int(s.get("early_exit_layers") or 0),
-                 runtime=str(trace.meta.get("runtime", "")))
+                 suffix_max_nodes=int(s.get("suffix_max_nodes") or 0), runtime=str(trace.meta.get("runtime", "")))
 
 
 def from_settings(pair: str, settings: GenerationSettings) -> Found:
@@ -110,7 +111,7 @@ def from_settings(pair: str, settings: GenerationSettings) -> Found:
     return Found(pair=pair, target=target, draft=draft, drafter=settings.drafter, k=settings.k,
                  k_reason="the k given (no run's trace to learn from)", temperature=settings.temperature,
                  tree_nodes=settings.tree_nodes, tree_width=settings.tree_width,
-                 early_exit_layers=settings.early_exit_layers or 0)
+                 early_exit_layers=settings.early_exit_layers or 0, suffix_max_nodes=settings.suffix_max_nodes)
 
 
 def read_trace(path: str | Path) -> Trace:

@@ -18,6 +18,8 @@ assets/specviz.css; every piece of model or user text in it is escaped.
     pass_cost.py      V(n) by runtime, in one-token passes
     tree.py           a token-tree round as a figure
     tree_payoff.py    what a tree of a given size pays against a chain
+    source.py         where a suffix or lookahead round's candidates came from
+    speculation_note.py why a run that stood aside or fell short of plain went so, in pass costs
     text.py           escaping and token text for HTML
     palette.py        colours and the shared figure style
 """
@@ -31,6 +33,7 @@ from specviz.viz.prediction import Prediction, gap_explanation, predict, predict
 from specviz.viz.race import (
     comparison_html, identity_check, identity_html, race_end_s, race_frame, tokens_vs_time_figure,
 )
+from specviz.viz.speculation_note import speculation_note_html
 from specviz.viz.stats_plots import acceptance_by_position_figure, accepted_length_figure, speedup_comparison_figure
 from specviz.viz.theory_plots import speedup_heatmap_figure, speedup_vs_k_figure, theory_text_html, tokens_per_round_figure
 from specviz.viz.timeline import round_timeline_figure
@@ -65,6 +68,7 @@ __all__ = [
     "speedup_comparison_figure",
     "speedup_heatmap_figure",
     "speedup_vs_k_figure",
+    "speculation_note_html",
     "stats_html",
     "style_figure",
     "theory_text_html",

@@ -16,6 +16,8 @@ from specviz.viz.palette import DRAFT, OVERLAP, RESIDUAL, TARGET, empty_figure, 
 from specviz.viz.text import EMPTY_MARK, esc, label_html, quoted, visible_text
 from specviz.viz.tokens import fmt_prob, fmt_ratio, ratio, round_is_greedy
 
+# Who proposed a round's tokens, by the draft-free method that did (the draft model otherwise).
+PROPOSERS = {"suffix": "suffix decoding's speculation tree", "lookahead": "lookahead's n-grams"}
 NEAR_TIE_LOGITS = 0.5  # a top-2 logit gap this small can flip between a 1-token and a k-token pass
 
 
@@ -56,12 +58,15 @@ def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
     if k == 0:
         # The engine's first round reads the prompt's prefill; a later one is a round where the
         # cost-aware policy found that no draft pays.
+        idle = ("nothing was proposed (no candidate was found, or none paid for its share of the pass)" if event.source is not None
+                else "nothing was drafted (no draft length paid)")
         what = ("the prompt's prefill gives the target's distribution for the first token, before anything is drafted"
-                if event.index == 0 else "nothing was drafted (no draft length paid), so one target pass gives the next token")
+                if event.index == 0 else f"{idle}, so one target pass gives the next token")
         intro = f.s(f"Round {event.index}: {what}" + (", choosing greedily." if greedy else "."))
     else:
         intro = (
-            f.s(f"Round {event.index}: the draft proposed {_n(k, 'token')} ({event.draft_ms:.0f} ms): ") + toks
+            f.s(f"Round {event.index}: {PROPOSERS.get(event.source.method if event.source else '', 'the draft')} proposed "
+                f"{_n(k, 'token')} ({event.draft_ms:.0f} ms): ") + toks
             + f.s(f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)" + (", choosing greedily." if greedy else "."))
         )
     e = event.emitted

@@ -1,0 +1,212 @@
+"""Suffix decoding: a speculation tree from what followed the context's longest earlier match.
+
+No second model (SuffixDecoding; vLLM's `suffix` method). The corpus is the request's own
+text (the prompt, earlier turns included, and the output so far) plus, where a page session
+exists, that session's earlier outputs. Each round:
+
+1. find the longest suffix of the context (up to MAX_MATCH tokens) that occurs earlier in
+   the corpus, every occurrence of it;
+2. gather what followed each occurrence into a trie, each node counting the occurrences
+   that continued that way; a node's score is its count over the occurrences (how often this
+   continuation followed before);
+3. grow the speculation tree best first by score, down to `min_score` and up to `max_nodes`
+   nodes, k deep, then keep as many nodes as the policy's budget says pay (`tree_cost`).
+
+Siblings are distinct tokens chosen deterministically, so the tree is verified with the
+point-mass tree rule (`engine.tree_verify.tree_point_masses`) and the output stays the
+target's.
+
+A node's chance of acceptance, for the policy's budget, is the product down its path of
+(the share of its parent's occurrences that continued through it) x a, the chance that the
+target accepts a node once its parent is accepted. a is learnt per matched-suffix length (a
+match of one token is weak evidence, one of sixteen strong) from the target's verdicts on
+the nodes it checked, starting from PRIOR_ACCEPT; the counts fade each round the drafter
+proposes, and more slowly each round it waits, so after a run of misses it stops proposing,
+and while it waits its estimate drifts back to the prior and it proposes again.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, tree_or_chain
+
+MAX_MATCH = 32  # the longest context suffix looked up
+# The chance a node is accepted once its parent is, by the matched suffix's length: bins
+# starting at these lengths, each from its prior worth PRIOR_WEIGHT checked nodes.
+MATCH_BINS = (1, 2, 4, 8, 16)
+PRIOR_ACCEPT = (0.3, 0.45, 0.6, 0.75, 0.85)
+PRIOR_WEIGHT = 3.0
+# Each round that proposed, the counts weigh this much less; each round that did not, this.
+MEMORY = 0.95
+IDLE_MEMORY = 0.98
+
+
+@dataclass
+class Match:
+    """The context's longest earlier match: its length and where each occurrence ends."""
+
+    length: int
+    ends: list[tuple[int, int]] = field(default_factory=list)  # (document, index of its last token)
+
+
+@dataclass
+class SuffixTree:
+    """A speculation tree, best-first: parents before children, siblings best first."""
+
+    tokens: list[int]
+    parents: list[int]
+    counts: list[int]  # occurrences that continued through each node
+    scores: list[float]  # counts over the occurrences
+    occurrences: int = 0  # of the matched suffix
+
+
+class SuffixDrafter:
+    name = "suffix"
+
+    def __init__(self, max_nodes: int = 16, min_score: float = 0.1, history: Sequence[Sequence[int]] = ()):
+        self.max_nodes = max_nodes
+        self.min_score = min_score
+        # Earlier outputs (a page session's): read-only, copied so a caller's list cannot change the run.
+        self._history = [np.asarray(list(d), dtype=np.int64) for d in history if len(d) > 1]
+        self.begin(torch.zeros(0, dtype=torch.long))
+
+    def begin(self, prompt_ids: torch.Tensor) -> None:
+        self._bins = [[0.0, 0.0] for _ in MATCH_BINS]  # per bin: accepted, checked (beyond the prior)
+        self._last: tuple[int, list[int]] | None = None  # bin and parents of the last proposal
+
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+        start = time.perf_counter()
+        ctx = context.detach().cpu().numpy().astype(np.int64, copy=False)
+        docs = [*self._history, ctx]
+        match = longest_match(docs, ctx, MAX_MATCH)
+        tree = grow(docs, match, depth=k, max_nodes=self.max_nodes, min_score=self.min_score) if k > 0 else None
+        source = {"method": "suffix", "matched": ctx[len(ctx) - match.length:].tolist() if match.length else [],
+                  "occurrences": len(match.ends), "counts": []}
+        if tree is None or not tree.tokens:
+            self._last = None
+            return self._empty(context, start, source)
+        b = _bin(match.length)
+        chances = self.chances(tree, b)
+        n = budget.tree_nodes(chances, 0) if budget is not None else len(chances)
+        if n == 0:
+            self._last = None
+            return self._empty(context, start, source)
+        self._last = (b, tree.parents[:n])
+        source["counts"] = tree.counts[:n]
+        return Proposal(tokens=torch.tensor(tree.tokens[:n], dtype=torch.long), q=None, ms=_ms(start),
+                        confidence=chances[:n], parents=tree_or_chain(tree.parents[:n]), source=source)
+
+    def accept_rate(self, b: int) -> float:
+        """a for match-length bin b: accepted over checked nodes, with the prior."""
+        accepted, checked = self._bins[b]
+        return (accepted + PRIOR_ACCEPT[b] * PRIOR_WEIGHT) / (checked + PRIOR_WEIGHT)
+
+    def chances(self, tree: SuffixTree, b: int) -> list[float]:
+        """Each node's chance of lying on the accepted path (see the module docstring)."""
+        a, out = self.accept_rate(b), []
+        for parent, count in zip(tree.parents, tree.counts):
+            above = out[parent] if parent >= 0 else 1.0
+            share = count / (tree.counts[parent] if parent >= 0 else tree.occurrences)
+            out.append(above * share * a)
+        return out
+
+    def accepted_path(self, path: list[int]) -> None:
+        last, self._last = self._last, None
+        memory = MEMORY if last is not None else IDLE_MEMORY
+        for pair in self._bins:  # fade: recent rounds count, and a waiting drafter returns to its prior
+            pair[0] *= memory
+            pair[1] *= memory
+        if last is None:
+            return
+        b, parents = last
+        on_path = set(path)
+        checked = sum(par < 0 or par in on_path for par in parents)  # nodes whose parent was accepted
+        self._bins[b][0] += len(path)
+        self._bins[b][1] += checked
+
+    def accepted(self, n: int) -> None:
+        self.accepted_path(list(range(n)))  # only ever a chain's path when called so
+
+    def observe(self, logits: torch.Tensor) -> None:
+        pass  # no ride nodes
+
+    def unread(self, context_len: int) -> int:
+        return 0
+
+    def _empty(self, context: torch.Tensor, start: float, source: dict) -> Proposal:
+        # No tree: a chain of nothing, a plain round on the target's chain path.
+        return Proposal(tokens=context[:0].cpu(), q=None, ms=_ms(start), source=source)
+
+
+def longest_match(docs: Sequence[np.ndarray], ctx: np.ndarray, max_match: int) -> Match:
+    """The longest suffix of `ctx` (at most `max_match` tokens) that occurs in `docs` with a
+    token after it (so the context's own end, when `ctx` is one of the docs, never counts)."""
+    if len(ctx) == 0:
+        return Match(0)
+    # Occurrences of the last token that have a successor: candidate ends.
+    ends = [np.flatnonzero(doc[:-1] == ctx[-1]) for doc in docs]
+    if not any(e.size for e in ends):
+        return Match(0)
+    length = 1
+    while length < min(max_match, len(ctx)):
+        tok = ctx[-1 - length]
+        longer = [e[(e >= length)] for e in ends]
+        longer = [e[doc[e - length] == tok] for e, doc in zip(longer, docs)]
+        if not any(e.size for e in longer):
+            break
+        ends, length = longer, length + 1
+    return Match(length, [(d, int(i)) for d, e in enumerate(ends) for i in e])
+
+
+def grow(docs: Sequence[np.ndarray], match: Match, *, depth: int, max_nodes: int, min_score: float) -> SuffixTree | None:
+    """The speculation tree of what followed the match's occurrences, best first by score."""
+    if not match.ends:
+        return None
+    # A trie of continuations: node -> {token: child}, counts per node.
+    children: list[dict[int, int]] = [{}]
+    count = [len(match.ends)]
+    token = [-1]
+    for d, end in match.ends:
+        doc, at = docs[d], 0
+        for t in doc[end + 1 : end + 1 + depth].tolist():
+            nxt = children[at].get(t)
+            if nxt is None:
+                nxt = len(count)
+                children[at][t] = nxt
+                children.append({})
+                count.append(0)
+                token.append(t)
+            count[nxt] += 1
+            at = nxt
+    total = count[0]
+    out = SuffixTree([], [], [], [], total)
+    index_of = {0: -1}  # trie node -> index in the tree (-1: the root)
+    heap = [(-count[c] / total, c, 0) for c in children[0].values()]
+    heapq.heapify(heap)
+    while heap and len(out.tokens) < max_nodes:
+        neg, node, parent = heapq.heappop(heap)
+        if -neg < min_score:
+            break
+        index_of[node] = len(out.tokens)
+        out.tokens.append(token[node])
+        out.parents.append(index_of[parent])
+        out.counts.append(count[node])
+        out.scores.append(-neg)
+        for c in children[node].values():
+            heapq.heappush(heap, (-count[c] / total, c, node))
+    return out
+
+
+def _bin(length: int) -> int:
+    return max(i for i, lo in enumerate(MATCH_BINS) if length >= lo)
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000

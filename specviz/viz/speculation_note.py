@@ -1,0 +1,59 @@
+"""Why a finished run went as fast as it did, in pass costs: how often it speculated, and what
+a guess must be worth to pay for its place in the pass on this runtime. Shown under the
+stats when a run fell short of plain decoding or stood aside from speculating in most
+rounds, so a user is not left to guess why a method did not pay (the cost-aware policies
+stop speculating where drafting cannot pay, and a draft-free method's guesses are often too
+weak to pay on a runtime whose larger passes cost several one-token passes).
+
+    speculation_note_html(trace)   "" when there is nothing to say, else one paragraph
+"""
+
+from __future__ import annotations
+
+from specviz import theory
+from specviz.events import RoundEvent, Trace
+from specviz.viz.text import esc
+
+# Below this share of plain decoding's speed, or speculating in fewer than this share of
+# its rounds, a run gets the note.
+SHORT_OF_PLAIN = 0.95
+RARELY = 0.5
+
+
+def speculated(event: RoundEvent) -> bool:
+    """Whether the round's pass verified anything beyond the next token, or carried a window."""
+    return bool(event.drafted) or bool(event.source is not None and event.source.window_on)
+
+
+def speculation_note_html(trace: Trace | None) -> str:
+    if trace is None or trace.mode != "speculative" or not trace.summary.stop_reason:
+        return ""
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent)][1:]  # after the prefill's token
+    cost = (trace.meta or {}).get("cost_model") or {}
+    verify = {int(n): float(v) for n, v in dict(cost.get("verify") or {}).items()}
+    if not rounds or 1 not in verify:
+        return ""
+    used = sum(speculated(e) for e in rounds)
+    speedup = trace.summary.speedup_vs_plain
+    short = 0 < speedup < SHORT_OF_PLAIN
+    if not short and used >= RARELY * len(rounds):
+        return ""
+    v = theory.verify_curve(verify)
+    v1, v2, v8 = v(1), v(2), v(8)
+    method = (trace.meta or {}).get("drafter") or trace.settings.get("drafter", "the drafter")
+    parts = [f"{esc(str(method).capitalize())} speculated in {used} of {len(rounds)} rounds"]
+    if speedup > 0:
+        parts.append(f"and ran at {speedup:.2f}\u00d7 plain decoding"
+                     + (" (below plain)" if short else ""))
+    costs = (f"On this runtime a pass over 2 tokens costs {v2 / v1:.2f} one-token passes ({v2:.0f} against {v1:.0f} ms) "
+             f"and a pass over 8 costs {v8 / v1:.2f}: a guessed token pays for its place only where its chance of "
+             f"being accepted is above about {max(0.0, v2 / v1 - 1):.0%}, and a round of 7 guesses only where they "
+             f"add {max(0.0, v8 / v1 - 1):.1f} accepted tokens on average.")
+    if trace.summary.policy == "cost-aware":
+        why = ("Where its guesses could not clear that, the cost-aware policy kept the round to the next token, "
+               "as plain decoding does, and tried again as its estimates recovered.")
+    else:
+        why = (f"The {esc(trace.summary.policy or 'chosen')} policy verifies what was drafted whether it pays or not; "
+               "the cost-aware policy stands aside where it cannot.")
+    return (f'<p class="sv-speculation-note" data-speculated="{used}" data-rounds="{len(rounds)}">'
+            f'{" ".join(parts)}. {costs} {why}</p>')
