@@ -152,6 +152,8 @@ def draft_free_views(page, out: Path, figures: dict) -> None:
         page.locator("#drafter label", has_text=label).click()
         page.wait_for_timeout(500)
         page.click("#run")
+        # The previous run's finished stream stays until this run's first round replaces it.
+        page.wait_for_selector("#tokens [data-state=done]", state="detached", timeout=120_000)
         page.wait_for_selector("#tokens [data-state=done]", timeout=600_000)
         figures[f"{drafter} stats"] = page.inner_text("#stats").replace("\n", " ")
         page.get_by_role("tab", name="Round inspector").click()
