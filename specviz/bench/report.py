@@ -100,8 +100,10 @@ def markdown(result: dict[str, Any]) -> str:
             value = f"{t['value']:.1%}" if "cost" in t["target"] and t["value"] is not None else _f(t["value"], 3)
             lines.append(f"| {t['target']} | {t['goal']} | {value} | {_yes(t['met'])} | {t['detail']} |")
     if summ.get("by_kind") and len(summ["by_kind"]) > 1 or "repetitive" in summ.get("by_kind", {}):
+        covered = summ.get("overall_prompts", [])
+        kinds = [k for k, by in summ["by_kind"].items() if set(by["prompts"]) & set(covered)]
         lines += ["", "By kind of prompt (geometric means over the kind's prompts; \"overall\" above covers "
-                  f"{len(summ.get('overall_prompts', []))} code and prose prompts):", ""]
+                  f"{len(covered)} prompts: {', '.join(kinds)}):", ""]
         lines += ["| kind | method | tok/s | vs sv-plain | vs sv-lookup | worst vs sv-plain |", "|---|---|---|---|---|---|"]
         for kind, by in summ["by_kind"].items():
             for n in methods:
