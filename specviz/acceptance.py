@@ -399,14 +399,6 @@ def _tree_options(r: RoundEvent, cost: VerifyCost) -> list[tuple[int, int, float
     return [option(b) for b in range(n + 1)]
 
 
-def _policy_ms(r: RoundEvent, cost: VerifyCost) -> float:
-    """What the round the policy chose cost, by the cost model."""
-    if r.tree:
-        return _tree_options(r, cost)[-1][2]
-    n = len(r.drafted)
-    return cost.round_ms(n) if n else cost(1)
-
-
 def hindsight(events: Iterable[Event], cost_model: Mapping, k_max: int = MAX_K) -> Hindsight:
     """For each round, the k' in 1..k_max with the most tokens per ms,
     (min(k', a) + 1) / (k' D + V(k' + 1)), a the drafts it accepted (the smallest k' of a
@@ -421,13 +413,11 @@ def hindsight(events: Iterable[Event], cost_model: Mapping, k_max: int = MAX_K) 
     for r in rounds_of(events):
         a, opts = _round_options(r, cost, k_max)
         best = max(opts, key=lambda o: (o[1] / o[2], -o[0]))  # the most tokens per ms; ties: the smaller k'
-        n = len(r.drafted)
-        if r.tree:
-            n = len(r.tree)  # a tree's draft length is its node count
+        n = len(r.tree or r.drafted)  # a tree's draft length is its node count
         rounds.append(HindsightRound(r.index, r.k, n, a, best[0], a == n or not finished(r)))
         options.append(opts)
         policy_t += r.gained
-        policy_ms += _policy_ms(r, cost)
+        policy_ms += next(o[2] for o in opts if o[0] == n)  # the option the policy took is among the round's
         measured_ms += r.draft_ms + r.verify_ms
     by_k = [{o[0]: o for o in opts} for opts in options]
     h_t = sum(by_k[i][r.best_k][1] for i, r in enumerate(rounds))
