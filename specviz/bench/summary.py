@@ -28,11 +28,11 @@ TARGET_PLAIN_EACH = 0.95
 TARGET_VS_BEST_FIXED = 0.95
 TARGET_VS_THEORY = 0.90
 TARGET_EVENT_COST = 0.03
-# A draft with another tokenizer (issue 16, point 5): specviz at least as fast as transformers'
+# A draft with another tokenizer: specviz at least as fast as transformers'
 # generation with `assistant_tokenizer=`, sv-text against its greedy (text) generator and
 # sv-intersection against its sampling (vocabulary intersection) one.
 TARGET_VS_UNIVERSAL = 1.00
-# The draft-free methods (issue 38): on the repetitive group suffix decoding against prompt
+# The draft-free methods: on the repetitive group suffix decoding against prompt
 # lookup and plain decoding, on prose lookahead against prompt lookup, and neither below
 # plain decoding on any prompt by more than a little.
 TARGET_SUFFIX_VS_LOOKUP = 1.30
@@ -239,7 +239,7 @@ def _mismatches(per_prompt: dict, names: list[str]) -> list[dict]:
 
 
 def _targets(per_prompt: dict, overall: dict, names: list[str], best_assisted: str | None, opts: BenchOptions) -> list[dict]:
-    """The issue's speed targets, checked on this run where its methods allow."""
+    """The speed goals above, checked on this run where its methods allow."""
     out: list[dict] = []
 
     def add(name: str, goal: str, value: float | None, ok: bool | None, detail: str = "") -> None:
