@@ -11,7 +11,7 @@ from specviz.engine.speculative import SpeculativeDecoder
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RoundEvent, Trace
 from specviz.settings import GenerationSettings, SettingsError
-from tiny_models import single_thread, tiny_model, tiny_pair, tiny_tokenizer  # single_thread: a fixture
+from tiny_models import DEVICE, single_thread, tiny_model, tiny_pair, tiny_tokenizer  # single_thread: a fixture
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -180,7 +180,7 @@ def test_stops_at_eos():
     plain = engine.run(pair, PROMPT, settings(mode="plain")).token_ids
     eos = plain[6]
     first = plain.index(eos)
-    target = tiny_model.__wrapped__(0)  # a private copy whose EOS we can change
+    target = tiny_model.__wrapped__(0).to(DEVICE)  # a private copy whose EOS we can change
     target.generation_config.eos_token_id = eos
     eos_pair = dataclasses.replace(pair, target=target)
     for mode, k in [("plain", 4), ("speculative", 1), ("speculative", 5)]:

@@ -27,7 +27,7 @@ def overlaps(p: torch.Tensor | None, q: torch.Tensor | None, draft_tokens: torch
     if k == 0:
         return []
     if p is None:
-        return (rows.argmax(target_logits[:k]) == draft_tokens.cpu()).double().tolist()
+        return (rows.argmax(target_logits[:k]).cpu() == draft_tokens.cpu()).double().tolist()
     if q is None:
         return p[torch.arange(k, device=p.device), draft_tokens].tolist()
     return torch.minimum(p[:k], q).sum(-1).tolist()
