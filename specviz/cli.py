@@ -1,7 +1,7 @@
 """`python -m specviz COMMAND`: each command lives beside the code it drives.
 
-A command module exposes `HELP` (one line), `add_arguments(parser)` and `run(args) -> int`.
-Modules are imported only when their command runs, so `--help` stays fast.
+A command module exposes `add_arguments(parser)` and `run(args) -> int`; its one line of help
+is here, so that modules are imported only when their command runs and `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -13,26 +13,18 @@ from typing import NoReturn
 
 from specviz.errors import UserError
 
+# name: (module, one line of help)
 COMMANDS = {
-    "models": "specviz.models.cli",
-    "generate": "specviz.engine.cli",
-    "lossless": "specviz.lossless_cli",
-    "bench": "specviz.bench.cli",
-    "sweep": "specviz.labs.sweep",
-    "batching": "specviz.labs.batching",
-    "export": "specviz.production.export_cli",
-    "metrics": "specviz.production.metrics_cli",
-}
-
-HELP = {
-    "models": "list the model pairs, or prepare one ahead of time (--prepare NAME)",
-    "generate": "generate text with speculative or plain decoding",
-    "lossless": "Monte Carlo check that the acceptance rule reproduces p exactly",
-    "bench": "benchmark specviz against transformers' generate on one pair",
-    "sweep": "run one prompt at several temperatures: acceptance, tokens per round, speedup",
-    "batching": "time passes over several sequences at once and predict the speedup by batch size",
-    "export": "write what a run found (the pair, drafter and best k) as a vLLM, SGLang, llama.cpp or transformers command",
-    "metrics": "read an engine's speculative metrics (vLLM, SGLang, llama.cpp) and predict what its drafting gains",
+    "models": ("specviz.models.cli", "list the model pairs, or prepare one ahead of time (--prepare NAME)"),
+    "generate": ("specviz.engine.cli", "generate text with speculative or plain decoding"),
+    "lossless": ("specviz.lossless_cli", "Monte Carlo check that the acceptance rule reproduces p exactly"),
+    "bench": ("specviz.bench.cli", "benchmark specviz against transformers' generate on one pair"),
+    "sweep": ("specviz.labs.sweep", "run one prompt at several temperatures: acceptance, tokens per round, speedup"),
+    "batching": ("specviz.labs.batching", "time passes over several sequences at once and predict the speedup by batch size"),
+    "export": ("specviz.production.export_cli",
+               "write what a run found (the pair, drafter and best k) as a vLLM, SGLang, llama.cpp or transformers command"),
+    "metrics": ("specviz.production.metrics_cli",
+                "read an engine's speculative metrics (vLLM, SGLang, llama.cpp) and predict what its drafting gains"),
 }
 
 
@@ -47,14 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = OneLineParser(prog="python -m specviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        sub.add_parser(name, help=HELP[name], add_help=False)
+    for name, (_, line) in COMMANDS.items():
+        sub.add_parser(name, help=line, add_help=False)
     if not argv or argv[0] not in COMMANDS:
         parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.parse_args(argv)
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     name = argv[0]
-    module = importlib.import_module(COMMANDS[name])
-    cmd = OneLineParser(prog=f"python -m specviz {name}", description=HELP[name])
+    module_name, line = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    cmd = OneLineParser(prog=f"python -m specviz {name}", description=line)
     module.add_arguments(cmd)
     args = cmd.parse_args(argv[1:])
     try:

@@ -18,6 +18,7 @@ from typing import Any, Literal, Union
 
 from specviz.errors import UserError
 from specviz.settings import FIELDS, GenerationSettings, check_prompt, from_request
+from specviz.choices import COST_AWARE, FIXED
 
 TRACE_VERSION = 1
 # The largest trace `load_trace` reads by default: a 1024-token run with every position
@@ -89,7 +90,7 @@ class TreeNode:
 class CandidateSource:
     """Where a draft-free round's candidates came from, for the Round inspector."""
 
-    method: Literal["suffix", "lookahead"]
+    method: str  # the drafter: choices.SUFFIX or LOOKAHEAD
     # suffix: the context's last tokens that matched earlier text, how many times they occur
     # there, and per tree node how many of those occurrences continued through it.
     matched: list[str] = field(default_factory=list)
@@ -380,7 +381,7 @@ def _check_settings(settings: dict[str, Any]) -> None:
         adaptive = settings.pop("adaptive")
         if not isinstance(adaptive, bool):
             raise TraceError(f"trace.settings.adaptive: expected true or false, got {_kind(adaptive)}")
-        settings["policy"] = "cost-aware" if adaptive else "fixed"
+        settings["policy"] = COST_AWARE if adaptive else FIXED
     known = set(FIELDS)
     if not settings.keys() <= known:
         raise TraceError(f"trace.settings: {len(settings.keys() - known)} unknown names (known: {', '.join(sorted(known))})")

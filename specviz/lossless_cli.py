@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 
-HELP = "Monte Carlo check that the acceptance rule reproduces p exactly"
 
 DEFAULT_Q = "0.5,0.2,0.2,0.1"
 DEFAULT_P = "0.15,0.35,0.1,0.4"

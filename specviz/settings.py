@@ -9,36 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Any
 
+from specviz.choices import COST_AWARE, DRAFTERS, FIXED, MODES, POLICIES, RUNTIMES, VOCAB_METHODS, Registry
 from specviz.errors import UserError
 
 MAX_K = 16
 MAX_NEW_TOKENS_CAP = 1024
-DRAFTERS = ("model", "tree", "lookup", "early-exit", "suffix", "lookahead")
-# Drafters that need the pair's draft model, and those that build trees without one (each
-# round's tree sized by the policy: drafters.tree_cost).
-MODEL_DRAFTERS = ("model", "tree")
-DRAFT_FREE_TREES = ("suffix", "lookahead")
-DRAFT_FREE = tuple(d for d in DRAFTERS if d not in MODEL_DRAFTERS)
 
 
 def no_draft_help(*, flag: bool = False) -> str:
     """What a user without a draft model can use instead, in words (`flag`: as the CLI's option)."""
-    names = f"{', '.join(DRAFT_FREE[:-1])} or {DRAFT_FREE[-1]}"
+    free = DRAFTERS.where(needs_draft=False)
+    names = f"{', '.join(free[:-1])} or {free[-1]}"
     return f"use --drafter {names}" if flag else f"use the {names} drafter"
 
-MODES = ("speculative", "plain")
-# How many tokens a round drafts: a fixed k; transformers' +2/-1 schedule with a confidence
-# cut ("heuristic"); or the most expected tokens per measured ms ("cost-aware", what
-# "adaptive" means everywhere in specviz).
-POLICIES = ("fixed", "heuristic", "cost-aware")
-# A pair whose draft has another tokenizer drafts through text (re-encoded, point masses) or
-# on the vocabulary both share (q restricted and mapped); "auto" takes the pair's default.
-VOCAB_METHODS = ("auto", "text", "intersection")
-# What runs the models (lm.runtime): transformers' modules in torch, or the GGUF files in
-# llama.cpp; "auto" takes SPECVIZ_RUNTIME, else the one measured faster (engine.runtime_choice).
-RUNTIME_CHOICES = ("auto", "torch", "llama.cpp")
+
 # k's default depends on the policy. A fixed k defaults to the classic 4. The adaptive
 # policies' cap is the largest k offered: where a verify pass over 17 tokens costs little
 # more than one (bf16 on a CPU with native bf16, any GPU), a confident draft's long run pays,
@@ -47,8 +33,8 @@ FIXED_K = 4
 
 
 def default_k(policy: str) -> int:
-    """k when none is given: the fixed k, or the cap of the heuristic and cost-aware policies."""
-    return FIXED_K if policy == "fixed" else MAX_K
+    """k when none is given: the fixed k, or the cap of a policy that sizes its own rounds."""
+    return MAX_K if policy not in POLICIES or POLICIES[policy].adaptive else FIXED_K
 
 # Inclusive numeric ranges (the page's sliders span them; top-p's lower end is open).
 RANGES: dict[str, tuple[float, float]] = {
@@ -68,7 +54,7 @@ RANGES: dict[str, tuple[float, float]] = {
 
 HELP = {
     "k": "tokens drafted per round: the fixed k, or the most a round may draft under the other policies",
-    "policy": "how many tokens each round drafts: fixed k, transformers' heuristic schedule, or cost-aware (the most tokens per measured ms)",
+    "policy": "how many tokens each round drafts",
     "temperature": "0 is greedy",
     "top_p": "nucleus sampling mass; 1 disables",
     "top_k": "keep the k most likely tokens; 0 disables",
@@ -82,8 +68,8 @@ HELP = {
     "lookahead_window": "lookahead drafter: W, the Jacobi window's columns (guessed future positions)",
     "lookahead_ngram": "lookahead drafter: N, the n-gram size (the window has N - 1 levels)",
     "lookahead_candidates": "lookahead drafter: G, the most n-grams verified per round",
-    "runtime": "what runs the models: torch, llama.cpp (the GGUF files as they are), or auto (SPECVIZ_RUNTIME, else the one measured faster here)",
-    "vocab_method": "a draft with another tokenizer: drafts through text, or on the shared vocabulary (auto: the pair's default)",
+    "runtime": "what runs the models",
+    "vocab_method": "a draft with another tokenizer: how it drafts for the target",
 }
 
 
@@ -99,9 +85,9 @@ class GenerationSettings:
     max_new_tokens: int = 128
     seed: int = 0
     k: int = MAX_K  # the fixed k, or the cap of the heuristic and cost-aware policies: default_k(policy)
-    policy: Literal["fixed", "heuristic", "cost-aware"] = "cost-aware"
-    drafter: Literal["model", "tree", "lookup", "early-exit", "suffix", "lookahead"] = "model"
-    mode: Literal["speculative", "plain"] = "speculative"
+    policy: str = POLICIES.default  # one of choices.POLICIES
+    drafter: str = DRAFTERS.default  # one of choices.DRAFTERS
+    mode: str = MODES.default  # one of choices.MODES
     raw: bool = False  # send the prompt as-is instead of through the chat template
     early_exit_layers: int = 0  # layers of the target used by the early-exit drafter (0: a quarter)
     adaptive_threshold: float = 0.4  # heuristic policy: stop a round's drafting below this draft confidence
@@ -112,8 +98,8 @@ class GenerationSettings:
     lookahead_window: int = 4  # lookahead drafter: W
     lookahead_ngram: int = 3  # lookahead drafter: N
     lookahead_candidates: int = 4  # lookahead drafter: G
-    vocab_method: Literal["auto", "text", "intersection"] = "auto"  # a draft with another tokenizer
-    runtime: Literal["auto", "torch", "llama.cpp"] = "auto"  # what runs the models (RUNTIME_CHOICES)
+    vocab_method: str = VOCAB_METHODS.default  # a draft with another tokenizer: one of choices.VOCAB_METHODS
+    runtime: str = RUNTIMES.default  # what runs the models: one of choices.RUNTIMES
 
     @property
     def greedy(self) -> bool:
@@ -122,7 +108,7 @@ class GenerationSettings:
     @property
     def needs_draft(self) -> bool:
         """Whether a run with these settings needs the pair's draft model loaded."""
-        return self.mode == "speculative" and self.drafter in MODEL_DRAFTERS
+        return self.mode == "speculative" and self.drafter in DRAFTERS and DRAFTERS[self.drafter].needs_draft
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,11 +125,9 @@ class GenerationSettings:
         lo, hi = RANGES["max_new_tokens"]
         _check(_whole(self.max_new_tokens) and lo <= self.max_new_tokens <= hi, f"max new tokens must be a whole number from {lo} to {hi} (got {self.max_new_tokens!r})")
         _check(_whole(self.seed) and 0 <= self.seed < 2**63, f"seed must be a whole number, 0 or more (got {self.seed!r})")
-        _check(self.policy in POLICIES, f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
-        _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)} (got {self.drafter!r})")
-        _check(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
-        _check(self.runtime in RUNTIME_CHOICES, f"runtime must be one of {', '.join(RUNTIME_CHOICES)} (got {self.runtime!r})")
-        _check(self.vocab_method in VOCAB_METHODS, f"vocab method must be one of {', '.join(VOCAB_METHODS)} (got {self.vocab_method!r})")
+        for name, registry in CHOSEN.items():
+            value = getattr(self, name)
+            _check(value in registry, f"{registry.kind} must be one of {', '.join(registry.names)} (got {value!r})")
         _check(isinstance(self.raw, bool), f"raw must be true or false (got {self.raw!r})")
         _check(_whole(self.early_exit_layers) and self.early_exit_layers >= 0, "early-exit layers must be 0 or more")
         for name, what in (("tree_nodes", "tree nodes"), ("tree_width", "tree width"), ("suffix_max_nodes", "suffix max nodes"),
@@ -160,12 +144,9 @@ class GenerationSettings:
 
 
 DEFAULTS = GenerationSettings()
-
-# The target precisions the command lines offer (models/devices.py CHOICES, which also takes
-# float16), named here so --help needs no torch.
-PRECISIONS = ("auto", "float32", "bfloat16", "int8")
-PRECISION_HELP = ("the target's precision: auto (default: bf16 on CUDA; on a CPU the faster of fp32 and bf16, measured once "
-                  "per machine), float32, bfloat16, or int8 (a CPU only)")
+# The settings that name a registry's entry.
+CHOSEN: dict[str, Registry] = {"policy": POLICIES, "drafter": DRAFTERS, "mode": MODES, "runtime": RUNTIMES,
+                               "vocab_method": VOCAB_METHODS}
 FIELDS = tuple(f.name for f in fields(GenerationSettings))
 WHOLE = {"k", "top_k", "max_new_tokens", "seed", "early_exit_layers", "tree_nodes", "tree_width", "suffix_max_nodes",
          "lookahead_window", "lookahead_ngram", "lookahead_candidates"}
@@ -186,7 +167,7 @@ def from_request(values: Mapping[str, Any]) -> GenerationSettings:
     values = dict(values)
     adaptive = values.pop("adaptive", None)
     if adaptive is not None and "policy" not in values:
-        values["policy"] = "cost-aware" if adaptive else "fixed"
+        values["policy"] = COST_AWARE if adaptive else FIXED
     unknown = sorted(values.keys() - set(FIELDS))
     if unknown:
         raise SettingsError(f"unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")

@@ -80,8 +80,12 @@ def test_a_pair_that_is_not_gguf_files_stays_on_torch(tmp_path):
     assert c.runtime == "torch" and "GGUF" in c.reason
 
 
-def test_the_settings_offer_exactly_the_runtimes_there_are():
-    from specviz.lm.runtime import RUNTIMES
-    from specviz.settings import RUNTIME_CHOICES
+def test_the_settings_take_each_registered_runtime_and_refuse_others():
+    from specviz.choices import RUNTIMES
+    from specviz.settings import SettingsError, from_request
 
-    assert RUNTIME_CHOICES[0] == "auto" and set(RUNTIME_CHOICES[1:]) == set(RUNTIMES)
+    assert RUNTIMES.names == ("auto", "torch", "llama.cpp")
+    for name in RUNTIMES.names:
+        assert from_request({"runtime": name}).runtime == name
+    with pytest.raises(SettingsError, match="runtime must be one of auto, torch, llama.cpp"):
+        from_request({"runtime": "onnx"})

@@ -21,7 +21,8 @@ from specviz.app.live import session_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.settings import RUNTIME_CHOICES, GenerationSettings, from_request
+from specviz.choices import AUTO, RUNTIMES
+from specviz.settings import GenerationSettings, from_request
 
 FRAME_S = 0.1  # one replay frame every 100 ms of screen time
 SPEEDS = [("1\u00d7 (real time)", 1.0), ("2\u00d7", 2.0), ("4\u00d7", 4.0), ("10\u00d7", 10.0)]
@@ -86,7 +87,7 @@ def plain_settings(spec: Trace) -> GenerationSettings:
     `auto` again, which a measurement in between could turn the other way)."""
     settings = replace(from_request(spec.settings), mode="plain")
     ran_on = (spec.meta or {}).get("runtime")
-    named = ran_on in RUNTIME_CHOICES and ran_on != "auto"
+    named = ran_on in RUNTIMES and ran_on != AUTO
     return (replace(settings, runtime=ran_on) if named else settings).validated()
 
 

@@ -180,11 +180,11 @@ class Labs:
         flag = runner.FLAGS.begin(session)
         rows = []
         try:
-            name = self._pair(trace, pair_name, flag, progress, settings.drafter == "model")
+            name = self._pair(trace, pair_name, flag, progress, settings.needs_draft)
             for i, t in enumerate(temps):
                 progress(i / len(temps), desc=f"temperature {t:g}")
                 follow = None if runner.ON_ZERO_GPU else (lambda f, m, i=i: progress((i + f) / len(temps), desc=m))
-                part = SWEEP_POINT(name, settings.drafter == "model", trace.prompt, settings.to_dict(), t, session,
+                part = SWEEP_POINT(name, settings.needs_draft, trace.prompt, settings.to_dict(), t, session,
                                    self.config.max_wall_s, follow)
                 rows += part.rows
                 yield sweep_views(rows, stopped=part.cancelled, total=len(temps))

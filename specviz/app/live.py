@@ -26,21 +26,13 @@ from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
 from specviz.models.presets import list_presets
-from specviz.settings import RUNTIME_CHOICES, DEFAULTS, HELP, POLICIES, default_k, VOCAB_METHODS, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request, DRAFT_FREE_SETTINGS
+from specviz.choices import DRAFTERS, MODES, POLICIES, RUNTIMES, VOCAB_METHODS
+from specviz.settings import DEFAULTS, HELP, default_k, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request, DRAFT_FREE_SETTINGS
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
 from specviz.viz.tree import alignment_html, tree_figure
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
-DRAFTERS = [
-    ("Draft model", "model"),
-    ("Token tree (the draft model's best guesses, verified in one pass)", "tree"),
-    ("Prompt lookup (n-grams of the prompt, no second model)", "lookup"),
-    ("Early exit (the target's first layers)", "early-exit"),
-    ("Suffix (a tree of what followed earlier matches, no second model)", "suffix"),
-    ("Lookahead (the target's own Jacobi guesses, no second model)", "lookahead"),
-]
-MODES = [("Speculative", "speculative"), ("Plain (target only)", "plain")]
 MAX_SHOWN_TOKENS = min(512, MAX_NEW_TOKENS_CAP)  # the slider's end; the API takes up to the cap
 # Clicking a token in a stream asks the inspector for that round and position; each new
 # value scrolls the stream to its end, where the newest round is.
@@ -70,11 +62,6 @@ DRAFT_FREE_SLIDERS = {
     "lookahead_ngram": ("Lookahead: n-gram size N", 1),
     "lookahead_candidates": ("Lookahead: n-grams verified G", 1),
 }
-POLICY_CHOICES = [
-    ("Cost-aware (most tokens per measured ms)", "cost-aware"),
-    ("Fixed k", "fixed"),
-    ("Heuristic (transformers' +2/-1 schedule)", "heuristic"),
-]
 
 
 @dataclass
@@ -139,10 +126,10 @@ def build(config: PageConfig) -> LiveTab:
                     allow_custom_value=config.allow_custom, elem_id="pair",
                 )
                 d = DEFAULTS
-                runtime = gr.Radio(list(RUNTIME_CHOICES), value=d.runtime, label="Runtime", info=HELP["runtime"], elem_id="runtime")
-                drafter = gr.Radio(DRAFTERS, value=d.drafter, label="Drafter", elem_id="drafter")
-                mode = gr.Radio(MODES, value=d.mode, label="Decoding", elem_id="mode")
-                policy = gr.Radio(POLICY_CHOICES, value=d.policy, label="Draft length per round", info=HELP["policy"],
+                runtime = gr.Radio(RUNTIMES.labelled(), value=d.runtime, label="Runtime", info=HELP["runtime"], elem_id="runtime")
+                drafter = gr.Radio(DRAFTERS.labelled(), value=d.drafter, label="Drafter", elem_id="drafter")
+                mode = gr.Radio(MODES.labelled(), value=d.mode, label="Decoding", elem_id="mode")
+                policy = gr.Radio(POLICIES.labelled(), value=d.policy, label="Draft length per round", info=HELP["policy"],
                                   elem_id="policy")
                 with gr.Row():
                     k = gr.Slider(*RANGES["k"], value=d.k, step=1, precision=0, label="k: the fixed k, or the most a round drafts",
@@ -163,7 +150,7 @@ def build(config: PageConfig) -> LiveTab:
                                            info=HELP["tree_width"], elem_id="tree_width", min_width=160)
                 with gr.Accordion("More settings", open=False, elem_id="more-settings"):
                     raw = gr.Checkbox(value=d.raw, label="Raw prompt", info=HELP["raw"], elem_id="raw")
-                    vocab_method = gr.Radio(list(VOCAB_METHODS), value=d.vocab_method, label="Draft with another tokenizer",
+                    vocab_method = gr.Radio(VOCAB_METHODS.labelled(), value=d.vocab_method, label="Draft with another tokenizer",
                                             info=HELP["vocab_method"], elem_id="vocab_method")
                     early_exit_layers = gr.Number(d.early_exit_layers, precision=0, minimum=0, label="Early-exit layers",
                                                   info=HELP["early_exit_layers"], elem_id="early_exit_layers")
@@ -194,7 +181,7 @@ def build(config: PageConfig) -> LiveTab:
 def k_for_policy(policy: str, k: int | float) -> int:
     """k after the policy radio changes: the new policy's default when k was the old one's
     (16, a cap, is no fixed k to start from), else the k the user chose."""
-    others = {default_k(p) for p in POLICIES if p != policy}
+    others = {default_k(p) for p in POLICIES.names if p != policy}
     return default_k(policy) if int(k) in others else int(k)
 
 

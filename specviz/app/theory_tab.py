@@ -20,6 +20,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.settings import MAX_K
 from specviz.viz.tree_payoff import payoff_figure, payoff_html, tree_payoff
+from specviz.choices import FIXED
 
 # Until a run measures them ("Use the last run" fills the sliders): round illustrative figures,
 # a drafted token a fifth of a target pass, and a typical acceptance for a same-family pair.
@@ -86,7 +87,7 @@ def prediction(spec: Trace | None, plain: Trace | None):
     k, else the mean drafted per round)."""
     if spec is None or spec.mode != "speculative" or not spec.events:
         return None
-    fixed = spec.settings.get("policy") == "fixed"
+    fixed = spec.settings.get("policy") == FIXED
     cost = spec.meta.get("cost_model") if isinstance(spec.meta.get("cost_model"), dict) else {}
     verify = cost.get("verify") if isinstance(cost.get("verify"), dict) else None
     return viz.predict(spec.summary, spec.events, k=spec.settings.get("k") if fixed else None,

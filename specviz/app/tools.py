@@ -11,6 +11,7 @@ from dataclasses import asdict
 import gradio as gr
 
 from specviz import theory
+from specviz.choices import FIXED, MODEL
 from specviz.app import runner
 from specviz.app.config import PageConfig
 from specviz.app.live import session_of
@@ -83,7 +84,7 @@ def lossless_check(p: str, q: str, samples: int = 200_000, seed: int = 0) -> str
                        "predicted_acceptance": r.overlap, "samples": r.samples})
 
 
-def export_settings(format: str, pair: str = "qwen-coder", drafter: str = "model", k: int = 4) -> str:
+def export_settings(format: str, pair: str = "qwen-coder", drafter: str = MODEL, k: int = 4) -> str:
     """A pair, drafter and draft length as the command or code that runs them in another engine.
 
     Args:
@@ -98,7 +99,7 @@ def export_settings(format: str, pair: str = "qwen-coder", drafter: str = "model
     from specviz.production import found
     from specviz.production.export import export
 
-    settings = from_request({"drafter": drafter, "k": k, "policy": "fixed"})
+    settings = from_request({"drafter": drafter, "k": k, "policy": FIXED})
     return json.dumps(export(found.from_settings(pair, settings), format).to_dict())
 
 

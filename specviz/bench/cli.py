@@ -28,9 +28,10 @@ from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, se
 from specviz.bench.summary import summarise
 from specviz.errors import UserError
 from specviz.settings import HELP as SETTING_HELP
-from specviz.settings import MAX_K, PRECISION_HELP, PRECISIONS, RUNTIME_CHOICES, default_k
+from specviz.choices import LLAMACPP, POLICIES
+from specviz.engine.cli import add_precision, add_runtime
+from specviz.settings import MAX_K, default_k
 
-HELP = "benchmark specviz against transformers' generate on one pair"
 DEFAULT_KS = "2,4"
 
 
@@ -41,17 +42,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="prompt file, .json or .jsonl (default: the bundled set)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--k", default=DEFAULT_KS, help=f"fixed draft lengths to compare, comma-separated (default: {DEFAULT_KS})")
-    parser.add_argument("--k-max", type=int, default=default_k("cost-aware"), help="upper bound of adaptive k (default: %(default)s, as the page's)")
+    parser.add_argument("--k-max", type=int, default=default_k(POLICIES.default), help="upper bound of adaptive k (default: %(default)s, as the page's)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); above 0 samples")
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per method and prompt; the median counts")
     parser.add_argument("--methods", help="comma-separated subset of: " + ", ".join(dict.fromkeys(default_methods([4]) + default_methods([4], cross_tokenizer=True))).replace("k4", "k<K>")
                         + " (default: all of the first set; for a draft with its own tokenizer, hf-plain, hf-universal*, sv-plain, sv-k<K>, sv-text and sv-intersection)")
     parser.add_argument("--limit", type=int, help="run only the first N prompts (alternating code and prose)")
     parser.add_argument("--prompt-ids", help="comma-separated prompt ids to run")
-    parser.add_argument("--dtype", choices=PRECISIONS, help=PRECISION_HELP)
+    add_precision(parser)
     parser.add_argument("--device", help="cpu or cuda (default: cuda when present)")
-    parser.add_argument("--runtime", choices=RUNTIME_CHOICES, default="auto", help=SETTING_HELP["runtime"] + " (default: %(default)s); "
-                        "on llama.cpp the default methods are lc-plain, lc-lookup (llama-cpp-python's own) and specviz's")
+    add_runtime(parser, "; on llama.cpp the default methods are lc-plain, lc-lookup (llama-cpp-python's own) and specviz's")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
     parser.add_argument("--fp32-draft", action="store_true",
                         help="keep the draft in the pair's dtype on a CPU (default there: int8, for both libraries)")
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     pair = load(args.pair, with_draft=any(m.needs_draft for m in methods) or not args.methods, device=args.device, dtype=args.dtype,
                 int8_draft=False if args.fp32_draft else None, runtime=args.runtime)
     load_s = time.perf_counter() - t0
-    if not args.methods and pair.runtime == "llama.cpp":
+    if not args.methods and pair.runtime == LLAMACPP:
         methods = [parse_method(n) for n in default_methods(ks, runtime=pair.runtime)]
     if not args.methods and pair.cross_tokenizer:
         methods = [parse_method(n) for n in default_methods(ks, cross_tokenizer=True)]

@@ -16,6 +16,7 @@ import torch
 from specviz.bench import hf_baselines
 from specviz.bench.methods import Method, Sample, run_llamacpp, run_llamacpp_tool, run_specviz, run_transformers, sv_settings
 from specviz.bench.prompts import BenchPrompt, alternating
+from specviz.choices import POLICIES
 from specviz.settings import GenerationSettings, default_k
 
 WARMUP_TOKENS = 8
@@ -26,7 +27,7 @@ class BenchOptions:
     max_new_tokens: int = 128
     temperature: float = 0.0
     repeats: int = 1
-    k_max: int = default_k("cost-aware")  # the upper bound of adaptive k, and the lookup / early-exit draft length
+    k_max: int = default_k(POLICIES.default)  # the upper bound of adaptive k, and the lookup / early-exit draft length
     seed: int = 0
     warmup: bool = True
 

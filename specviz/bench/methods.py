@@ -10,11 +10,9 @@ llama-cpp-python's own `Llama.generate` (on a pair loaded on the llama.cpp runti
     sv-adaptive-min       the same with events reduced to the minimum: the event stream's cost
     sv-heuristic          speculative, draft model, transformers' +2/-1 schedule
     sv-tree{N}x{B}        speculative, a token tree of N nodes, at most B children each, from the draft model
-    sv-lookup             speculative, prompt-lookup drafter (no draft model), cost-aware
-    sv-early-exit         speculative, the target's own first layers as the drafter, cost-aware
-    sv-suffix             speculative, suffix decoding (a tree from earlier matches, no draft model), cost-aware;
-                          every run starts from a fresh structure: its corpus is the prompt and its own output
-    sv-lookahead          speculative, lookahead decoding (the target's Jacobi window), cost-aware
+    sv-{drafter}          speculative with any other drafter of `choices.DRAFTERS` (lookup,
+                          early-exit, suffix, lookahead, ...), cost-aware; a suffix run starts
+                          from a fresh structure: its corpus is the prompt and its own output
     sv-text               a draft with another tokenizer, drafting through text, cost-aware
     sv-intersection       the same, drafting on the shared vocabulary, cost-aware
     hf-plain              transformers, target alone
@@ -54,6 +52,7 @@ from typing import Any
 import torch
 
 from specviz.bench import hf_baselines
+from specviz.choices import DRAFTERS, FIXED, HEURISTIC, LLAMACPP, MODEL, POLICIES, TORCH, TREE
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
 from specviz.models.timing import sync
@@ -73,14 +72,16 @@ class Method:
     k: int | None = None  # fixed draft length; None: adaptive / the library's default schedule
     tree: tuple[int, int] | None = None  # specviz token tree: (nodes, width)
     record: str = "full"  # specviz only: "full" or "minimal" events
-    policy: str = "cost-aware"  # specviz's draft-length policy when k is None
+    policy: str = POLICIES.default  # specviz's draft-length policy when k is None
     vocab_method: str | None = None  # specviz, a draft with another tokenizer: "text" or "intersection"
     gathered: bool = False  # transformers only: LM heads fed rows of their own (hf_baselines.gathered_heads)
     packed: bool = False  # transformers only: linear layers through packed weights (hf_baselines.packed_layers)
 
     @property
     def needs_draft(self) -> bool:
-        return self.kind in ("speculative", "assisted", "tree", "universal")
+        if self.kind in DRAFTERS:
+            return DRAFTERS[self.kind].needs_draft
+        return self.kind in ("speculative", "assisted", "universal")
 
     @property
     def cross_tokenizer(self) -> bool:
@@ -119,12 +120,12 @@ class Sample:
 RECORDED = ("tokens_per_s", "wall_s", "new_tokens", "token_ids")
 
 
-def default_methods(ks: list[int], *, cross_tokenizer: bool = False, runtime: str = "torch") -> list[str]:
+def default_methods(ks: list[int], *, cross_tokenizer: bool = False, runtime: str = TORCH) -> list[str]:
     """The methods a run compares when --methods is not given; for a pair whose draft has
     another tokenizer, transformers' universal assisted generation and the two vocab methods
     take the place of same-tokenizer assisted generation and the tree; on the llama.cpp
     runtime llama-cpp-python's own plain and prompt-lookup decoding are the references."""
-    if runtime == "llama.cpp":
+    if runtime == LLAMACPP:
         return ["lc-plain", "lc-lookup", "sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-lookup", "sv-suffix", "sv-lookahead"]
     if cross_tokenizer:
         return (
@@ -138,6 +139,13 @@ def default_methods(ks: list[int], *, cross_tokenizer: bool = False, runtime: st
     )
 
 
+def drafter_methods() -> tuple[str, ...]:
+    """The drafters that are a bench method of their own, `sv-<name>`: all but the draft
+    model's chain and tree, whose methods name their k (sv-k<K>, sv-adaptive) or tree
+    (sv-tree<N>x<B>)."""
+    return tuple(d for d in DRAFTERS.names if d not in (MODEL, TREE))
+
+
 def parse_method(name: str) -> Method:
     for suffix, field_name in VARIANTS.items():
         base = name.removesuffix(suffix)
@@ -147,11 +155,8 @@ def parse_method(name: str) -> Method:
         "sv-plain": Method(name, "sv", "plain"),
         "sv-adaptive": Method(name, "sv", "speculative"),
         "sv-adaptive-min": Method(name, "sv", "speculative", record="minimal"),
-        "sv-heuristic": Method(name, "sv", "speculative", policy="heuristic"),
-        "sv-lookup": Method(name, "sv", "lookup"),
-        "sv-early-exit": Method(name, "sv", "early-exit"),
-        "sv-suffix": Method(name, "sv", "suffix"),
-        "sv-lookahead": Method(name, "sv", "lookahead"),
+        "sv-heuristic": Method(name, "sv", "speculative", policy=HEURISTIC),
+        **{f"sv-{d}": Method(name, "sv", d) for d in drafter_methods()},
         "sv-text": Method(name, "sv", "speculative", vocab_method="text"),
         "sv-intersection": Method(name, "sv", "speculative", vocab_method="intersection"),
         "hf-plain": Method(name, "hf", "plain"),
@@ -165,7 +170,7 @@ def parse_method(name: str) -> Method:
         return fixed[name]
     t = re.fullmatch(r"sv-tree(\d+)x(\d+)", name)
     if t and 1 <= int(t.group(1)) <= 64 and 1 <= int(t.group(2)) <= 8:
-        return Method(name, "sv", "tree", tree=(int(t.group(1)), int(t.group(2))))
+        return Method(name, "sv", TREE, tree=(int(t.group(1)), int(t.group(2))))
     ll = re.fullmatch(r"ll-spec-k(\d+)", name)
     if ll and 1 <= int(ll.group(1)) <= 16:
         return Method(name, "ll", "speculative", k=int(ll.group(1)))
@@ -175,8 +180,8 @@ def parse_method(name: str) -> Method:
         family, kind = {"sv-k": ("sv", "speculative"), "hf-assisted-k": ("hf", "assisted"), "hf-universal-k": ("hf", "universal")}[m.group(1)]
         return Method(name, family, kind, k=k)
     raise UserError(
-        f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, sv-lookup, "
-        "sv-early-exit, sv-suffix, sv-lookahead, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
+        f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, "
+        f"{', '.join('sv-' + d for d in drafter_methods())}, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
         "hf-universal, hf-universal-k<K>, hf-lookup, lc-plain, lc-lookup or ll-spec-k<K> (K from 1 to 16, N to 64, B to 8); "
         f"a transformers method other than hf-lookup may end in {GATHERED} or {PACKED}"
     )
@@ -194,11 +199,11 @@ def check_pair(pair, methods: list[Method]) -> None:
     families = {m.family for m in methods}
     if "hf" in families and missing(pair.runtime, HF_GENERATE):
         raise UserError(f"the hf-* methods: {missing(pair.runtime, HF_GENERATE)}; run them with --runtime torch")
-    if families & {"lc", "ll"} and pair.runtime != "llama.cpp":
+    if families & {"lc", "ll"} and pair.runtime != LLAMACPP:
         raise UserError("the lc-* and ll-* methods run llama.cpp on the pair's GGUF files: run them with --runtime llama.cpp")
     cross = pair.cross_tokenizer
     if cross:
-        same_only = [m.name for m in methods if m.kind == "assisted" or m.kind == "tree"]
+        same_only = [m.name for m in methods if m.kind == "assisted" or m.kind == TREE]
         if same_only:
             raise UserError(
                 f"pair {pair.name}'s draft has its own tokenizer: {', '.join(same_only)} need a draft that shares the target's tokenizer; "
@@ -217,14 +222,14 @@ def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> Generat
     """The specviz settings one method runs with; `base` holds temperature, length, seed."""
     if method.kind == "plain":
         return replace(base, mode="plain")
-    if method.kind == "tree":
+    if method.kind == TREE:
         nodes, width = method.tree
-        return replace(base, mode="speculative", drafter="tree", k=k_max, policy="fixed", tree_nodes=nodes, tree_width=width)
-    drafter = {"speculative": "model", "lookup": "lookup", "early-exit": "early-exit", "suffix": "suffix", "lookahead": "lookahead"}[method.kind]
+        return replace(base, mode="speculative", drafter=TREE, k=k_max, policy=FIXED, tree_nodes=nodes, tree_width=width)
+    drafter = MODEL if method.kind == "speculative" else method.kind
     if method.vocab_method is not None:
         base = replace(base, vocab_method=method.vocab_method)
     if method.k is not None:
-        return replace(base, mode="speculative", drafter=drafter, k=method.k, policy="fixed")
+        return replace(base, mode="speculative", drafter=drafter, k=method.k, policy=FIXED)
     return replace(base, mode="speculative", drafter=drafter, k=k_max, policy=method.policy)
 
 

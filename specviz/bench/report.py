@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from specviz.choices import LLAMACPP, TORCH
 from specviz.bench.methods import GATHERED, PACKED
 
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
@@ -40,8 +41,8 @@ def _runtime(method: dict, meta: dict) -> str:
     llama.cpp for llama-cpp-python and llama.cpp's own tools."""
     library = method.get("library")
     if library == "specviz":
-        return meta.get("runtime", "torch")
-    return "torch" if library == "transformers" else "llama.cpp"
+        return meta.get("runtime", TORCH)
+    return TORCH if library == "transformers" else LLAMACPP
 
 
 def markdown(result: dict[str, Any]) -> str:

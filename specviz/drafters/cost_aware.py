@@ -27,6 +27,7 @@ import numpy as np
 from specviz import theory
 from specviz.drafters.cost_model import CostModel
 from specviz.drafters.length import DraftLength
+from specviz.choices import COST_AWARE
 
 # The policy's clock: rounds are timed with it (tests replace it to make runs repeatable).
 CLOCK = time.perf_counter
@@ -78,7 +79,7 @@ class CostAwareLength(DraftLength):
     model does; prompt lookup does not): without it each round drafts the best fixed k.
     """
 
-    name = "cost-aware"
+    name = COST_AWARE
 
     def __init__(self, cost: CostModel, k_max: int, *, draft_ms: float | None = None, confidence: bool = True, clock=None):
         super().__init__(k_max)
@@ -238,3 +239,19 @@ class CostAwareLength(DraftLength):
     def _calibrated(self, confidence: float) -> float:
         b = self._bin(confidence)
         return float(self._bin_acc[b] / self._bin_n[b])
+
+
+def make(pair, settings, drafter) -> CostAwareLength:
+    """The cost-aware policy over the pair's measured cost model, charging a drafted token
+    what `drafter` (a `choices.DRAFTERS` entry) costs."""
+    from specviz.choices import FREE, TARGET_LAYERS
+    from specviz.drafters.cost_model import for_pair
+
+    cost = for_pair(pair).copy()
+    if drafter.draft_cost == FREE:  # no model runs to draft, and no draft confidence to stop on
+        return CostAwareLength(cost, settings.k, draft_ms=0.0, confidence=False)
+    if drafter.draft_cost == TARGET_LAYERS:
+        from specviz.drafters.early_exit import target_share
+
+        return CostAwareLength(cost, settings.k, draft_ms=cost.target * target_share(pair, settings))
+    return CostAwareLength(cost, settings.k)

@@ -62,3 +62,24 @@ class EarlyExitForward:
             )
         hidden = dec.norm(last_rows(hidden, keep))
         return self._head(hidden)
+
+
+def layers_for(pair, settings) -> int:
+    """The layers the early-exit drafter uses: the settings' count, or a quarter of the target's."""
+    return settings.early_exit_layers or default_layers(pair.target)
+
+
+def target_share(pair, settings) -> float:
+    """What an early-exit draft step costs as a share of a one-token target pass: L of all layers."""
+    return layers_for(pair, settings) / pair.target.config.num_hidden_layers
+
+
+def make(pair, settings, *, generator=None, history=()):
+    from specviz.drafters.model import ModelDrafter
+    from specviz.lm.cached import CachedLM
+    from specviz.lm.prompt import stop_ids
+    from specviz.lm.sampling import Sampler
+
+    layers = layers_for(pair, settings)
+    lm = CachedLM(EarlyExitForward(pair.target, layers), pair.target.config, pair.device)
+    return ModelDrafter(f"{settings.drafter}-{layers}", lm, Sampler(settings, pair.vocab_size), generator, stop_ids(pair))

@@ -13,12 +13,13 @@ whether a measured yield pays for its pass (`pays`): `drafters.base.TreeBudget`.
 from __future__ import annotations
 
 from typing import Sequence
+from specviz.choices import FIXED, HEURISTIC
 
 
 class DraftLength:
     """A fixed k (policy "fixed")."""
 
-    name = "fixed"
+    name = FIXED
 
     def __init__(self, k: int):
         self.k = k
@@ -52,7 +53,7 @@ class HeuristicLength(DraftLength):
     recent acceptance: +2 after a round where every draft was accepted, -1 after one with a
     rejection (between 1 and `k_max`). Kept so it can be compared with the cost-aware policy."""
 
-    name = "heuristic"
+    name = HEURISTIC
 
     def __init__(self, k_max: int, threshold: float = 0.4, start: int | None = None):
         super().__init__(start or k_max)
@@ -66,3 +67,11 @@ class HeuristicLength(DraftLength):
         if drafted == 0:
             return
         self.k = min(self.k_max, self.k + 2) if accepted == drafted else max(1, self.k - 1)
+
+
+def fixed(pair, settings, drafter) -> DraftLength:
+    return DraftLength(settings.k)
+
+
+def heuristic(pair, settings, drafter) -> HeuristicLength:
+    return HeuristicLength(settings.k, threshold=settings.adaptive_threshold)

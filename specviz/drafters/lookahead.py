@@ -38,6 +38,7 @@ import torch
 
 from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, tree_or_chain
 from specviz.lm import rows
+from specviz.choices import LOOKAHEAD
 
 # A node's chance of acceptance: a running acceptance per depth (the share of checked nodes
 # at that depth the target accepted), from this prior worth PRIOR_WEIGHT nodes; a node's
@@ -54,7 +55,7 @@ MAX_PROBE_WAIT = 256
 
 
 class LookaheadDrafter:
-    name = "lookahead"
+    name = LOOKAHEAD
 
     def __init__(self, window: int = 4, ngram: int = 3, candidates: int = 4, *, seed: int = 0):
         if window < 1 or ngram < 3 or candidates < 1:
@@ -94,7 +95,7 @@ class LookaheadDrafter:
             n = budget.tree_nodes(chances, len(ride_tokens))
         tokens, parents, origins, depth = tokens[:n], parents[:n], origins[:n], depth[:n]
         window_shown = [[root, *self.levels[0][1:]], *[list(level) for level in self.levels[1:]]]
-        source = {"method": "lookahead", "window": window_shown if riding else [], "origins": origins,
+        source = {"method": LOOKAHEAD, "window": window_shown if riding else [], "origins": origins,
                   "window_on": riding, "ngrams": [], "ride": len(ride_tokens),
                   "note": "" if n or riding else "no n-gram starts with the last token, and the window is resting"}
         self._last = {"parents": parents, "depth": depth, "riding": riding, "source": source}
@@ -238,3 +239,7 @@ def trie(grams: list[tuple[tuple[int, ...], str]]) -> tuple[list[int], list[int]
                 depth.append(d)
             at = node
     return tokens, parents, origins, depth
+
+
+def make(pair, settings, *, generator=None, history=()) -> LookaheadDrafter:
+    return LookaheadDrafter(settings.lookahead_window, settings.lookahead_ngram, settings.lookahead_candidates)

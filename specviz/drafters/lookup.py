@@ -13,10 +13,11 @@ import time
 import torch
 
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
+from specviz.choices import LOOKUP
 
 
 class LookupDrafter(ChainDrafting):
-    name = "lookup"
+    name = LOOKUP
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
         self.max_ngram = max_ngram
@@ -50,3 +51,7 @@ def find_continuation(context: torch.Tensor, k: int, max_ngram: int = 3, min_ngr
             start = int(hits[-1]) + n  # the latest match
             return context[start : start + k]
     return context[:0]
+
+
+def make(pair, settings, *, generator=None, history=()) -> LookupDrafter:
+    return LookupDrafter()

@@ -78,3 +78,16 @@ class ModelDrafter(ChainDrafting):
 
     def unread(self, context_len: int) -> int:
         return context_len - self._lm.length
+
+
+def make(pair, settings, *, generator=None, history=()) -> "ModelDrafter":
+    """The draft model, drafting a chain (through `cross_vocab` when its tokenizer differs)."""
+    if pair.cross_tokenizer:
+        from specviz.drafters.cross_vocab import make_cross_drafter
+
+        return make_cross_drafter(pair, settings, generator, None if settings.vocab_method == "auto" else settings.vocab_method)
+    from specviz.lm.prompt import stop_ids
+    from specviz.lm.runtime import open_lm
+
+    return ModelDrafter(settings.drafter, open_lm(pair.draft, pair.device), Sampler(settings, pair.vocab_size), generator,
+                        stop_ids(pair))

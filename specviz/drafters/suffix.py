@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, tree_or_chain
+from specviz.choices import SUFFIX
 
 MAX_MATCH = 32  # the longest context suffix looked up
 # The chance a node is accepted once its parent is, by the matched suffix's length: bins
@@ -68,7 +69,7 @@ class SuffixTree:
 
 
 class SuffixDrafter:
-    name = "suffix"
+    name = SUFFIX
 
     def __init__(self, max_nodes: int = 16, min_score: float = 0.1, history: Sequence[Sequence[int]] = ()):
         self.max_nodes = max_nodes
@@ -87,7 +88,7 @@ class SuffixDrafter:
         docs = [*self._history, ctx]
         match = longest_match(docs, ctx, MAX_MATCH)
         tree = grow(docs, match, depth=k, max_nodes=self.max_nodes, min_score=self.min_score) if k > 0 else None
-        source = {"method": "suffix", "matched": ctx[len(ctx) - match.length:].tolist() if match.length else [],
+        source = {"method": SUFFIX, "matched": ctx[len(ctx) - match.length:].tolist() if match.length else [],
                   "occurrences": len(match.ends), "counts": []}
         if tree is None or not tree.tokens:
             self._last = None
@@ -210,3 +211,8 @@ def _bin(length: int) -> int:
 
 def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000
+
+
+def make(pair, settings, *, generator=None, history=()) -> SuffixDrafter:
+    """`history` (a page session's earlier outputs) joins the request's text in the corpus."""
+    return SuffixDrafter(settings.suffix_max_nodes, settings.suffix_min_score, history)

@@ -281,3 +281,15 @@ class TreeDrafter:
 
     def observe(self, logits: torch.Tensor) -> None:
         pass  # its proposals carry no ride nodes
+
+
+def make(pair, settings, *, generator=None, history=()) -> "TreeDrafter":
+    """The draft model's tree of `settings.tree_nodes` nodes, `tree_width` children at most."""
+    from specviz.errors import UserError
+    from specviz.lm.prompt import stop_ids
+    from specviz.lm.runtime import open_lm
+
+    if pair.cross_tokenizer:
+        raise UserError("the tree drafter needs a draft that shares the target's tokenizer; this pair's does not")
+    return TreeDrafter(f"tree-{settings.tree_nodes}x{settings.tree_width}", open_lm(pair.draft, pair.device),
+                       Sampler(settings, pair.vocab_size), stop_ids(pair), nodes=settings.tree_nodes, width=settings.tree_width)

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from specviz.drafters.cost_model import CostModel
 from specviz.drafters.length import DraftLength
+from specviz.choices import COST_AWARE
 
 # A measured yield must reach this share of the plain rate to count as paying: a margin
 # for the spread of a few rounds' token counts.
@@ -23,7 +24,7 @@ PAYS_MARGIN = 0.97
 
 
 class TreeCost(DraftLength):
-    name = "cost-aware"
+    name = COST_AWARE
 
     def __init__(self, cost: CostModel, k_max: int):
         super().__init__(k_max)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from specviz.errors import UserError
 from specviz.lm.runtime import LLAMACPP, RUNTIMES, TORCH
-from specviz.settings import MAX_K, RUNTIME_CHOICES
+from specviz.choices import RUNTIMES as CHOICES
+from specviz.settings import MAX_K
 
 # The acceptance a choice assumes before this pair has run: typical of a same-family pair
 # (measured ones are in docs/BENCHMARKS.md).
@@ -51,8 +52,8 @@ def choose(spec, requested: str = "auto", *, options: dict | None = None, env=os
     """The runtime to load `spec` on, and why. `options`: the load's other options; one that
     only torch has (a device, a precision, a device map) makes `auto` torch, and is refused
     beside an explicit llama.cpp."""
-    if requested not in RUNTIME_CHOICES:
-        raise UserError(f"runtime must be one of {', '.join(RUNTIME_CHOICES)} (got {requested!r})")
+    if requested not in CHOICES:
+        raise UserError(f"runtime must be one of {', '.join(CHOICES.names)} (got {requested!r})")
     def given(x) -> bool:
         return x is not None and str(x).strip().lower() not in ("", "auto", "none")
 
@@ -69,8 +70,8 @@ def choose(spec, requested: str = "auto", *, options: dict | None = None, env=os
     if torch.cuda.is_available():
         return Choice(TORCH, "a GPU is here, and this llama.cpp build runs on the CPU")
     asked = (env.get(ENV) or "auto").strip()
-    if asked not in RUNTIME_CHOICES:
-        raise UserError(f"{ENV} must be one of {', '.join(RUNTIME_CHOICES)} (got {asked!r})")
+    if asked not in CHOICES:
+        raise UserError(f"{ENV} must be one of {', '.join(CHOICES.names)} (got {asked!r})")
     if asked != "auto":
         return Choice(asked, f"{ENV}={asked}")
     why_not = _llamacpp_unusable(spec)

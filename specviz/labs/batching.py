@@ -29,8 +29,8 @@ from specviz import theory
 from specviz.acceptance import VerifyCost
 from specviz.errors import UserError
 from specviz.settings import MAX_K
+from specviz.choices import FIXED
 
-HELP = "time passes over several sequences at once and predict the speedup by batch size"
 BATCH_SIZES = (1, 2, 4, 8)
 PASS_SIZES = (1, 2, 3, 5, 9, MAX_K + 1)  # new tokens per sequence: up to a verify pass at k = 16
 CONTEXT = 160  # cached tokens per sequence before the timed pass (as the cost model measures)
@@ -334,7 +334,7 @@ def measured_alpha(pair, k: int, max_new_tokens: int = 32) -> float:
 
     settings = GenerationSettings(k=k, max_new_tokens=max_new_tokens)
     if "policy" in {f.name for f in fields(GenerationSettings)}:
-        settings = replace(settings, policy="fixed")
+        settings = replace(settings, policy=FIXED)
     return engine.run(pair, DEFAULT_ALPHA_PROMPT, settings).summary.acceptance_rate
 
 

@@ -22,7 +22,6 @@ from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.settings import GenerationSettings, no_draft_help
 
-HELP = "run one prompt at several temperatures: acceptance, tokens per round, speedup"
 DEFAULT_TEMPERATURES = "0,0.3,0.7,1.0"
 SWEEP_MAX_NEW_TOKENS = 48  # short runs: a sweep of four on the bundled pair stays in minutes
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from specviz.choices import TORCH
 from specviz.lm.cached import CachedLM, cached_lm
 from specviz.lm.torch_facts import TorchFacts
 from specviz.lm.tree import TreeByMask
@@ -199,4 +200,4 @@ def loop_name(lm: ModelLM) -> str:
     """Which loop `lm` runs, as traces and the cost model's cache key name it."""
     if isinstance(lm, LeanLM):
         return "lean, packed weights" if lm.packed else "lean"
-    return "transformers" if lm.runtime == "torch" else lm.runtime
+    return "transformers" if lm.runtime == TORCH else lm.runtime

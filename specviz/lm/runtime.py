@@ -14,36 +14,16 @@ page, the CLI and the bench refuse (or grey out) what the loaded runtime lacks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 import torch
 
-TORCH = "torch"
-LLAMACPP = "llama.cpp"
+from specviz.choices import BATCHED, DEVICE_MAP, HF_GENERATE, LLAMACPP, RUNTIMES, TORCH
+from specviz.choices import EARLY_EXIT_PASS as EARLY_EXIT
+from specviz.choices import TREE_PASS as TREE
 
-# What a runtime may offer beyond the interface.
-TREE = "tree"  # feed_tree / keep_path
-EARLY_EXIT = "early-exit"  # a forward through the target's first layers only
-DEVICE_MAP = "device-map"  # a target spread over GPUs, CPU and disk
-HF_GENERATE = "hf-generate"  # transformers' own generate on the same objects (bench references)
-BATCHED = "batched-passes"  # passes over several sequences at once (the batching lab)
-
-
-@dataclass(frozen=True)
-class Runtime:
-    name: str
-    label: str
-    help: str
-    capabilities: frozenset[str]
-
-
-RUNTIMES = {
-    TORCH: Runtime(TORCH, "torch", "transformers' modules in torch, the CPU's own precision (bf16 where native)",
-                   frozenset({TREE, EARLY_EXIT, DEVICE_MAP, HF_GENERATE, BATCHED})),
-    LLAMACPP: Runtime(LLAMACPP, "llama.cpp", "the GGUF files as they are (Q4_K_M underneath), through llama-cpp-python",
-                      frozenset({TREE})),
-}
+__all__ = ["BATCHED", "DEVICE_MAP", "EARLY_EXIT", "HF_GENERATE", "LLAMACPP", "RUNTIMES", "TORCH", "TREE", "LM", "missing",
+           "open_lm", "runtime_of"]
 
 
 def missing(runtime: str, capability: str) -> str | None:

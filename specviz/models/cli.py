@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-HELP = "list the model pairs, or prepare one ahead of time (--prepare NAME)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

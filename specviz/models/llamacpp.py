@@ -19,10 +19,11 @@ import os
 import threading
 from pathlib import Path
 
+from specviz.choices import LLAMACPP
 from specviz.models.errors import MissingModelError
 from specviz.errors import UserError
 
-RUNTIME = "llama.cpp"
+RUNTIME = LLAMACPP
 # Positions a context is made with unless the model's own window is smaller.
 DEFAULT_CONTEXT = 4096
 # Cleared contexts a model keeps for later runs (about the runs at once on one page).

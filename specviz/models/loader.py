@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import torch
 
+from specviz.choices import LLAMACPP, TORCH
 from specviz.models import cache, hub
 from specviz.models.bundled import parts_installed
 from specviz.models.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
@@ -71,7 +72,7 @@ def load_pair(
     device_map: str | None = None,
     max_memory: dict | str | None = None,
     time_target: measured_precision.PassTimer | None = None,
-    runtime: str = "torch",
+    runtime: str = TORCH,
 ) -> ModelPair:
     """Load (or return the already loaded) pair named by `spec`.
 
@@ -86,7 +87,7 @@ def load_pair(
     loads the GGUF files in llama.cpp instead (`llamacpp_pair.py`; the other options do not apply).
     """
     plan = resolve(spec, with_draft=with_draft)
-    if runtime == "llama.cpp":  # the GGUF files as they are: no precision, device or conversion to choose
+    if runtime == LLAMACPP:  # the GGUF files as they are: no precision, device or conversion to choose
         from specviz.models.llamacpp_pair import load_llamacpp_pair
 
         return load_llamacpp_pair(plan, progress=progress)

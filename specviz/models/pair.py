@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from specviz.choices import TORCH
+
 
 @dataclass
 class ModelPair:
@@ -40,7 +42,7 @@ class ModelPair:
     info: dict[str, Any] = field(default_factory=dict)  # sources, sizes, cache state: for display
     draft_tokenizer: Any = None
     vocab_map: Any = None
-    runtime: str = "torch"  # the runtime its models are loaded in: "torch" or "llama.cpp" (lm.runtime)
+    runtime: str = TORCH  # the runtime its models are loaded in (choices.RUNTIMES)
 
     @property
     def cross_tokenizer(self) -> bool:
@@ -51,7 +53,7 @@ class ModelPair:
     def precision(self) -> str:
         """The target's precision: "float32", "bfloat16", "float16" or "int8"; on llama.cpp the
         GGUF file's own (as llama.cpp describes it, e.g. "Q4_K - Medium")."""
-        if self.runtime != "torch":
+        if self.runtime != TORCH:
             return _file_type(self.target)
         return "int8" if self.dtype == torch.qint8 else str(self.dtype).removeprefix("torch.")
 
@@ -61,7 +63,7 @@ class ModelPair:
         was loaded in (the target's, float32 beside an int8 target); None without a draft."""
         if self.draft is None:
             return None
-        if self.runtime != "torch":
+        if self.runtime != TORCH:
             return _file_type(self.draft)
         return (self.info.get("draft", {}).get("precision") or self.info.get("precision", {}).get("draft")
                 or str(next(self.draft.parameters()).dtype).removeprefix("torch."))

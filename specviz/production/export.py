@@ -26,6 +26,7 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
+from specviz.choices import EARLY_EXIT, LOOKUP, MODEL, SUFFIX, TREE
 from specviz.errors import UserError
 from specviz.production.found import Found
 
@@ -70,19 +71,19 @@ def _lacks(fmt: str, language: str, found: Found, what: str) -> Exported:
 
 
 def _hub(found: Found, fmt: str) -> tuple[str, str | None]:
-    if not found.target.hub_id or (found.draft is not None and found.drafter in ("model", "tree") and not found.draft.hub_id):
+    if not found.target.hub_id or (found.draft is not None and found.drafter in (MODEL, TREE) and not found.draft.hub_id):
         raise UserError(f"{fmt} loads models by Hub id or folder, and the pair {found.pair!r} names none")
     return found.target.hub_id, found.draft.hub_id if found.draft is not None else None
 
 
 def _vllm(found: Found) -> Exported:
-    if found.drafter not in ("model", "lookup", "suffix"):
+    if found.drafter not in (MODEL, LOOKUP, SUFFIX):
         return _lacks("vllm", "bash", found, "vLLM's --speculative-config")
     target, draft = _hub(found, "vLLM")
     notes = ["Per-request acceptance: add --per-request-spec-decode-metrics summary."]
-    if found.drafter == "model":
+    if found.drafter == MODEL:
         config = {"model": draft, "num_speculative_tokens": found.k}
-    elif found.drafter == "suffix":
+    elif found.drafter == SUFFIX:
         # vLLM's suffix decoding speculates up to this many tokens a step, as the run's tree had at most this many nodes.
         config = {"method": "suffix", "num_speculative_tokens": found.suffix_max_nodes or found.k}
         notes.append("Suffix decoding needs Arctic Inference (pip install arctic-inference); vLLM's suffix trees also "
@@ -97,14 +98,14 @@ def _vllm(found: Found) -> Exported:
 def _sglang(found: Found) -> Exported:
     target, draft = _hub(found, "SGLang")
     head = f"python -m sglang.launch_server --model-path {shlex.quote(target)}"
-    if found.drafter == "model":
+    if found.drafter == MODEL:
         args = (f"--speculative-algorithm STANDALONE --speculative-draft-model-path {shlex.quote(draft)} "
                 f"--speculative-num-steps {found.k} --speculative-eagle-topk 1 --speculative-num-draft-tokens {found.k + 1}")
-    elif found.drafter == "tree":
+    elif found.drafter == TREE:
         args = (f"--speculative-algorithm STANDALONE --speculative-draft-model-path {shlex.quote(draft)} "
                 f"--speculative-num-steps {found.k} --speculative-eagle-topk {found.tree_width} "
                 f"--speculative-num-draft-tokens {found.tree_nodes + 1}")
-    elif found.drafter == "lookup":
+    elif found.drafter == LOOKUP:
         args = f"--speculative-algorithm NGRAM --speculative-num-draft-tokens {found.k + 1}"
     else:
         return _lacks("sglang", "bash", found, "SGLang's --speculative-algorithm")
@@ -112,12 +113,12 @@ def _sglang(found: Found) -> Exported:
 
 
 def _llamacpp(found: Found) -> Exported:
-    if found.drafter not in ("model", "lookup"):
+    if found.drafter not in (MODEL, LOOKUP):
         return _lacks("llamacpp", "bash", found, "llama-server")
-    if not found.target.gguf or (found.drafter == "model" and not (found.draft and found.draft.gguf)):
+    if not found.target.gguf or (found.drafter == MODEL and not (found.draft and found.draft.gguf)):
         raise UserError(f"llama.cpp runs GGUF files, and the pair {found.pair!r} has none")
     head = f"llama-server -m {shlex.quote(found.target.gguf)}"
-    if found.drafter == "model":
+    if found.drafter == MODEL:
         # The draft model loads with -md, but drafts only with --spec-type draft-simple (default: none).
         args = f"-md {shlex.quote(found.draft.gguf)} --spec-type draft-simple --spec-draft-n-max {found.k} --spec-draft-n-min 0"
     else:
@@ -132,12 +133,12 @@ def _transformers(found: Found) -> Exported:
     lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", "",
              f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
              f"model = AutoModelForCausalLM.from_pretrained({target!r})"]
-    if found.drafter == "model":
+    if found.drafter == MODEL:
         lines.append(f"assistant = AutoModelForCausalLM.from_pretrained({draft!r})")
         kwargs = f"assistant_model=assistant, num_assistant_tokens={found.k}, num_assistant_tokens_schedule=\"constant\""
-    elif found.drafter == "lookup":
+    elif found.drafter == LOOKUP:
         kwargs = f"prompt_lookup_num_tokens={found.k}"
-    elif found.drafter == "early-exit":
+    elif found.drafter == EARLY_EXIT:
         kwargs = f"assistant_early_exit={found.early_exit_layers}"
     else:
         return _lacks("transformers", "python", found, "transformers' generate")
@@ -151,7 +152,7 @@ def _transformers(found: Found) -> Exported:
 
 
 def _llama_cpp_python(found: Found) -> Exported:
-    if found.drafter != "lookup":
+    if found.drafter != LOOKUP:
         return _lacks("llama-cpp-python", "python", found, "llama-cpp-python (its only drafter is prompt lookup)")
     if not found.target.gguf:
         raise UserError(f"llama-cpp-python runs GGUF files, and the pair {found.pair!r} has none")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from specviz.settings import DEFAULTS, DRAFTERS, GenerationSettings, default_k
+from specviz.choices import DRAFTERS, FIXED
+from specviz.settings import DEFAULTS, GenerationSettings, default_k
 
-HELP = "write what a run found (the pair, drafter and best k) as a vLLM, SGLang, llama.cpp or transformers command"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", required=True, choices=FORMATS, help="the engine to export to")
     parser.add_argument("--trace", metavar="FILE", help="a speculative run's trace (generate --json, or the page's download)")
     parser.add_argument("--pair", default=None, help="a model pair preset, without --trace (default: qwen-coder)")
-    parser.add_argument("--drafter", choices=DRAFTERS, default=DEFAULTS.drafter, help="without --trace (default: %(default)s)")
-    parser.add_argument("--k", type=int, default=default_k("fixed"), help="draft length, without --trace (default: %(default)s)")
+    parser.add_argument("--drafter", choices=DRAFTERS.names, default=DEFAULTS.drafter, help="without --trace (default: %(default)s)")
+    parser.add_argument("--k", type=int, default=default_k(FIXED), help="draft length, without --trace (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print one JSON object: format, language, text, notes")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from specviz import acceptance
 from specviz.errors import UserError
 from specviz.events import Event, Trace
+from specviz.choices import FIXED
 from specviz.settings import MAX_K, GenerationSettings, default_k
 
 @dataclass
@@ -28,7 +29,7 @@ class Found:
     pair: str
     target: Model
     draft: Model | None
-    drafter: str  # settings' drafter name (settings.DRAFTERS)
+    drafter: str  # a choices.DRAFTERS name
     k: int  # the fixed draft length to export
     k_reason: str  # where k came from, in words
     policy_mean_k: float | None = None  # mean k of the run's drafting rounds
@@ -95,7 +96,7 @@ def from_trace(trace: Trace) -> Found:
     elif hindsight == 0:
         k, why = max(1, round(mean_k or 1)), "the run's mean k (no fixed k paid in it)"
     else:
-        k = default_k("fixed")
+        k = default_k(FIXED)
         why = (f"the run drafted nothing to learn from (its policy found plain decoding faster), so the fixed policy's "
                f"default")
     target, draft = models_of(trace.pair)

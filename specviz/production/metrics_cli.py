@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 
-HELP = "read an engine's speculative metrics (vLLM, SGLang, llama.cpp) and predict what its drafting gains"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

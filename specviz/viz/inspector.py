@@ -15,9 +15,10 @@ from specviz.events import RoundEvent
 from specviz.viz.palette import DRAFT, OVERLAP, RESIDUAL, TARGET, empty_figure, style_figure
 from specviz.viz.text import EMPTY_MARK, esc, label_html, quoted, visible_text
 from specviz.viz.tokens import fmt_prob, fmt_ratio, ratio, round_is_greedy
+from specviz.choices import LOOKAHEAD, SUFFIX
 
 # Who proposed a round's tokens, by the draft-free method that did (the draft model otherwise).
-PROPOSERS = {"suffix": "suffix decoding's speculation tree", "lookahead": "lookahead's n-grams"}
+PROPOSERS = {SUFFIX: "suffix decoding's speculation tree", LOOKAHEAD: "lookahead's n-grams"}
 NEAR_TIE_LOGITS = 0.5  # a top-2 logit gap this small can flip between a 1-token and a k-token pass
 
 

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
+from specviz.choices import LLAMACPP, TORCH
 from specviz.viz.palette import BONUS, NEUTRAL, TARGET, empty_figure, style_figure
 
-COLOURS = {"torch": BONUS, "llama.cpp": TARGET}
+COLOURS = {TORCH: BONUS, LLAMACPP: TARGET}
 
 
 def runtime_curves(trace) -> tuple[dict, str | None]:
@@ -24,7 +25,7 @@ def runtime_curves(trace) -> tuple[dict, str | None]:
     if trace is None:
         return {}, None
     meta = trace.meta or {}
-    runtime = meta.get("runtime") or "torch"
+    runtime = meta.get("runtime") or TORCH
     curves = dict(meta.get("runtime_costs") or {})
     cost = meta.get("cost_model") if isinstance(meta.get("cost_model"), dict) else {}
     if runtime not in curves and isinstance(cost.get("verify"), dict):

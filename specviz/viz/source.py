@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from specviz.events import CandidateSource, RoundEvent
 from specviz.viz.text import esc, token_inner_html
+from specviz.choices import SUFFIX
 
 DECISION_WORDS = {"accepted": "accepted", "rejected": "rejected", "unchecked": "not checked"}
 
@@ -30,7 +31,7 @@ def source_html(event: RoundEvent) -> str:
     src = event.source
     if src is None:
         return f'<p class="sv-muted">Round {event.index} was not drafted by a draft-free tree method.</p>'
-    body = _suffix(event, src) if src.method == "suffix" else _lookahead(event, src)
+    body = _suffix(event, src) if src.method == SUFFIX else _lookahead(event, src)
     note = f'<p class="sv-muted">{esc(src.note)}</p>' if src.note else ""
     return f'<div class="specviz-text sv-source" data-method="{esc(src.method)}">{body}{note}</div>'
 

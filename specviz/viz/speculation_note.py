@@ -13,6 +13,7 @@ from __future__ import annotations
 from specviz import theory
 from specviz.events import RoundEvent, Trace
 from specviz.viz.text import esc
+from specviz.choices import COST_AWARE
 
 # Below this share of plain decoding's speed, or speculating in fewer than this share of
 # its rounds, a run gets the note.
@@ -49,7 +50,7 @@ def speculation_note_html(trace: Trace | None) -> str:
              f"and a pass over 8 costs {v8 / v1:.2f}: a guessed token pays for its place only where its chance of "
              f"being accepted is above about {max(0.0, v2 / v1 - 1):.0%}, and a round of 7 guesses only where they "
              f"add {max(0.0, v8 / v1 - 1):.1f} accepted tokens on average.")
-    if trace.summary.policy == "cost-aware":
+    if trace.summary.policy == COST_AWARE:
         why = ("Where its guesses could not clear that, the cost-aware policy kept the round to the next token, "
                "as plain decoding does, and tried again as its estimates recovered.")
     else:

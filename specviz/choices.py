@@ -1,0 +1,192 @@
+"""Every choice a user makes by name, each in one registry: drafters, length policies,
+precisions, runtimes, vocabulary methods and modes.
+
+An entry holds its name, the page's label, a line of help, what it needs and, for drafters
+and policies, its factory. Settings validate against these registries, the page's radios
+and dropdowns list them, the CLI's `choices=` and the bench's `sv-<drafter>` methods read
+them, and `make_drafter` / `make_length` call the factory. Adding a drafter is therefore one
+module and one `DRAFTERS.add(...)` (docs/ARCHITECTURE.md).
+
+A factory is named as "module:function" and imported when a run first makes one, so this
+module stays a leaf that the settings (and `--help`) can import without torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+CHAIN = "chain"  # proposes one line of tokens
+MODEL_TREE = "model-tree"  # grows a tree from the draft model, sized by its node budget
+DRAFT_FREE_TREE = "draft-free-tree"  # a tree without a draft model, sized by the tree cost rule
+
+# Names that code refers to (the drafters and policies it treats apart).
+MODEL = "model"
+TREE = "tree"
+LOOKUP = "lookup"
+EARLY_EXIT = "early-exit"
+SUFFIX = "suffix"
+LOOKAHEAD = "lookahead"
+COST_AWARE = "cost-aware"
+FIXED = "fixed"
+HEURISTIC = "heuristic"
+
+# The runtimes by name (lm.runtime implements them); AUTO lets measurement choose.
+AUTO = "auto"
+TORCH = "torch"
+LLAMACPP = "llama.cpp"
+
+# What a runtime may offer beyond the model interface (lm.runtime).
+TREE_PASS = TREE  # feed_tree / keep_path
+EARLY_EXIT_PASS = EARLY_EXIT  # a forward through the target's first layers only
+DEVICE_MAP = "device-map"  # a target spread over GPUs, CPU and disk
+HF_GENERATE = "hf-generate"  # transformers' own generate on the same objects (bench references)
+BATCHED = "batched-passes"  # passes over several sequences at once (the batching lab)
+
+# What a drafted token costs the cost-aware policy: the draft model's measured pass, nothing
+# (lookup-like: no model runs), or the target's first layers' share of its own pass.
+DRAFT_MODEL_COST = "draft-model"
+FREE = "free"
+TARGET_LAYERS = "target-layers"
+
+
+@dataclass(frozen=True)
+class Choice:
+    name: str
+    label: str  # the page's words
+    help: str  # one line: --help, the API's docs
+    factory: str = ""  # "module:function", imported on first use
+    needs_draft: bool = False  # needs the pair's draft model loaded
+    shape: str = CHAIN  # drafters: CHAIN, MODEL_TREE or DRAFT_FREE_TREE
+    draft_cost: str = DRAFT_MODEL_COST  # drafters: what the cost-aware policy charges per drafted token
+    capability: str = ""  # drafters: a runtime capability it needs (lm.runtime), "" for none
+    adaptive: bool = False  # policies: k is a cap and the policy decides each round's length
+    capabilities: frozenset[str] = field(default_factory=frozenset)  # runtimes: what they offer
+
+    def make(self, *args: Any, **kwargs: Any) -> Any:
+        module, _, name = self.factory.partition(":")
+        make: Callable[..., Any] = getattr(importlib.import_module(module), name)
+        return make(*args, **kwargs)
+
+
+class Registry:
+    """The entries of one choice, in the order the page and --help list them."""
+
+    def __init__(self, kind: str, *entries: Choice, default: str):
+        self.kind = kind
+        self._entries = {e.name: e for e in entries}
+        self.default = default
+
+    def __iter__(self) -> Iterator[Choice]:
+        return iter(list(self._entries.values()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __getitem__(self, name: str) -> Choice:
+        return self._entries[name]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._entries)
+
+    def labelled(self) -> list[tuple[str, str]]:
+        """(label, name) pairs: a gradio Radio's or Dropdown's choices."""
+        return [(e.label, e.name) for e in self]
+
+    def where(self, **wanted: Any) -> tuple[str, ...]:
+        """The names of the entries whose fields have these values."""
+        return tuple(e.name for e in self if all(getattr(e, k) == v for k, v in wanted.items()))
+
+    def add(self, entry: Choice) -> None:
+        if entry.name in self._entries:
+            raise ValueError(f"a {self.kind} named {entry.name!r} is already registered")
+        self._entries[entry.name] = entry
+
+    @contextmanager
+    def added(self, entry: Choice) -> Iterator[Choice]:
+        """`entry` registered for the duration of a with-block (a plug-in's test)."""
+        self.add(entry)
+        try:
+            yield entry
+        finally:
+            del self._entries[entry.name]
+
+
+DRAFTERS = Registry(
+    "drafter",
+    Choice(MODEL, "Draft model", "the pair's draft model, with its own KV cache",
+           "specviz.drafters.model:make", needs_draft=True),
+    Choice(TREE, "Token tree (the draft model's best guesses, verified in one pass)",
+           "the draft model grows a tree of guesses, verified in one target pass",
+           "specviz.drafters.tree:make", needs_draft=True, shape=MODEL_TREE, capability=TREE_PASS),
+    Choice(LOOKUP, "Prompt lookup (n-grams of the prompt, no second model)",
+           "prompt lookup: continue the latest n-gram match in the context", "specviz.drafters.lookup:make", draft_cost=FREE),
+    Choice(EARLY_EXIT, "Early exit (the target's first layers)", "the target's own first L layers, final norm and LM head",
+           "specviz.drafters.early_exit:make", draft_cost=TARGET_LAYERS, capability=EARLY_EXIT_PASS),
+    Choice(SUFFIX, "Suffix (a tree of what followed earlier matches, no second model)",
+           "a speculation tree from what followed the context's longest earlier match",
+           "specviz.drafters.suffix:make", shape=DRAFT_FREE_TREE, draft_cost=FREE, capability=TREE_PASS),
+    Choice(LOOKAHEAD, "Lookahead (the target's own Jacobi guesses, no second model)",
+           "the target's own Jacobi iterations guess n-grams, verified as a tree",
+           "specviz.drafters.lookahead:make", shape=DRAFT_FREE_TREE, draft_cost=FREE, capability=TREE_PASS),
+    default=MODEL,
+)
+
+POLICIES = Registry(
+    "policy",
+    Choice(COST_AWARE, "Cost-aware (most tokens per measured ms)", "the most expected tokens per measured ms",
+           "specviz.drafters.cost_aware:make", adaptive=True),
+    Choice(FIXED, "Fixed k", "k tokens every round", "specviz.drafters.length:fixed"),
+    Choice(HEURISTIC, "Heuristic (transformers' +2/-1 schedule)",
+           "transformers' +2/-1 schedule, a round stopping below a draft confidence", "specviz.drafters.length:heuristic",
+           adaptive=True),
+    default=COST_AWARE,
+)
+
+# What runs the models (lm.runtime): "auto" takes SPECVIZ_RUNTIME, else the one measured
+# faster here (engine.runtime_choice).
+RUNTIMES = Registry(
+    "runtime",
+    Choice(AUTO, "auto (the faster one here)", "SPECVIZ_RUNTIME, else the runtime measured faster on this machine"),
+    Choice(TORCH, "torch", "transformers' modules in torch, the CPU's own precision (bf16 where native)",
+           capabilities=frozenset({TREE_PASS, EARLY_EXIT_PASS, DEVICE_MAP, HF_GENERATE, BATCHED})),
+    Choice(LLAMACPP, "llama.cpp", "the GGUF files as they are (Q4_K_M underneath), through llama-cpp-python",
+           capabilities=frozenset({TREE_PASS})),
+    default=AUTO,
+)
+
+# The target's precision on the torch runtime; models.devices maps each to a dtype.
+PRECISIONS = Registry(
+    "precision",
+    Choice("auto", "auto", "bf16 on CUDA; on a CPU the faster of fp32 and bf16, measured once per machine"),
+    Choice("float32", "float32", "fp32"),
+    Choice("bfloat16", "bfloat16", "bf16"),
+    Choice("int8", "int8", "dynamic int8 weights, fp32 activations (a CPU only)"),
+    default="auto",
+)
+
+# A pair whose draft has another tokenizer drafts through text (re-encoded, point masses)
+# or on the vocabulary both share (q restricted and mapped); "auto" takes the pair's default.
+VOCAB_METHODS = Registry(
+    "vocab method",
+    Choice("auto", "auto (the pair's default)", "the pair's default"),
+    Choice("text", "through text", "the draft's text re-encoded by the target's tokenizer, as point masses"),
+    Choice("intersection", "shared vocabulary", "q restricted to the tokens both vocabularies share, mapped"),
+    default="auto",
+)
+
+MODES = Registry(
+    "mode",
+    Choice("speculative", "Speculative", "draft, then verify in one target pass"),
+    Choice("plain", "Plain (target only)", "the target alone, one token per pass"),
+    default="speculative",
+)
+
+
+def help_line(registry: Registry) -> str:
+    """'name: help; ...' for a command line's --help."""
+    return "; ".join(f"{e.name}: {e.help}" for e in registry)

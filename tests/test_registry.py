@@ -1,0 +1,126 @@
+"""A drafter registered in `choices.DRAFTERS` is found everywhere a drafter is chosen: the
+settings, the page's radio, the CLI's --drafter, the bench's sv-<name>, and the engine, whose
+greedy output with it equals plain greedy output. Also: each choice's names are spelled in
+one place in specviz/ (its registry), so the registries are the only lists to extend."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+
+import pytest
+
+from specviz import choices
+from specviz.choices import DRAFTERS, POLICIES, RUNTIMES
+from specviz.events import RoundEvent
+from specviz.settings import GenerationSettings, SettingsError, from_request
+from tiny_models import tiny_pair
+from toy_drafter import ENTRY
+
+ROOT = Path(__file__).resolve().parents[1] / "specviz"
+
+
+@pytest.fixture
+def toy():
+    with DRAFTERS.added(ENTRY) as entry:
+        yield entry
+
+
+def test_the_settings_take_a_registered_drafter_and_refuse_it_once_it_is_gone(toy):
+    assert from_request({"drafter": toy.name}).drafter == toy.name
+    assert not from_request({"drafter": toy.name}).needs_draft
+
+
+def test_a_drafter_is_refused_when_not_registered():
+    with pytest.raises(SettingsError, match="drafter must be one of model, tree, lookup"):
+        from_request({"drafter": ENTRY.name})
+
+
+def test_the_page_offers_a_registered_drafter(toy):
+    from specviz.app.config import PageConfig
+    from specviz.app.page import build_page
+
+    demo = build_page(PageConfig(default_pair="qwen-coder", preload=False))
+    radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "drafter")
+    assert (toy.label, toy.name) in [tuple(c) for c in radio.choices]
+
+
+def test_the_cli_offers_a_registered_drafter(toy):
+    from specviz.engine import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args(["--prompt", "x", "--drafter", toy.name])
+    assert cli.settings_from(args).drafter == toy.name
+    assert toy.name in parser.format_help()
+
+
+def test_the_bench_runs_a_registered_drafter_as_a_method(toy):
+    from specviz.bench.methods import parse_method, sv_settings
+
+    method = parse_method(f"sv-{toy.name}")
+    assert method.family == "sv" and not method.needs_draft
+    assert sv_settings(method, GenerationSettings(), 16).drafter == toy.name
+
+
+@pytest.mark.parametrize("policy", POLICIES.names)
+def test_a_registered_drafter_runs_in_the_engine_and_greedy_equals_plain(toy, policy):
+    from specviz.engine.generation import run
+
+    pair = tiny_pair("close")
+    prompt = "aaaa bbbb aaaa bbbb"
+    plain = run(pair, prompt, GenerationSettings(mode="plain", max_new_tokens=24))
+    spec = run(pair, prompt, GenerationSettings(drafter=toy.name, policy=policy, k=4, max_new_tokens=24))
+    assert spec.token_ids == plain.token_ids
+    if policy == "fixed":  # the others may rightly stop drafting on a slow or busy machine
+        assert sum(len(e.drafted) for e in spec.events if isinstance(e, RoundEvent)) > 0
+
+
+def _literals(path: Path) -> list[tuple[str, int]]:
+    """The string literals of a module, less its docstrings."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.value, n.lineno) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+# The same word naming something else: a library (torch's version, llama.cpp the engine), a
+# bench method kind shared by several libraries ("lookup"), an engine's own method name.
+OTHER_MEANINGS = {
+    ("bench/cli.py", "torch"), ("drafters/cost_model.py", "torch"), ("engine/runtime_choice.py", "torch"),
+    ("models/precision.py", "torch"), ("bench/resume.py", "torch"), ("bench/methods.py", "llama.cpp"),
+    ("production/metrics.py", "llama.cpp"), ("bench/methods.py", "lookup"), ("production/export.py", "suffix"),
+}
+
+
+def test_each_drafters_policys_and_runtimes_name_is_spelled_once():
+    names = {n for r in (DRAFTERS, POLICIES, RUNTIMES) for n in r.names if n not in ("model", "auto")}
+    spelled = [(str(p.relative_to(ROOT)), value, line) for p in sorted(ROOT.rglob("*.py")) if p.name != "choices.py"
+               for value, line in _literals(p) if value in names]
+    stray = [f"{path}:{line} {value!r}" for path, value, line in spelled if (path, value) not in OTHER_MEANINGS]
+    assert not stray, "use the registry's constant (specviz/choices.py) instead:\n" + "\n".join(stray)
+
+
+def test_the_spelling_check_finds_a_name_written_out(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""tree in a docstring is fine"""\nif settings.drafter == "tree":\n    pass\n')
+    assert [v for v, _ in _literals(probe) if v in DRAFTERS] == ["tree"]
+
+
+def test_each_registry_entry_is_complete():
+    for registry in (DRAFTERS, POLICIES):
+        for entry in registry:
+            assert entry.label and entry.help and callable(_factory(entry)), entry.name
+    for name in RUNTIMES.names:
+        assert RUNTIMES[name].help
+    assert choices.help_line(POLICIES).count(";") == len(POLICIES.names) - 1
+
+
+def _factory(entry):
+    import importlib
+
+    module, _, name = entry.factory.partition(":")
+    return getattr(importlib.import_module(module), name)
