@@ -25,7 +25,8 @@ import torch  # noqa: E402
 from specviz import engine  # noqa: E402
 from specviz.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.models import clear_loaded, load_pair  # noqa: E402
-from specviz.models.devices import choose_device, choose_precision  # noqa: E402
+from specviz.models.devices import choose_device  # noqa: E402
+from specviz.models.precision import choose_precision  # noqa: E402
 from specviz.drafters.cost_model import model_pass_ms  # noqa: E402
 from specviz.models.precision import cache_file, timer_name  # noqa: E402
 from specviz.models.sources import resolve  # noqa: E402

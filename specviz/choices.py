@@ -34,6 +34,8 @@ COST_AWARE = "cost-aware"
 FIXED = "fixed"
 HEURISTIC = "heuristic"
 
+INT8 = "int8"  # the precision whose target is quantized (models.devices)
+
 # The runtimes by name (lm.runtime implements them); AUTO lets measurement choose.
 AUTO = "auto"
 TORCH = "torch"
@@ -165,7 +167,7 @@ PRECISIONS = Registry(
     Choice("auto", "auto", "bf16 on CUDA; on a CPU the faster of fp32 and bf16, measured once per machine"),
     Choice("float32", "float32", "fp32"),
     Choice("bfloat16", "bfloat16", "bf16"),
-    Choice("int8", "int8", "dynamic int8 weights, fp32 activations (a CPU only)"),
+    Choice(INT8, "int8", "dynamic int8 weights, fp32 activations (a CPU only)"),
     default="auto",
 )
 

@@ -12,7 +12,8 @@ from specviz import engine
 from specviz.drafters.cost_model import SPREAD_SIZES
 from specviz.engine.load import load
 from specviz.models import clear_loaded
-from specviz.models.devices import Placement, choose_placement, choose_precision, parse_max_memory, room_for, spread_over
+from specviz.models.devices import Placement, choose_placement, parse_max_memory, room_for, spread_over
+from specviz.models.precision import choose_precision
 from specviz.models.errors import DeviceError
 from specviz.models.small_batch import _few_rows_forward
 from specviz.settings import GenerationSettings

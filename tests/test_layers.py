@@ -46,6 +46,7 @@ def imports(path: Path, package: str | None = None) -> set[str]:
                 found |= {f"specviz.{a.name}" for a in node.names}
             elif name.startswith("specviz."):
                 found.add(name)
+                found |= {f"{name}.{a.name}" for a in node.names}  # a submodule, where one is named
     return found
 
 
@@ -73,5 +74,60 @@ def test_the_checker_catches_a_backward_import(tmp_path):
     bad = tmp_path / "probe.py"
     bad.write_text("def f():\n    from specviz.engine import start\n    from ..viz import text\n")
     found = imports(bad, package="specviz.drafters")
-    assert found == {"specviz.engine", "specviz.viz"}
+    assert found == {"specviz.engine", "specviz.engine.start", "specviz.viz", "specviz.viz.text"}
     assert all(rank(layer(name)) > rank("drafters") for name in found)
+
+
+def _module_name(path: Path) -> str:
+    parts = ("specviz", *path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of `graph` (module -> the modules it imports): each strongly
+    connected group of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles_inside_specviz():
+    # Function-level imports count: a circle broken only by importing late is still one.
+    paths = [p for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts]
+    modules = {_module_name(p) for p in paths}
+    graph = {}
+    for p in paths:
+        own = _module_name(p)
+        package = own if p.name == "__init__.py" else own.rsplit(".", 1)[0]
+        graph[own] = {m for m in imports(p, package) if m in modules and m != own}
+    assert cycles(graph) == []
+
+
+def test_the_circle_finder_finds_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

@@ -12,7 +12,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from specviz.models import clear_loaded, load_pair, loaded_bytes
 from specviz.models import devices
-from specviz.models.devices import choose_device, choose_dtype, choose_precision
+from specviz.models.devices import choose_device, choose_dtype
+from specviz.models.precision import choose_precision
 from specviz.models.errors import CustomModelsDisabledError, DeviceError, MemoryBudgetError, UnsafeWeightsError, VocabMismatchError
 
 

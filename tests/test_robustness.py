@@ -332,7 +332,7 @@ def test_the_source_never(pattern, why):
         # data-only wheel when a preset is prepared, the bench's llama.cpp reference,
         # llama.cpp's own llama-speculative-simple from the cache, and the background timing
         # of another runtime, this Python on specviz's own module. Nothing else may.
-        allowed = ("specviz/models/wheel.py", "specviz/bench/llamacpp_tools.py", "specviz/engine/runtime_prepare.py")
+        allowed = ("specviz/models/wheel.py", "specviz/bench/llamacpp_tools.py", "specviz/engine/runtime_prepare.py")  # starts prepare_child
         hits = [h for h in hits if not h.startswith(tuple(f"{a}:" for a in allowed))]
         for name in allowed:
             text = (ROOT / name).read_text()

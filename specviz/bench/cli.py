@@ -27,7 +27,6 @@ from specviz.bench.methods import FAMILY_NAMES, Method, check_pair, default_meth
 from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
 from specviz.bench.summary import summarise
 from specviz.errors import UserError
-from specviz.settings import HELP as SETTING_HELP
 from specviz.choices import LLAMACPP, POLICIES
 from specviz.engine.cli import add_precision, add_runtime
 from specviz.settings import MAX_K, default_k

@@ -18,7 +18,6 @@ several GB while it runs).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import inspect
 import os
@@ -80,7 +79,7 @@ def start(spec: str, runtime: str) -> Preparation:
         log = folder / f"prepare-{safe}.log"
         with open(log, "w") as out:
             # In the page's process group, so stopping the page stops it too.
-            process = subprocess.Popen([sys.executable, "-m", "specviz.engine.runtime_prepare", spec, runtime],
+            process = subprocess.Popen([sys.executable, "-m", "specviz.engine.prepare_child", spec, runtime],
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         prep = _started[(spec, runtime)] = Preparation(spec, runtime, process, log)
         if _runs:
@@ -165,38 +164,3 @@ def switch_to(pair) -> str | None:
         return None
     now = choose(c["spec"], "auto").runtime
     return now if now != pair.runtime else None
-
-
-def main(argv: list[str]) -> int:
-    """`python -m specviz.engine.runtime_prepare SPEC RUNTIME`: load SPEC on RUNTIME, which
-    prepares its files and times and records its passes; one preparation at a time per cache."""
-    spec, runtime = argv
-    os.nice(NICE)
-    _die_with_parent()
-    from specviz.engine.load import load
-    from specviz.errors import UserError
-    from specviz.models.cache import locked
-
-    def progress(fraction: float, message: str) -> None:
-        print(f"{100 * fraction:3.0f}% {message}", flush=True)
-
-    try:
-        with locked(f"prepare-{runtime}"):
-            pair = load(spec, runtime=runtime, progress=progress)
-    except UserError as e:
-        print(f"{runtime} could not be prepared: {e}", flush=True)
-        return 1
-    rates = pair.info["runtime_choice"]["rates"].get(runtime) or {}
-    print(f"{runtime} timed: plain {rates.get('plain', 0):.1f} tok/s, drafting {rates.get('speculative', 0):.1f}", flush=True)
-    return 0
-
-
-def _die_with_parent() -> None:
-    """Linux: end this process when the page that started it ends, however it ends."""
-    with contextlib.suppress(OSError, AttributeError):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

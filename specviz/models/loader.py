@@ -24,12 +24,14 @@ from typing import Any, Callable
 
 import torch
 
+from specviz.choices import INT8 as INT8_NAME
 from specviz.choices import LLAMACPP, TORCH
 from specviz.models import cache, hub
 from specviz.models.bundled import parts_installed
 from specviz.models.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
 from specviz.models import precision as measured_precision
-from specviz.models.devices import INT8, Placement, Precision, choose_device, choose_dtype, choose_placement, choose_precision, dtype_name, room_for, spread_over
+from specviz.models.precision import choose_precision
+from specviz.models.devices import INT8, Placement, Precision, choose_device, choose_dtype, choose_placement, dtype_name, room_for, spread_over
 from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
@@ -296,14 +298,14 @@ def _int8_copy(ref: ModelRef, dev: torch.device, full: Loaded, progress: Progres
         progress(0.0, f"quantizing {ref.label} to int8")
         start = time.perf_counter()
         model = quantized_draft(full.model, lambda f, m: progress(f, f"quantizing {ref.label} to int8: {m}"))
-        info = {**full.info, "precision": "int8", "quantize_s": round(time.perf_counter() - start, 2)}
+        info = {**full.info, "precision": INT8_NAME, "quantize_s": round(time.perf_counter() - start, 2)}
         _models[key] = Loaded(model, full.tokenizer, full.nbytes // 2, info, full.folder)  # int8 layers, fp32 embeddings
     progress(1.0, f"{ref.label} in int8")
     return _models[key]
 
 
 def _int8_key(ref: ModelRef, dev: torch.device) -> tuple:
-    return (ref.key, str(dev), torch.float32, "int8")
+    return (ref.key, str(dev), torch.float32, INT8_NAME)
 
 
 def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ...], timer: measured_precision.PassTimer,
@@ -336,7 +338,7 @@ def _precision_info(prec: Precision, draft: Loaded | None, int8: bool, asked: bo
     out = {"target": prec.name, "reason": prec.reason, "costs": {k: {str(n): v for n, v in c.items()} for k, c in prec.costs.items()}}
     if draft is not None:
         if int8:
-            out["draft"], out["draft_reason"] = "int8", "chosen" if asked else "the default on a CPU"
+            out["draft"], out["draft_reason"] = INT8_NAME, "chosen" if asked else "the default on a CPU"
         else:
             out["draft"] = dtype_name(prec.load_dtype)
             out["draft_reason"] = "chosen: the target's precision" if asked is False else "the target's precision"

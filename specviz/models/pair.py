@@ -55,7 +55,9 @@ class ModelPair:
         GGUF file's own (as llama.cpp describes it, e.g. "Q4_K - Medium")."""
         if self.runtime != TORCH:
             return _file_type(self.target)
-        return "int8" if self.dtype == torch.qint8 else str(self.dtype).removeprefix("torch.")
+        from specviz.models.devices import dtype_name
+
+        return dtype_name(self.dtype)
 
     @property
     def draft_precision(self) -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,8 @@ from specviz.models.timing import measure_pass_ms
 
 from specviz.models import cache
 from specviz.models.cache import cache_root
-from specviz.models.devices import DTYPES, Precision, dtype_name
+from specviz.models.devices import DTYPES, INT8, Measure, Placement, Precision, choose_dtype, dtype_name
+from specviz.models.errors import DeviceError
 
 SIZES = (1, 8)
 CONTEXT = 160
@@ -108,3 +110,38 @@ def _short(name: str) -> str:
 
 
 __all__ = ["decide", "pass_ms", "cache_file", "read", "write", "score", "dtype_name"]
+
+
+def choose_precision(
+    device: torch.device,
+    dtype: str | torch.dtype | None = None,
+    *,
+    cache_file: Path | None = None,
+    measure: Measure | None = None,
+    placement: Placement = Placement(),
+) -> Precision:
+    """The target's precision for `device` and the `dtype` asked for (see the module's doc).
+    For `auto` on a CPU: the decision in `cache_file` if there is one, else `measure` is run
+    and its decision written there; for a spread target, bf16 unmeasured."""
+    chosen = choose_dtype(device, dtype)
+    asked = dtype if dtype is not None else os.environ.get("SPECVIZ_DTYPE") or "auto"
+    if placement.spread and chosen == INT8:
+        raise DeviceError("an int8 target is quantized whole in memory: it cannot be spread by a device map")
+    if chosen is None and placement.spread:
+        return Precision(torch.bfloat16, "a target spread by a device map is not timed per precision (each would load it)")
+    if chosen is not None:
+        if str(asked).lower() != "auto":
+            return Precision(chosen, "chosen")
+        if device.type == "cuda":
+            return Precision(chosen, "the default on CUDA")
+        return Precision(chosen, "this CPU has no native bf16 arithmetic")
+    if cache_file is not None:
+        cached = read(cache_file)
+        if cached is not None:
+            return cached
+    if measure is None:
+        raise ValueError("choosing the precision by measurement needs a measure function")
+    decision = decide(measure((torch.float32, torch.bfloat16)))
+    if cache_file is not None:
+        write(cache_file, decision)
+    return decision

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from specviz.models import cache, hub
 from specviz.models.bundled import parts_installed
-from specviz.models.convert import bundled_folder, gguf_path
+from specviz.models.cache import gguf_path
+from specviz.models.convert import bundled_folder
 from specviz.models.memory import GB
 from specviz.models.presets import DEFAULT_PAIR, ModelSource, Preset, WheelGGUF, list_presets
 

