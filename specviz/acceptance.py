@@ -39,12 +39,13 @@ cost-aware policy may decode a round plainly) are left out of all of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from specviz import theory
+from specviz.cost_curve import PassCosts
 from specviz.events import Event, RoundEvent
 from specviz.settings import MAX_K
 
@@ -286,31 +287,8 @@ def departure_words(events: Iterable[Event]) -> list[str]:
 # --- hindsight k ----------------------------------------------------------------------------
 
 
-def verify_cost(cost_model: Mapping) -> "VerifyCost":
-    return VerifyCost.from_dict(cost_model)
-
-
-@dataclass
-class VerifyCost:
-    """V(n), the target's pass over n new tokens (`theory.verify_curve`), and D, one drafted
-    token, from a cost model's dict (`CostModel.to_dict()`)."""
-
-    verify: Callable[[int], float]
-    draft: float
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "VerifyCost":
-        measured = {int(n): float(v) for n, v in dict(d["verify"]).items()}
-        if 1 not in measured:
-            raise ValueError("a cost model needs the cost of a one-token pass")
-        return cls(theory.verify_curve(measured), float(d["draft"]))
-
-    def __call__(self, n: int) -> float:
-        return self.verify(n)
-
-    def round_ms(self, k: int) -> float:
-        """A round that drafts k tokens: k drafted tokens and a verify pass over k + 1."""
-        return k * self.draft + self(k + 1)
+def verify_cost(cost_model: Mapping) -> PassCosts:
+    return PassCosts.from_dict(cost_model)
 
 
 @dataclass
@@ -362,7 +340,7 @@ class Hindsight:
         return sum(r.drafted == r.best_k for r in self.rounds)
 
 
-def _round_options(r: RoundEvent, cost: VerifyCost, k_max: int) -> tuple[int, list[tuple[int, int, float]]]:
+def _round_options(r: RoundEvent, cost: PassCosts, k_max: int) -> tuple[int, list[tuple[int, int, float]]]:
     """(accepted, [(k', tokens, ms)]) for the draft lengths this round could have used.
 
     A round with a rejection at a + 1 would have yielded min(k', a) + 1 tokens for any k'.
@@ -381,7 +359,7 @@ def _round_options(r: RoundEvent, cost: VerifyCost, k_max: int) -> tuple[int, li
     return a, [(kk, min(kk, a) + 1, cost.round_ms(kk)) for kk in range(1, last + 1)]
 
 
-def _tree_options(r: RoundEvent, cost: VerifyCost) -> list[tuple[int, int, float]]:
+def _tree_options(r: RoundEvent, cost: PassCosts) -> list[tuple[int, int, float]]:
     """A tree round's node budgets b = 0..n: the tree's first b nodes (every drafter lists a
     parent before its children and grows best first, so a smaller budget is a prefix), the
     accepted path's nodes among them, and a pass over 1 + ride + b nodes, plus the round's

@@ -22,6 +22,7 @@ from typing import Union
 
 import numpy as np
 
+from specviz.cost_curve import CostCurve
 from specviz.errors import UserError
 from specviz.settings import MAX_K
 
@@ -31,7 +32,7 @@ DEFAULT_K_MAX = MAX_K
 # A verify-pass cost model: ms for a target pass over n new tokens. A callable n -> ms;
 # a sequence whose entry i is the cost of i+1 tokens; or a mapping {n: ms} of measured
 # sizes, interpolated linearly between them (e.g. passes timed at 1, 2, 4, 8 and 16 tokens).
-CostModel = Union[Callable[[int], float], Sequence[float], Mapping[int, float]]
+VerifyCosts = Union[Callable[[int], float], Sequence[float], Mapping[int, float]]
 
 
 def tokens_per_round(alpha, k):
@@ -84,7 +85,7 @@ def break_even_alpha(k, target_ms, draft_ms):
     return _out(np.where(need > kk + 1, np.nan, root))
 
 
-def speedup_with_cost(alpha, k, verify_ms: CostModel, draft_ms, target_ms=None):
+def speedup_with_cost(alpha, k, verify_ms: VerifyCosts, draft_ms, target_ms=None):
     """Speedup when a verify pass over n tokens costs verify_ms(n), as measured.
 
         tokens_per_round * T0 / (k*D + V(k+1))
@@ -101,7 +102,7 @@ def speedup_with_cost(alpha, k, verify_ms: CostModel, draft_ms, target_ms=None):
     return _out(np.asarray(tokens_per_round(alpha, kk)) * t0 / (kk * d + verify))
 
 
-def best_k_with_cost(alpha, verify_ms: CostModel, draft_ms, target_ms=None, k_max: int | None = None):
+def best_k_with_cost(alpha, verify_ms: VerifyCosts, draft_ms, target_ms=None, k_max: int | None = None):
     """best_k for a measured verify cost. k_max defaults to MAX_K, capped at the largest
     pass size a table (sequence or mapping) measured, less one: no extrapolation."""
     if k_max is None:
@@ -165,36 +166,11 @@ def _argmax_k(s: np.ndarray):
     return k, best
 
 
-def verify_curve(measured: Mapping[int, float], *, extrapolate: bool = True) -> Callable[[int], float]:
-    """V(n) from the pass costs measured at some sizes n: each size at least as dear as any
-    smaller one (a busy machine can time a larger pass as cheaper), interpolated between
-    them, and beyond the largest extended along the last two (or refused, `extrapolate`
-    False). The one curve the cost model, the hindsight figures and the theory share."""
-    pairs = sorted((int(n), float(v)) for n, v in measured.items())
-    if not pairs:
-        raise UserError("verify_ms needs at least one measured pass size")
-    sizes = [n for n, _ in pairs]
-    costs = [float(c) for c in np.maximum.accumulate([v for _, v in pairs])]
-    slope = max((costs[-1] - costs[-2]) / (sizes[-1] - sizes[-2]), 0.0) if len(sizes) > 1 else 0.0
-
-    def curve(n: int) -> float:
-        if n < 1:
-            raise ValueError(f"a pass carries at least one token (got {n})")
-        if n <= sizes[-1] and n >= sizes[0]:
-            return float(np.interp(n, sizes, costs))
-        if not extrapolate or n < sizes[0]:
-            raise UserError(f"verify cost measured for {sizes[0]:g} to {sizes[-1]:g} tokens only; "
-                            f"a pass over {n} tokens was asked for")
-        return costs[-1] + slope * (n - sizes[-1])
-
-    return curve
-
-
-def _cost_fn(verify_ms: CostModel) -> Callable[[int], float]:
+def _cost_fn(verify_ms: VerifyCosts) -> Callable[[int], float]:
     if callable(verify_ms):
         return lambda n: _checked_cost(verify_ms(n), n)
     if isinstance(verify_ms, Mapping):
-        curve = verify_curve(verify_ms, extrapolate=False)  # a table says nothing past its largest size
+        curve = CostCurve(verify_ms, extrapolate=False)  # a table says nothing past its largest size
         return lambda n: _checked_cost(curve(n), n)
     table = list(verify_ms)
 
@@ -206,7 +182,7 @@ def _cost_fn(verify_ms: CostModel) -> Callable[[int], float]:
     return tabulated
 
 
-def _measured_max_n(verify_ms: CostModel) -> int:
+def _measured_max_n(verify_ms: VerifyCosts) -> int:
     if callable(verify_ms):
         return DEFAULT_K_MAX + 1
     return int(max(verify_ms)) if isinstance(verify_ms, Mapping) else len(verify_ms)

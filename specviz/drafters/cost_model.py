@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.cost_curve import CostCurve, never_cheaper
 from specviz import theory
 from specviz.models.cache import cache_root, write_json
 from specviz.models.devices import spread_over
@@ -61,13 +62,13 @@ class CostModel:
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.verify = _never_cheaper({int(n): float(v) for n, v in self.verify.items()})
-        if not self.verify or 1 not in self.verify:
+        self.verify = never_cheaper(self.verify)
+        if 1 not in self.verify:
             raise ValueError("a cost model needs the cost of a one-token pass")
-        self._curve = theory.verify_curve(self.verify)
+        self._curve = CostCurve(self.verify)
 
     def verify_ms(self, n: int) -> float:
-        """Cost of a target pass over n new tokens (`theory.verify_curve`)."""
+        """Cost of a target pass over n new tokens (`cost_curve.CostCurve`)."""
         return self._curve(n)
 
     __call__ = verify_ms  # theory.speedup_with_cost takes the model itself
@@ -102,18 +103,6 @@ class CostModel:
     @classmethod
     def from_dict(cls, d: dict) -> "CostModel":
         return cls(verify=d["verify"], draft=float(d["draft"]), source=d.get("source", "measured"), meta=d.get("meta", {}))
-
-
-def _never_cheaper(verify: dict[int, float]) -> dict[int, float]:
-    """The costs by size, each at least the cost of any smaller pass. A pass over more tokens
-    does not cost less; a lower figure is noise of a single timed sweep (seen here: 842 ms
-    for 4 tokens between 1086 for 3 and 1180 for 5), and taken at face value it made that
-    draft length look cheap to the adaptive policy."""
-    out, highest = {}, float("-inf")
-    for n, v in sorted(verify.items()):
-        highest = max(highest, v)
-        out[n] = highest
-    return out
 
 
 # --- measuring -------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from specviz import theory
-from specviz.acceptance import VerifyCost
+from specviz.cost_curve import PassCosts
 from specviz.errors import UserError
 from specviz.settings import MAX_K
 from specviz.choices import FIXED, INT8
@@ -55,7 +55,7 @@ class BatchCosts:
 
     def verify(self, bi: int) -> VerifyCost:
         """V_b(n) for the b at index bi, interpolated between measured n."""
-        return VerifyCost.from_dict({"verify": dict(zip(self.pass_sizes, self.target_ms[bi])), "draft": self.draft_ms[bi]})
+        return PassCosts.from_dict({"verify": dict(zip(self.pass_sizes, self.target_ms[bi])), "draft": self.draft_ms[bi]})
 
 
 @dataclass

@@ -10,7 +10,7 @@ weak to pay on a runtime whose larger passes cost several one-token passes).
 
 from __future__ import annotations
 
-from specviz import theory
+from specviz.cost_curve import CostCurve
 from specviz.events import RoundEvent, Trace
 from specviz.viz.text import esc
 from specviz.choices import COST_AWARE
@@ -39,7 +39,7 @@ def speculation_note_html(trace: Trace | None) -> str:
     short = 0 < speedup < SHORT_OF_PLAIN
     if not short and used >= RARELY * len(rounds):
         return ""
-    v = theory.verify_curve(verify)
+    v = CostCurve(verify)
     v1, v2, v8 = v(1), v(2), v(8)
     method = (trace.meta or {}).get("drafter") or trace.settings.get("drafter", "the drafter")
     parts = [f"{esc(str(method).capitalize())} speculated in {used} of {len(rounds)} rounds"]
