@@ -79,6 +79,8 @@ class SettingsError(UserError):
 
 @dataclass(frozen=True)
 class GenerationSettings:
+    # The API takes these after its leading parameters in this order (app.page.api_signature):
+    # a new field goes last.
     temperature: float = 0.0  # 0 means greedy
     top_k: int = 0  # 0 disables top-k
     top_p: float = 1.0  # 1.0 disables top-p
@@ -93,13 +95,13 @@ class GenerationSettings:
     adaptive_threshold: float = 0.4  # heuristic policy: stop a round's drafting below this draft confidence
     tree_nodes: int = 8  # tree drafter: node budget per round
     tree_width: int = 2  # tree drafter: children per node at most
+    vocab_method: str = VOCAB_METHODS.default  # a draft with another tokenizer: one of choices.VOCAB_METHODS
+    runtime: str = RUNTIMES.default  # what runs the models: one of choices.RUNTIMES
     suffix_max_nodes: int = 16  # suffix drafter: speculation tree size at most
     suffix_min_score: float = 0.1  # suffix drafter: a node's least share of the matches that continued through it
     lookahead_window: int = 4  # lookahead drafter: W
     lookahead_ngram: int = 3  # lookahead drafter: N
     lookahead_candidates: int = 4  # lookahead drafter: G
-    vocab_method: str = VOCAB_METHODS.default  # a draft with another tokenizer: one of choices.VOCAB_METHODS
-    runtime: str = RUNTIMES.default  # what runs the models: one of choices.RUNTIMES
 
     @property
     def greedy(self) -> bool:

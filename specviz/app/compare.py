@@ -23,6 +23,7 @@ from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.choices import AUTO, RUNTIMES
 from specviz.settings import GenerationSettings, from_request
+from specviz.app.tab import MODELS, Shared, Tab
 
 FRAME_S = 0.1  # one replay frame every 100 ms of screen time
 SPEEDS = [("1\u00d7 (real time)", 1.0), ("2\u00d7", 2.0), ("4\u00d7", 4.0), ("10\u00d7", 10.0)]
@@ -127,3 +128,31 @@ class Comparisons:
             if t >= end:
                 return
             time.sleep(FRAME_S)
+
+
+class ComparePage(Tab):
+    """Plain decoding of the current run's prompt and settings, then the race replay."""
+
+    id, title = "compare", "Side by side"
+
+    def build(self, shared: Shared) -> None:
+        self.ui = build()
+        self.plain = shared.plain
+        self.comparisons = Comparisons(shared.config)
+
+    def wire(self, shared: Shared) -> None:
+        ui, private = self.ui, {"api_visibility": "private"}
+        run = ui.run.click(self.comparisons.run, [shared.trace], [shared.plain, *ui.outputs], **MODELS, **private)
+        theory = shared.built["theory"]
+        run.success(theory.redraw_with_plain, [*theory.redraw_inputs, shared.trace, shared.plain], theory.redraw_outputs,
+                    **private)
+        replay = ui.replay.click(self.comparisons.replay, [shared.trace, shared.plain, ui.speed], [ui.spec_column, ui.plain_column],
+                                 concurrency_limit=None, show_progress="hidden", **private)
+        ui.stop.click(shared.built["live"].runs.stop, None, None, queue=False, cancels=[run, replay], **private)
+
+    @property
+    def redraw_outputs(self) -> list:
+        return [self.plain, *self.ui.outputs]
+
+    def redraw(self, trace: Trace | None, *values) -> tuple:
+        return (None, *views(trace, None))  # a new trace has no plain run to compare with yet

@@ -20,6 +20,7 @@ from specviz.viz.inspector import position_bars_figure, position_choices, round_
 from specviz.viz.palette import empty_figure
 from specviz.viz.source import source_html
 from specviz.viz.tree import alignment_html, tree_figure, tree_mask_figure
+from specviz.app.tab import Shared, Tab
 
 NO_ROUNDS = "Run a generation (or upload a trace) in speculative mode: its rounds appear here."
 
@@ -143,3 +144,32 @@ def clicked(trace: Trace | None, evt: gr.EventData) -> tuple:
     """A token was clicked: its data-round and data-pos pick the round and position."""
     data = getattr(evt, "_data", None) or {}
     return inspect(trace, data.get("round", 0), data.get("pos"))
+
+
+class InspectorPage(Tab):
+    """Step through the rounds; a click on a token in either stream opens its round."""
+
+    id, title = "inspector", "Round inspector"
+
+    def build(self, shared: Shared) -> None:
+        from specviz.app.live import TOKEN_CLICK_JS
+
+        self.ui = build(TOKEN_CLICK_JS)
+
+    def wire(self, shared: Shared) -> None:
+        ui, trace, private = self.ui, shared.trace, {"api_visibility": "private"}
+        ui.round.release(inspect, [trace, ui.round], ui.outputs, **private)
+        ui.prev.click(lambda t, r: step(t, r, -1), [trace, ui.round], ui.outputs, **private)
+        ui.next.click(lambda t, r: step(t, r, +1), [trace, ui.round], ui.outputs, **private)
+        ui.position.input(bars, [trace, ui.round, ui.position], [ui.bars], **private)
+        ui.tokens.click(clicked, [trace], ui.outputs, **private)
+        live_tokens = shared.built["live"].ui.tokens
+        live_tokens.click(clicked, [trace], ui.outputs, **private).then(
+            lambda: gr.Tabs(selected=self.id), None, [shared.tabs], **private)
+
+    @property
+    def redraw_outputs(self) -> list:
+        return self.ui.outputs
+
+    def redraw(self, trace: Trace | None, *values) -> tuple:
+        return inspect(trace, first_drafted(trace))

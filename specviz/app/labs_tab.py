@@ -30,13 +30,13 @@ from specviz.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse
 from specviz.settings import GenerationSettings
 from specviz.viz import acceptance_plots as ap
 from specviz.viz import empty_figure, pass_cost_figure, runtime_curves
+from specviz.app.tab import MODELS, Shared, Tab
 
 NO_RUN = '<p class="sv-muted">Run a generation in speculative mode, or upload a trace: its rounds are measured here.</p>'
 SWEEP_HINT = ('<p class="sv-muted">Runs the current prompt and settings (up to '
               f'{SWEEP_MAX_NEW_TOKENS} new tokens each) at each temperature on the loaded pair.</p>')
 BATCH_HINT = '<p class="sv-muted">Times the loaded pair\u2019s passes over 1 to 8 sequences at once (a minute or two on a CPU).</p>'
 BATCH_REPEATS = 2  # timed passes per size on the page: a CPU takes minutes for the whole grid
-MODELS = {"concurrency_id": "models", "concurrency_limit": 1}  # as the page's other model runs
 
 
 @dataclass
@@ -293,3 +293,29 @@ def wire(tab: LabsTab, trace: gr.State, pair: gr.components.Component, config: P
     tab.sweep_stop.click(labs.stop, None, None, queue=False, cancels=[sweep], api_visibility="private")
     tab.batching.click(labs.batching, [trace, pair], tab.batching_outputs, **MODELS, api_visibility="private")
     return labs
+
+
+class LabsPage(Tab):
+    """The current run's acceptance and hindsight, the labs that run the pair, and an
+    engine's production metrics."""
+
+    id, title = "labs", "Labs"
+
+    def build(self, shared: Shared) -> None:
+        from specviz.app import production
+
+        self.ui = build()
+        self.metrics = production.build_metrics()
+
+    def wire(self, shared: Shared) -> None:
+        from specviz.app import production
+
+        wire(self.ui, shared.trace, shared.built["live"].ui.pair, shared.config)
+        production.wire_metrics(self.metrics, shared.trace)
+
+    @property
+    def redraw_outputs(self) -> list:
+        return self.ui.outputs
+
+    def redraw(self, trace: Trace | None, *values) -> tuple:
+        return views(trace)

@@ -24,6 +24,7 @@ from specviz import viz
 from specviz.app import runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
+from specviz.app.tab import MODELS, Shared, Tab
 from specviz.events import RoundEvent, Trace
 from specviz.models.presets import list_presets
 from specviz.choices import DRAFTERS, MODES, POLICIES, RUNTIMES, VOCAB_METHODS
@@ -303,3 +304,52 @@ def session_of(request: gr.Request | None) -> str:
 
 
 NO_SESSION = "no-session"  # a request without a browser session: its outputs are never kept
+
+
+class LivePage(Tab):
+    """The run: settings, the coloured stream, its stats and timeline, and an export of the
+    settings for other engines."""
+
+    id, title = "live", "Live run"
+
+    def build(self, shared: Shared) -> None:
+        from specviz.app import production
+
+        self.ui = build(shared.config)
+        self.export = production.build_export()
+        self.runs = LiveRuns(shared.config)
+
+    def wire(self, shared: Shared) -> None:
+        """A new run first stops the session's current one (Stop and that step skip the queue);
+        a load's progress shows on the stream only. Releasing a slider or changing the pair
+        runs again."""
+        from specviz.app import production
+
+        ui, runs, private = self.ui, self.runs, {"api_visibility": "private"}
+        outputs = [*ui.outputs, shared.trace]
+        running = {**MODELS, "show_progress_on": [ui.tokens], **private}
+        run = ui.run.click(runs.stop, None, None, queue=False, **private).then(runs.run, ui.inputs, outputs, **running)
+        reruns = []
+        for trigger in [*(slider.release for slider in ui.sliders), ui.pair.input]:
+            event = trigger(runs.stop, None, None, queue=False, **private)
+            reruns.append(event.then(runs.rerun, ui.inputs, outputs, trigger_mode="always_last", **running))
+        for event in (run, *reruns):
+            shared.then_refresh(event)
+        ui.settings["policy"].input(k_for_policy, [ui.settings["policy"], ui.settings["k"]], [ui.settings["k"]], queue=False,
+                                    **private)
+        stop = ui.stop.click(runs.stop, None, None, queue=False, cancels=[run, *reruns], **private)
+        shared.then_refresh(stop.then(stopped_views, [shared.trace], ui.outputs, **private))
+        production.wire_export(self.export, shared.trace)
+
+    @property
+    def redraw_inputs(self) -> list:
+        return [self.export.format]
+
+    @property
+    def redraw_outputs(self) -> list:
+        return self.export.outputs
+
+    def redraw(self, trace: Trace | None, fmt: str) -> tuple:
+        from specviz.app import production
+
+        return production.export_views(trace, fmt)

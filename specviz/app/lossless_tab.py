@@ -23,6 +23,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import RoundEvent, Trace
 from specviz.viz.lossless_plots import bug_frequencies_figure, bug_table_html, bug_tv_figure
+from specviz.app.tab import Shared, Tab
 
 DEFAULT_Q = "0.5, 0.2, 0.2, 0.1"
 DEFAULT_P = "0.15, 0.35, 0.10, 0.40"
@@ -162,3 +163,19 @@ def simulate_position(trace: Trace | None, round_index, position, samples, seed)
     title = f"Round {event.index}, position {int(position or 1)}: output frequencies against p and q"
     return (viz.lossless_summary_html(result), viz.lossless_frequencies_figure(result, labels, title=title),
             viz.lossless_acceptance_figure(result))
+
+
+class LosslessPage(Tab):
+    """The acceptance rule run many times on a p and q, or on a position of the current run."""
+
+    id, title = "lossless", "Lossless lab"
+
+    def build(self, shared: Shared) -> None:
+        self.ui = build()
+
+    def wire(self, shared: Shared) -> None:
+        ui, one = self.ui, {"concurrency_id": "lossless", "concurrency_limit": 1, "api_visibility": "private"}
+        ins = shared.built["inspector"].ui
+        ui.run.click(simulate, ui.inputs, ui.outputs, **one)
+        ui.run_position.click(simulate_position, [shared.trace, ins.round, ins.position, ui.samples, ui.seed],
+                              ui.position_outputs, **one)

@@ -1,31 +1,32 @@
-"""The whole page: a header with the model status, seven tabs, and the events between them.
+"""The whole page: a header with the model status, the tabs of `TABS`, and the API.
 
-Each tab's layout and handlers live in their own module; this file puts them together and
-wires what crosses tabs: the session's current trace (set by a run or an upload) refreshes
-the inspector, the comparison, the theory marks and the download.
+Each tab's layout, handlers and wiring live in its own module (`app/tab.py`: the protocol);
+this file builds them in order, and whenever the session's current trace changes (a run, a
+stop, an upload) redraws every tab that shows it.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
+import typing
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 
-from specviz.app import compare, inspector, labs_tab, live, lossless_tab, production, runner, theory_tab, tools, traces
+from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, tools, traces
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import shown_errors
+from specviz.app.tab import MODELS, Shared
 from specviz.events import Trace
-from specviz.settings import DEFAULTS, check_prompt, from_request
+from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, from_request
 from specviz.viz.text import esc
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 CSS_PATHS = [ASSETS / "specviz.css", ASSETS / "app.css"]
-MODELS = {"concurrency_id": "models", "concurrency_limit": 1}  # everything that runs a model: one at a time
 
 
 def status_html(name: str, state: LoadState | None) -> str:
@@ -133,134 +134,68 @@ def model_status(pair: str) -> tuple[str, gr.Timer]:
     return status_html(pair, state), gr.Timer(active=state is None or not state.done.is_set() or preparing(pair))
 
 
-@dataclass
-class _Refresh:
-    """What a new current trace redraws outside the live tab (each figure once)."""
-
-    ins: inspector.InspectorTab
-    cmp: compare.CompareTab
-    th: theory_tab.TheoryTab
-    tr: traces.TracesTab
-    plain: gr.State
-    lb: labs_tab.LabsTab
-
-    @property
-    def outputs(self) -> list:
-        return [*self.ins.outputs, self.plain, *self.cmp.outputs, *self.th.outputs, self.tr.download, self.tr.summary,
-                *self.lb.outputs]
-
-    @staticmethod
-    def views(trace: Trace | None, alpha, k, target_ms, draft_ms) -> tuple:
-        """The new trace has no plain run to compare with yet."""
-        return (*inspector.inspect(trace, inspector.first_drafted(trace)), None, *compare.views(trace, None),
-                *theory_tab.views(alpha, k, target_ms, draft_ms, trace, None),
-                traces.save_for_download(trace), traces.summary_html(trace), *labs_tab.views(trace))
+# The tabs, in the page's order (app/tab.py: what a tab is).
+TABS = (live.LivePage, inspector.InspectorPage, compare.ComparePage, theory_tab.TheoryPage, lossless_tab.LosslessPage,
+        labs_tab.LabsPage, traces.TracesPage)
 
 
 def build_page(config: PageConfig) -> gr.Blocks:
-    runs = live.LiveRuns(config)
-    comparisons = compare.Comparisons(config)
     with gr.Blocks(title="specviz: speculative decoding, made visible") as demo:
-        trace = gr.State(None)  # the session's current trace: the last run, or an uploaded one
-        plain = gr.State(None)  # plain decoding of the same prompt and settings, for side by side
-        with gr.Row(elem_id="sv-header", equal_height=True):
-            gr.HTML('<div class="sv-title"><h1>specviz</h1><p>Speculative decoding on real models, made visible: a small '
-                    'model drafts k tokens, the large one checks them all in one pass.</p></div>', min_width=300, scale=3)
-            status = gr.HTML(status_html(config.default_pair, runner.LOADER.status(config.default_pair)), elem_id="model-status",
-                             min_width=280, scale=2)
-        timer = gr.Timer(1.0, active=True)
+        status, timer = _header(config)
+        trace, plain = gr.State(None), gr.State(None)
         with gr.Tabs(elem_id="tabs") as tabs:
-            with gr.Tab("Live run", id="live", elem_id="tab-live"):
-                lv = live.build(config)
-                ex = production.build_export()
-            with gr.Tab("Round inspector", id="inspector", elem_id="tab-inspector"):
-                ins = inspector.build(live.TOKEN_CLICK_JS)
-            with gr.Tab("Side by side", id="compare", elem_id="tab-compare"):
-                cmp = compare.build()
-            with gr.Tab("Theory", id="theory", elem_id="tab-theory"):
-                th = theory_tab.build()
-            with gr.Tab("Lossless lab", id="lossless", elem_id="tab-lossless"):
-                ll = lossless_tab.build()
-            with gr.Tab("Labs", id="labs", elem_id="tab-labs"):
-                lb = labs_tab.build()
-                pm = production.build_metrics()
-            with gr.Tab("Traces", id="traces", elem_id="tab-traces"):
-                tr = traces.build()
-        refresh = _Refresh(ins, cmp, th, tr, plain, lb)
-        labs_tab.wire(lb, trace, lv.pair, config)
-        refresh_inputs = [trace, *th.sliders]
-
-        production.wire(ex, pm, trace)
-
-        def then_refresh(event):
-            event = event.then(refresh.views, refresh_inputs, refresh.outputs, api_visibility="private")
-            return event.then(production.export_views, [trace, ex.format], ex.outputs, api_visibility="private")
-
-        # The model status polls while a load is under way, and again after the pair changes.
-        timer.tick(model_status, [lv.pair], [status, timer], queue=False, show_progress="hidden", api_visibility="private")
-        demo.load(model_status, [lv.pair], [status, timer], queue=False, show_progress="hidden", api_visibility="private")
-        demo.load(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
-
-        # Live run. Every model run shares one concurrency slot; a new run first stops the
-        # session's current one (Stop and that step skip the queue). A load's progress bar
-        # shows on the stream only; the header's status polls while it loads.
-        run_outputs = [*lv.outputs, trace]
-        live_run = {**MODELS, "show_progress_on": [lv.tokens], "api_visibility": "private"}
-        run_event = lv.run.click(runs.stop, None, None, queue=False, api_visibility="private").then(
-            runs.run, lv.inputs, run_outputs, **live_run)
-        then_refresh(run_event)
-        reruns = []
-        for trigger in [*(slider.release for slider in lv.sliders), lv.pair.input]:
-            ev = trigger(runs.stop, None, None, queue=False, api_visibility="private")
-            reruns.append(ev.then(runs.rerun, lv.inputs, run_outputs, trigger_mode="always_last", **live_run))
-        for trigger in (lv.run.click, lv.pair.input):
-            trigger(lambda: gr.Timer(active=True), None, [timer], queue=False, api_visibility="private")
-        lv.settings["policy"].input(live.k_for_policy, [lv.settings["policy"], lv.settings["k"]], [lv.settings["k"]], queue=False, api_visibility="private")
-        for ev in reruns:
-            then_refresh(ev)
-        stop = lv.stop.click(runs.stop, None, None, queue=False, cancels=[run_event, *reruns], api_visibility="private")
-        then_refresh(stop.then(live.stopped_views, [trace], lv.outputs, api_visibility="private"))
-
-        # Round inspector: step, pick a position, or click a token in either stream.
-        ins.round.release(inspector.inspect, [trace, ins.round], ins.outputs, api_visibility="private")
-        ins.prev.click(lambda t, r: inspector.step(t, r, -1), [trace, ins.round], ins.outputs, api_visibility="private")
-        ins.next.click(lambda t, r: inspector.step(t, r, +1), [trace, ins.round], ins.outputs, api_visibility="private")
-        ins.position.input(inspector.bars, [trace, ins.round, ins.position], [ins.bars], api_visibility="private")
-        ins.tokens.click(inspector.clicked, [trace], ins.outputs, api_visibility="private")
-        lv.tokens.click(inspector.clicked, [trace], ins.outputs, api_visibility="private").then(
-            lambda: gr.Tabs(selected="inspector"), None, [tabs], api_visibility="private")
-
-        # Side by side: plain decoding of the same run, then the race replay at measured speed.
-        compare_run = cmp.run.click(comparisons.run, [trace], [plain, *cmp.outputs], **MODELS,
-                                    api_visibility="private")
-        compare_run.success(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
-        replay = cmp.replay.click(comparisons.replay, [trace, plain, cmp.speed], [cmp.spec_column, cmp.plain_column],
-                                  concurrency_limit=None, show_progress="hidden", api_visibility="private")
-        cmp.stop.click(runs.stop, None, None, queue=False, cancels=[compare_run, replay], api_visibility="private")
-
-        # Theory: each slider redraws on release; the last run's numbers can fill them.
-        for slider in th.sliders:
-            slider.release(theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
-        th.use_run.click(theory_tab.from_run, [trace, plain], th.sliders, api_visibility="private").then(
-            theory_tab.views, [*th.sliders, trace, plain], th.outputs, api_visibility="private")
-
-        # Lossless lab.
-        ll.run.click(lossless_tab.simulate, ll.inputs, ll.outputs, concurrency_id="lossless", concurrency_limit=1,
-                     api_visibility="private")
-        ll.run_position.click(lossless_tab.simulate_position, [trace, ins.round, ins.position, ll.samples, ll.seed],
-                              ll.position_outputs, concurrency_id="lossless", concurrency_limit=1, api_visibility="private")
-
-        # Traces: an upload replaces the current trace and redraws everything from it.
-        upload = tr.upload.upload(traces.read_upload, [tr.upload], [trace], api_visibility="private")
-        upload = upload.success(live.live_views, [trace], lv.outputs, api_visibility="private")
-        upload = upload.then(lambda t: live.controls_from(t, config), [trace], lv.inputs, api_visibility="private")
-        then_refresh(upload)
-
+            shared = Shared(config, trace, plain, tabs, demo)
+            for make in TABS:
+                tab = make()
+                with gr.Tab(tab.title, id=tab.id, elem_id=f"tab-{tab.id}"):
+                    tab.build(shared)
+                shared.built[tab.id] = tab
+        shared.then_refresh = _refresher(shared)
+        for tab in shared.built.values():
+            tab.wire(shared)
+        _wire_status(demo, shared, status, timer)
         gr.api(generate_api(config), api_name="generate", **MODELS)
         tools.register(config, MODELS)
         # Callable, but not among the documented endpoints; no limit, so it answers while a run goes on.
         gr.api(status_api(config), api_name="status", concurrency_limit=None, api_visibility="undocumented")
     return demo
+
+
+def _header(config: PageConfig) -> tuple[gr.HTML, gr.Timer]:
+    with gr.Row(elem_id="sv-header", equal_height=True):
+        gr.HTML('<div class="sv-title"><h1>specviz</h1><p>Speculative decoding on real models, made visible: a small '
+                'model drafts k tokens, the large one checks them all in one pass.</p></div>', min_width=300, scale=3)
+        status = gr.HTML(status_html(config.default_pair, runner.LOADER.status(config.default_pair)), elem_id="model-status",
+                         min_width=280, scale=2)
+    return status, gr.Timer(1.0, active=True)
+
+
+def _refresher(shared: Shared):
+    """`then_refresh(event)`: after `event`, every tab with a redraw redraws from the current
+    trace, in one update (each figure drawn once)."""
+    tabs = [t for t in shared.built.values() if t.redraw_outputs]
+    inputs = [shared.trace, *(c for t in tabs for c in t.redraw_inputs)]
+    outputs = [c for t in tabs for c in t.redraw_outputs]
+
+    def redraw(trace: Trace | None, *values) -> tuple:
+        out, i = [], 0
+        for t in tabs:
+            n = len(t.redraw_inputs)
+            out += t.redraw(trace, *values[i:i + n])
+            i += n
+        return tuple(out)
+
+    return lambda event: event.then(redraw, inputs, outputs, api_visibility="private")
+
+
+def _wire_status(demo: gr.Blocks, shared: Shared, status: gr.HTML, timer: gr.Timer) -> None:
+    """The model status polls while a load is under way, and again after a run or a pair change."""
+    pair, private = shared.built["live"].ui.pair, {"api_visibility": "private"}
+    quiet = {"queue": False, "show_progress": "hidden", **private}
+    timer.tick(model_status, [pair], [status, timer], **quiet)
+    demo.load(model_status, [pair], [status, timer], **quiet)
+    for trigger in (shared.built["live"].ui.run.click, pair.input):
+        trigger(lambda: gr.Timer(active=True), None, [timer], queue=False, **private)
 
 
 def status_api(config: PageConfig):
@@ -293,56 +228,49 @@ def status_api(config: PageConfig):
     return status
 
 
+# The API's first parameters after the prompt and the pair, in the order gradio_client callers
+# pass them positionally (README, "API"); every other GenerationSettings field follows in its
+# declared order. `adaptive` is the older spelling of policy="cost-aware".
+API_LEAD = ("drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode", "adaptive", "top_k", "policy")
+# None: the policy's default k; no policy given (with `adaptive` for the older callers).
+API_NONE = {"k": int, "policy": str, "adaptive": bool}
+
+
+def api_signature(config: PageConfig) -> inspect.Signature:
+    """generate's signature: the prompt, the pair, then every setting with its default."""
+    P = inspect.Parameter
+    types = typing.get_type_hints(GenerationSettings)
+    names = [*API_LEAD, *(f for f in FIELDS if f not in API_LEAD)]
+    params = [P("prompt", P.POSITIONAL_OR_KEYWORD, annotation=str),
+              P("pair", P.POSITIONAL_OR_KEYWORD, default=config.default_pair, annotation=str)]
+    for name in names:
+        if name in API_NONE:
+            params.append(P(name, P.POSITIONAL_OR_KEYWORD, default=None, annotation=API_NONE[name] | None))
+        else:
+            params.append(P(name, P.POSITIONAL_OR_KEYWORD, default=getattr(DEFAULTS, name), annotation=types[name]))
+    params.append(P("request", P.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request))
+    return inspect.Signature(params, return_annotation=Iterator[str])
+
+
 def generate_api(config: PageConfig):
     """The `generate` endpoint for gradio_client: streams the trace so far as JSON. Its
-    defaults are GenerationSettings', k the policy's (`settings.default_k`); `adaptive=True`
-    is the older spelling of `policy="cost-aware"`."""
-    d = DEFAULTS
+    parameters are `api_signature`'s; k defaults to the policy's (`settings.default_k`)."""
+    signature = api_signature(config)
 
-    def generate(
-        prompt: str,
-        pair: str = config.default_pair,
-        drafter: str = d.drafter,
-        k: int | None = None,
-        temperature: float = d.temperature,
-        top_p: float = d.top_p,
-        max_new_tokens: int = d.max_new_tokens,
-        seed: int = d.seed,
-        mode: str = d.mode,
-        adaptive: bool | None = None,
-        top_k: int = d.top_k,
-        policy: str | None = None,
-        raw: bool = d.raw,
-        early_exit_layers: int = d.early_exit_layers,
-        adaptive_threshold: float = d.adaptive_threshold,
-        tree_nodes: int = d.tree_nodes,
-        tree_width: int = d.tree_width,
-        vocab_method: str = d.vocab_method,
-        runtime: str = d.runtime,
-        suffix_max_nodes: int = d.suffix_max_nodes,
-        suffix_min_score: float = d.suffix_min_score,
-        lookahead_window: int = d.lookahead_window,
-        lookahead_ngram: int = d.lookahead_ngram,
-        lookahead_candidates: int = d.lookahead_candidates,
-        request: gr.Request = None,
-    ) -> Iterator[str]:
+    def generate(*args, **kwargs) -> Iterator[str]:
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
         (the schema of `python -m specviz generate --json`), one per round (at most five a
         second); the last is the finished trace."""
-        values = dict(drafter=drafter, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
-                      mode=mode, top_k=top_k, raw=raw, early_exit_layers=early_exit_layers, adaptive_threshold=adaptive_threshold,
-                      tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method, runtime=runtime,
-                      suffix_max_nodes=suffix_max_nodes, suffix_min_score=suffix_min_score, lookahead_window=lookahead_window,
-                      lookahead_ngram=lookahead_ngram, lookahead_candidates=lookahead_candidates)
-        if policy is not None:
-            values["policy"] = policy
-        if k is not None:  # else the policy's default k
-            values["k"] = k
-        if adaptive:
-            values["adaptive"] = True
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        prompt, pair, request = values.pop("prompt"), values.pop("pair"), values.pop("request")
+        values = {name: v for name, v in values.items() if not (name in API_NONE and v is None)}
         settings = from_request(values)
         prompt = check_prompt(prompt)
         for trace in runner.stream(pair, prompt, settings, live.session_of(request), config):
             yield trace.to_json()
 
+    generate.__signature__ = signature
+    generate.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()} | {"return": Iterator[str]}
     return shown_errors(generate, html=False)

@@ -152,6 +152,9 @@ def metrics_views(text, path, source, t, d, v, trace: Trace | None) -> tuple:
     return fig, "".join(blocks)
 
 
-def wire(panel: ExportPanel, section: MetricsSection, trace: gr.State) -> None:
+def wire_export(panel: ExportPanel, trace: gr.State) -> None:
     panel.format.change(export_views, [trace, panel.format], panel.outputs, api_visibility="private")
+
+
+def wire_metrics(section: MetricsSection, trace: gr.State) -> None:
     section.read.click(shown_errors(metrics_views), [*section.inputs, trace], section.outputs, api_visibility="private")

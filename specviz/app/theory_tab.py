@@ -20,11 +20,13 @@ from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.settings import MAX_K
 from specviz.viz.tree_payoff import payoff_figure, payoff_html, tree_payoff
+from specviz.app.tab import Shared, Tab
 from specviz.choices import FIXED
 
-# Until a run measures them ("Use the last run" fills the sliders): round illustrative figures,
-# a drafted token a fifth of a target pass, and a typical acceptance for a same-family pair.
-DEFAULT_ALPHA, DEFAULT_K, DEFAULT_T_MS, DEFAULT_D_MS = 0.7, 4, 100.0, 20.0
+# Before a pair has loaded: the classic example tests/test_theory.py works through, a drafted
+# token a tenth of a target pass; then T and D are the loaded pair's, measured at its load
+# (`from_pair`), and "Use the last run" takes the last run's alpha and k as well.
+DEFAULT_ALPHA, DEFAULT_K, DEFAULT_T_MS, DEFAULT_D_MS = 0.8, 4, 40.0, 4.0
 MAX_MS = 5000
 NO_RUN = '<p class="sv-muted">Run a generation in speculative mode: its measured \u03b1, T and D are marked here.</p>'
 NO_T = ('<p class="sv-muted">This trace carries no one-token pass cost (it was recorded before specviz measured one at '
@@ -128,6 +130,17 @@ def _measured_html(spec: Trace | None, pred) -> str:
     return NO_T if has_run else NO_RUN
 
 
+def from_pair(pair_name: str) -> tuple:
+    """T and D as measured when the pair loaded, where it has; else the sliders stay."""
+    from specviz.app import runner
+
+    state = runner.LOADER.status(pair_name)
+    cost = (getattr(state.pair, "info", None) or {}).get("cost_model") if state is not None and state.ready else None
+    if cost is None:
+        return gr.skip(), gr.skip()
+    return min(max(round(cost.target), 1), MAX_MS), min(round(cost.draft), MAX_MS)
+
+
 def from_run(spec: Trace | None, plain: Trace | None) -> tuple:
     """Slider values measured by the last run (unchanged where there is none)."""
     pred = prediction(spec, plain)
@@ -135,3 +148,36 @@ def from_run(spec: Trace | None, plain: Trace | None) -> tuple:
         gr.Warning("No speculative run yet: run one first, then its numbers can fill the sliders.")
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     return round(pred.alpha, 2), min(max(pred.k, 1), MAX_K), min(max(round(pred.target_ms), 1), MAX_MS), min(round(pred.draft_ms), MAX_MS)
+
+
+class TheoryPage(Tab):
+    """The formula with sliders; it opens on the loaded pair's measured T and D."""
+
+    id, title = "theory", "Theory"
+
+    def build(self, shared: Shared) -> None:
+        self.ui = build()
+
+    def wire(self, shared: Shared) -> None:
+        ui, private = self.ui, {"api_visibility": "private"}
+        inputs = [*ui.sliders, shared.trace, shared.plain]
+        pair = shared.built["live"].ui.pair
+        shared.demo.load(from_pair, [pair], [ui.target_ms, ui.draft_ms], **private).then(views, inputs, ui.outputs, **private)
+        for slider in ui.sliders:
+            slider.release(views, inputs, ui.outputs, **private)
+        ui.use_run.click(from_run, [shared.trace, shared.plain], ui.sliders, **private).then(views, inputs, ui.outputs, **private)
+
+    @property
+    def redraw_inputs(self) -> list:
+        return self.ui.sliders
+
+    @property
+    def redraw_outputs(self) -> list:
+        return self.ui.outputs
+
+    def redraw(self, trace: Trace | None, *sliders) -> tuple:
+        return views(*sliders, trace, None)
+
+    @staticmethod
+    def redraw_with_plain(alpha, k, target_ms, draft_ms, trace: Trace | None, plain: Trace | None) -> tuple:
+        return views(alpha, k, target_ms, draft_ms, trace, plain)

@@ -17,6 +17,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import MAX_TRACE_BYTES, Trace, load_trace
 from specviz.viz.text import esc
+from specviz.app.tab import Shared, Tab
 
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"
 
@@ -83,3 +84,28 @@ def summary_html(trace: Trace | None) -> str:
     ]
     body = "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td></tr>" for a, b in rows)
     return f'<div class="specviz-text"><table class="specviz-table sv-left">{body}</table></div>'
+
+
+class TracesPage(Tab):
+    """Download the current trace; an upload becomes the current trace, redrawn everywhere."""
+
+    id, title = "traces", "Traces"
+
+    def build(self, shared: Shared) -> None:
+        self.ui = build()
+
+    def wire(self, shared: Shared) -> None:
+        from specviz.app import live
+
+        controls, private = shared.built["live"].ui, {"api_visibility": "private"}
+        upload = self.ui.upload.upload(read_upload, [self.ui.upload], [shared.trace], **private)
+        upload = upload.success(live.live_views, [shared.trace], controls.outputs, **private)
+        upload = upload.then(lambda t: live.controls_from(t, shared.config), [shared.trace], controls.inputs, **private)
+        shared.then_refresh(upload)
+
+    @property
+    def redraw_outputs(self) -> list:
+        return [self.ui.download, self.ui.summary]
+
+    def redraw(self, trace: Trace | None, *values) -> tuple:
+        return save_for_download(trace), summary_html(trace)

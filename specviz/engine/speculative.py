@@ -17,6 +17,7 @@ prompt has been read, and the state after it is the state after any round.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -61,66 +62,21 @@ class SpeculativeDecoder(Decoder):
         greedy = self.sampler.greedy
         context_len = self.ids.numel()
         x = proposal.tokens.to(self.device)
-        m = x.numel()
         self.sync()
         target_ms = (time.perf_counter() - start) * 1000
         p = None if greedy else self.sampler.distribution(logits)
         v = verify(x, logits if greedy else p, proposal.q, generator=self.generator, greedy=greedy)
         self.sync()
         verify_ms = (time.perf_counter() - start) * 1000
-
-        n = v.n_accepted
-        kept = self.check_stop(v.new_tokens)  # < n + 1 only when an accepted draft was EOS
-        n_pos = min(n + 1, kept)  # verified positions that count: up to the rejection / bonus
-        tested = min(n_pos, m)
-        accepted = min(n, kept)
-        self.ids = torch.cat([self.ids, torch.tensor(v.new_tokens[:kept], dtype=torch.long, device=self.device)])
-        self.target.crop(context_len + n)
+        self.target.crop(context_len + v.n_accepted)
         if not first:  # the drafter and the policy had no part in the first round
-            self.drafter.accepted(n)
-            self.length.update(m, n, verify_ms=target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms)
-
-        drafted = [
-            DraftToken(id=t, text="", p=v.p[i], q=v.q[i], u=v.u[i] if i < tested else None, decision=d if i < tested else "unchecked")
-            for i, (t, d) in enumerate(zip(v.tokens, v.decisions))
-        ]
-        for d in drafted[:accepted]:
-            self.say(d, d.id)
-        for d, text in zip(drafted[accepted:], self.detok.peek(v.tokens[accepted:])):
-            d.text = text or self.texts(d.id)  # shown struck through: never empty
-        emitted = None
-        if kept == n + 1:
-            emitted = EmittedToken(id=v.emitted, text="", p=v.emitted_p, kind=v.emitted_kind)
-            self.say(emitted, v.emitted)
-
-        overlap = display.overlaps(p, proposal.q, x, logits)[:tested]
-        positions = []
-        if self.record == "full":
-            positions = display.positions(n_pos, logits, p, proposal.q, x, overlap, self.texts)
-
-        t = self.tally
-        if first:
-            t.count_first(kept)
-        else:
-            t.count_round(new=kept, tested=tested, accepted=accepted, overlap=overlap, target_ms=target_ms, draft_ms=proposal.ms,
-                          draft_passes=proposal.passes, draft_tokens=m)
-
-        event = RoundEvent(
-            index=self.index,
-            k=m,
-            drafted=drafted,
-            emitted=emitted,
-            positions=positions,
-            draft_ms=proposal.ms,
-            verify_ms=verify_ms,
-            t_end_s=self.elapsed(),
-            new_tokens=t.new_tokens,
-            alignment=[AlignedToken(id=int(a["id"]), text=str(a["text"]), candidates=[int(c) for c in a["candidates"]])
-                       for a in proposal.alignment or []],
-            source=display.source(proposal.source, self.texts),
-        )
-        self.index += 1
-        return event
+            self.drafter.accepted(v.n_accepted)
+            self.length.update(x.numel(), v.n_accepted, verify_ms=target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms)
+        drafted = [DraftToken(id=t, text="", p=v.p[i], q=v.q[i], u=v.u[i], decision=d)
+                   for i, (t, d) in enumerate(zip(v.tokens, v.decisions))]
+        verdict = Verdict(drafted, v.new_tokens, v.n_accepted, (v.emitted, v.emitted_p, v.emitted_kind), logits, p, proposal.q,
+                          x, target_ms, verify_ms, x.numel())
+        return self._finish(proposal, verdict, first=first)
 
     def _tree_step(self, proposal: drafters.Proposal) -> RoundEvent:
         """One round over a token tree: one target pass over every node (`tree_round`), the
@@ -134,46 +90,73 @@ class SpeculativeDecoder(Decoder):
         if r.ride_logits is not None and r.ride_logits.shape[0]:
             self.drafter.observe(r.ride_logits)
         self.drafter.accepted_path(r.path)
-        n = len(r.path)
-        kept = self.check_stop(r.new_tokens)
-        self.ids = torch.cat([self.ids, torch.tensor(r.new_tokens[:kept], dtype=torch.long, device=self.device)])
-        accepted = min(n, kept)
-
         shown = r.path + _first_descendants(r.parents, r.path[-1] if r.path else -1)
+        self.length.update(len(shown), len(r.path), verify_ms=r.target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms)
         drafted = [DraftToken(id=r.tokens[i], text="", p=r.p[i] if r.p[i] is not None else 0.0, q=r.q[i], u=r.u[i],
                               decision=r.decision[i]) for i in shown]
-        for d in drafted[:accepted]:
-            self.say(d, d.id)
-        for d, text in zip(drafted[accepted:], self.detok.peek([d.id for d in drafted[accepted:]])):
-            d.text = text or self.texts(d.id)
-        emitted = None
-        if kept == n + 1:
-            emitted = EmittedToken(id=r.emitted, text="", p=r.emitted_p, kind=r.emitted_kind)
-            self.say(emitted, r.emitted)
-
         # Along the shown chain: the target's distribution after the root and after each path node.
         rows = torch.tensor([0] + [i + 1 for i in r.path], device=r.logits.device)
-        logits = r.logits[rows]
-        p = None if greedy else r.dist[rows]
         x = torch.tensor([r.tokens[i] for i in shown], dtype=torch.long, device=r.logits.device)
-        n_pos = min(n + 1, kept)
-        tested = min(n_pos, len(shown))
-        overlap = display.overlaps(p, None, x[:tested], logits)
-        positions = display.positions(n_pos, logits, p, None, x, overlap, self.texts) if self.record == "full" else []
         tree = [TreeNode(parent=r.parents[i], token=r.tokens[i], text=self.texts(r.tokens[i]), depth=r.depth[i], q=r.q[i],
                          p=r.p[i], decision=r.decision[i]) for i in range(len(r.tokens))]
-        self.length.update(len(shown), n, verify_ms=r.target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms)
+        verdict = Verdict(drafted, r.new_tokens, len(r.path), (r.emitted, r.emitted_p, r.emitted_kind), r.logits[rows],
+                          None if greedy else r.dist[rows], None, x, r.target_ms, r.verify_ms, len(r.tokens), tree)
+        return self._finish(proposal, verdict)
 
+    def _finish(self, proposal: drafters.Proposal, v: "Verdict", *, first: bool = False) -> RoundEvent:
+        """The tail every round shares: keep the new tokens (up to a stop), show the accepted
+        ones, name the rest, and tell the round with its display data and counts."""
+        n = v.accepted
+        kept = self.check_stop(v.new_tokens)  # < n + 1 only when an accepted draft was a stop token
+        self.ids = torch.cat([self.ids, torch.tensor(v.new_tokens[:kept], dtype=torch.long, device=self.device)])
+        accepted = min(n, kept)
+        n_pos = min(n + 1, kept)  # verified positions that count: up to the rejection / bonus
+        tested = min(n_pos, len(v.drafted))
+        if v.tree is None:  # a chain's positions past a stop were never reached (a tree says so per node)
+            for d in v.drafted[tested:]:
+                d.decision, d.u = "unchecked", None
+        for d in v.drafted[:accepted]:
+            self.say(d, d.id)
+        for d, text in zip(v.drafted[accepted:], self.detok.peek([d.id for d in v.drafted[accepted:]])):
+            d.text = text or self.texts(d.id)  # shown struck through: never empty
+        emitted = None
+        if kept == n + 1:
+            emitted = EmittedToken(id=v.emitted[0], text="", p=v.emitted[1], kind=v.emitted[2])
+            self.say(emitted, emitted.id)
+        q = None if v.q is None else v.q[:tested]
+        overlap = display.overlaps(v.p, q, v.x[:tested], v.logits)
+        positions = display.positions(n_pos, v.logits, v.p, v.q, v.x, overlap, self.texts) if self.record == "full" else []
         t = self.tally
-        t.count_round(new=kept, tested=tested, accepted=accepted, overlap=overlap, target_ms=r.target_ms, draft_ms=proposal.ms,
-                      draft_passes=proposal.passes, draft_tokens=len(r.tokens))
-        event = RoundEvent(
-            index=self.index, k=len(drafted), drafted=drafted, emitted=emitted, positions=positions, draft_ms=proposal.ms,
-            verify_ms=r.verify_ms, t_end_s=self.elapsed(), new_tokens=t.new_tokens, tree=tree,
-            source=display.source(proposal.source, self.texts),
-        )
+        if first:
+            t.count_first(kept)
+        else:
+            t.count_round(new=kept, tested=tested, accepted=accepted, overlap=overlap, target_ms=v.target_ms,
+                          draft_ms=proposal.ms, draft_passes=proposal.passes, draft_tokens=v.draft_tokens)
+        alignment = [AlignedToken(id=int(a["id"]), text=str(a["text"]), candidates=[int(c) for c in a["candidates"]])
+                     for a in proposal.alignment or []]
+        event = RoundEvent(index=self.index, k=len(v.drafted), drafted=v.drafted, emitted=emitted, positions=positions,
+                           draft_ms=proposal.ms, verify_ms=v.verify_ms, t_end_s=self.elapsed(), new_tokens=t.new_tokens,
+                           alignment=alignment, tree=v.tree or [], source=display.source(proposal.source, self.texts))
         self.index += 1
         return event
+
+
+@dataclass
+class Verdict:
+    """What a chain or tree round decided, as the shared tail reads it."""
+
+    drafted: list[DraftToken]  # the chain shown: drafted tokens in order, text not yet filled
+    new_tokens: list[int]  # the accepted tokens and the emitted one
+    accepted: int
+    emitted: tuple[int, float, str]  # the emitted token, its probability, resampled or bonus
+    logits: torch.Tensor  # the target's rows along the shown chain (processed)
+    p: torch.Tensor | None  # their distributions; None when greedy
+    q: torch.Tensor | None  # the draft's, None for point masses
+    x: torch.Tensor  # the shown chain's tokens
+    target_ms: float
+    verify_ms: float
+    draft_tokens: int  # tokens the draft proposed (a tree's every node)
+    tree: list[TreeNode] | None = None
 
 
 def _first_descendants(parents: list[int], node: int) -> list[int]:
