@@ -131,3 +131,24 @@ def test_no_import_circles_inside_specviz():
 def test_the_circle_finder_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """The functions of a module longer than `limit` lines, docstring and decorators' lines not counted."""
+    tree = ast.parse(path.read_text())
+    return [f"{path.name}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_no_function_is_longer_than_a_screen():
+    long = [f for p in sorted(ROOT.rglob("*.py")) if "__pycache__" not in p.parts for f in long_functions(p)]
+    assert not long, "split these:\n" + "\n".join(long)
+
+
+def test_the_length_check_finds_a_long_function(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def short():\n    pass\n\n\ndef long():\n" + "    x = 1\n" * 61)
+    assert long_functions(probe) == ["probe.py:5 long (62 lines)"]

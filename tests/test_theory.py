@@ -164,3 +164,12 @@ def test_accepted_length_distribution_agrees_with_tokens_per_round():
 def test_bad_input_is_refused_in_words(call, match):
     with pytest.raises(UserError, match=match):
         call()
+
+
+def test_the_theory_tabs_opening_example():
+    # alpha 0.8, k 4, T 40 ms, D 4 ms (what the Theory tab shows before a pair loads):
+    # 3.3616 tokens per 4*4 + 40 = 56 ms, against 1 token per 40 ms plain.
+    assert speedup(0.8, 4, 40, 4) == pytest.approx(3.3616 * 40 / 56)  # 2.40x
+    k, s = best_k(0.8, 40, 4)
+    rates = {kk: (1 - 0.8 ** (kk + 1)) / 0.2 * 40 / (kk * 4 + 40) for kk in range(0, 17)}
+    assert k == max(rates, key=rates.get) and s == pytest.approx(rates[k])

@@ -120,48 +120,7 @@ def build(config: PageConfig) -> LiveTab:
                     example_labels=[e["label"] for e in examples], examples_per_page=len(examples),
                 )
             with gr.Column(elem_id="live-settings"):
-                custom = " or type 'DRAFT -> TARGET' (Hub ids, folders or .gguf files)" if config.allow_custom else ""
-                pair = gr.Dropdown(
-                    pair_choices(config), value=config.default_pair, label="Model pair (draft \u2192 target)",
-                    info=f"A preset{custom}. Changing it loads the pair, then runs again.",
-                    allow_custom_value=config.allow_custom, elem_id="pair",
-                )
-                d = DEFAULTS
-                runtime = gr.Radio(RUNTIMES.labelled(), value=d.runtime, label="Runtime", info=HELP["runtime"], elem_id="runtime")
-                drafter = gr.Radio(DRAFTERS.labelled(), value=d.drafter, label="Drafter", elem_id="drafter")
-                mode = gr.Radio(MODES.labelled(), value=d.mode, label="Decoding", elem_id="mode")
-                policy = gr.Radio(POLICIES.labelled(), value=d.policy, label="Draft length per round", info=HELP["policy"],
-                                  elem_id="policy")
-                with gr.Row():
-                    k = gr.Slider(*RANGES["k"], value=d.k, step=1, precision=0, label="k: the fixed k, or the most a round drafts",
-                                  elem_id="k", min_width=200)
-                with gr.Row():
-                    temperature = gr.Slider(*RANGES["temperature"], value=d.temperature, step=0.05, label="Temperature",
-                                            info=HELP["temperature"], elem_id="temperature", min_width=160)
-                    top_p = gr.Slider(0.05, RANGES["top_p"][1], value=d.top_p, step=0.05, label="Top-p", elem_id="top_p", min_width=160)
-                with gr.Row():
-                    seed = gr.Number(d.seed, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=100)
-                    top_k = gr.Number(d.top_k, precision=0, minimum=0, label="Top-k", info="0 = off", elem_id="top_k", min_width=100)
-                    max_new_tokens = gr.Slider(RANGES["max_new_tokens"][0], MAX_SHOWN_TOKENS, value=d.max_new_tokens, step=1,
-                                               precision=0, label="Max new tokens", elem_id="max_new_tokens", min_width=200)
-                with gr.Row():
-                    tree_nodes = gr.Slider(*RANGES["tree_nodes"], value=d.tree_nodes, step=1, precision=0, label="Tree: nodes per round",
-                                           info=HELP["tree_nodes"], elem_id="tree_nodes", min_width=160)
-                    tree_width = gr.Slider(*RANGES["tree_width"], value=d.tree_width, step=1, precision=0, label="Tree: children per node",
-                                           info=HELP["tree_width"], elem_id="tree_width", min_width=160)
-                with gr.Accordion("More settings", open=False, elem_id="more-settings"):
-                    raw = gr.Checkbox(value=d.raw, label="Raw prompt", info=HELP["raw"], elem_id="raw")
-                    vocab_method = gr.Radio(VOCAB_METHODS.labelled(), value=d.vocab_method, label="Draft with another tokenizer",
-                                            info=HELP["vocab_method"], elem_id="vocab_method")
-                    early_exit_layers = gr.Number(d.early_exit_layers, precision=0, minimum=0, label="Early-exit layers",
-                                                  info=HELP["early_exit_layers"], elem_id="early_exit_layers")
-                    adaptive_threshold = gr.Slider(*RANGES["adaptive_threshold"], value=d.adaptive_threshold, step=0.05,
-                                                   label="Heuristic confidence cut", info=HELP["adaptive_threshold"],
-                                                   elem_id="adaptive_threshold")
-                    draft_free = {name: gr.Slider(*RANGES[name], value=getattr(d, name), step=step, label=label, info=HELP[name],
-                                                  elem_id=name, **({"precision": 0} if step == 1 else {}))
-                                  for name, (label, step) in DRAFT_FREE_SLIDERS.items()}
-                gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
+                pair, controls = _settings(config)
         with gr.Column(scale=3, min_width=300, elem_id="live-output"):
             gr.HTML(viz.legend_html(plain=True), elem_id="legend")
             tokens = gr.HTML(viz.tokens_html([], empty="Press Run to generate: each token appears coloured by what happened to it."),
@@ -171,12 +130,55 @@ def build(config: PageConfig) -> LiveTab:
             stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
             timeline = gr.Plot(empty_figure("The time of each round appears here as it runs", "Time per round"),
                                elem_id="timeline", show_label=False)
-    controls = dict(drafter=drafter, policy=policy, k=k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
-                    max_new_tokens=max_new_tokens, mode=mode, raw=raw, early_exit_layers=early_exit_layers,
-                    adaptive_threshold=adaptive_threshold, tree_nodes=tree_nodes, tree_width=tree_width, vocab_method=vocab_method,
-                    runtime=runtime, **draft_free)
     return LiveTab(prompt, pair, {name: controls[name] for name in SETTING_NAMES}, run, stop, tokens, stats, timeline,
                    round_tree, round_alignment)
+
+
+def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.Component]]:
+    """The pair and one control per setting, by setting name."""
+    custom = " or type 'DRAFT -> TARGET' (Hub ids, folders or .gguf files)" if config.allow_custom else ""
+    pair = gr.Dropdown(
+        pair_choices(config), value=config.default_pair, label="Model pair (draft \u2192 target)",
+        info=f"A preset{custom}. Changing it loads the pair, then runs again.",
+        allow_custom_value=config.allow_custom, elem_id="pair",
+    )
+    d, c = DEFAULTS, {}
+    c["runtime"] = gr.Radio(RUNTIMES.labelled(), value=d.runtime, label="Runtime", info=HELP["runtime"], elem_id="runtime")
+    c["drafter"] = gr.Radio(DRAFTERS.labelled(), value=d.drafter, label="Drafter", elem_id="drafter")
+    c["mode"] = gr.Radio(MODES.labelled(), value=d.mode, label="Decoding", elem_id="mode")
+    c["policy"] = gr.Radio(POLICIES.labelled(), value=d.policy, label="Draft length per round", info=HELP["policy"],
+                           elem_id="policy")
+    with gr.Row():
+        c["k"] = gr.Slider(*RANGES["k"], value=d.k, step=1, precision=0, label="k: the fixed k, or the most a round drafts",
+                           elem_id="k", min_width=200)
+    with gr.Row():
+        c["temperature"] = gr.Slider(*RANGES["temperature"], value=d.temperature, step=0.05, label="Temperature",
+                                     info=HELP["temperature"], elem_id="temperature", min_width=160)
+        c["top_p"] = gr.Slider(0.05, RANGES["top_p"][1], value=d.top_p, step=0.05, label="Top-p", elem_id="top_p", min_width=160)
+    with gr.Row():
+        c["seed"] = gr.Number(d.seed, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=100)
+        c["top_k"] = gr.Number(d.top_k, precision=0, minimum=0, label="Top-k", info="0 = off", elem_id="top_k", min_width=100)
+        c["max_new_tokens"] = gr.Slider(RANGES["max_new_tokens"][0], MAX_SHOWN_TOKENS, value=d.max_new_tokens, step=1,
+                                        precision=0, label="Max new tokens", elem_id="max_new_tokens", min_width=200)
+    with gr.Row():
+        c["tree_nodes"] = gr.Slider(*RANGES["tree_nodes"], value=d.tree_nodes, step=1, precision=0, label="Tree: nodes per round",
+                                    info=HELP["tree_nodes"], elem_id="tree_nodes", min_width=160)
+        c["tree_width"] = gr.Slider(*RANGES["tree_width"], value=d.tree_width, step=1, precision=0, label="Tree: children per node",
+                                    info=HELP["tree_width"], elem_id="tree_width", min_width=160)
+    with gr.Accordion("More settings", open=False, elem_id="more-settings"):
+        c["raw"] = gr.Checkbox(value=d.raw, label="Raw prompt", info=HELP["raw"], elem_id="raw")
+        c["vocab_method"] = gr.Radio(VOCAB_METHODS.labelled(), value=d.vocab_method, label="Draft with another tokenizer",
+                                     info=HELP["vocab_method"], elem_id="vocab_method")
+        c["early_exit_layers"] = gr.Number(d.early_exit_layers, precision=0, minimum=0, label="Early-exit layers",
+                                           info=HELP["early_exit_layers"], elem_id="early_exit_layers")
+        c["adaptive_threshold"] = gr.Slider(*RANGES["adaptive_threshold"], value=d.adaptive_threshold, step=0.05,
+                                            label="Heuristic confidence cut", info=HELP["adaptive_threshold"],
+                                            elem_id="adaptive_threshold")
+        for name, (label, step) in DRAFT_FREE_SLIDERS.items():
+            c[name] = gr.Slider(*RANGES[name], value=getattr(d, name), step=step, label=label, info=HELP[name], elem_id=name,
+                                **({"precision": 0} if step == 1 else {}))
+    gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
+    return pair, c
 
 
 def k_for_policy(policy: str, k: int | float) -> int:

@@ -134,35 +134,9 @@ def bench(
 
     transformers.utils.logging.set_verbosity_error()  # per-call deprecation chatter
     check_pair(pair, methods)
-    from specviz.drafters import cost_model
-
-    t0 = time.perf_counter()
     if earlier is not None:
         resume.adopt_costs(pair, earlier)
-    cost = cost_model.for_pair(pair)
-    cost_s = time.perf_counter() - t0
-    meta = {
-        "command": command,
-        "machine": machine(pair.device),
-        "pair": pair.name,
-        "device": str(pair.device),
-        "dtype": pair.precision,
-        "runtime": pair.runtime,
-        "draft_precision": pair.draft_precision,
-        "load_s": load_s or pair.load_s,
-        "cost_model_s": cost_s,
-        "cost_model": cost.to_dict() if cost else None,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "code": resume.code_digest(),
-        "max_new_tokens": opts.max_new_tokens,
-        "temperature": opts.temperature,
-        "repeats": opts.repeats,
-        "k_max": opts.k_max,
-        "seed": opts.seed,
-    }
-    if pair.cross_tokenizer:
-        meta["vocab"] = vocab_summary(pair)
+    meta, cost = _meta(pair, opts, command, load_s)
     stop = set(eos_ids(pair))
     kept: Raw = resume.finished(earlier, meta, methods, prompts) if earlier is not None else {}
     earlier_s, processes = 0.0, 1
@@ -191,6 +165,40 @@ def bench(
         if bar:
             bar.close()
     return result(raw, time.perf_counter() - t0)
+
+
+def _meta(pair, opts: BenchOptions, command: str, load_s: float) -> tuple[dict[str, Any], Any]:
+    """What bench.json says of the run before any method runs (the pair's cost model, read
+    or measured here, with it), and that cost model."""
+    import transformers
+
+    from specviz.drafters import cost_model
+
+    t0 = time.perf_counter()
+    cost = cost_model.for_pair(pair)
+    meta = {
+        "command": command,
+        "machine": machine(pair.device),
+        "pair": pair.name,
+        "device": str(pair.device),
+        "dtype": pair.precision,
+        "runtime": pair.runtime,
+        "draft_precision": pair.draft_precision,
+        "load_s": load_s or pair.load_s,
+        "cost_model_s": time.perf_counter() - t0,
+        "cost_model": cost.to_dict() if cost else None,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "code": resume.code_digest(),
+        "max_new_tokens": opts.max_new_tokens,
+        "temperature": opts.temperature,
+        "repeats": opts.repeats,
+        "k_max": opts.k_max,
+        "seed": opts.seed,
+    }
+    if pair.cross_tokenizer:
+        meta["vocab"] = vocab_summary(pair)
+    return meta, cost
 
 
 def vocab_summary(pair) -> dict[str, Any]:

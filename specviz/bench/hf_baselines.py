@@ -74,24 +74,13 @@ def generate(
     if (tokenizer is None) != (assistant_tokenizer is None) or (assistant_tokenizer is not None and assistant is None):
         raise ValueError("a draft with its own tokenizer needs assistant, tokenizer and assistant_tokenizer together")
     config = copy.deepcopy(config)
-    kwargs = {}
-    generator = None
+    kwargs, generator, saved = {}, None, None
     if prompt_lookup:
         config.prompt_lookup_num_tokens = prompt_lookup
         generator = "PromptLookupCandidateGenerator"
-    saved = None
     if assistant is not None:
-        kwargs["assistant_model"] = assistant
-        generator = "AssistedCandidateGenerator"
-        if assistant_tokenizer is not None:
-            kwargs.update(tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer)
-            generator = "UniversalSpeculativeDecodingGenerator" if config.do_sample else "AssistedCandidateGeneratorDifferentTokenizers"
-        # The assistant's schedule lives on the assistant's own generation config.
-        saved = copy.deepcopy(assistant.generation_config)
-        if assistant_k is not None:
-            assistant.generation_config.num_assistant_tokens = assistant_k
-            assistant.generation_config.num_assistant_tokens_schedule = "constant"
-            assistant.generation_config.assistant_confidence_threshold = 0.0
+        kwargs, generator = _assisted(config, assistant, tokenizer, assistant_tokenizer)
+        saved = _schedule(assistant, assistant_k)
     attention = torch.ones_like(input_ids)
     device = input_ids.device
     calls = [0]
@@ -112,6 +101,26 @@ def generate(
         if saved is not None:
             assistant.generation_config = saved
     return HFRun(token_ids=out[0, input_ids.shape[1] :].tolist(), wall_s=wall, target_calls=calls[0], generator=generator)
+
+
+def _assisted(config: GenerationConfig, assistant, tokenizer, assistant_tokenizer) -> tuple[dict, str]:
+    """generate's arguments for assisted generation, and the candidate generator it picks."""
+    kwargs = {"assistant_model": assistant}
+    if assistant_tokenizer is None:
+        return kwargs, "AssistedCandidateGenerator"
+    kwargs.update(tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer)
+    return kwargs, "UniversalSpeculativeDecodingGenerator" if config.do_sample else "AssistedCandidateGeneratorDifferentTokenizers"
+
+
+def _schedule(assistant: torch.nn.Module, k: int | None) -> GenerationConfig:
+    """Set the assistant's draft length (None: transformers' default schedule), which lives on
+    its own generation config; returns the config to put back after the call."""
+    saved = copy.deepcopy(assistant.generation_config)
+    if k is not None:  # constant, with no confidence cut-off either
+        assistant.generation_config.num_assistant_tokens = k
+        assistant.generation_config.num_assistant_tokens_schedule = "constant"
+        assistant.generation_config.assistant_confidence_threshold = 0.0
+    return saved
 
 
 @contextmanager

@@ -46,9 +46,21 @@ def _runtime(method: dict, meta: dict) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    meta, summ = result["meta"], result["summary"]
+    lines = _header(result) + _overall(result) + _targets(result["summary"]) + _by_kind(result) + _per_prompt(result)
+    summ = result["summary"]
+    if summ["mismatches"]:
+        lines += ["", "\\* output differs from the reference (greedy runs should match token for token):", ""]
+        lines += [f"- {m['prompt']} / {m['method']}: first different token at position {m['first_divergence']} (vs {m['reference']})"
+                  for m in summ["mismatches"]]
+    elif result["meta"]["temperature"] == 0:
+        lines += ["", "Every method produced the same tokens on every prompt."]
+    return "\n".join(lines) + "\n"
+
+
+def _header(result: dict[str, Any]) -> list[str]:
+    """The command, the machine, the pair, and notes on what the run holds."""
+    meta = result["meta"]
     methods = [m["name"] for m in result["methods"]]
-    ov = summ["overall"]
     lines = [
         "## specviz bench",
         "",
@@ -83,52 +95,69 @@ def markdown(result: dict[str, Any]) -> str:
         cm = meta["cost_model"]
         sizes = ", ".join(f"{n}: {v:.0f}" for n, v in cm["verify"].items())
         lines += [f"Measured pass cost (ms by new tokens; {cm['source']}): target {sizes}; draft {cm['draft']:.0f} per token.", ""]
-    lines += [
+    return lines
+
+
+def _overall(result: dict[str, Any]) -> list[str]:
+    ov = result["summary"]["overall"]
+    lines = [
         "| method | runtime | tok/s | vs hf-plain | vs best assisted | acceptance | tokens/round | mean k | T ms | D ms | predicted (flat T) | predicted (measured V(n)) | measured vs sv-plain | same tokens |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    runtimes = {m["name"]: _runtime(m, meta) for m in result["methods"]}
-    for n in methods:
-        o = ov[n]
+    for m in result["methods"]:
+        n, o = m["name"], ov[m["name"]]
         lines.append(
-            f"| {n} | {runtimes[n]} | {_f(o['tokens_per_s'], 2)} | {_x(o['speedup_vs_hf_plain'])} | {_x(o['vs_best_assisted'])} | {_f(o['acceptance'], 2)} | "
+            f"| {n} | {_runtime(m, result['meta'])} | {_f(o['tokens_per_s'], 2)} | {_x(o['speedup_vs_hf_plain'])} | {_x(o['vs_best_assisted'])} | {_f(o['acceptance'], 2)} | "
             f"{_f(o['tokens_per_round'], 2)} | {_f(o['mean_k'], 1)} | {_f(o['target_ms'], 0)} | {_f(o['draft_ms'], 0)} | "
             f"{_x(o['predicted_speedup'])} | {_x(o['predicted_speedup_cost'])} | {_x(o['speedup_vs_sv_plain'])} | {_yes(o['identical'])} |"
         )
-    if summ["targets"]:
-        lines += ["", "| target | goal | value | met | |", "|---|---|---|---|---|"]
-        for t in summ["targets"]:
-            value = f"{t['value']:.1%}" if "cost" in t["target"] and t["value"] is not None else _f(t["value"], 3)
-            lines.append(f"| {t['target']} | {t['goal']} | {value} | {_yes(t['met'])} | {t['detail']} |")
-    if summ.get("by_kind") and len(summ["by_kind"]) > 1 or "repetitive" in summ.get("by_kind", {}):
-        covered = summ.get("overall_prompts", [])
-        kinds = [k for k, by in summ["by_kind"].items() if set(by["prompts"]) & set(covered)]
-        lines += ["", "By kind of prompt (geometric means over the kind's prompts; \"overall\" above covers "
-                  f"{len(covered)} prompts: {', '.join(kinds)}):", ""]
-        lines += ["| kind | method | tok/s | vs sv-plain | vs sv-lookup | worst vs sv-plain |", "|---|---|---|---|---|---|"]
-        for kind, by in summ["by_kind"].items():
-            for n in methods:
-                e = by[n]
-                worst = f"{_x(e.get('worst_vs_sv_plain'))} ({e['worst_prompt']})" if e.get("worst_prompt") else "\u2014"
-                lines.append(f"| {kind} | {n} | {_f(e['tokens_per_s'], 2)} | {_x(e.get('vs_sv_plain'))} | {_x(e.get('vs_sv_lookup'))} | {worst} |")
+    return lines
+
+
+def _targets(summ: dict[str, Any]) -> list[str]:
+    if not summ["targets"]:
+        return []
+    lines = ["", "| target | goal | value | met | |", "|---|---|---|---|---|"]
+    for t in summ["targets"]:
+        value = f"{t['value']:.1%}" if "cost" in t["target"] and t["value"] is not None else _f(t["value"], 3)
+        lines.append(f"| {t['target']} | {t['goal']} | {value} | {_yes(t['met'])} | {t['detail']} |")
+    return lines
+
+
+def _by_kind(result: dict[str, Any]) -> list[str]:
+    summ = result["summary"]
+    by_kind = summ.get("by_kind") or {}
+    if len(by_kind) <= 1 and "repetitive" not in by_kind:
+        return []
+    covered = summ.get("overall_prompts", [])
+    kinds = [k for k, by in by_kind.items() if set(by["prompts"]) & set(covered)]
+    lines = ["", "By kind of prompt (geometric means over the kind's prompts; \"overall\" above covers "
+             f"{len(covered)} prompts: {', '.join(kinds)}):", ""]
+    lines += ["| kind | method | tok/s | vs sv-plain | vs sv-lookup | worst vs sv-plain |", "|---|---|---|---|---|---|"]
+    for kind, by in by_kind.items():
+        for n in (m["name"] for m in result["methods"]):
+            e = by[n]
+            worst = f"{_x(e.get('worst_vs_sv_plain'))} ({e['worst_prompt']})" if e.get("worst_prompt") else "\u2014"
+            lines.append(f"| {kind} | {n} | {_f(e['tokens_per_s'], 2)} | {_x(e.get('vs_sv_plain'))} | {_x(e.get('vs_sv_lookup'))} | {worst} |")
+    return lines
+
+
+def _per_prompt(result: dict[str, Any]) -> list[str]:
+    methods = [m["name"] for m in result["methods"]]
     base = "hf-plain" if "hf-plain" in methods else "sv-plain" if "sv-plain" in methods else None
-    if base:
-        who = "transformers plain decoding" if base == "hf-plain" else "specviz's plain decoding"
-        lines += ["", f"Speedup over {who} ({base}), per prompt:", ""]
-        lines += [f"| prompt | kind | tokens | {base} tok/s | " + " | ".join(n for n in methods if n != base) + " |"]
-        lines += ["|---" * (4 + len(methods) - 1) + "|"]
-        key = f"speedup_vs_{base.replace('-', '_')}"
-        for p in result["prompts"]:
-            rows = summ["per_prompt"][p["id"]]
-            cells = [_x(rows[n].get(key)) + ("*" if rows[n].get("identical") is False else "") for n in methods if n != base]
-            tokens = rows[methods[0]]["new_tokens"]
-            lines.append(f"| {p['id']} | {p['kind']} | {tokens:.0f} | {_f(rows[base].get('tokens_per_s'), 2)} | " + " | ".join(cells) + " |")
-    if summ["mismatches"]:
-        lines += ["", "\\* output differs from the reference (greedy runs should match token for token):", ""]
-        lines += [f"- {m['prompt']} / {m['method']}: first different token at position {m['first_divergence']} (vs {m['reference']})" for m in summ["mismatches"]]
-    elif meta["temperature"] == 0:
-        lines += ["", "Every method produced the same tokens on every prompt."]
-    return "\n".join(lines) + "\n"
+    if not base:
+        return []
+    who = "transformers plain decoding" if base == "hf-plain" else "specviz's plain decoding"
+    lines = ["", f"Speedup over {who} ({base}), per prompt:", ""]
+    lines += [f"| prompt | kind | tokens | {base} tok/s | " + " | ".join(n for n in methods if n != base) + " |"]
+    lines += ["|---" * (4 + len(methods) - 1) + "|"]
+    key = f"speedup_vs_{base.replace('-', '_')}"
+    for p in result["prompts"]:
+        rows = result["summary"]["per_prompt"][p["id"]]
+        cells = [_x(rows[n].get(key)) + ("*" if rows[n].get("identical") is False else "") for n in methods if n != base]
+        tokens = rows[methods[0]]["new_tokens"]
+        lines.append(f"| {p['id']} | {p['kind']} | {tokens:.0f} | {_f(rows[base].get('tokens_per_s'), 2)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

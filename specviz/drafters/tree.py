@@ -98,39 +98,12 @@ def grow_tree(
     """
     cands: list[Candidate] = []
     rows = [root]
-
-    def add_children(parent: Candidate | None, row: int) -> list[Candidate]:
-        dist = rows[row]
-        top = dist.topk(min(width, dist.numel()))
-        made = []
-        conf = float(dist.max())
-        base = parent.score if parent else 1.0
-        for rank, (prob, tok) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
-            if prob <= 0:
-                break
-            c = Candidate(
-                index=len(cands),
-                token=tok,
-                parent=parent.index if parent else -1,
-                depth=parent.depth + 1 if parent else 1,
-                score=base * prob,
-                q=prob,
-                confidence=conf,
-                row=row,
-                rank=rank,
-                path=(parent.path if parent else ()) + (tok,),
-            )
-            cands.append(c)
-            made.append(c)
-        return made
-
     if nodes <= 0 or max_depth <= 0:
         return GrownTree([], [], rows, 0)
-    level = add_children(None, 0)
+    level = _children(None, 0, rows[0], width, cands)
     passes = 0
     while level:
-        ranked = sorted(cands, key=_key)
-        best = {c.index for c in ranked[:nodes]}
+        best = {c.index for c in sorted(cands, key=_key)[:nodes]}
         todo = [c for c in level if c.index in best and c.depth < max_depth and not stop(c)]
         if not todo:
             break
@@ -139,11 +112,33 @@ def grow_tree(
         level = []
         for c, dist in zip(todo, dists):
             rows.append(dist)
-            level += add_children(c, len(rows) - 1)
+            level += _children(c, len(rows) - 1, dist, width, cands)
     if not cands:
         return GrownTree([], [], rows, passes)
-    chosen = {c.index for c in sorted(cands, key=_key)[:nodes]}
-    # Levels in order; within a level by the parent's place, then best sibling first.
+    return GrownTree(cands, _level_order(cands, {c.index for c in sorted(cands, key=_key)[:nodes]}), rows, passes)
+
+
+def _children(parent: Candidate | None, row: int, dist: torch.Tensor, width: int, cands: list[Candidate]) -> list[Candidate]:
+    """`parent`'s children (None: the root's): the `width` most likely tokens of `dist`, the
+    distribution after it (rows[row]), none of probability 0; appended to `cands`."""
+    top = dist.topk(min(width, dist.numel()))
+    made = []
+    conf = float(dist.max())
+    base = parent.score if parent else 1.0
+    for rank, (prob, tok) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
+        if prob <= 0:
+            break
+        c = Candidate(index=len(cands), token=tok, parent=parent.index if parent else -1, depth=parent.depth + 1 if parent else 1,
+                      score=base * prob, q=prob, confidence=conf, row=row, rank=rank,
+                      path=(parent.path if parent else ()) + (tok,))
+        cands.append(c)
+        made.append(c)
+    return made
+
+
+def _level_order(cands: list[Candidate], chosen: set[int]) -> list[int]:
+    """The chosen candidates' indices, levels in order; within a level by the parent's place,
+    then best sibling first."""
     order: list[int] = []
     place = {-1: -1}
     for depth in range(1, max(c.depth for c in cands) + 1):
@@ -152,7 +147,7 @@ def grow_tree(
         for c in here:
             place[c.index] = len(order)
             order.append(c.index)
-    return GrownTree(cands, order, rows, passes)
+    return order
 
 
 class TreeDrafter:

@@ -102,44 +102,30 @@ def tree_round(
     logits, ride_logits = every[: n + 1], every[n + 1 :]
     sync(logits)
     target_ms = (time.perf_counter() - start) * 1000
-    dist = None
-    if greedy:
-        v = tree_greedy(x, parents, logits)
-    else:
-        dist = sampler.distribution(logits)
-        if children == "top":
-            v = tree_point_masses(x, parents, dist, generator=generator)
-        else:
-            v = tree_multistep_sampling(x, parents, dist, proposal.q.to(dist.device, dist.dtype), generator=generator)
+    dist = None if greedy else sampler.distribution(logits)
+    v = _verify(x, parents, logits, dist, proposal, generator, children)
     sync(logits)
     verify_ms = (time.perf_counter() - start) * 1000
     target.keep_path([0] + [i + 1 for i in v.path])
-
-    toks = x.tolist()
     if proposal.q is None:
         q = [1.0] * n
     else:
         q = proposal.q[torch.arange(n, device=proposal.q.device), proposal.tokens.to(proposal.q.device)].tolist()
-    return TreeRound(
-        rule=v.rule,
-        path=v.path,
-        accepted=v.accepted_tokens,
-        emitted=v.emitted,
-        emitted_kind=v.emitted_kind,
-        emitted_p=v.emitted_p,
-        tokens=toks,
-        parents=parents,
-        depth=[d + 1 for d in depths(parents)],
-        p=v.p,
-        q=q,
-        u=v.u,
-        decision=v.decisions,
-        target_ms=target_ms,
-        verify_ms=verify_ms,
-        logits=logits,
-        dist=dist,
-        ride_logits=ride_logits,
-    )
+    return TreeRound(rule=v.rule, path=v.path, accepted=v.accepted_tokens, emitted=v.emitted, emitted_kind=v.emitted_kind,
+                     emitted_p=v.emitted_p, tokens=x.tolist(), parents=parents, depth=[d + 1 for d in depths(parents)], p=v.p,
+                     q=q, u=v.u, decision=v.decisions, target_ms=target_ms, verify_ms=verify_ms, logits=logits, dist=dist,
+                     ride_logits=ride_logits)
+
+
+def _verify(x: torch.Tensor, parents: list[int], logits: torch.Tensor, dist: torch.Tensor | None, proposal: Proposal,
+            generator: torch.Generator | None, children: Children):
+    """The tree rule that fits how the children were chosen: greedy (dist None), point masses
+    for deterministic children, or multi-step sampling for children drawn from q."""
+    if dist is None:
+        return tree_greedy(x, parents, logits)
+    if children == "top":
+        return tree_point_masses(x, parents, dist, generator=generator)
+    return tree_multistep_sampling(x, parents, dist, proposal.q.to(dist.device, dist.dtype), generator=generator)
 
 
 def _ride(proposal: Proposal) -> tuple[torch.Tensor, list[int]]:

@@ -95,101 +95,101 @@ def load_pair(
         return load_llamacpp_pair(plan, progress=progress)
     dev = choose_device(device)
     placement = choose_placement(device_map, max_memory)
-    if choose_dtype(dev, dtype) is None and not placement.spread:
-        # auto on a CPU: the decision is cached per machine; measuring it loads the target in
-        # each precision, so it takes the first part of the progress bar.
-        timer = time_target or measured_precision.pass_ms
-        decided = measured_precision.cache_file(plan.target.key, dev, measured_precision.timer_name(timer))
-        with _lock:
-            measuring = not decided.is_file()
-            prec = choose_precision(dev, dtype, cache_file=decided,
-                                    measure=lambda dts: _measure_target(plan, dev, dts, timer, progress and _span(progress, 0.0, 0.5)))
-            if measuring and progress is not None:
-                progress = _span(progress, 0.5, 1.0)
-    else:
-        prec = choose_precision(dev, dtype, placement=placement)
-    dt = prec.dtype
-    int8 = plan.draft is not None and int8_draft_wanted(dev, dt, int8_draft)
-    key = (plan.name, str(dev), dt, plan.draft is not None, int8, placement.key)
+    prec, progress = _choose(plan, dev, dtype, placement, time_target, progress)
+    int8 = plan.draft is not None and int8_draft_wanted(dev, prec.dtype, int8_draft)
+    key = (plan.name, str(dev), prec.dtype, plan.draft is not None, int8, placement.key)
     pair = _pairs.get(key)
     if pair is not None:
         return pair
     with _lock:
         pair = _pairs.get(key)
-        if pair is not None:
-            return pair
-        start = time.perf_counter()
-        # The target first: a draft with the very same tokenizer files then reuses its tokenizer.
-        roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
-        # What each model's weights load in: an int8 model is quantized from float32.
-        load_dt = {"target": prec.load_dtype, "draft": torch.float32 if int8 else prec.load_dtype}
-        places = {"target": placement, "draft": Placement()}
-        weights = {}
-        for role, ref in roles:
-            weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, load_dt[role], places[role])
-        if dt == INT8:
-            weights["int8 target"] = 0.0 if _int8_key(plan.target, dev) in _models else 3.0 * float(plan.target.params or 1e9)
-        if int8:
-            # quantizing takes several times as long as loading the draft from the cache
-            weights["int8 draft"] = 0.0 if _int8_key(plan.draft, dev) in _models else 3.0 * float(plan.draft.params or 1e9)
-        steps = Steps(progress, weights)
-        folders = {}
-        for role, ref in roles:
-            report = steps.step(f"prepare {role}")
-            if _model_key(ref, dev, load_dt[role], places[role]) not in _models:
-                folders[role] = _materialise(ref, plan.name, role, report)
-                _prefetch(folders[role][0])
-            report(1.0, f"{ref.label} found")
-        # The draft loads after a spread target, on the first device: the target leaves it room there.
-        reserve = {"target": 0, "draft": 0}
-        if placement.spread and dev.type == "cuda" and "draft" in folders:
-            reserve["target"] = model_bytes(params_in_folder(folders["draft"][0]), load_dt["draft"])
-        loaded: dict[str, Loaded] = {}
-        for role, ref in roles:
-            report = steps.step(f"load {role}")
-            loaded[role] = _load_model(ref, plan.name, role, dev, load_dt[role], folders.get(role), loaded.get("target"), report,
-                                       places[role], reserve[role])
-        if dt == INT8:
-            loaded["target"] = _int8_copy(plan.target, dev, loaded["target"], steps.step("int8 target"), "target")
-        if int8:
-            loaded["draft"] = _int8_copy(plan.draft, dev, loaded["draft"], steps.step("int8 draft"), "draft")
-        target, draft = loaded["target"], loaded.get("draft")
-        info = _pair_info(plan, loaded, dev, dt)
-        info["precision"] = _precision_info(prec, draft, int8, int8_draft)
-        vmap = None
-        if draft is not None and draft.tokenizer is not target.tokenizer:
-            vmap, message = check_vocab(
-                draft.tokenizer, target.tokenizer, plan.draft.label, plan.target.label,
-                draft_rows=head_rows(draft.model), target_rows=head_rows(target.model),
-            )
-            info["vocab"] = {**vmap.summary(), "message": message}
-            if vmap.identical:
-                vmap = None
-        elif draft is not None:
-            info["vocab"] = {"method": "same", "reason": "the draft uses the target's tokenizer", "identical": True}
-        if vmap is None:
-            vocab = shared_vocab_size(target.tokenizer, target.model, draft.model if draft else None, plan.name)
-        else:
-            # A draft with its own tokenizer: the pair works in the target's ids; the draft's
-            # head must still score every id of its own tokenizer.
-            vocab = shared_vocab_size(target.tokenizer, target.model, None, plan.name)
-            shared_vocab_size(draft.tokenizer, draft.model, None, f"{plan.name} (draft)")
-        pair = ModelPair(
-            name=plan.name,
-            tokenizer=target.tokenizer,
-            target=target.model,
-            draft=draft.model if draft else None,
-            vocab_size=vocab,
-            device=dev,
-            dtype=dt,
-            load_s=time.perf_counter() - start,
-            info=info,
-            draft_tokenizer=draft.tokenizer if vmap is not None else None,
-            vocab_map=vmap,
-        )
-        _pairs[key] = pair
-        steps.finish(f"{plan.name} ready")
+        if pair is None:
+            start = time.perf_counter()
+            steps, loaded = _materialise_and_load(plan, dev, prec, placement, int8, progress)
+            pair = _assemble(plan, loaded, dev, prec, int8, int8_draft, start)
+            _pairs[key] = pair
+            steps.finish(f"{plan.name} ready")
         return pair
+
+
+def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, time_target, progress: Progress | None):
+    """The target's precision (`precision.choose_precision`), and the progress left for the
+    load: under `auto` on a CPU, measuring it loads the target in each precision, so it takes
+    the first half of the bar (once per machine: the decision is cached)."""
+    if choose_dtype(dev, dtype) is not None or placement.spread:
+        return choose_precision(dev, dtype, placement=placement), progress
+    timer = time_target or measured_precision.pass_ms
+    decided = measured_precision.cache_file(plan.target.key, dev, measured_precision.timer_name(timer))
+    with _lock:
+        measuring = not decided.is_file()
+        prec = choose_precision(dev, dtype, cache_file=decided,
+                                measure=lambda dts: _measure_target(plan, dev, dts, timer, progress and _span(progress, 0.0, 0.5)))
+    return prec, _span(progress, 0.5, 1.0) if measuring and progress is not None else progress
+
+
+def _materialise_and_load(plan: Plan, dev: torch.device, prec: Precision, placement: Placement, int8: bool,
+                          progress: Progress | None) -> tuple[Steps, dict[str, Loaded]]:
+    """Each model's files made ready (assembled, converted, fetched), then loaded, then
+    quantized where int8 is wanted, the progress bar weighted by what each step costs."""
+    # The target first: a draft with the very same tokenizer files then reuses its tokenizer.
+    roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
+    # What each model's weights load in: an int8 model is quantized from float32.
+    load_dt = {"target": prec.load_dtype, "draft": torch.float32 if int8 else prec.load_dtype}
+    places = {"target": placement, "draft": Placement()}
+    weights = {}
+    for role, ref in roles:
+        weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, load_dt[role], places[role])
+    quantized = [(role, ref) for role, ref, wanted in (("target", plan.target, prec.dtype == INT8), ("draft", plan.draft, int8))
+                 if wanted]
+    for role, ref in quantized:  # quantizing takes several times as long as loading from the cache
+        weights[f"int8 {role}"] = 0.0 if _int8_key(ref, dev) in _models else 3.0 * float(ref.params or 1e9)
+    steps = Steps(progress, weights)
+    folders = {}
+    for role, ref in roles:
+        report = steps.step(f"prepare {role}")
+        if _model_key(ref, dev, load_dt[role], places[role]) not in _models:
+            folders[role] = _materialise(ref, plan.name, role, report)
+            _prefetch(folders[role][0])
+        report(1.0, f"{ref.label} found")
+    # The draft loads after a spread target, on the first device: the target leaves it room there.
+    reserve = {"target": 0, "draft": 0}
+    if placement.spread and dev.type == "cuda" and "draft" in folders:
+        reserve["target"] = model_bytes(params_in_folder(folders["draft"][0]), load_dt["draft"])
+    loaded: dict[str, Loaded] = {}
+    for role, ref in roles:
+        loaded[role] = _load_model(ref, plan.name, role, dev, load_dt[role], folders.get(role), loaded.get("target"),
+                                   steps.step(f"load {role}"), places[role], reserve[role])
+    for role, ref in quantized:
+        loaded[role] = _int8_copy(ref, dev, loaded[role], steps.step(f"int8 {role}"), role)
+    return steps, loaded
+
+
+def _assemble(plan: Plan, loaded: dict[str, Loaded], dev: torch.device, prec: Precision, int8: bool, int8_draft,
+              start: float) -> ModelPair:
+    """The pair from its loaded models: the vocabulary they share (or the map between two
+    tokenizers) and what was chosen and why."""
+    target, draft = loaded["target"], loaded.get("draft")
+    info = _pair_info(plan, loaded, dev, prec.dtype)
+    info["precision"] = _precision_info(prec, draft, int8, int8_draft)
+    vmap = None
+    if draft is not None and draft.tokenizer is not target.tokenizer:
+        vmap, message = check_vocab(draft.tokenizer, target.tokenizer, plan.draft.label, plan.target.label,
+                                    draft_rows=head_rows(draft.model), target_rows=head_rows(target.model))
+        info["vocab"] = {**vmap.summary(), "message": message}
+        if vmap.identical:
+            vmap = None
+    elif draft is not None:
+        info["vocab"] = {"method": "same", "reason": "the draft uses the target's tokenizer", "identical": True}
+    if vmap is None:
+        vocab = shared_vocab_size(target.tokenizer, target.model, draft.model if draft else None, plan.name)
+    else:
+        # A draft with its own tokenizer: the pair works in the target's ids; the draft's
+        # head must still score every id of its own tokenizer.
+        vocab = shared_vocab_size(target.tokenizer, target.model, None, plan.name)
+        shared_vocab_size(draft.tokenizer, draft.model, None, f"{plan.name} (draft)")
+    return ModelPair(name=plan.name, tokenizer=target.tokenizer, target=target.model, draft=draft.model if draft else None,
+                     vocab_size=vocab, device=dev, dtype=prec.dtype, load_s=time.perf_counter() - start, info=info,
+                     draft_tokenizer=draft.tokenizer if vmap is not None else None, vocab_map=vmap)
 
 
 def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) -> dict:

@@ -54,8 +54,12 @@ def _all_accepted(k: int) -> str:
 
 def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
     greedy = round_is_greedy(event)
+    steps = [_judgement(event, i, d, f, greedy) for i, d in enumerate(event.drafted, start=1) if d.decision != "unchecked"]
+    return _intro(event, f, greedy), steps, _outcome(event, f, greedy), _result(event, f)
+
+
+def _intro(event: RoundEvent, f: _Plain, greedy: bool) -> str:
     k = len(event.drafted)
-    toks = ", ".join(f.tok(d.text) for d in event.drafted)
     if k == 0:
         # The engine's first round reads the prompt's prefill; a later one is a round where the
         # cost-aware policy found that no draft pays.
@@ -63,75 +67,70 @@ def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
                 else "nothing was drafted (no draft length paid)")
         what = ("the prompt's prefill gives the target's distribution for the first token, before anything is drafted"
                 if event.index == 0 else f"{idle}, so one target pass gives the next token")
-        intro = f.s(f"Round {event.index}: {what}" + (", choosing greedily." if greedy else "."))
-    else:
-        intro = (
-            f.s(f"Round {event.index}: {PROPOSERS.get(event.source.method if event.source else '', 'the draft')} proposed "
-                f"{_n(k, 'token')} ({event.draft_ms:.0f} ms): ") + toks
-            + f.s(f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)" + (", choosing greedily." if greedy else "."))
-        )
-    e = event.emitted
-    steps = []
-    for i, d in enumerate(event.drafted, start=1):
-        if d.decision == "unchecked":
-            continue
-        head = f.s(f"Position {i}: ")
-        if greedy:
-            if d.decision == "accepted":
-                steps.append(head + f.tok(d.text) + f.s(" matches the target's top choice, so it is ") + f.word("accepted", "accepted") + f.s("."))
-            else:
-                top = e.text if e is not None else (event.positions[i - 1].top[0].text if i <= len(event.positions) and event.positions[i - 1].top else "")
-                gap = event.positions[i - 1].top2_logit_gap if i <= len(event.positions) else None
-                tie = f" (a near-tie: the target's top two logits differ by only {gap:.2f})" if gap is not None and gap < NEAR_TIE_LOGITS else ""
-                steps.append(
-                    head + f.s("the target's top choice is ") + f.tok(top) + f.s(", not ") + f.tok(d.text)
-                    + f.s(", so it is ") + f.word("rejected", "rejected") + f.s(tie + ".")
-                )
-            continue
-        r = ratio(d.p, d.q)
-        nums = f" \u2014 the target gives p = {fmt_prob(d.p)}, the draft gave q = {fmt_prob(d.q)}"
-        if d.decision == "accepted" and r >= 1:
-            rule = f"; p/q = {fmt_ratio(r)} \u2265 1, so it is "
-            tail = f" whatever u (u = {fmt_prob(d.u)})."
-        elif d.decision == "accepted":
-            rule = f"; u = {fmt_prob(d.u)} \u2264 p/q = {fmt_ratio(r)}, so it is "
-            tail = "."
-        else:
-            rule = f"; u = {fmt_prob(d.u)} > p/q = {fmt_ratio(r)}, so it is "
-            tail = "."
-        steps.append(head + f.tok(d.text) + f.s(nums + rule) + f.word(d.decision, d.decision) + f.s(tail))
+        return f.s(f"Round {event.index}: {what}" + (", choosing greedily." if greedy else "."))
+    toks = ", ".join(f.tok(d.text) for d in event.drafted)
+    return (
+        f.s(f"Round {event.index}: {PROPOSERS.get(event.source.method if event.source else '', 'the draft')} proposed "
+            f"{_n(k, 'token')} ({event.draft_ms:.0f} ms): ") + toks
+        + f.s(f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)" + (", choosing greedily." if greedy else "."))
+    )
 
+
+def _judgement(event: RoundEvent, i: int, d, f: _Plain, greedy: bool) -> str:
+    """Position i's verdict with the numbers behind it."""
+    head = f.s(f"Position {i}: ")
+    if greedy and d.decision == "accepted":
+        return head + f.tok(d.text) + f.s(" matches the target's top choice, so it is ") + f.word("accepted", "accepted") + f.s(".")
+    if greedy:
+        e, pos = event.emitted, event.positions
+        top = e.text if e is not None else (pos[i - 1].top[0].text if i <= len(pos) and pos[i - 1].top else "")
+        gap = pos[i - 1].top2_logit_gap if i <= len(pos) else None
+        tie = f" (a near-tie: the target's top two logits differ by only {gap:.2f})" if gap is not None and gap < NEAR_TIE_LOGITS else ""
+        return (head + f.s("the target's top choice is ") + f.tok(top) + f.s(", not ") + f.tok(d.text)
+                + f.s(", so it is ") + f.word("rejected", "rejected") + f.s(tie + "."))
+    r = ratio(d.p, d.q)
+    nums = f" \u2014 the target gives p = {fmt_prob(d.p)}, the draft gave q = {fmt_prob(d.q)}"
+    if d.decision == "accepted" and r >= 1:
+        rule, tail = f"; p/q = {fmt_ratio(r)} \u2265 1, so it is ", f" whatever u (u = {fmt_prob(d.u)})."
+    elif d.decision == "accepted":
+        rule, tail = f"; u = {fmt_prob(d.u)} \u2264 p/q = {fmt_ratio(r)}, so it is ", "."
+    else:
+        rule, tail = f"; u = {fmt_prob(d.u)} > p/q = {fmt_ratio(r)}, so it is ", "."
+    return head + f.tok(d.text) + f.s(nums + rule) + f.word(d.decision, d.decision) + f.s(tail)
+
+
+def _outcome(event: RoundEvent, f: _Plain, greedy: bool) -> str:
+    """What the target added: a bonus, a replacement, or nothing at the run's end."""
+    e, k = event.emitted, len(event.drafted)
     unchecked = [d for d in event.drafted if d.decision == "unchecked"]
     dropped = ""
     if unchecked:
-        dropped = f.s(f" The draft's {_n(len(unchecked), 'later token')} (") + ", ".join(f.tok(d.text) for d in unchecked) + f.s(") " + ("is" if len(unchecked) == 1 else "are") + " discarded unchecked.")
+        dropped = (f.s(f" The draft's {_n(len(unchecked), 'later token')} (") + ", ".join(f.tok(d.text) for d in unchecked)
+                   + f.s(") " + ("is" if len(unchecked) == 1 else "are") + " discarded unchecked."))
     source = "its top choice" if greedy else "drawn from p"
     if e is None:
-        outcome = f.s("The run stopped after this round (end of text or the token limit), so the target added no token.")
-    elif e.kind == "bonus" and k == 0:
-        outcome = f.s("The target's token: ") + f.tok(e.text) + f.s(f", {source} (p = {fmt_prob(e.p)}).")
-    elif e.kind == "bonus":
-        outcome = (
-            f.s(f"{_all_accepted(k)}, so the same target pass also gives a ") + f.word("bonus", "bonus")
-            + f.s(" token: ") + f.tok(e.text) + f.s(f", {source} at position {k + 1} (p = {fmt_prob(e.p)}).")
-        )
-    elif greedy:
-        outcome = f.s("The target's choice ") + f.tok(e.text) + f.s(" is emitted in its place as the ") + f.word("replacement", "resampled") + f.s(".") + dropped
-    else:
-        outcome = (
-            f.s("The ") + f.word("replacement", "resampled") + f.s(" ") + f.tok(e.text)
+        return f.s("The run stopped after this round (end of text or the token limit), so the target added no token.")
+    if e.kind == "bonus" and k == 0:
+        return f.s("The target's token: ") + f.tok(e.text) + f.s(f", {source} (p = {fmt_prob(e.p)}).")
+    if e.kind == "bonus":
+        return (f.s(f"{_all_accepted(k)}, so the same target pass also gives a ") + f.word("bonus", "bonus")
+                + f.s(" token: ") + f.tok(e.text) + f.s(f", {source} at position {k + 1} (p = {fmt_prob(e.p)})."))
+    if greedy:
+        return (f.s("The target's choice ") + f.tok(e.text) + f.s(" is emitted in its place as the ")
+                + f.word("replacement", "resampled") + f.s(".") + dropped)
+    return (f.s("The ") + f.word("replacement", "resampled") + f.s(" ") + f.tok(e.text)
             + f.s(f" is drawn from the residual norm(max(0, p \u2212 q)) at position {event.accepted + 1} (the target gives it p = {fmt_prob(e.p)}).")
-            + dropped
-        )
-    gained = event.gained
+            + dropped)
+
+
+def _result(event: RoundEvent, f: _Plain) -> str:
+    gained, e = event.gained, event.emitted
+    if not event.drafted:
+        return f.s(f"Result: {_n(gained, 'new token')}, as plain decoding gets from a pass.")
     parts = [_n(event.accepted, "accepted draft")]
     if e is not None:
         parts.append(f"1 {'bonus' if e.kind == 'bonus' else 'replacement'}")
-    if k == 0:
-        result = f.s(f"Result: {_n(gained, 'new token')}, as plain decoding gets from a pass.")
-    else:
-        result = f.s(f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')}).")
-    return intro, steps, outcome, result
+    return f.s(f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')}).")
 
 
 def round_story(event: RoundEvent) -> list[str]:

@@ -143,46 +143,16 @@ def tree_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
                       + (f", then {_plotly(quoted(e.text))}" if e is not None else ""))
 
     fig = go.Figure()
-    # Edges: the accepted path thick and green, the rest thin.
-    for name, chosen, colour, width in (("edges", False, GRID, 1.5), ("path", True, ACCEPTED, 4)):
-        xs: list[float | None] = []
-        ys: list[float | None] = []
-        for i, p in enumerate(parents):
-            if (i in on_path) == chosen:
-                xs += [depth[p], depth[i], None]
-                ys += [slot[p], slot[i], None]
-        if chosen and e is not None:
-            xs += [depth[last], depth[len(nodes)], None]
-            ys += [slot[last], slot[len(nodes)], None]
-        if xs:
-            fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, hoverinfo="skip", showlegend=False)
-
+    _edges(fig, parents, on_path, depth, slot, last if e is not None else None)
     fig.add_scatter(x=[0], y=[slot[-1]], mode="markers+text", name="root (the last output token)", text=[ROOT_LABEL],
                     textposition="middle left", marker={"symbol": "square", "size": 12, "color": NEUTRAL},
                     hovertemplate="the root: the last token of the output so far<extra></extra>", showlegend=False)
-    for decision in ("accepted", "rejected", "unchecked"):
-        idx = [i for i, t in enumerate(nodes) if t.decision == decision]
-        if not idx:
-            continue
-        hover = [
-            f"node {i} \u00b7 depth {nodes[i].depth} \u00b7 {_plotly(quoted(nodes[i].text))} (id {nodes[i].token})<br>"
-            f"q = {fmt_prob(nodes[i].q)} (draft)<br>{_plotly(_p_words(nodes[i].p, greedy))}<br>{decision}"
-            for i in idx
-        ]
-        fig.add_scatter(
-            x=[depth[i] for i in idx], y=[slot[i] for i in idx], mode="markers+text", name=DECISION_NAMES[decision],
-            text=[_label(nodes[i].text, 10) for i in idx], textposition="top center",
-            textfont={"family": "ui-monospace, Menlo, Consolas, monospace", "size": 12},
-            marker={"size": 14, "color": DECISION_COLOURS[decision], "opacity": 0.55 if decision == "unchecked" else 1.0,
-                    "line": {"width": 0}},
-            customdata=hover, hovertemplate="%{customdata}<extra></extra>",
-        )
+    _nodes(fig, nodes, depth, slot, greedy)
     if e is not None:
         kind = "bonus" if e.kind == "bonus" else "replacement"
         fig.add_scatter(
             x=[depth[len(nodes)]], y=[slot[len(nodes)]], mode="markers+text", name=f"emitted ({kind})",
-            text=[_label(e.text, 10)], textposition="top center",
-            textfont={"family": "ui-monospace, Menlo, Consolas, monospace", "size": 12},
+            text=[_label(e.text, 10)], textposition="top center", textfont=MONO,
             marker={"symbol": "star", "size": 18, "color": BONUS if e.kind == "bonus" else RESAMPLED},
             customdata=[f"emitted by the target after the path: {_plotly(quoted(e.text))} (id {e.id})<br>"
                         f"{kind}, p = {fmt_prob(e.p)}"],
@@ -200,6 +170,45 @@ def tree_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
                      range=[-0.7, top + 0.6], showgrid=False)
     fig.update_yaxes(visible=False, range=[leaves - 0.4, -0.8])  # reversed: the first leaf on top
     return style_figure(fig, title, height=max(260, 120 + 34 * leaves))
+
+
+MONO = {"family": "ui-monospace, Menlo, Consolas, monospace", "size": 12}
+
+
+def _edges(fig: go.Figure, parents: list[int], on_path: set[int], depth: dict, slot: dict, emitted_under: int | None) -> None:
+    """The accepted path thick and green (on to the emitted token, where there is one), the rest thin."""
+    for name, chosen, colour, width in (("edges", False, GRID, 1.5), ("path", True, ACCEPTED, 4)):
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for i, p in enumerate(parents):
+            if (i in on_path) == chosen:
+                xs += [depth[p], depth[i], None]
+                ys += [slot[p], slot[i], None]
+        if chosen and emitted_under is not None:
+            xs += [depth[emitted_under], depth[len(parents)], None]
+            ys += [slot[emitted_under], slot[len(parents)], None]
+        if xs:
+            fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, hoverinfo="skip", showlegend=False)
+
+
+def _nodes(fig: go.Figure, nodes, depth: dict, slot: dict, greedy: bool) -> None:
+    """The drafted nodes, one trace per decision, with their text, q and p on hover."""
+    for decision in ("accepted", "rejected", "unchecked"):
+        idx = [i for i, t in enumerate(nodes) if t.decision == decision]
+        if not idx:
+            continue
+        hover = [
+            f"node {i} \u00b7 depth {nodes[i].depth} \u00b7 {_plotly(quoted(nodes[i].text))} (id {nodes[i].token})<br>"
+            f"q = {fmt_prob(nodes[i].q)} (draft)<br>{_plotly(_p_words(nodes[i].p, greedy))}<br>{decision}"
+            for i in idx
+        ]
+        fig.add_scatter(
+            x=[depth[i] for i in idx], y=[slot[i] for i in idx], mode="markers+text", name=DECISION_NAMES[decision],
+            text=[_label(nodes[i].text, 10) for i in idx], textposition="top center", textfont=MONO,
+            marker={"size": 14, "color": DECISION_COLOURS[decision], "opacity": 0.55 if decision == "unchecked" else 1.0,
+                    "line": {"width": 0}},
+            customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+        )
 
 
 def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
