@@ -1,10 +1,9 @@
 """A run in a thread of its own; the page takes the newest trace whenever it is ready for one.
 
 Gradio pulls a handler's next update only after it has sent the last one, so a run iterated
-by the handler itself waited for every update to be built, serialised and sent before its
-next token: on a 2-core CPU the page's plain decoding ran 1.4 tok/s through the API against
-1.7-1.9 for the same run in-process, and 0.84 with the browser on the same cores. Here the
-engine runs on while the page draws, and updates that come faster than the page takes them
+by the handler itself would wait for every update to be built, serialised and sent before
+its next token, and run slower on the page than in-process (docs/BENCHMARKS.md, "Figures
+behind the code"). Here the engine runs on while the page draws, and updates that come faster than the page takes them
 are merged into the newest one (each trace holds the whole run so far, so nothing is lost).
 """
 

@@ -34,7 +34,7 @@ class PageConfig:
     allow_custom: bool = True
     max_wall_s: float = 300.0
     queue_size: int = 32
-    # Gradio's own default, 10000, let memory grow by about 0.2 MB per session for days.
+    # Gradio's own default, 10000, lets a long-running page's memory grow with every session it keeps.
     max_sessions: int = 256
     mcp: bool = True
 

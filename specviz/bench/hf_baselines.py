@@ -129,9 +129,8 @@ def gathered_heads(models: list[torch.nn.Module | None]):
 
     transformers' `generate` asks for the last position's logits with an int
     `logits_to_keep`, and the model slices `hidden[:, -1:, :]`: a view with the whole
-    sequence's batch stride. On this CPU (torch 2.13, AMD EPYC with avx512_bf16) a bf16 head
-    over such a view goes through a batched product that copies the weight first: ~1.2-1.7 s
-    more per `generate` call for the bundled target (docs/BENCHMARKS.md), and in assisted
+    sequence's batch stride. On some CPUs a bf16 head over such a view goes through a batched
+    product that copies the weight first, at every `generate` call (docs/BENCHMARKS.md), and in assisted
     generation again at every round for a bf16 draft (whose catch-up over two or more new
     tokens is a prefill). specviz's passes gather those rows (models/keep.py); this gives transformers
     the same, so that a comparison can show the slow path's share apart from the rest."""

@@ -183,9 +183,8 @@ def _predict(row: dict, plain: dict | None, cost) -> None:
     `predicted_speedup` is the textbook formula with T = one plain-decoding step (from
     sv-plain on the same prompt) and a verify pass assumed to cost the same T;
     `predicted_speedup_cost` replaces that assumption with the measured V(k+1), the cost
-    model's curve at this run's level: V(k+1) * T / V(1). The machine's speed drifts between
-    the load and the runs (a shared 2-core host measured V(1) 428 ms at load and 530 ms in
-    the plain runs after it) far more than the curve's shape does."""
+    model's curve at this run's level: V(k+1) * T / V(1). A shared machine's speed drifts
+    between the load and the runs far more than the curve's shape does."""
     if row.get("acceptance") is None or not row.get("mean_k") or not row.get("draft_ms"):
         return
     alpha, k, d = row["acceptance"], row["mean_k"], row["draft_ms"]

@@ -38,12 +38,11 @@ REPEATS = 3
 # A cached cost model is checked at load with this many timed one-token passes. Off by more
 # than this share: measured again if the machine is faster now (the cache was taken in a slow
 # moment), scaled by the check if it is slower (a busy or drifting machine slows every pass
-# alike; timing every size again would cost a minute and a half on a 2-core CPU in fp32).
+# alike, and timing every size again would cost a small CPU minutes at every load).
 CHECK_REPEATS = 3
 CHECK_TOLERANCE = 0.25
 # The check's passes follow this many cached tokens, not MEASURE_CONTEXT: filling a context
-# of MEASURE_CONTEXT takes seconds on a small CPU (4 s for the bundled target on llama.cpp on
-# 2 cores), which every load would pay. `measure` times the same short pass for comparison.
+# of MEASURE_CONTEXT takes seconds on a small CPU, which every load would pay. `measure` times the same short pass for comparison.
 CHECK_CONTEXT = 8
 # A target spread over devices and disk by a device map reads its offloaded layers again at
 # every pass: it is timed at fewer sizes, in one timed sweep (the rest is interpolated).

@@ -67,9 +67,8 @@ def draw(dist: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     probability weight / total: one uniform per row against the row's cumulative sum.
 
     torch.multinomial draws a single sample by an exponential race, one exponential variate
-    per token: over Qwen's 151,936 ids that took 2.2 ms on a 2-core CPU (and far longer when
-    the cores are shared, as the variates come from one sequential generator), against 0.8 ms
-    for a cumulative sum and a binary search. The sum runs in float64 (float32 on devices
+    per token from one sequential generator, which over a 150k vocabulary costs more than a
+    cumulative sum and a binary search (docs/BENCHMARKS.md, "Figures behind the code"). The sum runs in float64 (float32 on devices
     without it), so a token's share differs from its weight by rounding only; a zero weight
     is never drawn.
     """

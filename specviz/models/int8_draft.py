@@ -39,8 +39,8 @@ def wanted(device: torch.device, dtype: torch.dtype, choice: bool | None) -> boo
 
 
 def quantized(model: torch.nn.Module, progress: Callable[[float, str], None] | None = None) -> torch.nn.Module:
-    """An int8 copy of `model`: every linear layer, the output head included (about 17 s for
-    the bundled 0.5B draft here, mostly fbgemm packing the weights). `model` is left as is:
+    """An int8 copy of `model`: every linear layer, the output head included (seconds, mostly
+    fbgemm packing the weights, hence the progress). `model` is left as is:
     another pair may use it unquantized, as its target. The layers are quantized a few at a
     time so that `progress(fraction, message)` can follow them."""
     from torch.ao import quantization

@@ -2,9 +2,9 @@
 
 transformers slices the hidden states with `hidden[:, -keep:, :]` when `logits_to_keep` is
 an int. That view keeps the whole sequence's batch stride, and on a CPU a bf16 matmul over
-such a view takes a slow path: the LM head over the last position of a 51-token prompt took
-1,030 ms against 17 ms for the same row with its own storage (torch 2.13, AMD EPYC with
-avx512_bf16; fp32 is not affected). transformers' own `generate` pays this at every prefill.
+such a view takes a slow path, many times the cost of the same row with its own storage (fp32
+is not affected; docs/BENCHMARKS.md, "Figures behind the code"). transformers' own
+`generate` pays this at every prefill.
 An index tensor instead of an int makes transformers gather the rows into a new tensor.
 """
 

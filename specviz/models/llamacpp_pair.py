@@ -116,9 +116,9 @@ def _save_tokenizer(path: Path, out: Path) -> dict:
 
 def _gguf_tokenizer(path: Path) -> Any:
     """transformers' tokenizer for the GGUF at `path`. AutoTokenizer first parses the whole
-    file for its config (19 s for the bundled 0.5B draft on 2 cores), only to learn the
-    tokenizer class; the class is read from the architecture in the metadata instead (1.5 s),
-    where transformers maps one. Either way the tokenizer is built by transformers from the
+    file for its config, only to learn the tokenizer class, which costs more than building the
+    tokenizer; the class is read from the architecture in the metadata instead, where
+    transformers maps one. Either way the tokenizer is built by transformers from the
     file's metadata."""
     from transformers import AutoTokenizer
     from transformers.integrations.gguf.reader import read_gguf_metadata

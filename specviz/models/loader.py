@@ -256,7 +256,7 @@ def _load_model(
     reserve: int = 0,
 ) -> Loaded:
     """Load one model from its materialised folder. A draft (`target` given) reuses the
-    target's tokenizer if the files are identical (then so are the vocabularies, and a ~2 s
+    target's tokenizer if the files are identical (then so are the vocabularies, and a second
     load is saved); otherwise it keeps its own, and load_pair compares the two. A spread
     target (`placement`) goes where accelerate puts it; what it holds on `dev` is counted."""
     key = _model_key(ref, dev, dt, placement)

@@ -1,11 +1,10 @@
 """Linear layers in oneDNN's packed weight layout, for the lean loop (lm.lean) on a CPU.
 
 A verify pass multiplies every weight matrix by k+1 token vectors. The BLAS behind
-`F.linear` (MKL) takes a slow path for so few rows: on the 2-core AMD CPU measured, a
-5-token pass of the bundled fp32 target cost 1286 ms against 568 for a 1-token pass,
-although both read the same weights once. oneDNN's inner-product kernel over a weight
-reordered once into its own blocked layout reads the weights as a stream whatever the row
-count: 700 ms against 528 (docs/BENCHMARKS.md, "Packed weights for the target").
+`F.linear` (MKL) takes a slow path for so few rows, although a 5-token pass reads the same
+weights once as a 1-token pass does. oneDNN's inner-product kernel over a weight reordered
+once into its own blocked layout reads the weights as a stream whatever the row count
+(docs/BENCHMARKS.md, "Packed weights for the target").
 
 The packed copy sits beside the model's own weights (transformers' forward and the bench's
 transformers runs keep using those), so it costs the linear weights' bytes

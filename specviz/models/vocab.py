@@ -48,8 +48,7 @@ def check_vocab(
     target_rows: int | None = None,
 ) -> tuple[VocabMap, str]:
     """Line the draft's vocabulary up with the target's and say, in words, how the pair will
-    draft: with the same ids, or (different vocabularies are no longer refused) through
-    text or the shared tokens, and why."""
+    draft: with the same ids, or through text or the shared tokens, and why."""
     m = vocab_map(draft_tok, target_tok, draft_rows=draft_rows, target_rows=target_rows)
     if m.identical:
         return m, f"{draft_name} and {target_name} share one vocabulary: the draft proposes target ids directly"
