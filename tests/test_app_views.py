@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 import html
 import json
 import math
@@ -42,16 +44,49 @@ def test_the_page_builds_with_the_stable_element_ids():
     assert params[:9] == ["prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode"]
 
 
+class _Elements(HTMLParser):
+    """Each element's tag, attributes and text (its own and its children's), in document order."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.found: list[dict] = []
+        self._open: list[dict] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        element = {"tag": tag, **dict(attrs), "text": ""}
+        self.found.append(element)
+        self._open.append(element)
+
+    def handle_endtag(self, tag):
+        while self._open and self._open.pop()["tag"] != tag:
+            pass
+
+    def handle_data(self, data):
+        for element in self._open:
+            element["text"] += data
+
+    def by_class(self, name: str) -> list[dict]:
+        return [e for e in self.found if name in (e.get("class") or "").split()]
+
+
 def test_live_views_show_the_stream_stats_and_why_the_run_stopped(trace):
     rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
     stream, stats, timeline, tree, alignment = live.live_views(trace)
-    # The stream: one span per drafted or emitted token, then why the run ended.
-    assert stream.count('class="tok ') == sum(len(e.drafted) + (e.emitted is not None) for e in rounds)
-    assert stream.endswith(f'<div class="sv-run-state" data-state="done">Done after {len(rounds)} rounds: '
-                           "it reached the max new tokens.</div>")
-    # The stats: the run stopped at max_new_tokens = 48, in as many rounds as the trace holds.
-    assert '<div class="sv-stat-value">48</div><div class="sv-stat-label">tokens</div>' in stats
-    assert f'title="48 tokens in {len(rounds)} rounds"' in stats
+    page = _Elements(stream)
+    # The stream: one token element per drafted or emitted token, then why the run ended.
+    assert len(page.by_class("tok")) == sum(len(e.drafted) + (e.emitted is not None) for e in rounds)
+    (state,) = page.by_class("sv-run-state")
+    assert state["data-state"] == "done" and page.found[-1] is state
+    assert f"{len(rounds)} rounds" in state["text"] and "max new tokens" in state["text"]
+    # The stats, label -> value: the run stopped at max_new_tokens = 48, in as many rounds as the trace holds.
+    cards = _Elements(stats)
+    labels = [lab["text"] for lab in cards.by_class("sv-stat-label")]
+    values = dict(zip(labels, (v["text"] for v in cards.by_class("sv-stat-value"))))
+    titles = dict(zip(labels, (c.get("title") for c in cards.by_class("sv-stat"))))
+    assert values["tokens"] == "48"
+    assert float(values["tokens / round"]) == pytest.approx(48 / len(rounds), abs=0.005)
+    assert titles["tokens / round"] == f"48 tokens in {len(rounds)} rounds"
     # The timeline: a draft bar and a verify bar per round.
     bars = {t.name: len(t.x) for t in timeline.data if t.type == "bar"}
     assert bars["draft"] == bars["verify"] == len(rounds)
@@ -61,7 +96,8 @@ def test_live_views_show_the_stream_stats_and_why_the_run_stopped(trace):
     # A chain run drawn from one tokenizer has no tree and no alignment to show.
     assert tree.visible is False and alignment.visible is False
     # After Stop, the same stream says it was stopped instead.
-    assert live.live_views(trace, plot=False, stopped=True)[0].endswith("it was stopped.</div>")
+    (stopped,) = _Elements(live.live_views(trace, plot=False, stopped=True)[0]).by_class("sv-run-state")
+    assert "stopped" in stopped["text"] and "max new tokens" not in stopped["text"]
 
 
 def test_the_inspector_opens_on_the_telling_position_and_clamps_rounds(trace):
@@ -97,22 +133,25 @@ def test_the_inspector_explains_itself_without_rounds(trace):
 
 
 def test_theory_marks_the_run_and_fills_the_sliders_from_it(trace):
-    text, tpr, speedup, heatmap, measured, tree_box, tree_text, tree_plot, pass_cost = theory_tab.views(0.7, 4, 344, 132, trace, None)
+    text, tpr, speedup, heatmap, measured, tree_box, tree_text, tree_plot, pass_cost = theory_tab.views(0.7, 4, 40, 4, trace, None)
     # The run's own runtime's measured V(n), as V(n) / V(1), beside the n-passes diagonal.
     curve = next(t for t in pass_cost.data if t.name == trace.meta["runtime"])
     verify = {int(n): v for n, v in trace.meta["cost_model"]["verify"].items()}
     assert list(curve.x) == sorted(verify) and curve.y[0] == 1.0
     assert curve.y[-1] == pytest.approx(verify[max(verify)] / verify[1])
     assert tree_box.visible is False and tree_text == ""  # not a tree run
-    assert any(t.name == "measured" for t in tpr.data) and any(t.name == "this run" for t in heatmap.data)
-    assert "predicted" in measured
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
+    # The measured point: the run's tokens per round (48 tokens over its rounds, the prefill's included).
+    (point,) = [t for t in tpr.data if t.name == "measured"]
+    assert point.y[0] == pytest.approx(trace.summary.new_tokens / len(rounds))
+    # The sliders take the run's alpha (its mean overlap), its fixed k = 4, T and D measured at
+    # load; the heat map marks the run at that (k, alpha).
     alpha, k, t, d = theory_tab.from_run(trace, None)
-    drafting = [e for e in trace.events if isinstance(e, RoundEvent) and e.drafted]
-    # the run's k is its mean drafted per round that drafted (the prefill's token verifies
-    # none); T the one-token pass measured at load
-    assert 0 <= alpha <= 1 and k == max(1, round(sum(r.k for r in drafting) / len(drafting)))
-    assert t == max(1, round(trace.summary.plain_ms_per_token)) and d >= 0
-    assert "Run a generation" in theory_tab.views(0.7, 4, 344, 132, None, None)[4]
+    assert (alpha, k) == (round(trace.summary.mean_overlap, 2), 4)
+    assert t == max(1, round(trace.meta["cost_model"]["verify"]["1"])) and d >= 0
+    (mark,) = [t for t in heatmap.data if t.name == "this run"]
+    assert (mark.x[0], mark.y[0]) == (k, pytest.approx(alpha, abs=0.005))
+    assert "Run a generation" in theory_tab.views(0.7, 4, 40, 4, None, None)[4]
 
 
 def test_comparison_views_need_a_speculative_run(trace):
@@ -250,8 +289,11 @@ def test_the_status_of_a_cross_tokenizer_pair_says_its_overlap_and_method():
     state = LoadState("p", True)
     state.pair = Pair()
     state.done.set()
-    html = status_html("p", state)
-    assert "77.1% of the target&#x27;s vocabulary matches the draft&#x27;s" in html and "shared vocabulary (intersection)" in html
-    assert "&lt;b&gt;77.1%" in html and "<b>77.1%" not in html
+    status = _Elements(status_html("p", state))
+    (vocab,) = status.by_class("sv-vocab")
+    # the overlap and the method in words; the check's own message as the tooltip, its markup
+    # arriving as text (no <b> element made from it)
+    assert "77.1%" in vocab["text"] and "(intersection)" in vocab["text"]
+    assert vocab["title"] == "<b>77.1%</b> shared" and not [e for e in status.found if e["tag"] == "b" and "77.1%" in e["text"]]
     Pair.info = {"vocab": {"method": "same", "identical": True}}
-    assert "another tokenizer" not in status_html("p", state)
+    assert not _Elements(status_html("p", state)).by_class("sv-vocab")

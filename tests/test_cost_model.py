@@ -70,10 +70,11 @@ def test_a_pass_over_more_tokens_never_costs_less():
 
 def test_predicted_speedup_interpolates_a_fractional_mean_k():
     cost = CostModel(verify={1: 100.0, 2: 110.0, 3: 120.0, 4: 130.0}, draft=10.0)
-    s2 = theory.speedup_with_cost(0.8, 2, cost, 10.0)
-    s3 = theory.speedup_with_cost(0.8, 3, cost, 10.0)
-    assert cost.predicted_speedup(0.8, 2) == pytest.approx(s2)
-    assert cost.predicted_speedup(0.8, 2.25) == pytest.approx(0.75 * s2 + 0.25 * s3)
+    # alpha 0.8. k = 2: 1 + 0.8 + 0.64 = 2.44 tokens per 2 * 10 + V(3) = 140 ms, against 1 per 100 ms.
+    assert cost.predicted_speedup(0.8, 2) == pytest.approx(2.44 * 100 / 140)
+    # k = 3: 2.952 tokens per 30 + 130 = 160 ms; a mean k of 2.25 is a quarter of the way there.
+    assert cost.predicted_speedup(0.8, 3) == pytest.approx(2.952 * 100 / 160)
+    assert cost.predicted_speedup(0.8, 2.25) == pytest.approx(0.75 * 2.44 * 100 / 140 + 0.25 * 2.952 * 100 / 160)
 
 
 def _play(cost: CostModel, rounds: int, accept: float, confidence: float, *, true_cost: CostModel | None = None, **kw) -> tuple[list[int], CostAwareLength]:

