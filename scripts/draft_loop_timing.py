@@ -25,7 +25,7 @@ import torch  # noqa: E402
 from specviz.lm.cached import CachedLM, model_forward  # noqa: E402
 from specviz.lm.lean import LeanLM  # noqa: E402
 from specviz.engine.load import load  # noqa: E402  (the precision the engine would choose)
-from specviz.models.timing import MEASURE_CONTEXT  # noqa: E402
+from specviz.models.loading.timing import MEASURE_CONTEXT  # noqa: E402
 
 FEEDS = 10
 WARMUP = 2

@@ -41,7 +41,7 @@ from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 from app_server import launched_app  # noqa: E402
-from specviz.models.presets import DEFAULT_PAIR  # noqa: E402
+from specviz.models.catalogue.presets import DEFAULT_PAIR  # noqa: E402
 
 EXAMPLES = ROOT / "assets" / "examples.json"
 ANSWER_TIMEOUT_S = 600  # a request with no answer by then is a failure

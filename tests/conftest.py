@@ -23,7 +23,7 @@ MEASURED = ("cost-models", "precision", "runtime-choice")  # copied: tests add t
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("SPECVIZ_CACHE") or hasattr(config, "workerinput"):
         return
-    from specviz.models.cache import cache_root
+    from specviz.models.files.cache import cache_root
 
     real = cache_root()
     mine = Path(tempfile.mkdtemp(prefix="specviz-test-cache-"))

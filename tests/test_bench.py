@@ -195,7 +195,7 @@ def test_packed_transformers_runs_are_shown_beside_the_goals_not_in_them():
 
 
 def test_packed_layers_compute_through_the_packed_copies_and_put_the_layers_back(one_thread):
-    from specviz.models.packed import packed_linears
+    from specviz.models.speedups.packed import packed_linears
 
     pair = tiny_pair("close")
     table = packed_linears(pair.target)

@@ -18,8 +18,8 @@ from specviz.bench.report import markdown
 from specviz.bench.summary import summarise
 from specviz.drafters.cost_model import CostModel
 from specviz.errors import UserError
-from specviz.models.int8_draft import quantized
-from specviz.models.pair import ModelPair
+from specviz.models.speedups.int8_draft import quantized
+from specviz.models.loading.pair import ModelPair
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -13,7 +13,7 @@ from specviz import theory
 from specviz.drafters.cost_aware import PROBE_EVERY, CostAwareLength
 from specviz.drafters import cost_aware, cost_model
 from specviz.drafters.cost_model import CostModel, for_pair, load_or_measure
-from specviz.models.timing import measure_pass_ms
+from specviz.models.loading.timing import measure_pass_ms
 from specviz.engine.generation import run
 from specviz.settings import GenerationSettings
 from tiny_models import tiny_pair

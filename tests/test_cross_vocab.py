@@ -28,8 +28,8 @@ from specviz.engine.verify import verify
 from specviz.errors import UserError
 from specviz.lm.cached import CachedLM, model_forward
 from specviz.lm.sampling import Sampler
-from specviz.models.pair import ModelPair
-from specviz.models.vocab_map import INTERSECTION_MIN_OVERLAP, TokenText, default_method, token_bytes, vocab_map
+from specviz.models.loading.pair import ModelPair
+from specviz.models.alignment.vocab_map import INTERSECTION_MIN_OVERLAP, TokenText, default_method, token_bytes, vocab_map
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -11,7 +11,7 @@ from pathlib import Path
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.page import status_html
-from specviz.models import cache
+from specviz.models.files import cache
 
 ROOT = Path(__file__).resolve().parent.parent
 

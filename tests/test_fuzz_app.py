@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from app_server import chromium, launched_app, save_tiny_pair
 from specviz.events import Trace
-from specviz.models.presets import PRESETS
+from specviz.models.catalogue.presets import PRESETS
 
 pytestmark = pytest.mark.app
 

@@ -14,7 +14,7 @@ import torch
 from specviz.lm import lean
 from specviz.lm.cached import CachedLM, model_forward
 from specviz.lm.lean import LeanLM, model_lm, lean_supported
-from specviz.models.int8_draft import quantized
+from specviz.models.speedups.int8_draft import quantized
 from tiny_models import DEVICE, tiny_model, tiny_tokenizer
 
 # fp32 sums taken in another order (the lean loop multiplies by oneDNN-packed weights where

@@ -9,8 +9,8 @@ import torch
 
 from specviz.cli import main
 from specviz.models import load_pair
-from specviz.models.convert import bundled_folder
-from specviz.models.presets import get_preset
+from specviz.models.files.convert import bundled_folder
+from specviz.models.catalogue.presets import get_preset
 
 pytestmark = pytest.mark.bundled
 

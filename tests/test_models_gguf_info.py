@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gguf import GGUFWriter, LlamaFileType
 
-from specviz.models.gguf_info import describe, read_header
+from specviz.models.files.gguf_info import describe, read_header
 
 
 @pytest.fixture

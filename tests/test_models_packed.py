@@ -1,4 +1,4 @@
-"""Packed linear layers (specviz/models/packed.py): the same products as the layers' own,
+"""Packed linear layers (specviz/models/speedups/packed.py): the same products as the layers' own,
 one packed copy per model, and none where memory or the device does not allow it."""
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from specviz.lm.lean import LeanLM, loop_name
-from specviz.models import packed
+from specviz.models.speedups import packed
 from tiny_models import tiny_model
 
 needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")

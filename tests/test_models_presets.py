@@ -8,15 +8,15 @@ import pytest
 
 from specviz.cli import main
 from specviz.models import DEFAULT_PAIR, list_presets, load_pair, prepare
-from specviz.models.errors import (
+from specviz.models.loading.errors import (
     CustomModelsDisabledError,
     HubUnavailableError,
     MissingModelError,
     UnknownPresetError,
     UnsafeWeightsError,
 )
-from specviz.models.presets import get_preset
-from specviz.models.sources import resolve
+from specviz.models.catalogue.presets import get_preset
+from specviz.models.catalogue.sources import resolve
 
 
 @pytest.fixture

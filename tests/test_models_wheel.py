@@ -10,11 +10,11 @@ import zipfile
 
 import pytest
 
-from specviz.models.convert import ensure_gguf, gguf_path
-from specviz.models.errors import ChecksumError, MissingPartsError
-from specviz.models.presets import SMOLLM2_DRAFT, WheelGGUF, get_preset
-from specviz.models.status import preset_status
-from specviz.models.wheel import ensure_extracted, find_wheel
+from specviz.models.files.convert import ensure_gguf, gguf_path
+from specviz.models.loading.errors import ChecksumError, MissingPartsError
+from specviz.models.catalogue.presets import SMOLLM2_DRAFT, WheelGGUF, get_preset
+from specviz.models.catalogue.status import preset_status
+from specviz.models.files.wheel import ensure_extracted, find_wheel
 
 CONTENT = b"GGUF" + bytes(range(256)) * 40
 MEMBER = "llm_tiny/model.Q4_1.gguf"
@@ -108,7 +108,7 @@ def test_ensure_gguf_goes_through_the_wheel_for_a_wheel_source(tmp_path, monkeyp
         dest.write_bytes(CONTENT)
         return dest
 
-    monkeypatch.setattr("specviz.models.convert.ensure_extracted", extracted)
+    monkeypatch.setattr("specviz.models.files.convert.ensure_extracted", extracted)
     gguf_path(stand_in()).parent.mkdir(parents=True)
     gguf = stand_in()
     path = ensure_gguf(gguf, "test")

@@ -37,7 +37,7 @@ def test_readme_front_matter_has_what_spaces_needs():
 def test_requirements_are_exact_pins_with_the_bundled_parts():
     import importlib.metadata
 
-    from specviz.models.presets import BundledGGUF, list_presets
+    from specviz.models.catalogue.presets import BundledGGUF, list_presets
 
     p = pins()
     assert p["torch"] == "2.13.0"

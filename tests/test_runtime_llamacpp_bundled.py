@@ -52,10 +52,10 @@ def test_the_tokenizer_read_from_a_gguf_is_the_one_transformers_converts(preset)
     # which CI prepares for both presets.
     from transformers import AutoTokenizer
 
-    from specviz.models import cache
-    from specviz.models.convert import bundled_folder, ensure_gguf
-    from specviz.models.llamacpp_pair import _gguf_tokenizer
-    from specviz.models.sources import resolve
+    from specviz.models.files import cache
+    from specviz.models.files.convert import bundled_folder, ensure_gguf
+    from specviz.models.loading.llamacpp_pair import _gguf_tokenizer
+    from specviz.models.catalogue.sources import resolve
 
     plan = resolve(preset)
     for ref in (plan.target, plan.draft):

@@ -21,8 +21,8 @@ import os
 from dataclasses import dataclass
 
 from specviz.errors import UserError
-from specviz.models.presets import DEFAULT_PAIR
-from specviz.models.sources import custom_allowed
+from specviz.models.catalogue.presets import DEFAULT_PAIR
+from specviz.models.catalogue.sources import custom_allowed
 
 
 @dataclass(frozen=True)

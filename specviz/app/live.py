@@ -26,7 +26,7 @@ from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.app.tab import MODELS, Shared, Tab
 from specviz.events import RoundEvent, Trace
-from specviz.models.presets import list_presets
+from specviz.models.catalogue.presets import list_presets
 from specviz.choices import DRAFTERS, MODES, POLICIES, RUNTIMES, VOCAB_METHODS
 from specviz.settings import DEFAULTS, HELP, default_k, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request, DRAFT_FREE_SETTINGS
 from specviz.viz.palette import empty_figure

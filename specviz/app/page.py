@@ -93,7 +93,7 @@ def preparing(pair_name: str) -> bool:
 
 def cache_html() -> str:
     """Where converted models and measurements are kept, and why there."""
-    from specviz.models.cache import where
+    from specviz.models.files.cache import where
 
     folder, why = where()
     return f' <span class="sv-cache">Cache: <code>{esc(str(folder))}</code> ({esc(why)}).</span>'
@@ -206,7 +206,7 @@ def status_api(config: PageConfig):
         error), fraction, message, error, seconds since it started, the cache folder, and once
         ready the runtime, why, and any background timing of another runtime with its state.
         Clients pass `pair` always: an undocumented endpoint's defaults are not published."""
-        from specviz.models.cache import where
+        from specviz.models.files.cache import where
 
         pair = pair.strip() or config.default_pair
         state = runner.LOADER.status(pair)

@@ -48,8 +48,8 @@ def check_pair(spec: Any, config: PageConfig) -> Any:
     path would let strangers make the server read its disk. The operator's own default pair
     (set at launch) is always allowed. Anything else is checked when the pair is resolved.
     """
-    from specviz.models.presets import PRESETS
-    from specviz.models.sources import ARROW, HUB_ID
+    from specviz.models.catalogue.presets import PRESETS
+    from specviz.models.catalogue.sources import ARROW, HUB_ID
 
     if config.local_only or not isinstance(spec, str) or spec.strip() == config.default_pair:
         return spec

@@ -204,8 +204,8 @@ def _meta(pair, opts: BenchOptions, command: str, load_s: float) -> tuple[dict[s
 def vocab_summary(pair) -> dict[str, Any]:
     """For a draft with its own tokenizer: how much of the target's vocabulary it shares, and
     the method `auto` picks."""
-    from specviz.models.vocab import head_rows
-    from specviz.models.vocab_map import vocab_map
+    from specviz.models.alignment.vocab import head_rows
+    from specviz.models.alignment.vocab_map import vocab_map
 
     m = pair.vocab_map or vocab_map(pair.draft_tokenizer, pair.tokenizer, draft_rows=head_rows(pair.draft), target_rows=pair.vocab_size)
     return {"overlap": m.overlap, "shared": m.shared, "target_entries": m.target_entries, "draft_entries": m.draft_entries,
@@ -217,7 +217,7 @@ def machine(device) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
-    from specviz.models.precision import cpu_name
+    from specviz.models.loading.precision import cpu_name
 
     mem = ""
     try:

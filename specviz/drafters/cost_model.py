@@ -20,13 +20,13 @@ import torch
 
 from specviz.cost_curve import CostCurve, never_cheaper
 from specviz import theory
-from specviz.models.cache import cache_root, write_json
-from specviz.models.devices import spread_over
-from specviz.models.precision import SIZES as PRECISION_SIZES, cpu_name
+from specviz.models.files.cache import cache_root, write_json
+from specviz.models.loading.devices import spread_over
+from specviz.models.loading.precision import SIZES as PRECISION_SIZES, PassTimer, cpu_name
 from specviz.lm.lean import loop_name
 from specviz.lm.runtime import TORCH, open_lm, runtime_of
-from specviz.models.vocab import head_rows
-from specviz.models.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms
+from specviz.models.alignment.vocab import head_rows
+from specviz.models.loading.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms
 from specviz.settings import MAX_K
 
 # Pass sizes measured: the small ones a usual k needs, then sparser (interpolated between).
@@ -145,6 +145,10 @@ def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=PRECISION_SI
     return _chain_pass_ms(model, next(model.parameters()).device, vocab_size, list(sizes), keep=0, repeats=repeats)
 
 
+# The precision choice timed through the loop the engine runs the target in (engine.load).
+ENGINE_LOOP = PassTimer("specviz's loop for the runtime (lm.open_lm)", model_pass_ms)
+
+
 @torch.inference_mode()
 def _chain_pass_ms(model: torch.nn.Module, device: torch.device, vocab_size: int, sizes: list[int], *, keep: int,
                    repeats: int, context: int = MEASURE_CONTEXT) -> dict[int, float]:
@@ -255,7 +259,7 @@ def _key_fields(pair, sizes) -> dict:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "sizes": list(sizes),
-        "linear": "few-rows product, padded",  # models/small_batch.py changed what a pass costs
+        "linear": "few-rows product, padded",  # models/speedups/small_batch.py changed what a pass costs
         "sweeps": REPEATS,  # costs from fewer timed sweeps are not trusted
         "draft loop": _loop(pair.draft, pair.device) if pair.draft is not None else "none",
         "target loop": _loop(pair.target, pair.device),
@@ -275,7 +279,7 @@ def _runtime_fields(pair) -> dict:
     """On llama.cpp: its version, the files (path and size) and its threads, not torch's."""
     if pair.runtime == TORCH:
         return {}
-    from specviz.models.llamacpp import version
+    from specviz.models.loading.llamacpp import version
 
     files = {role: [str(m.path), m.path.stat().st_size] for role, m in (("target", pair.target), ("draft", pair.draft)) if m is not None}
     return {"runtime": pair.runtime, "llama-cpp-python": version(), "files": files, "threads": pair.target.threads}

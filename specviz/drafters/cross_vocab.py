@@ -35,9 +35,9 @@ from specviz.errors import UserError
 from specviz.lm.runtime import LM as ModelLM, open_lm
 from specviz.lm.prompt import model_stop_ids, stop_ids
 from specviz.lm.sampling import Sampler
-from specviz.models.pair import ModelPair
-from specviz.models.vocab import head_rows
-from specviz.models.vocab_map import METHODS, TokenText, VocabMap, vocab_map
+from specviz.models.loading.pair import ModelPair
+from specviz.models.alignment.vocab import head_rows
+from specviz.models.alignment.vocab_map import METHODS, TokenText, VocabMap, vocab_map
 from specviz.settings import GenerationSettings
 
 # Tokens re-encoded behind new text, on either side: enough to cover a word that a token

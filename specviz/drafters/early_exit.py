@@ -12,7 +12,7 @@ from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
 from specviz.errors import UserError
-from specviz.models.keep import last_rows
+from specviz.models.speedups.keep import last_rows
 
 
 def default_layers(model: torch.nn.Module) -> int:

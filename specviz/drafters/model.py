@@ -19,7 +19,7 @@ from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 from specviz.lm import rows
 from specviz.lm.lean import ModelLM
 from specviz.lm.sampling import Sampler
-from specviz.models.timing import sync
+from specviz.models.loading.timing import sync
 
 
 class ModelDrafter(ChainDrafting):

@@ -11,7 +11,7 @@ from specviz.lm.lean import loop_name
 from specviz.lm.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
 from specviz.events import Event, Trace
-from specviz.models.pair import ModelPair
+from specviz.models.loading.pair import ModelPair
 from specviz.settings import GenerationSettings, check_prompt, prompt_text
 
 Record = Literal["full", "minimal"]

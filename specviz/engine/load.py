@@ -8,11 +8,11 @@ one-token passes).
 
 from __future__ import annotations
 
-from specviz.drafters.cost_model import for_pair, is_cached, model_pass_ms
+from specviz.drafters.cost_model import ENGINE_LOOP, for_pair, is_cached
 from specviz.engine import runtime_choice, runtime_prepare
 from specviz import models
-from specviz.models.pair import ModelPair
-from specviz.models.progress import Progress
+from specviz.models.loading.pair import ModelPair
+from specviz.models.loading.progress import Progress
 
 # Share of the progress bar for the models; the cost model takes the rest.
 MODELS_SHARE = 0.9
@@ -25,7 +25,7 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
     on each runtime, go to `pair.info["runtime_choice"]`). `options` are load_pair's
     (device, dtype, int8_draft, device_map, max_memory). Where `auto` chooses the target's
     precision by measurement, each precision is timed through the loop the engine runs the
-    target in (`model_pass_ms`), not transformers' forward. load_pair is looked up at each
+    target in (`cost_model.ENGINE_LOOP`), not transformers' forward. load_pair is looked up at each
     call, so a test that replaces it replaces it here too, and only while it does.
     `prepare_untimed` (a long-lived process: the page): start timing, in the background, the
     runtimes `auto` could not judge yet (engine.runtime_prepare)."""
@@ -34,7 +34,7 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
         if progress is not None:
             progress(MODELS_SHARE * fraction, message)
 
-    options.setdefault("time_target", model_pass_ms)
+    options.setdefault("time_target", ENGINE_LOOP)
     choice = runtime_choice.choose(spec, runtime, options=options)
     pair = models.load_pair(spec, with_draft=with_draft, progress=models_progress, runtime=choice.runtime, **options)
     if "cost_model" not in pair.info and progress is not None:

@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     _die_with_parent()
     from specviz.engine.load import load
     from specviz.errors import UserError
-    from specviz.models.cache import locked
+    from specviz.models.files.cache import locked
 
     def progress(fraction: float, message: str) -> None:
         print(f"{100 * fraction:3.0f}% {message}", flush=True)

@@ -92,7 +92,7 @@ def _llamacpp_unusable(spec) -> str | None:
         import llama_cpp  # noqa: F401
     except ImportError:
         return "llama-cpp-python is not installed"
-    from specviz.models.sources import resolve
+    from specviz.models.catalogue.sources import resolve
 
     try:
         plan = resolve(spec)
@@ -120,7 +120,7 @@ def record(spec, runtime: str, cost) -> dict:
     path = _path(spec)
     data = _read(path)
     data[runtime] = rates(cost)
-    from specviz.models.cache import write_json
+    from specviz.models.files.cache import write_json
 
     write_json(path, data)
     return data[runtime]
@@ -152,8 +152,8 @@ def _read(path: Path) -> dict:
 def _path(spec) -> Path:
     import torch
 
-    from specviz.models.cache import cache_root
-    from specviz.models.precision import cpu_name
+    from specviz.models.files.cache import cache_root
+    from specviz.models.loading.precision import cpu_name
 
     try:
         import llama_cpp

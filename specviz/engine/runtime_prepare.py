@@ -67,7 +67,7 @@ def enabled(env=os.environ) -> bool:
 
 def start(spec: str, runtime: str) -> Preparation:
     """The preparation of `runtime` for `spec`, started now unless this process already has."""
-    from specviz.models.cache import cache_root
+    from specviz.models.files.cache import cache_root
 
     with _lock:
         prep = _started.get((spec, runtime))

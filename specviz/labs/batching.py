@@ -29,7 +29,7 @@ from specviz import theory
 from specviz.cost_curve import PassCosts
 from specviz.errors import UserError
 from specviz.settings import MAX_K
-from specviz.models.timing import sync
+from specviz.models.loading.timing import sync
 from specviz.choices import FIXED, INT8
 
 BATCH_SIZES = (1, 2, 4, 8)
@@ -153,7 +153,7 @@ def measure_batch_costs(
 def _pass_ms(model, b: int, sizes: list[int], vocab_size: int, context: int, repeats: int, seed: int, should_stop) -> dict[int, float]:
     """Median ms of a forward pass over (b, n) new tokens after (b, context) cached ones, for
     each n: the cost model's own measurement, with b sequences side by side."""
-    from specviz.models.timing import measure_pass_ms
+    from specviz.models.loading.timing import measure_pass_ms
 
     return measure_pass_ms(model, sizes, vocab_size=vocab_size, context=context, repeats=repeats, seed=seed, batch=b,
                            should_stop=should_stop)

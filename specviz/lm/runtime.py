@@ -1,7 +1,7 @@
 """The model interface: what drafting and verifying ask of a model, whatever runs it.
 
 Two runtimes implement `LM`: torch (`lm.lean.LeanLM`, `lm.cached.CachedLM`: transformers'
-modules, with the CPU speed-ups of `models.packed` and friends) and llama.cpp
+modules, with the CPU speed-ups of `models.speedups.packed` and friends) and llama.cpp
 (`lm.llamacpp.LlamaCppLM`: the GGUF file as llama.cpp runs it). Drafters, the engine and
 the cost model see only this interface; `open_lm` is the one place a runtime's LM is made.
 
@@ -62,9 +62,9 @@ class LM(Protocol):
 
 
 def open_lm(model: Any, device: torch.device) -> LM:
-    """A fresh LM over a loaded model: a llama.cpp model (`models.llamacpp.LlamaCppModel`)
+    """A fresh LM over a loaded model: a llama.cpp model (`models.loading.llamacpp.LlamaCppModel`)
     gets a llama.cpp context, a torch module the lean loop where its shape allows."""
-    from specviz.models.llamacpp import LlamaCppModel
+    from specviz.models.loading.llamacpp import LlamaCppModel
 
     if isinstance(model, LlamaCppModel):
         from specviz.lm.llamacpp import LlamaCppLM
@@ -76,6 +76,6 @@ def open_lm(model: Any, device: torch.device) -> LM:
 
 
 def runtime_of(model: Any) -> str:
-    from specviz.models.llamacpp import LlamaCppModel
+    from specviz.models.loading.llamacpp import LlamaCppModel
 
     return LLAMACPP if isinstance(model, LlamaCppModel) else TORCH

@@ -9,14 +9,14 @@ The loading functions are imported on first use, so that reading the presets (th
 page, `python -m specviz models`) does not wait for torch.
 """
 
-from specviz.models.presets import DEFAULT_PAIR, Preset, get_preset, list_presets
+from specviz.models.catalogue.presets import DEFAULT_PAIR, Preset, get_preset, list_presets
 
 _LAZY = {
-    "load_pair": "specviz.models.loader",
-    "prepare": "specviz.models.loader",
-    "clear_loaded": "specviz.models.loader",
-    "loaded_bytes": "specviz.models.loader",
-    "ModelPair": "specviz.models.pair",
+    "load_pair": "specviz.models.loading.loader",
+    "prepare": "specviz.models.loading.loader",
+    "clear_loaded": "specviz.models.loading.loader",
+    "loaded_bytes": "specviz.models.loading.loader",
+    "ModelPair": "specviz.models.loading.pair",
 }
 
 __all__ = ["DEFAULT_PAIR", "Preset", "get_preset", "list_presets", *_LAZY]

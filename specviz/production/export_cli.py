@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.models.presets import DEFAULT_PAIR
+    from specviz.models.catalogue.presets import DEFAULT_PAIR
     from specviz.production import found
     from specviz.production.export import export
 

@@ -65,8 +65,8 @@ def best_fixed_k(events: list[Event], cost_model: dict | None, k_max: int = MAX_
 
 def models_of(pair: str) -> tuple[Model, Model | None]:
     """The pair's target and draft as an engine names them: a Hub id and a GGUF file."""
-    from specviz.models.convert import gguf_path
-    from specviz.models.sources import resolve
+    from specviz.models.files.convert import gguf_path
+    from specviz.models.catalogue.sources import resolve
 
     plan = resolve(pair)
 

@@ -12,8 +12,8 @@ import json
 import os
 from pathlib import Path
 
-from specviz.models.errors import ChecksumError
-from specviz.models.progress import Progress
+from specviz.models.loading.errors import ChecksumError
+from specviz.models.loading.progress import Progress
 
 CHUNK = 8 << 20
 

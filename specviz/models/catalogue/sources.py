@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from specviz.models.errors import CustomModelsDisabledError, MissingModelError, UnsafeWeightsError
-from specviz.models.presets import PRESETS, BundledGGUF, Preset, get_preset
+from specviz.models.loading.errors import CustomModelsDisabledError, MissingModelError, UnsafeWeightsError
+from specviz.models.catalogue.presets import PRESETS, BundledGGUF, Preset, get_preset
 
 ARROW = "->"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from specviz.choices import LLAMACPP
-from specviz.models.errors import MissingModelError
+from specviz.models.loading.errors import MissingModelError
 from specviz.errors import UserError
 
 RUNTIME = LLAMACPP

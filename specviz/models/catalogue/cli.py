@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.prepare:
-        from specviz.models.loader import prepare
+        from specviz.models.loading.loader import prepare
 
         result = prepare(args.prepare, progress=_print_steps())
         if args.json:
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
             for role, info in result.items():
                 print(f"{role}: {info['label']} ready in {info['folder']} ({info.get('quant') or 'safetensors'}; {info.get('cache')})")
         return 0
-    from specviz.models.status import all_status
+    from specviz.models.catalogue.status import all_status
 
     rows = all_status()
     if args.json:

@@ -26,24 +26,25 @@ import torch
 
 from specviz.choices import INT8 as INT8_NAME
 from specviz.choices import LLAMACPP, TORCH
-from specviz.models import cache, hub
-from specviz.models.bundled import parts_installed
-from specviz.models.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
-from specviz.models import precision as measured_precision
-from specviz.models.precision import choose_precision
-from specviz.models.devices import INT8, Placement, Precision, choose_device, choose_dtype, choose_placement, dtype_name, room_for, spread_over
+from specviz.models.files import cache
+from specviz.models.catalogue import hub
+from specviz.models.files.bundled import parts_installed
+from specviz.models.files.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
+from specviz.models.loading import precision as measured_precision
+from specviz.models.loading.precision import choose_precision
+from specviz.models.loading.devices import INT8, Placement, Precision, choose_device, choose_dtype, choose_placement, dtype_name, room_for, spread_over
 from specviz.errors import UserError
-from specviz.models.errors import CorruptModelError, UnsafeWeightsError
-from specviz.models.memory import check_fits, model_bytes, params_in_folder
-from specviz.models.pair import ModelPair
-from specviz.models.presets import DEFAULT_PAIR, WheelGGUF
-from specviz.models.progress import Progress, Steps
-from specviz.models.int8_draft import quantized as quantized_draft
-from specviz.models.int8_draft import wanted as int8_draft_wanted
-from specviz.models.packed import packed_bytes
-from specviz.models.small_batch import use_few_rows_product
-from specviz.models.sources import ModelRef, Plan, resolve
-from specviz.models.vocab import check_vocab, head_rows, same_tokenizer_files, shared_vocab_size
+from specviz.models.loading.errors import CorruptModelError, UnsafeWeightsError
+from specviz.models.loading.memory import check_fits, model_bytes, params_in_folder
+from specviz.models.loading.pair import ModelPair
+from specviz.models.catalogue.presets import DEFAULT_PAIR, WheelGGUF
+from specviz.models.loading.progress import Progress, Steps
+from specviz.models.speedups.int8_draft import quantized as quantized_draft
+from specviz.models.speedups.int8_draft import wanted as int8_draft_wanted
+from specviz.models.speedups.packed import packed_bytes
+from specviz.models.speedups.small_batch import use_few_rows_product
+from specviz.models.catalogue.sources import ModelRef, Plan, resolve
+from specviz.models.alignment.vocab import check_vocab, head_rows, same_tokenizer_files, shared_vocab_size
 
 # How much longer a conversion takes than a warm load, to share out the progress bar.
 CONVERT_WEIGHT = 30.0
@@ -83,14 +84,14 @@ def load_pair(
     `int8_draft`: run the draft in int8 (default: on a CPU in fp32; see `int8_draft.py`).
     `device_map="auto"` spreads the target over the GPUs, the CPU and disk within
     `max_memory` (see `devices.choose_placement`); the draft stays on `device`.
-    `progress(fraction, message)` is called as the load advances. `time_target(model,
-    vocab_size=...)` times the target's passes where `auto` chooses its precision by
+    `progress(fraction, message)` is called as the load advances. `time_target` (a
+    `precision.PassTimer`) times the target's passes where `auto` chooses its precision by
     measurement (see `precision.py`); default: transformers' forward. `runtime="llama.cpp"`
     loads the GGUF files in llama.cpp instead (`llamacpp_pair.py`; the other options do not apply).
     """
     plan = resolve(spec, with_draft=with_draft)
     if runtime == LLAMACPP:  # the GGUF files as they are: no precision, device or conversion to choose
-        from specviz.models.llamacpp_pair import load_llamacpp_pair
+        from specviz.models.loading.llamacpp_pair import load_llamacpp_pair
 
         return load_llamacpp_pair(plan, progress=progress)
     dev = choose_device(device)
@@ -118,8 +119,8 @@ def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, time_tar
     the first half of the bar (once per machine: the decision is cached)."""
     if choose_dtype(dev, dtype) is not None or placement.spread:
         return choose_precision(dev, dtype, placement=placement), progress
-    timer = time_target or measured_precision.pass_ms
-    decided = measured_precision.cache_file(plan.target.key, dev, measured_precision.timer_name(timer))
+    timer = time_target or measured_precision.TRANSFORMERS_FORWARD
+    decided = measured_precision.cache_file(plan.target.key, dev, timer.loop)
     with _lock:
         measuring = not decided.is_file()
         prec = choose_precision(dev, dtype, cache_file=decided,
@@ -210,7 +211,7 @@ def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) 
 
 def loaded_bytes(device: torch.device | None = None) -> int:
     """Bytes held by the models loaded in this process (on `device`, or everywhere), packed
-    copies of their weights (`models.packed`) included."""
+    copies of their weights (`models.speedups.packed`) included."""
     return sum(m.nbytes + packed_bytes(m.model) for k, m in list(_models.items()) if device is None or k[1] == str(device))
 
 
@@ -325,7 +326,7 @@ def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ..
         model = _load_model(ref, plan.name, "target", dev, dt, folder, None, lambda f, m: report(0.1 + 0.5 * f, m))
         report(0.6, f"timing {ref.label} in {name}")
         vocab = min(len(model.tokenizer), model.model.config.vocab_size)
-        costs[name] = timer(model.model, vocab_size=vocab)
+        costs[name] = timer.time(model.model, vocab_size=vocab)
         if not held:
             del _models[key], model
             gc.collect()

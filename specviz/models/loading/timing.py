@@ -1,7 +1,7 @@
 """Timing forward passes: what one pass over n new tokens costs on a warm KV cache.
 
 The one measurement behind the cost model (`drafters.cost_model`), the choice of precision
-(`models.precision`) and the batching lab.
+(`models.loading.precision`) and the batching lab.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 
 from specviz.errors import UserError
-from specviz.models.keep import logits_to_keep
+from specviz.models.speedups.keep import logits_to_keep
 
 # Untimed sweeps over every size before the timed ones. Right after a load the first passes
 # are slower (weights paged in, kernels chosen per shape); one sweep was not always enough.

@@ -9,7 +9,7 @@ root's precision/ folder, keyed by the target, the CPU, the thread count, the li
 how a pass was timed.
 
 How a pass is timed is the caller's: `engine.load` times it through the loop the engine
-runs the target in (`drafters.cost_model.model_pass_ms`: specviz's own loop over packed
+runs the target in (`drafters.cost_model.ENGINE_LOOP`: specviz's own loop over packed
 weights where it applies), since that loop's costs per precision are what a run pays; a
 bare `load_pair` times transformers' forward (`pass_ms` here).
 """
@@ -17,6 +17,7 @@ bare `load_pair` times transformers' forward (`pass_ms` here).
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 import json
 import os
 import platform
@@ -25,12 +26,12 @@ from pathlib import Path
 
 import torch
 
-from specviz.models.timing import measure_pass_ms
+from specviz.models.loading.timing import measure_pass_ms
 
-from specviz.models import cache
-from specviz.models.cache import cache_root
-from specviz.models.devices import DTYPES, INT8, Measure, Placement, Precision, choose_dtype, dtype_name
-from specviz.models.errors import DeviceError
+from specviz.models.files import cache
+from specviz.models.files.cache import cache_root
+from specviz.models.loading.devices import DTYPES, INT8, Measure, Placement, Precision, choose_dtype, dtype_name
+from specviz.models.loading.errors import DeviceError
 
 SIZES = (1, 8)
 CONTEXT = 160
@@ -50,8 +51,15 @@ def decide(costs: dict[str, dict[int, float]]) -> Precision:
     return Precision(DTYPES[best], f"measured faster on this CPU (V(1) + V(8): {figures})", costs)
 
 
-# (model, *, vocab_size) -> median ms of a pass over n new tokens after CONTEXT cached ones, for n in SIZES
-PassTimer = Callable[..., dict[int, float]]
+@dataclass(frozen=True)
+class PassTimer:
+    """How the target's passes are timed for the choice. `loop` says what runs them, in
+    words, and is part of the cache key (a choice timed through one loop is not another's);
+    `time(model, *, vocab_size)` gives the median ms of a pass over n new tokens after
+    CONTEXT cached ones, for n in SIZES."""
+
+    loop: str
+    time: Callable[..., dict[int, float]]
 
 
 def pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=SIZES, context: int = CONTEXT, repeats: int = REPEATS) -> dict[int, float]:
@@ -60,11 +68,11 @@ def pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=SIZES, context: in
     return measure_pass_ms(model, list(sizes), vocab_size=vocab_size, context=context, repeats=repeats)
 
 
-def timer_name(timer: PassTimer) -> str:
-    return f"{timer.__module__}.{timer.__qualname__}"
+# load_pair's own default: transformers' forward (engine.load times the engine's loop instead).
+TRANSFORMERS_FORWARD = PassTimer("transformers' forward", pass_ms)
 
 
-def cache_file(target_key: str, device: torch.device, timed_by: str) -> Path:
+def cache_file(target_key: str, device: torch.device, loop: str) -> Path:
     import transformers
 
     key = {
@@ -75,7 +83,7 @@ def cache_file(target_key: str, device: torch.device, timed_by: str) -> Path:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "sizes": list(SIZES),
-        "timed by": timed_by,
+        "timed through": loop,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "precision" / f"{digest}.json"

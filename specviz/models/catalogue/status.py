@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from specviz.models import cache, hub
-from specviz.models.bundled import parts_installed
-from specviz.models.cache import gguf_path
-from specviz.models.convert import bundled_folder
-from specviz.models.memory import GB
-from specviz.models.presets import DEFAULT_PAIR, ModelSource, Preset, WheelGGUF, list_presets
+from specviz.models.files import cache
+
+from specviz.models.catalogue import hub
+from specviz.models.files.bundled import parts_installed
+from specviz.models.files.cache import gguf_path
+from specviz.models.files.convert import bundled_folder
+from specviz.models.loading.memory import GB
+from specviz.models.catalogue.presets import DEFAULT_PAIR, ModelSource, Preset, WheelGGUF, list_presets
 
 
 def model_status(source: ModelSource) -> dict:
