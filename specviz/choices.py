@@ -86,7 +86,7 @@ class Registry:
         return iter(list(self._entries.values()))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return isinstance(name, str) and name in self._entries  # any value a request may carry
 
     def __getitem__(self, name: str) -> Choice:
         return self._entries[name]

@@ -277,7 +277,8 @@ def test_bench_end_to_end_on_tiny_models(tmp_path, monkeypatch, one_thread):
             # greedy: every method, transformers' and ours, gives the target's own tokens
             assert row["identical"] is True, (pid, n, row)
         assert data["summary"]["per_prompt"][pid]["sv-k2"]["acceptance"] is not None
-    assert data["meta"]["cost_model"]["source"] in ("measured", "cached")
+    # measured here, or read from the cache (and scaled where the check at load found the machine slower)
+    assert data["meta"]["cost_model"]["source"] in ("measured", "cached", "cached, scaled")
     assert {t["target"] for t in data["summary"]["targets"]} >= {"event stream cost (1 - full / minimal tokens/s)"}
 
     table = paths["markdown"].read_text()

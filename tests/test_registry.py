@@ -124,3 +124,11 @@ def _factory(entry):
 
     module, _, name = entry.factory.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def test_a_value_of_any_type_is_refused_in_words():
+    # a request may carry any JSON value where a name goes
+    for value in ({}, [], 3, None, "Tree"):
+        with pytest.raises(SettingsError, match="drafter must be one of"):
+            from_request({"drafter": value})
+        assert value not in POLICIES
