@@ -94,3 +94,16 @@ def test_long_draft_keeps_marked_tokens_beyond_top_n():
     event: RoundEvent = sampled_round()
     fig = position_bars_figure(event, 3, top_n=1)
     assert len(fig.data[0].x) == 2  # "[" (top p, also emitted) and the drafted "(" kept
+
+
+def test_a_draft_free_rounds_story_never_calls_its_proposer_the_draft():
+    from specviz.engine.generation import run
+    from specviz.settings import GenerationSettings
+    from tiny_models import tiny_pair
+
+    prompt = "a b c d a b c d a b c d a b c d"
+    trace = run(tiny_pair("close"), prompt, GenerationSettings(drafter="suffix", policy="fixed", k=4, temperature=0.9,
+                                                               max_new_tokens=40, seed=3))
+    told = [" ".join(round_story(e)) for e in trace.events if isinstance(e, RoundEvent) and e.source is not None and e.drafted]
+    assert told, "the suffix drafter proposed in some round"
+    assert all("draft" not in t.replace("drafted", "") for t in told), told[0]

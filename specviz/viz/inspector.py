@@ -89,7 +89,7 @@ def _judgement(event: RoundEvent, i: int, d, f: _Plain, greedy: bool) -> str:
         return (head + f.s("the target's top choice is ") + f.tok(top) + f.s(", not ") + f.tok(d.text)
                 + f.s(", so it is ") + f.word("rejected", "rejected") + f.s(tie + "."))
     r = ratio(d.p, d.q)
-    nums = f" \u2014 the target gives p = {fmt_prob(d.p)}, the draft gave q = {fmt_prob(d.q)}"
+    nums = f" \u2014 the target gives p = {fmt_prob(d.p)}, {_proposer(event)} gave q = {fmt_prob(d.q)}"
     if d.decision == "accepted" and r >= 1:
         rule, tail = f"; p/q = {fmt_ratio(r)} \u2265 1, so it is ", f" whatever u (u = {fmt_prob(d.u)})."
     elif d.decision == "accepted":
@@ -99,13 +99,20 @@ def _judgement(event: RoundEvent, i: int, d, f: _Plain, greedy: bool) -> str:
     return head + f.tok(d.text) + f.s(nums + rule) + f.word(d.decision, d.decision) + f.s(tail)
 
 
+def _proposer(event: RoundEvent) -> str:
+    """Who proposed the round's tokens, after the first sentence has named it: the draft model,
+    or a draft-free method's proposal (its tokens certain: q = 1)."""
+    return "the draft" if event.source is None else "the proposal"
+
+
 def _outcome(event: RoundEvent, f: _Plain, greedy: bool) -> str:
     """What the target added: a bonus, a replacement, or nothing at the run's end."""
     e, k = event.emitted, len(event.drafted)
     unchecked = [d for d in event.drafted if d.decision == "unchecked"]
     dropped = ""
     if unchecked:
-        dropped = (f.s(f" The draft's {_n(len(unchecked), 'later token')} (") + ", ".join(f.tok(d.text) for d in unchecked)
+        whose = "The draft's" if event.source is None else "The proposal's"
+        dropped = (f.s(f" {whose} {_n(len(unchecked), 'later token')} (") + ", ".join(f.tok(d.text) for d in unchecked)
                    + f.s(") " + ("is" if len(unchecked) == 1 else "are") + " discarded unchecked."))
     source = "its top choice" if greedy else "drawn from p"
     if e is None:
@@ -127,7 +134,7 @@ def _result(event: RoundEvent, f: _Plain) -> str:
     gained, e = event.gained, event.emitted
     if not event.drafted:
         return f.s(f"Result: {_n(gained, 'new token')}, as plain decoding gets from a pass.")
-    parts = [_n(event.accepted, "accepted draft")]
+    parts = [_n(event.accepted, "accepted draft" if event.source is None else "accepted proposed token")]
     if e is not None:
         parts.append(f"1 {'bonus' if e.kind == 'bonus' else 'replacement'}")
     return f.s(f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')}).")
