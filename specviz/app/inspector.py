@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specviz import viz
+from specviz.app.live import TOKEN_CLICK_JS
 from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
 from specviz.viz.inspector import position_bars_figure, position_choices, round_narrative_html
@@ -152,8 +153,6 @@ class InspectorPage(Tab):
     id, title = "inspector", "Round inspector"
 
     def build(self, shared: Shared) -> None:
-        from specviz.app.live import TOKEN_CLICK_JS
-
         self.ui = build(TOKEN_CLICK_JS)
 
     def wire(self, shared: Shared) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import gradio as gr
 
 from specviz import acceptance
-from specviz.app import runner
+from specviz.app import production, runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.engine.runtime_prepare import holding
@@ -302,14 +302,10 @@ class LabsPage(Tab):
     id, title = "labs", "Labs"
 
     def build(self, shared: Shared) -> None:
-        from specviz.app import production
-
         self.ui = build()
         self.metrics = production.build_metrics()
 
     def wire(self, shared: Shared) -> None:
-        from specviz.app import production
-
         wire(self.ui, shared.trace, shared.built["live"].ui.pair, shared.config)
         production.wire_metrics(self.metrics, shared.trace)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import gradio as gr
 
 from specviz import viz
-from specviz.app import runner
+from specviz.app import production, runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.app.tab import MODELS, Shared, Tab
@@ -315,8 +315,6 @@ class LivePage(Tab):
     id, title = "live", "Live run"
 
     def build(self, shared: Shared) -> None:
-        from specviz.app import production
-
         self.ui = build(shared.config)
         self.export = production.build_export()
         self.runs = LiveRuns(shared.config)
@@ -325,8 +323,6 @@ class LivePage(Tab):
         """A new run first stops the session's current one (Stop and that step skip the queue);
         a load's progress shows on the stream only. Releasing a slider or changing the pair
         runs again."""
-        from specviz.app import production
-
         ui, runs, private = self.ui, self.runs, {"api_visibility": "private"}
         outputs = [*ui.outputs, shared.trace]
         running = {**MODELS, "show_progress_on": [ui.tokens], **private}
@@ -352,6 +348,4 @@ class LivePage(Tab):
         return self.export.outputs
 
     def redraw(self, trace: Trace | None, fmt: str) -> tuple:
-        from specviz.app import production
-
         return production.export_views(trace, fmt)

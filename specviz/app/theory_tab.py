@@ -178,6 +178,4 @@ class TheoryPage(Tab):
     def redraw(self, trace: Trace | None, *sliders) -> tuple:
         return views(*sliders, trace, None)
 
-    @staticmethod
-    def redraw_with_plain(alpha, k, target_ms, draft_ms, trace: Trace | None, plain: Trace | None) -> tuple:
-        return views(alpha, k, target_ms, draft_ms, trace, plain)
+    redraw_with_plain = staticmethod(views)  # (alpha, k, T, D, trace, plain): after a plain run beside the trace

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from specviz.app import live
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import MAX_TRACE_BYTES, Trace, load_trace
@@ -95,8 +96,6 @@ class TracesPage(Tab):
         self.ui = build()
 
     def wire(self, shared: Shared) -> None:
-        from specviz.app import live
-
         controls, private = shared.built["live"].ui, {"api_visibility": "private"}
         upload = self.ui.upload.upload(read_upload, [self.ui.upload], [shared.trace], **private)
         upload = upload.success(live.live_views, [shared.trace], controls.outputs, **private)
