@@ -227,3 +227,19 @@ def test_bad_ids_positions_and_a_full_context_are_refused_before_llamacpp_sees_t
     with pytest.raises(UserError, match="context window"):
         engine.run(llamacpp_pair("close"), "word " * 3000, GenerationSettings(max_new_tokens=8))
     _good_request_still_runs()
+
+
+def test_a_pair_with_a_broken_draft_file_is_refused_in_one_line_and_the_next_load_works(tmp_path, monkeypatch):
+    # The files are assembled and loaded in a thread beside the tokenizers (llamacpp_pair._Files):
+    # a failure there or in a tokenizer reaches the caller, and nothing waits for ever.
+    from specviz.models import load_pair
+    from tiny_gguf import tiny_gguf
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 64)
+    with pytest.raises(UserError) as e:
+        load_pair(f"{tiny_gguf('target')} -> {bad}", runtime=LLAMACPP)
+    assert "broken.gguf" in str(e.value) and LLAMACPP in str(e.value) and "\n" not in str(e.value)
+    pair = load_pair(f"{tiny_gguf('target')} -> {tiny_gguf('close')}", runtime=LLAMACPP)
+    assert pair.runtime == LLAMACPP and pair.draft_tokenizer is None and pair.info["vocab"]["method"] == "same"

@@ -45,6 +45,22 @@ def test_llamacpp_tokenizes_the_bench_prompts_as_the_transformers_tokenizer_does
         assert pair.target.tokenize(text) == tok(text, add_special_tokens=False)["input_ids"], p.id
 
 
+def test_one_tokenizer_serves_both_models_when_their_files_say_the_same_vocabulary(pair):
+    # The load compares the files' tokenizer metadata (gguf_info.vocabulary_digest) and builds
+    # no tokenizer for the draft; here the draft's own is built and tokenizes alike.
+    from pathlib import Path
+
+    from specviz.models.loading.llamacpp_pair import _gguf_tokenizer
+
+    assert pair.info["vocab"]["method"] == "same" and pair.draft_tokenizer is None
+    own = _gguf_tokenizer(Path(pair.info["draft"]["file"]))
+    tok = pair.tokenizer
+    for p in load_prompts(DEFAULT_PROMPTS):
+        text = tok.apply_chat_template(_messages(p), add_generation_prompt=True, tokenize=False)
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        assert own(text, add_special_tokens=False)["input_ids"] == ids == pair.draft.tokenize(text), p.id
+
+
 @pytest.mark.parametrize("preset", ["qwen-coder", "smol-qwen"])
 def test_the_tokenizer_read_from_a_gguf_is_the_one_transformers_converts(preset):
     # Built once per file on a cold cache (llamacpp_pair._gguf_tokenizer, which skips

@@ -162,7 +162,7 @@ def _chain_pass_ms(model: torch.nn.Module, device: torch.device, vocab_size: int
         lm.feed(torch.randint(0, vocab_size, (n,), generator=gen), keep=keep)
         lm.crop(context)
 
-    return median_ms(one_pass, sizes, device=device, repeats=repeats)
+    return median_ms(one_pass, sizes, device=device, repeats=repeats, runtime=lm.runtime)
 
 
 def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = REPEATS) -> CostModel:

@@ -7,6 +7,7 @@ Format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import struct
 from collections import Counter
@@ -42,6 +43,10 @@ class _Header:
             if item in _SCALARS and not keep:  # skip fixed-size arrays in one step
                 self.pos += count * struct.calcsize(_SCALARS[item])
                 return None
+            if item == _STRING and not keep:  # skip strings by their lengths, decoding none
+                for _ in range(count):
+                    self.pos += 8 + self.take("Q")
+                return None
             values = [self.value(item, keep) for _ in range(count)]
             return values if keep else None
         raise ValueError(f"unknown GGUF metadata type {kind}")
@@ -70,6 +75,30 @@ def read_header(path: Path, keep: tuple[str, ...] = ("general.file_type", "gener
             _kind_offset = h.take("IQ")
             tensors.append((name, shape, _kind_offset[0]))
     return meta, tensors
+
+
+# Not part of the ids: a run builds its prompt with the target's template.
+NOT_VOCABULARY = ("tokenizer.chat_template",)
+
+
+def vocabulary_digest(path: Path) -> str:
+    """sha256 over the file's `tokenizer.*` metadata entries as stored (keys, types, bytes),
+    but the chat template: two files with one digest turn text into the same ids (vocabulary,
+    merges, specials), so a tokenizer built from one serves the other."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if data[:4] != b"GGUF":
+            raise ValueError(f"{path} is not a GGUF file")
+        h = _Header(data)
+        h.pos = 4
+        _version, _n_tensors, n_meta = h.take("IQQ")
+        for _ in range(n_meta):
+            start = h.pos
+            key = h.string()
+            h.value(h.take("I"), keep=False)
+            if key.startswith("tokenizer.") and key not in NOT_VOCABULARY:
+                digest.update(data[start:h.pos])
+    return digest.hexdigest()
 
 
 def describe(path: Path) -> dict:

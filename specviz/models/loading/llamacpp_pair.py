@@ -9,8 +9,10 @@ a GGUF in tens of seconds, so it is built once per file and cached as a tokenize
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import torch
 from specviz.errors import UserError
 from specviz.models.files import cache
 from specviz.models.files.convert import bundled_folder, custom_gguf_folder, ensure_gguf
+from specviz.models.files.gguf_info import vocabulary_digest
 from specviz.models.loading.llamacpp import RUNTIME, LlamaCppModel, version
 from specviz.models.loading.pair import ModelPair
 from specviz.models.loading.progress import Progress, Steps
@@ -40,43 +43,96 @@ def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Prog
             return _pairs[key]
         start = time.perf_counter()
         roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
-        steps = Steps(progress, {f"{s} {role}": 1.0 for role, _ in roles for s in ("file", "tokenizer", "load")})
-        models, tokenizers, folders, info = {}, {}, {}, {"runtime": RUNTIME, "llama-cpp-python": version(), "threads": threads}
+        steps = Steps(progress, {f"{s} {role}": 1.0 for s in ("file", "tokenizer", "load") for role, _ in roles})
+        files = _Files(roles, plan.name, threads, steps)
+        tokenizers, folders = {}, {}
+        info = {"runtime": RUNTIME, "llama-cpp-python": version(), "threads": threads}
         for role, ref in roles:
-            path = gguf_file(ref, plan.name, role, steps.step(f"file {role}"))
-            report = steps.step(f"tokenizer {role}")
-            folders[role] = tokenizer_folder(ref, path, report)
+            path = files.path(role)
+            if role == "draft" and _same_vocabulary(path, files.path("target")):
+                tokenizers[role] = tokenizers["target"]  # one vocabulary: nothing to build
+                continue
+            folders[role] = tokenizer_folder(ref, path, steps.step(f"tokenizer {role}"))
             shared = role == "draft" and same_tokenizer_files(folders[role], folders["target"])
             tokenizers[role] = tokenizers["target"] if shared else _load_tokenizer(folders[role])
-            steps.step(f"load {role}")(0.0, f"loading {ref.label} in {RUNTIME}")
-            models[role] = LlamaCppModel(path, threads=threads)
-            info[role] = {"label": ref.label, "file": str(path), "model": models[role].description,
+        models = {role: files.model(role) for role, _ in roles}
+        for role, ref in roles:
+            info[role] = {"label": ref.label, "file": str(models[role].path), "model": models[role].description,
                           "bytes": models[role].size_bytes, "source": ref.kind}
-        target, draft = models["target"], models.get("draft")
-        draft_tok, vmap = None, None
-        if draft is not None and tokenizers["draft"] is not tokenizers["target"]:
-            vmap, message = check_vocab(tokenizers["draft"], tokenizers["target"], plan.draft.label, plan.target.label,
-                                        draft_rows=draft.vocab_size, target_rows=target.vocab_size)
-            info["vocab"] = {**vmap.summary(), "message": message}
-            if vmap.identical:
-                vmap = None
-            else:
-                draft_tok = tokenizers["draft"]
-        elif draft is not None:
-            info["vocab"] = {"method": "same", "reason": "the draft uses the target's tokenizer", "identical": True}
-        if vmap is None:
-            vocab = shared_vocab_size(tokenizers["target"], target, draft, plan.name)
-        else:
-            vocab = shared_vocab_size(tokenizers["target"], target, None, plan.name)
-            shared_vocab_size(draft_tok, draft, None, f"{plan.name} (draft)")
-        pair = ModelPair(name=plan.name, tokenizer=tokenizers["target"], target=target, draft=draft, vocab_size=vocab,
-                         device=torch.device("cpu"), dtype=torch.float32, load_s=time.perf_counter() - start, info=info,
-                         draft_tokenizer=draft_tok, vocab_map=vmap, runtime=RUNTIME)
-        info["precision"] = {"target": pair.precision, "reason": "the GGUF file's own, run by llama.cpp",
-                             **({"draft": pair.draft_precision, "draft_reason": "the GGUF file's own"} if draft else {})}
+        pair = _assemble(plan, models, tokenizers, info, start)
         _pairs[key] = pair
         steps.finish(f"{plan.name} ready on {RUNTIME}")
         return pair
+
+
+def _same_vocabulary(a: Path, b: Path) -> bool:
+    """Whether two GGUF files' tokenizer metadata say the same ids (`vocabulary_digest`); a
+    file whose header cannot be read is left to llama.cpp and the tokenizer to refuse."""
+    try:
+        return vocabulary_digest(a) == vocabulary_digest(b)
+    except (OSError, ValueError, struct.error):
+        return False
+
+
+class _Files:
+    """Each role's GGUF file (assembled once from its parts) and its llama.cpp model, made one
+    after the other in a background thread while the caller builds the tokenizers: assembling
+    and loading wait on the disk and on C code, building a tokenizer on Python."""
+
+    def __init__(self, roles: list[tuple[str, ModelRef]], name: str, threads: int, steps: Steps):
+        self._paths = {role: Future() for role, _ in roles}
+        self._models = {role: Future() for role, _ in roles}
+        args = (roles, name, threads, steps)
+        threading.Thread(target=self._run, args=args, name=f"gguf {name}", daemon=True).start()
+
+    def _run(self, roles, name, threads, steps) -> None:
+        for futures, make in ((self._paths, lambda role, ref: gguf_file(ref, name, role, steps.step(f"file {role}"))),
+                              (self._models, lambda role, ref: self._load(role, ref, threads, steps))):
+            for role, ref in roles:
+                try:
+                    futures[role].set_result(make(role, ref))
+                except BaseException as e:  # the caller's wait raises it
+                    for f in (*self._paths.values(), *self._models.values()):
+                        if not f.done():
+                            f.set_exception(e)
+                    return
+
+    def _load(self, role: str, ref: ModelRef, threads: int, steps: Steps) -> LlamaCppModel:
+        steps.step(f"load {role}")(0.0, f"loading {ref.label} in {RUNTIME}")
+        return LlamaCppModel(self.path(role), threads=threads)
+
+    def path(self, role: str) -> Path:
+        return self._paths[role].result()
+
+    def model(self, role: str) -> LlamaCppModel:
+        return self._models[role].result()
+
+
+def _assemble(plan: Plan, models: dict, tokenizers: dict, info: dict, start: float) -> ModelPair:
+    """The ModelPair: the vocabulary check between the two models, and their shared width."""
+    target, draft = models["target"], models.get("draft")
+    draft_tok, vmap = None, None
+    if draft is not None and tokenizers["draft"] is not tokenizers["target"]:
+        vmap, message = check_vocab(tokenizers["draft"], tokenizers["target"], plan.draft.label, plan.target.label,
+                                    draft_rows=draft.vocab_size, target_rows=target.vocab_size)
+        info["vocab"] = {**vmap.summary(), "message": message}
+        if vmap.identical:
+            vmap = None
+        else:
+            draft_tok = tokenizers["draft"]
+    elif draft is not None:
+        info["vocab"] = {"method": "same", "reason": "the draft uses the target's tokenizer", "identical": True}
+    if vmap is None:
+        vocab = shared_vocab_size(tokenizers["target"], target, draft, plan.name)
+    else:
+        vocab = shared_vocab_size(tokenizers["target"], target, None, plan.name)
+        shared_vocab_size(draft_tok, draft, None, f"{plan.name} (draft)")
+    pair = ModelPair(name=plan.name, tokenizer=tokenizers["target"], target=target, draft=draft, vocab_size=vocab,
+                     device=torch.device("cpu"), dtype=torch.float32, load_s=time.perf_counter() - start, info=info,
+                     draft_tokenizer=draft_tok, vocab_map=vmap, runtime=RUNTIME)
+    info["precision"] = {"target": pair.precision, "reason": "the GGUF file's own, run by llama.cpp",
+                         **({"draft": pair.draft_precision, "draft_reason": "the GGUF file's own"} if draft else {})}
+    return pair
 
 
 def gguf_file(ref: ModelRef, name: str, role: str, progress: Progress) -> Path:
@@ -109,7 +165,7 @@ def _save_tokenizer(path: Path, out: Path) -> dict:
         tok = _gguf_tokenizer(path)
     except Exception as e:
         first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise UserError(f"{path}: could not read its tokenizer ({type(e).__name__}: {first})") from e
+        raise UserError(f"{path}: could not read its tokenizer for {RUNTIME} ({type(e).__name__}: {first})") from e
     tok.save_pretrained(out)
     return {"source": {"gguf": path.name, "size": path.stat().st_size}, "tokenizer only": True}
 

@@ -12,12 +12,15 @@ from collections.abc import Callable
 
 import torch
 
+from specviz.choices import LLAMACPP, TORCH
 from specviz.errors import UserError
 from specviz.models.speedups.keep import logits_to_keep
 
-# Untimed sweeps over every size before the timed ones. Right after a load the first passes
-# are slower (weights paged in, kernels chosen per shape); one sweep was not always enough.
-WARMUP_SWEEPS = 2
+# Untimed sweeps over every size before the timed ones, per runtime. On torch the first passes
+# after a load are slower (weights paged in, kernels chosen per shape); one sweep was not always
+# enough. llama.cpp chooses no kernels per shape, and the context fill before the sweeps has
+# already read every weight: its first sweep is as fast as later ones (docs/BENCHMARKS.md).
+WARMUP_SWEEPS = {TORCH: 2, LLAMACPP: 0}
 # Context the costs are measured at: a typical prompt plus part of an answer.
 MEASURE_CONTEXT = 160
 
@@ -46,11 +49,12 @@ def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int
 
 
 def median_ms(run: Callable[[int], None], sizes: list[int], *, device: torch.device, repeats: int = 3,
-              should_stop: Callable[[], bool] | None = None) -> dict[int, float]:
+              should_stop: Callable[[], bool] | None = None, runtime: str = TORCH) -> dict[int, float]:
     """Median ms of `run(n)` (one pass over n new tokens, undone afterwards) for each n in
-    `sizes`, interleaved within each repeat, after untimed warm-up sweeps."""
+    `sizes`, interleaved within each repeat, after the runtime's untimed warm-up sweeps."""
     times: dict[int, list[float]] = {n: [] for n in sizes}
-    for rep in range(WARMUP_SWEEPS + repeats):
+    warmup = WARMUP_SWEEPS[runtime]
+    for rep in range(warmup + repeats):
         for n in sizes:
             if should_stop is not None and should_stop():
                 raise UserError("the measurement was stopped")
@@ -58,7 +62,7 @@ def median_ms(run: Callable[[int], None], sizes: list[int], *, device: torch.dev
             t0 = time.perf_counter()
             run(n)
             sync(device)
-            if rep >= WARMUP_SWEEPS:
+            if rep >= warmup:
                 times[n].append((time.perf_counter() - t0) * 1000)
     return {n: statistics.median(v) for n, v in times.items()}
 
