@@ -3,7 +3,7 @@
     python scripts/draft_loop_timing.py [--pair qwen-coder] [--threads 2] [--repeats 12]
 
 The pair's own draft as a load gives it (int8 on a CPU), the same module objects both ways:
-`CachedLM` over transformers' forward and `LeanLM` (specviz/lm/lean.py), each holding 160
+`CachedLM` over transformers' forward and `LeanLM` (specviz/lm/torch_runtime/lean.py), each holding 160
 random context tokens. Each repeat times 10 one-token feeds (cropped back after each) of one
 loop, then of the other, so a machine whose speed drifts slows both alike; the first two
 repeats are warm-up. Prints the median ms a drafted token of each and their ratio.
@@ -22,10 +22,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.lm.cached import CachedLM, model_forward  # noqa: E402
-from specviz.lm.lean import LeanLM  # noqa: E402
+from specviz.lm.torch_runtime.cached import CachedLM, model_forward  # noqa: E402
+from specviz.lm.torch_runtime.lean import LeanLM  # noqa: E402
 from specviz.engine.load import load  # noqa: E402  (the precision the engine would choose)
-from specviz.models.loading.timing import MEASURE_CONTEXT  # noqa: E402
+from specviz.lm.timing import MEASURE_CONTEXT  # noqa: E402
 
 FEEDS = 10
 WARMUP = 2

@@ -26,6 +26,7 @@ import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from specviz.drafters import cost_model  # noqa: E402
+from specviz.lm import timing  # noqa: E402
 from specviz.lm.runtime import open_lm  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parent.parent / "assets" / "model_configs"
@@ -63,7 +64,7 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--sizes", default=",".join(str(n) for n in cost_model.MEASURED_SIZES))
-    ap.add_argument("--repeats", type=int, default=cost_model.REPEATS)
+    ap.add_argument("--repeats", type=int, default=timing.REPEATS)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
@@ -80,8 +81,8 @@ def main() -> int:
                                   "loop": type(lm).__name__, "build_s": round(time.perf_counter() - t0, 1)}
     vocab = models["target"].config.vocab_size
     target = SimpleNamespace(target=models["target"], device=device, vocab_size=vocab)  # what target_pass_ms reads
-    verify = cost_model.target_pass_ms(target, sizes, repeats=args.repeats)
-    draft = cost_model.drafted_token_ms(models["draft"], device, vocab, repeats=args.repeats)
+    verify = timing.target_pass_ms(target, sizes, repeats=args.repeats)
+    draft = timing.drafted_token_ms(models["draft"], device, vocab, repeats=args.repeats)
     report["V_ms"] = {str(n): round(v, 2) for n, v in verify.items()}
     report["V_over_V1"] = {str(n): round(v / verify[sizes[0]], 3) for n, v in verify.items()}
     report["D_ms"] = round(draft, 2)

@@ -29,9 +29,9 @@ import torch  # noqa: E402
 from specviz import engine  # noqa: E402
 from specviz.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.engine.load import load  # noqa: E402
-from specviz.models import loader  # noqa: E402
+from specviz.lm import loader  # noqa: E402
 from specviz.models.catalogue.sources import resolve  # noqa: E402
-from specviz.models.loading.timing import measure_pass_ms  # noqa: E402
+from specviz.lm.timing import measure_pass_ms  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 
 

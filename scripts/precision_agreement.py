@@ -24,11 +24,11 @@ import torch  # noqa: E402
 
 from specviz import engine  # noqa: E402
 from specviz.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
-from specviz.models import clear_loaded, load_pair  # noqa: E402
-from specviz.models.loading.devices import choose_device  # noqa: E402
-from specviz.models.loading.precision import choose_precision  # noqa: E402
-from specviz.drafters.cost_model import ENGINE_LOOP  # noqa: E402
-from specviz.models.loading.precision import cache_file  # noqa: E402
+from specviz.lm import clear_loaded, load_pair  # noqa: E402
+from specviz.lm.torch_runtime.devices import choose_device  # noqa: E402
+from specviz.lm.torch_runtime.precision import choose_precision  # noqa: E402
+
+from specviz.lm.torch_runtime.precision import cache_file  # noqa: E402
 from specviz.models.catalogue.sources import resolve  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 
@@ -80,7 +80,7 @@ def main() -> int:
 
     dev = choose_device(None)
     # the decision engine.load made (or would read), timed through the engine's loop
-    decided = cache_file(resolve(args.pair).target.key, dev, ENGINE_LOOP.loop)
+    decided = cache_file(resolve(args.pair).target.key, dev)
     auto = choose_precision(dev, "auto", cache_file=decided) if decided.is_file() or dev.type == "cuda" else None
     result = {
         "pair": args.pair,

@@ -153,7 +153,7 @@ def collect(pair, trace: dict) -> list[Row]:
     """The draft's top token and confidence at every position of the target's output."""
     import torch
 
-    from specviz.lm.cached import CachedLM, model_forward
+    from specviz.lm.torch_runtime.cached import CachedLM, model_forward
     from specviz.lm.prompt import encode_prompt
     from specviz.settings import GenerationSettings
 
@@ -177,7 +177,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from specviz.models import load_pair
+    from specviz.lm import load_pair
 
     meta = json.loads((Path(args.bench_out) / "bench.json").read_text())["meta"]
     if meta["temperature"] > 0:

@@ -4,9 +4,9 @@ engine runs it in, timed side by side.
     python scripts/target_pass_timing.py [--pair qwen-coder] [--threads 2] [--repeats 3] [--trees]
 
 The pair's target as a load gives it, after 160 random context tokens, logits for every new
-position (as a verify pass needs): `models.loading.timing.measure_pass_ms` (transformers' forward, what
+position (as a verify pass needs): `lm.timing.measure_pass_ms` (transformers' forward, what
 transformers' `generate` runs) and `drafters.cost_model.target_pass_ms` (the engine's loop:
-`lm.lean` over packed weights where it applies, what the cost model and every speedup use).
+`lm.torch_runtime.lean` over packed weights where it applies, what the cost model and every speedup use).
 Each takes untimed warm-up sweeps, then the median of `--repeats` sweeps over all sizes.
 `--trees` adds a tree round's target pass (`lm.tree.TreeLM`: n nodes, each node's parent the
 node (i - 1) // 2, as a two-wide tree grows) through both loops.
@@ -23,12 +23,12 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.drafters.cost_model import MEASURED_SIZES, target_pass_ms  # noqa: E402
-from specviz.lm.cached import cached_lm  # noqa: E402
-from specviz.lm.lean import model_lm, loop_name  # noqa: E402
+from specviz.drafters.cost_model import MEASURED_SIZES  # noqa: E402
+from specviz.lm.torch_runtime.cached import cached_lm  # noqa: E402
+from specviz.lm.torch_runtime.lean import model_lm, loop_name  # noqa: E402
 from specviz.lm.tree import TreeLM  # noqa: E402
 from specviz.engine.load import load  # noqa: E402  (the precision the engine would choose)
-from specviz.models.loading.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms  # noqa: E402
+from specviz.lm.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms, target_pass_ms  # noqa: E402
 
 TREE_SIZES = [5, 9, 17]
 

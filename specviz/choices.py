@@ -34,7 +34,7 @@ COST_AWARE = "cost-aware"
 FIXED = "fixed"
 HEURISTIC = "heuristic"
 
-INT8 = "int8"  # the precision whose target is quantized (models.loading.devices)
+INT8 = "int8"  # the precision whose target is quantized (lm.torch_runtime.devices)
 
 # The runtimes by name (lm.runtime implements them); AUTO lets measurement choose.
 AUTO = "auto"
@@ -161,7 +161,7 @@ RUNTIMES = Registry(
     default=AUTO,
 )
 
-# The target's precision on the torch runtime; models.loading.devices maps each to a dtype.
+# The target's precision on the torch runtime; lm.torch_runtime.devices maps each to a dtype.
 PRECISIONS = Registry(
     "precision",
     Choice("auto", "auto", "bf16 on CUDA; on a CPU the faster of fp32 and bf16, measured once per machine"),

@@ -15,7 +15,7 @@ from specviz.errors import UserError
 
 # name: (module, one line of help)
 COMMANDS = {
-    "models": ("specviz.models.catalogue.cli", "list the model pairs, or prepare one ahead of time (--prepare NAME)"),
+    "models": ("specviz.models_cli", "list the model pairs, or prepare one ahead of time (--prepare NAME)"),
     "generate": ("specviz.engine.cli", "generate text with speculative or plain decoding"),
     "lossless": ("specviz.lossless_cli", "Monte Carlo check that the acceptance rule reproduces p exactly"),
     "bench": ("specviz.bench.cli", "benchmark specviz against transformers' generate on one pair"),

@@ -195,7 +195,7 @@ def test_packed_transformers_runs_are_shown_beside_the_goals_not_in_them():
 
 
 def test_packed_layers_compute_through_the_packed_copies_and_put_the_layers_back(one_thread):
-    from specviz.models.speedups.packed import packed_linears
+    from specviz.lm.torch_runtime.packed import packed_linears
 
     pair = tiny_pair("close")
     table = packed_linears(pair.target)
@@ -321,11 +321,11 @@ def test_a_run_cut_short_keeps_the_prompts_it_finished(tmp_path, monkeypatch, on
 def test_the_command_writes_its_outputs_and_the_traces(tmp_path, monkeypatch, capsys, one_thread):
     import argparse
 
-    import specviz.models
+    import specviz.lm
     from specviz.bench import cli
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(specviz.models, "load_pair", lambda name, **kw: tiny_pair("close"))
+    monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: tiny_pair("close"))
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     args = parser.parse_args(["--limit", "2", "--max-new-tokens", "4", "--methods", "hf-plain,sv-k2", "--no-warmup", "--out", str(tmp_path / "out")])
@@ -341,11 +341,11 @@ def test_the_command_writes_its_outputs_and_the_traces(tmp_path, monkeypatch, ca
 def _cli(tmp_path, monkeypatch, *argv):
     import argparse
 
-    import specviz.models
+    import specviz.lm
     from specviz.bench import cli
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(specviz.models, "load_pair", lambda name, **kw: tiny_pair("close"))
+    monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: tiny_pair("close"))
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     return cli.run(parser.parse_args([*argv, "--methods", "hf-plain,sv-k2", "--no-warmup", "--out", str(tmp_path / "out")]))

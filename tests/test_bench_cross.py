@@ -18,8 +18,8 @@ from specviz.bench.report import markdown
 from specviz.bench.summary import summarise
 from specviz.drafters.cost_model import CostModel
 from specviz.errors import UserError
-from specviz.models.speedups.int8_draft import quantized
-from specviz.models.loading.pair import ModelPair
+from specviz.lm.torch_runtime.int8_draft import quantized
+from specviz.lm.pair import ModelPair
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -175,11 +175,11 @@ def test_the_command_compares_the_cross_tokenizer_methods_by_default(tmp_path, m
     import argparse
     import json
 
-    import specviz.models
+    import specviz.lm
     from specviz.bench import cli
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(specviz.models, "load_pair", lambda name, **kw: costed(cross_pair()))
+    monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: costed(cross_pair()))
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     out = tmp_path / "out"

@@ -13,7 +13,8 @@ from specviz import theory
 from specviz.drafters.cost_aware import PROBE_EVERY, CostAwareLength
 from specviz.drafters import cost_aware, cost_model
 from specviz.drafters.cost_model import CostModel, for_pair, load_or_measure
-from specviz.models.loading.timing import measure_pass_ms
+from specviz.lm import timing
+from specviz.lm.timing import measure_pass_ms
 from specviz.engine.generation import run
 from specviz.settings import GenerationSettings
 from tiny_models import tiny_pair
@@ -271,8 +272,8 @@ def test_the_check_times_a_short_context_pass_and_compares_it_with_the_same_pass
     cached = json.loads(path.read_text())
     assert cached["meta"]["check_context"] == cost_model.CHECK_CONTEXT < cached["meta"]["context"]
     contexts = []
-    real = cost_model._chain_pass_ms
-    monkeypatch.setattr(cost_model, "_chain_pass_ms", lambda *a, **kw: contexts.append(kw.get("context")) or real(*a, **kw))
+    real = timing.chain_pass_ms
+    monkeypatch.setattr(timing, "chain_pass_ms", lambda *a, **kw: contexts.append(kw.get("context")) or real(*a, **kw))
     again = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     assert contexts == [cost_model.CHECK_CONTEXT] and again.source == "cached"
     # the comparison is with the cached check figure: a cache whose check pass says 50x slower is measured again
@@ -282,12 +283,12 @@ def test_the_check_times_a_short_context_pass_and_compares_it_with_the_same_pass
 
 
 def test_the_load_says_whether_it_times_the_passes_or_checks_a_cache(tmp_path, one_thread, monkeypatch):
-    from specviz import models
+    from specviz import lm
     from specviz.engine.load import load
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     # each load a pair of its own, with no cost model yet (tiny_pair hands out one shared pair)
-    monkeypatch.setattr(models, "load_pair", lambda spec, **kw: dataclasses.replace(tiny_pair("close"), info={}))
+    monkeypatch.setattr(lm, "load_pair", lambda spec, **kw: dataclasses.replace(tiny_pair("close"), info={}))
     said = []
     for _ in range(2):
         messages = []

@@ -26,9 +26,9 @@ from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from specviz.drafters.cross_vocab import IntersectionDrafter, TextDrafter, make_cross_drafter, to_target
 from specviz.engine.verify import verify
 from specviz.errors import UserError
-from specviz.lm.cached import CachedLM, model_forward
+from specviz.lm.torch_runtime.cached import CachedLM, model_forward
 from specviz.lm.sampling import Sampler
-from specviz.models.loading.pair import ModelPair
+from specviz.lm.pair import ModelPair
 from specviz.models.alignment.vocab_map import INTERSECTION_MIN_OVERLAP, TokenText, default_method, token_bytes, vocab_map
 from specviz.settings import GenerationSettings
 

@@ -10,7 +10,7 @@ import torch
 
 from specviz.drafters.cross_vocab import make_cross_drafter
 from specviz.engine.verify import verify
-from specviz.lm.cached import CachedLM, model_forward
+from specviz.lm.torch_runtime.cached import CachedLM, model_forward
 from specviz.lm.prompt import encode_prompt
 from specviz.settings import GenerationSettings
 
@@ -23,7 +23,7 @@ SETTINGS = GenerationSettings(max_new_tokens=NEW_TOKENS)
 
 @pytest.fixture(scope="module")
 def pair():
-    from specviz.models import load_pair
+    from specviz.lm import load_pair
 
     # fp32: outputs are compared token for token (see test_engine_bundled.py)
     return load_pair("smol-qwen", dtype="float32")

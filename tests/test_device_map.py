@@ -11,11 +11,11 @@ import torch
 from specviz import engine
 from specviz.drafters.cost_model import SPREAD_SIZES
 from specviz.engine.load import load
-from specviz.models import clear_loaded
-from specviz.models.loading.devices import Placement, choose_placement, parse_max_memory, room_for, spread_over
-from specviz.models.loading.precision import choose_precision
-from specviz.models.loading.errors import DeviceError
-from specviz.models.speedups.small_batch import _few_rows_forward
+from specviz.lm import clear_loaded
+from specviz.lm.torch_runtime.devices import Placement, choose_placement, parse_max_memory, room_for, spread_over
+from specviz.lm.torch_runtime.precision import choose_precision
+from specviz.models.errors import DeviceError
+from specviz.lm.torch_runtime.small_batch import _few_rows_forward
 from specviz.settings import GenerationSettings
 from tiny_models import CLOSE_NOISE, single_thread, tiny_model, tiny_tokenizer  # single_thread: a fixture
 
@@ -122,7 +122,7 @@ def test_a_spread_target_is_not_timed_per_precision_and_is_never_int8():
 def test_generate_on_the_command_line_spreads_the_target(spec, capsys):
     from specviz.cli import main
     from specviz.engine import cli
-    from specviz.models.loading import devices
+    from specviz.lm.torch_runtime import devices
 
     assert cli.DEVICE_MAPS == devices.DEVICE_MAPS
     draft, target = (s.strip() for s in spec.split("->"))

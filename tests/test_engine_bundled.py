@@ -22,7 +22,7 @@ NEW_TOKENS = 32
 
 @pytest.fixture(scope="module")
 def pair():
-    from specviz.models import load_pair
+    from specviz.lm import load_pair
 
     # fp32: only there does a multi-token verify pass round like a one-token pass, so greedy
     # outputs can be compared token for token

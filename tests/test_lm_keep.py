@@ -3,14 +3,14 @@ full pass's last rows.
 
 Why it matters: on a CPU, a bf16 matmul over `hidden[:, -keep:]` (a view that keeps the whole
 sequence's batch stride) takes a slow path, about 60x slower for the LM head of a prompt's
-last position (specviz/models/speedups/keep.py). The speed is not asserted here; the layout that
+last position (specviz/lm/torch_runtime/keep.py). The speed is not asserted here; the layout that
 avoids it and the values are.
 """
 
 import torch
 
-from specviz.lm.cached import CachedLM, model_forward
-from specviz.models.speedups.keep import last_rows, logits_to_keep
+from specviz.lm.torch_runtime.cached import CachedLM, model_forward
+from specviz.lm.torch_runtime.keep import last_rows, logits_to_keep
 from tiny_models import tiny_pair
 
 

@@ -1,4 +1,4 @@
-"""The lean drafting loop (specviz/lm/lean.py) computes what transformers' forward computes.
+"""The lean drafting loop (specviz/lm/torch_runtime/lean.py) computes what transformers' forward computes.
 
 Exactness does not need it (q is whatever the draft sampled from), but a draft that drifted
 from its model would draft worse, and a broken cache (a crop that keeps a stale key, a grown
@@ -11,10 +11,10 @@ reset.
 import pytest
 import torch
 
-from specviz.lm import lean
-from specviz.lm.cached import CachedLM, model_forward
-from specviz.lm.lean import LeanLM, model_lm, lean_supported
-from specviz.models.speedups.int8_draft import quantized
+from specviz.lm.torch_runtime import lean
+from specviz.lm.torch_runtime.cached import CachedLM, model_forward
+from specviz.lm.torch_runtime.lean import LeanLM, model_lm, lean_supported
+from specviz.lm.torch_runtime.int8_draft import quantized
 from tiny_models import DEVICE, tiny_model, tiny_tokenizer
 
 # fp32 sums taken in another order (the lean loop multiplies by oneDNN-packed weights where

@@ -11,8 +11,8 @@ in another order), while a wrong mask or a wrong position moves logits by whole 
 import pytest
 import torch
 
-from specviz.lm.cached import cached_lm, float_mask
-from specviz.lm.lean import LeanLM
+from specviz.lm.torch_runtime.cached import cached_lm, float_mask
+from specviz.lm.torch_runtime.lean import LeanLM
 from specviz.lm.tree import ancestry, depths
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 

@@ -17,7 +17,7 @@ import pytest
 from specviz.models.files import cache
 from specviz.models.files.bundled import assemble, find_parts, parts_installed
 from specviz.models.files.convert import ensure_gguf, gguf_path
-from specviz.models.loading.errors import ChecksumError, MissingPartsError
+from specviz.models.errors import ChecksumError, MissingPartsError
 from specviz.models.catalogue.presets import BundledGGUF
 
 PART_BYTES = [b"GGUF" + bytes(range(256)) * 40, os.urandom(3000), b"tail" * 700]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from specviz.cli import main
-from specviz.models import load_pair
+from specviz.lm import load_pair
 from specviz.models.files.convert import bundled_folder
 from specviz.models.catalogue.presets import get_preset
 

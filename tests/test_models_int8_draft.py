@@ -7,7 +7,7 @@ import warnings
 import torch
 from tiny_models import tiny_model
 
-from specviz.models.speedups.int8_draft import LAYERS_PER_STEP, quantized
+from specviz.lm.torch_runtime.int8_draft import LAYERS_PER_STEP, quantized
 
 
 def test_layers_quantized_a_few_at_a_time_match_one_pass_and_report_progress():

@@ -10,11 +10,11 @@ import torch
 from tiny_models import tiny_model, tiny_tokenizer
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from specviz.models import clear_loaded, load_pair, loaded_bytes
-from specviz.models.loading import devices
-from specviz.models.loading.devices import choose_device, choose_dtype
-from specviz.models.loading.precision import choose_precision
-from specviz.models.loading.errors import CustomModelsDisabledError, DeviceError, MemoryBudgetError, UnsafeWeightsError, VocabMismatchError
+from specviz.lm import clear_loaded, load_pair, loaded_bytes
+from specviz.lm.torch_runtime import devices
+from specviz.lm.torch_runtime.devices import choose_device, choose_dtype
+from specviz.lm.torch_runtime.precision import choose_precision
+from specviz.models.errors import CustomModelsDisabledError, DeviceError, MemoryBudgetError, UnsafeWeightsError, VocabMismatchError
 
 
 @pytest.fixture(autouse=True)
@@ -255,7 +255,7 @@ def test_auto_picks_the_precision_with_the_cheaper_round_and_caches_it(tmp_path,
 
 
 def test_auto_on_a_cpu_times_the_target_in_both_precisions_once(folders, monkeypatch, tmp_path):
-    from specviz.models.loading import precision
+    from specviz.lm.torch_runtime import precision
 
     monkeypatch.delenv("SPECVIZ_DTYPE")
     monkeypatch.setattr(devices, "native_bf16", lambda: True)
@@ -265,7 +265,7 @@ def test_auto_on_a_cpu_times_the_target_in_both_precisions_once(folders, monkeyp
         timed.append(next(model.parameters()).dtype)
         return {1: 100.0, 8: 120.0} if timed[-1] == torch.bfloat16 else {1: 150.0, 8: 400.0}
 
-    monkeypatch.setattr(precision, "TRANSFORMERS_FORWARD", precision.PassTimer("a fake clock", pass_ms))
+    monkeypatch.setattr(precision, "pass_ms", pass_ms)
     spec = " -> ".join(folders)
     seen = []
     pair = load_pair(spec, progress=lambda f, m: seen.append((f, m)))
@@ -287,29 +287,28 @@ def test_auto_on_a_cpu_times_the_target_in_both_precisions_once(folders, monkeyp
     assert load_pair(spec).dtype == torch.bfloat16 and len(timed) == 4  # measured again, without a progress bar
 
 
-def test_engine_load_times_each_precision_through_the_engines_loop(folders, monkeypatch, tmp_path):
-    """The precision a run pays for is the one its loop runs fastest: engine.load times each
+def test_each_precision_is_timed_through_the_engines_loop(folders, monkeypatch, tmp_path):
+    """The precision a run pays for is the one its loop runs fastest: the load times each
     through that loop (real passes of the tiny target), never through transformers' forward."""
-    from specviz.drafters import cost_model
-    from specviz.engine.load import load
-    from specviz.lm.lean import lean_supported
-    from specviz.models.loading import precision
+    from specviz.lm import timing
+    from specviz.lm.torch_runtime.lean import lean_supported
+    from specviz.lm.torch_runtime import precision
 
     monkeypatch.delenv("SPECVIZ_DTYPE")
     monkeypatch.setattr(devices, "native_bf16", lambda: True)
-    monkeypatch.setattr(precision, "TRANSFORMERS_FORWARD", precision.PassTimer("none", lambda *a, **k: pytest.fail("timed through transformers' forward")))
+    monkeypatch.setattr(timing, "measure_pass_ms", lambda *a, **k: pytest.fail("timed through transformers' forward"))
     timed = []
-    real = cost_model._chain_pass_ms
+    real = timing.chain_pass_ms
 
     def recorded(model, *args, **kw):
         timed.append(next(model.parameters()).dtype)
         return real(model, *args, **kw)
 
-    monkeypatch.setattr(cost_model, "_chain_pass_ms", recorded)
-    pair = load(" -> ".join(folders))
+    monkeypatch.setattr(timing, "chain_pass_ms", recorded)
+    pair = load_pair(" -> ".join(folders))
     assert lean_supported(pair.target)  # so the loop timed is specviz's own, not a fallback
-    assert timed[:2] == [torch.float32, torch.bfloat16]  # then the cost model's own passes
-    chosen = precision.read(precision.cache_file(pair_key(folders), torch.device("cpu"), cost_model.ENGINE_LOOP.loop))
+    assert timed == [torch.float32, torch.bfloat16]
+    chosen = precision.read(precision.cache_file(pair_key(folders), torch.device("cpu")))
     assert chosen is not None and chosen.name == pair.precision and set(chosen.costs) == {"float32", "bfloat16"}
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from specviz.models.loading import memory
+from specviz.models import memory
 
 GiB = 1 << 30
 HOST = SimpleNamespace(total=256 * GiB, available=200 * GiB)

@@ -1,12 +1,12 @@
-"""Packed linear layers (specviz/models/speedups/packed.py): the same products as the layers' own,
+"""Packed linear layers (specviz/lm/torch_runtime/packed.py): the same products as the layers' own,
 one packed copy per model, and none where memory or the device does not allow it."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from specviz.lm.lean import LeanLM, loop_name
-from specviz.models.speedups import packed
+from specviz.lm.torch_runtime.lean import LeanLM, loop_name
+from specviz.lm.torch_runtime import packed
 from tiny_models import tiny_model
 
 needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")

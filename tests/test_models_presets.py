@@ -7,8 +7,9 @@ import json
 import pytest
 
 from specviz.cli import main
-from specviz.models import DEFAULT_PAIR, list_presets, load_pair, prepare
-from specviz.models.loading.errors import (
+from specviz.models import DEFAULT_PAIR, list_presets
+from specviz.lm import load_pair, prepare
+from specviz.models.errors import (
     CustomModelsDisabledError,
     HubUnavailableError,
     MissingModelError,

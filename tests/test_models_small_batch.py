@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from specviz import engine
-from specviz.models.speedups.small_batch import FEW_ROWS, cheapest_rows, use_few_rows_product
+from specviz.lm.torch_runtime.small_batch import FEW_ROWS, cheapest_rows, use_few_rows_product
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
 

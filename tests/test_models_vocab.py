@@ -8,7 +8,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from specviz.models.loading.errors import VocabMismatchError
+from specviz.models.errors import VocabMismatchError
 from specviz.models.alignment.vocab import check_vocab, shared_vocab_size, vocab_differences
 
 WORDS = ["<unk>", "def", "return", "print", "(", ")", ":", "x", "y", "z"]

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from specviz.models.files.convert import ensure_gguf, gguf_path
-from specviz.models.loading.errors import ChecksumError, MissingPartsError
+from specviz.models.errors import ChecksumError, MissingPartsError
 from specviz.models.catalogue.presets import SMOLLM2_DRAFT, WheelGGUF, get_preset
 from specviz.models.catalogue.status import preset_status
 from specviz.models.files.wheel import ensure_extracted, find_wheel

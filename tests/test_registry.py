@@ -91,7 +91,7 @@ def _literals(path: Path) -> list[tuple[str, int]]:
 # bench method kind shared by several libraries ("lookup"), an engine's own method name.
 OTHER_MEANINGS = {
     ("bench/cli.py", "torch"), ("drafters/cost_model.py", "torch"), ("engine/runtime_choice.py", "torch"),
-    ("models/loading/precision.py", "torch"), ("bench/resume.py", "torch"), ("bench/methods.py", "llama.cpp"),
+    ("lm/torch_runtime/precision.py", "torch"), ("bench/resume.py", "torch"), ("bench/methods.py", "llama.cpp"),
     ("production/metrics.py", "llama.cpp"), ("bench/methods.py", "lookup"), ("production/export.py", "suffix"),
 }
 

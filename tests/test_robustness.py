@@ -28,8 +28,8 @@ from tiny_models import CORPUS, single_thread, tiny_model, tiny_pair, tiny_token
 from specviz import engine
 from specviz.cli import main
 from specviz.engine.decoder import Decoder
-from specviz.models import clear_loaded, load_pair
-from specviz.models.loading.errors import CorruptModelError
+from specviz.lm import clear_loaded, load_pair
+from specviz.models.errors import CorruptModelError
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -394,7 +394,7 @@ def test_the_page_binds_to_localhost_unless_told_otherwise():
 
 
 def test_custom_models_are_off_by_default_on_a_public_space(monkeypatch, models):
-    from specviz.models.loading.errors import CustomModelsDisabledError
+    from specviz.models.errors import CustomModelsDisabledError
     from specviz.models.catalogue.sources import custom_allowed
 
     assert custom_allowed({}) and not custom_allowed({"SPACE_ID": "someone/specviz"})

@@ -23,10 +23,10 @@ pytest.importorskip("llama_cpp")
 
 from specviz import engine  # noqa: E402
 from specviz.errors import UserError  # noqa: E402
-from specviz.lm.llamacpp import LlamaCppLM  # noqa: E402
+from specviz.lm.llamacpp_runtime.lm import LlamaCppLM  # noqa: E402
 from specviz.lm.runtime import LLAMACPP, open_lm  # noqa: E402
-from specviz.models.loading.llamacpp import LlamaCppModel  # noqa: E402
-from specviz.models.loading.pair import ModelPair  # noqa: E402
+from specviz.lm.llamacpp_runtime.model import LlamaCppModel  # noqa: E402
+from specviz.lm.pair import ModelPair  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 from tiny_gguf import tiny_gguf  # noqa: E402
 from tiny_models import tiny_tokenizer  # noqa: E402
@@ -232,7 +232,7 @@ def test_bad_ids_positions_and_a_full_context_are_refused_before_llamacpp_sees_t
 def test_a_pair_with_a_broken_draft_file_is_refused_in_one_line_and_the_next_load_works(tmp_path, monkeypatch):
     # The files are assembled and loaded in a thread beside the tokenizers (llamacpp_pair._Files):
     # a failure there or in a tokenizer reaches the caller, and nothing waits for ever.
-    from specviz.models import load_pair
+    from specviz.lm import load_pair
     from tiny_gguf import tiny_gguf
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))

@@ -16,7 +16,7 @@ pytest.importorskip("llama_cpp")
 
 from specviz import engine  # noqa: E402
 from specviz.bench.prompts import DEFAULT_PROMPTS, load_prompts  # noqa: E402
-from specviz.lm.llamacpp import LlamaCppLM  # noqa: E402
+from specviz.lm.llamacpp_runtime.lm import LlamaCppLM  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 
 pytestmark = pytest.mark.bundled
@@ -28,7 +28,7 @@ PROMPTS = ["Write a function that reverses a string", "Explain in two sentences 
 
 @pytest.fixture(scope="module")
 def pair():
-    from specviz.models import load_pair
+    from specviz.lm import load_pair
 
     return load_pair("qwen-coder", runtime="llama.cpp")
 
@@ -50,7 +50,7 @@ def test_one_tokenizer_serves_both_models_when_their_files_say_the_same_vocabula
     # no tokenizer for the draft; here the draft's own is built and tokenizes alike.
     from pathlib import Path
 
-    from specviz.models.loading.llamacpp_pair import _gguf_tokenizer
+    from specviz.lm.llamacpp_runtime.pair import _gguf_tokenizer
 
     assert pair.info["vocab"]["method"] == "same" and pair.draft_tokenizer is None
     own = _gguf_tokenizer(Path(pair.info["draft"]["file"]))
@@ -70,7 +70,7 @@ def test_the_tokenizer_read_from_a_gguf_is_the_one_transformers_converts(preset)
 
     from specviz.models.files import cache
     from specviz.models.files.convert import bundled_folder, ensure_gguf
-    from specviz.models.loading.llamacpp_pair import _gguf_tokenizer
+    from specviz.lm.llamacpp_runtime.pair import _gguf_tokenizer
     from specviz.models.catalogue.sources import resolve
 
     plan = resolve(preset)
@@ -111,7 +111,7 @@ def test_greedy_speculative_equals_plain_or_parts_at_a_near_tie(pair, prompt, dr
 
 @pytest.mark.parametrize("vocab_method", ["text", "intersection"])
 def test_a_draft_with_another_tokenizer_drafts_on_llamacpp_too(vocab_method):
-    from specviz.models import load_pair
+    from specviz.lm import load_pair
 
     cross = load_pair("smol-qwen", runtime="llama.cpp")
     assert cross.cross_tokenizer and cross.runtime == "llama.cpp"

@@ -9,7 +9,7 @@ import torch
 
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.tree import TreeDrafter
-from specviz.lm.lean import model_lm
+from specviz.lm.torch_runtime.lean import model_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.lm.tree import depths

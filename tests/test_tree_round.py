@@ -10,7 +10,7 @@ import specviz.engine as engine
 from specviz.drafters.tree import TreeDrafter
 from specviz.engine.tree_round import tree_round
 from specviz.engine.tree_verify import tree_point_masses
-from specviz.lm.lean import model_lm
+from specviz.lm.torch_runtime.lean import model_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.settings import GenerationSettings

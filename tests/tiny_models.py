@@ -29,7 +29,7 @@ import os
 import pytest
 import torch
 
-from specviz.models.loading.pair import ModelPair
+from specviz.lm.pair import ModelPair
 
 DEVICE = torch.device(os.environ.get("SPECVIZ_TEST_DEVICE") or "cpu")
 
@@ -126,7 +126,7 @@ def tiny_pair(draft: str | None = "close", *, seed: int = 0, layers: int = 4, dt
     quantized as a CPU load quantizes drafts), "random" (independent weights), "same"
     (identical weights, a separate module), or None (no draft model).
     """
-    from specviz.models.speedups.int8_draft import quantized
+    from specviz.lm.torch_runtime.int8_draft import quantized
 
     tok = tiny_tokenizer(chat_template)
     target = tiny_model(seed, layers=layers, dtype=dtype)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 from transformers import GenerationConfig
-from specviz.models.loading.timing import sync
+from specviz.lm.timing import sync
 
 # transformers' defaults for the assistant (generation/configuration_utils.py): up to 20
 # drafted tokens a round, cut short where the draft's confidence falls under a threshold.
@@ -132,9 +132,9 @@ def gathered_heads(models: list[torch.nn.Module | None]):
     sequence's batch stride. On some CPUs a bf16 head over such a view goes through a batched
     product that copies the weight first, at every `generate` call (docs/BENCHMARKS.md), and in assisted
     generation again at every round for a bf16 draft (whose catch-up over two or more new
-    tokens is a prefill). specviz's passes gather those rows (models/speedups/keep.py); this gives transformers
+    tokens is a prefill). specviz's passes gather those rows (lm/torch_runtime/keep.py); this gives transformers
     the same, so that a comparison can show the slow path's share apart from the rest."""
-    from specviz.models.speedups.keep import own_storage
+    from specviz.lm.torch_runtime.keep import own_storage
 
     hooks = []
     try:
@@ -151,10 +151,10 @@ def gathered_heads(models: list[torch.nn.Module | None]):
 @contextmanager
 def packed_layers(models: list[torch.nn.Module | None]):
     """For one call, each model's linear layers compute through the oneDNN-packed copies of
-    their weights that specviz's lean loop multiplies by (`models.speedups.packed`), where the model
+    their weights that specviz's lean loop multiplies by (`lm.torch_runtime.packed`), where the model
     has them: transformers' `generate` with specviz's kernel, so that a comparison can show
     how much of a lead is the kernel and how much the loop and the draft-length policy."""
-    from specviz.models.speedups.packed import packed_linears
+    from specviz.lm.torch_runtime.packed import packed_linears
 
     swapped: list[tuple[torch.nn.Module, object]] = []
     try:

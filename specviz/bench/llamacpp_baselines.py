@@ -4,7 +4,7 @@
 
 Greedy is top_k=1 (its sampler then takes the argmax); sampling is temperature with
 top-k/top-p off, as specviz samples. Its `Llama` has no switch for llama.cpp's extra buffer
-types, so on a CPU with AMX (where the AMX one segfaults, see models/loading/llamacpp.py) the model
+types, so on a CPU with AMX (where the AMX one segfaults, see lm/llamacpp_runtime/model.py) the model
 is loaded with the same default parameters specviz's runtime uses.
 """
 
@@ -14,7 +14,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from specviz.models.loading.llamacpp import cpu_has_amx, llama
+from specviz.lm.llamacpp_runtime.model import cpu_has_amx, llama
 
 PROMPT_LOOKUP_TOKENS = 10  # as hf_baselines' prompt lookup
 _models: dict[tuple, object] = {}

@@ -14,7 +14,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from specviz.models.loading.llamacpp import cpu_has_amx
+from specviz.lm.llamacpp_runtime.model import cpu_has_amx
 
 TIMEOUT_S = 600
 
@@ -41,7 +41,7 @@ def speculative_simple(target: Path, draft: Path, prompt_text: str, *, max_new_t
             "-n", str(max_new_tokens), "--spec-type", "draft-simple", "--spec-draft-n-max", str(draft_max),
             "-t", str(threads), "-td", str(threads), "--temp", "0", "-c", "4096", "-ngl", "0", "-ngld", "0"]
     if cpu_has_amx():
-        args.append("--no-repack")  # as the runtime loads on AMX CPUs (models/loading/llamacpp.py)
+        args.append("--no-repack")  # as the runtime loads on AMX CPUs (lm/llamacpp_runtime/model.py)
     done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
     log = done.stdout + done.stderr
     if done.returncode != 0:

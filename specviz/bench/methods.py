@@ -33,7 +33,7 @@ llama-cpp-python's own `Llama.generate` (on a pair loaded on the llama.cpp runti
                           The speed goals are against transformers as shipped; the gathered
                           runs show how much of a lead that slow path is.
     hf-...-packed         the same runs with the models' linear layers computing through the
-                          oneDNN-packed weights specviz's own loop uses (models/speedups/packed.py,
+                          oneDNN-packed weights specviz's own loop uses (lm/torch_runtime/packed.py,
                           hf_baselines.packed_layers): how much of a lead is the kernel alone.
 
 The cross-tokenizer methods (sv-text, sv-intersection, hf-universal*) need a pair whose draft
@@ -55,7 +55,7 @@ from specviz.bench import hf_baselines
 from specviz.choices import DRAFTERS, FIXED, HEURISTIC, LLAMACPP, MODEL, POLICIES, TORCH, TREE
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
-from specviz.models.loading.timing import sync
+from specviz.lm.timing import sync
 
 FAMILY_NAMES = {"sv": "specviz", "hf": "transformers", "lc": "llama-cpp-python", "ll": "llama.cpp"}
 GATHERED = "-gathered"

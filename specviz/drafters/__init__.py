@@ -21,7 +21,7 @@ from specviz.drafters.length import DraftLength, HeuristicLength
 from specviz.drafters.tree_cost import TreeCost
 from specviz.errors import UserError
 from specviz.lm.runtime import missing
-from specviz.models.loading.pair import ModelPair
+from specviz.lm.pair import ModelPair
 from specviz.settings import GenerationSettings, no_draft_help
 
 __all__ = ["Drafter", "KeepGoing", "Proposal", "DraftLength", "HeuristicLength", "CostAwareLength", "CostModel",

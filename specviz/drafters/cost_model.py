@@ -21,20 +21,16 @@ import torch
 from specviz.cost_curve import CostCurve, never_cheaper
 from specviz import theory
 from specviz.models.files.cache import cache_root, write_json
-from specviz.models.loading.devices import spread_over
-from specviz.models.loading.precision import SIZES as PRECISION_SIZES, PassTimer, cpu_name
-from specviz.lm.lean import loop_name
+from specviz.lm.torch_runtime.devices import spread_over
+from specviz.lm.torch_runtime.precision import cpu_name
+from specviz.lm.torch_runtime.lean import loop_name
 from specviz.lm.runtime import TORCH, open_lm, runtime_of
 from specviz.models.alignment.vocab import head_rows
-from specviz.models.loading.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms
+from specviz.lm.timing import MEASURE_CONTEXT, REPEATS, drafted_token_ms, measure_pass_ms, target_pass_ms
 from specviz.settings import MAX_K
 
 # Pass sizes measured: the small ones a usual k needs, then sparser (interpolated between).
 MEASURED_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 13, MAX_K + 1)
-# Timed sweeps after a warm-up one; each size's median is kept. One sweep is not enough: a
-# single slow pass (another process taking a core) is cached for good and, since a larger
-# pass never counts as cheaper, raises every size above it.
-REPEATS = 3
 # A cached cost model is checked at load with this many timed one-token passes. Off by more
 # than this share: measured again if the machine is faster now (the cache was taken in a slow
 # moment), scaled by the check if it is slower (a busy or drifting machine slows every pass
@@ -123,46 +119,6 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     check = target_pass_ms(pair, [1], repeats=repeats, context=CHECK_CONTEXT)[1]
     return CostModel(verify=verify, draft=draft, source="measured",
                      meta={"repeats": repeats, "context": MEASURE_CONTEXT, "check_ms": check, "check_context": CHECK_CONTEXT})
-
-
-def drafted_token_ms(draft: torch.nn.Module, device, vocab_size: int, *, repeats: int = REPEATS) -> float:
-    """One drafted token as a chain drafter runs it (`lm.lean.model_lm`): a one-token feed
-    after MEASURE_CONTEXT cached tokens, logits of that token only."""
-    return _chain_pass_ms(draft, torch.device(device), vocab_size, [1], keep=1, repeats=repeats)[1]
-
-
-def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS, context: int = MEASURE_CONTEXT) -> dict[int, float]:
-    """One target pass over n new tokens as the engine runs it (`lm.lean.model_lm`, as
-    `engine.decoder` picks it for every mode), after `context` cached tokens, with logits
-    for every new position (as a verify pass needs)."""
-    return _chain_pass_ms(pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats,
-                          context=context)
-
-
-def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=PRECISION_SIZES, repeats: int = REPEATS) -> dict[int, float]:
-    """A pass of `model` over n new tokens as the engine runs a target (as `target_pass_ms`),
-    before a pair exists: how `engine.load` has each precision timed when `auto` chooses one."""
-    return _chain_pass_ms(model, next(model.parameters()).device, vocab_size, list(sizes), keep=0, repeats=repeats)
-
-
-# The precision choice timed through the loop the engine runs the target in (engine.load).
-ENGINE_LOOP = PassTimer("specviz's loop for the runtime (lm.open_lm)", model_pass_ms)
-
-
-@torch.inference_mode()
-def _chain_pass_ms(model: torch.nn.Module, device: torch.device, vocab_size: int, sizes: list[int], *, keep: int,
-                   repeats: int, context: int = MEASURE_CONTEXT) -> dict[int, float]:
-    """Median ms of a feed of n random tokens through `open_lm(model)` after `context`
-    cached ones (`keep` as `feed` takes it), cropped back after each, for each n in `sizes`."""
-    lm = open_lm(model, device)
-    gen = torch.Generator().manual_seed(0)
-    lm.feed(torch.randint(0, vocab_size, (context,), generator=gen))
-
-    def one_pass(n: int) -> None:
-        lm.feed(torch.randint(0, vocab_size, (n,), generator=gen), keep=keep)
-        lm.crop(context)
-
-    return median_ms(one_pass, sizes, device=device, repeats=repeats, runtime=lm.runtime)
 
 
 def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = REPEATS) -> CostModel:
@@ -259,7 +215,7 @@ def _key_fields(pair, sizes) -> dict:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "sizes": list(sizes),
-        "linear": "few-rows product, padded",  # models/speedups/small_batch.py changed what a pass costs
+        "linear": "few-rows product, padded",  # lm/torch_runtime/small_batch.py changed what a pass costs
         "sweeps": REPEATS,  # costs from fewer timed sweeps are not trusted
         "draft loop": _loop(pair.draft, pair.device) if pair.draft is not None else "none",
         "target loop": _loop(pair.target, pair.device),
@@ -279,7 +235,7 @@ def _runtime_fields(pair) -> dict:
     """On llama.cpp: its version, the files (path and size) and its threads, not torch's."""
     if pair.runtime == TORCH:
         return {}
-    from specviz.models.loading.llamacpp import version
+    from specviz.lm.llamacpp_runtime.model import version
 
     files = {role: [str(m.path), m.path.stat().st_size] for role, m in (("target", pair.target), ("draft", pair.draft)) if m is not None}
     return {"runtime": pair.runtime, "llama-cpp-python": version(), "files": files, "threads": pair.target.threads}

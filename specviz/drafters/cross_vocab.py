@@ -35,7 +35,7 @@ from specviz.errors import UserError
 from specviz.lm.runtime import LM as ModelLM, open_lm
 from specviz.lm.prompt import model_stop_ids, stop_ids
 from specviz.lm.sampling import Sampler
-from specviz.models.loading.pair import ModelPair
+from specviz.lm.pair import ModelPair
 from specviz.models.alignment.vocab import head_rows
 from specviz.models.alignment.vocab_map import METHODS, TokenText, VocabMap, vocab_map
 from specviz.settings import GenerationSettings

@@ -12,7 +12,7 @@ from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
 from specviz.errors import UserError
-from specviz.models.speedups.keep import last_rows
+from specviz.lm.torch_runtime.keep import last_rows
 
 
 def default_layers(model: torch.nn.Module) -> int:
@@ -76,7 +76,7 @@ def target_share(pair, settings) -> float:
 
 def make(pair, settings, *, generator=None, history=()):
     from specviz.drafters.model import ModelDrafter
-    from specviz.lm.cached import CachedLM
+    from specviz.lm.torch_runtime.cached import CachedLM
     from specviz.lm.prompt import stop_ids
     from specviz.lm.sampling import Sampler
 

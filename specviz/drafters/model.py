@@ -17,9 +17,9 @@ import torch
 
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 from specviz.lm import rows
-from specviz.lm.lean import ModelLM
+from specviz.lm.torch_runtime.lean import ModelLM
 from specviz.lm.sampling import Sampler
-from specviz.models.loading.timing import sync
+from specviz.lm.timing import sync
 
 
 class ModelDrafter(ChainDrafting):

@@ -36,7 +36,7 @@ import torch
 from specviz.drafters.base import KeepGoing, Proposal, TreeBudget
 from specviz.lm.runtime import LM as ModelLM
 from specviz.lm.sampling import Sampler
-from specviz.models.loading.timing import sync
+from specviz.lm.timing import sync
 
 
 @dataclass

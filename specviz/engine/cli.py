@@ -19,7 +19,7 @@ from specviz.settings import HELP as SETTING_HELP
 from specviz.choices import COST_AWARE, DRAFTERS, FIXED, MODES, POLICIES, PRECISIONS, RUNTIMES, VOCAB_METHODS, help_line
 from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, default_k, from_request, no_draft_help, DRAFT_FREE_SETTINGS, WHOLE
 
-# The target placements offered (models/loading/devices.py DEVICE_MAPS), named here so --help needs no torch.
+# The target placements offered (lm/torch_runtime/devices.py DEVICE_MAPS), named here so --help needs no torch.
 DEVICE_MAPS = ("none", "auto")
 
 # New tokens of the untimed warm-up run (the bench warms up with as many).

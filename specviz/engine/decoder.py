@@ -12,8 +12,8 @@ from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.engine.tally import Tally
 from specviz.engine.text import Detokenizer, TokenTexts
-from specviz.models.loading.pair import ModelPair
-from specviz.models.loading.timing import sync
+from specviz.lm.pair import ModelPair
+from specviz.lm.timing import sync
 from specviz.settings import GenerationSettings
 
 

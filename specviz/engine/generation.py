@@ -7,11 +7,11 @@ from typing import Callable, Iterator, Literal
 from specviz import acceptance
 from specviz.drafters.cost_model import for_pair
 from specviz.engine.plain import PlainDecoder
-from specviz.lm.lean import loop_name
+from specviz.lm.torch_runtime.lean import loop_name
 from specviz.lm.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
 from specviz.events import Event, Trace
-from specviz.models.loading.pair import ModelPair
+from specviz.lm.pair import ModelPair
 from specviz.settings import GenerationSettings, check_prompt, prompt_text
 
 Record = Literal["full", "minimal"]

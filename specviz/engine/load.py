@@ -8,11 +8,11 @@ one-token passes).
 
 from __future__ import annotations
 
-from specviz.drafters.cost_model import ENGINE_LOOP, for_pair, is_cached
+from specviz.drafters.cost_model import for_pair, is_cached
 from specviz.engine import runtime_choice, runtime_prepare
-from specviz import models
-from specviz.models.loading.pair import ModelPair
-from specviz.models.loading.progress import Progress
+from specviz import lm
+from specviz.lm.pair import ModelPair
+from specviz.models.progress import Progress
 
 # Share of the progress bar for the models; the cost model takes the rest.
 MODELS_SHARE = 0.9
@@ -20,12 +20,10 @@ MODELS_SHARE = 0.9
 
 def load(spec, *, with_draft: bool = True, progress: Progress | None = None, runtime: str = "auto",
          prepare_untimed: bool = False, **options) -> ModelPair:
-    """`models.load_pair(spec, ...)` and the pair's cost model, on the runtime `runtime`
+    """`lm.load_pair(spec, ...)` and the pair's cost model, on the runtime `runtime`
     names ("auto": `runtime_choice.choose`; what was chosen and why, and the rates measured
     on each runtime, go to `pair.info["runtime_choice"]`). `options` are load_pair's
-    (device, dtype, int8_draft, device_map, max_memory). Where `auto` chooses the target's
-    precision by measurement, each precision is timed through the loop the engine runs the
-    target in (`cost_model.ENGINE_LOOP`), not transformers' forward. load_pair is looked up at each
+    (device, dtype, int8_draft, device_map, max_memory). load_pair is looked up at each
     call, so a test that replaces it replaces it here too, and only while it does.
     `prepare_untimed` (a long-lived process: the page): start timing, in the background, the
     runtimes `auto` could not judge yet (engine.runtime_prepare)."""
@@ -34,9 +32,8 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
         if progress is not None:
             progress(MODELS_SHARE * fraction, message)
 
-    options.setdefault("time_target", ENGINE_LOOP)
     choice = runtime_choice.choose(spec, runtime, options=options)
-    pair = models.load_pair(spec, with_draft=with_draft, progress=models_progress, runtime=choice.runtime, **options)
+    pair = lm.load_pair(spec, with_draft=with_draft, progress=models_progress, runtime=choice.runtime, **options)
     if "cost_model" not in pair.info and progress is not None:
         spread = (pair.info.get("target") or {}).get("placement")
         fewer = "; the target is spread by a device map, so fewer passes are timed" if spread else ""

@@ -30,7 +30,7 @@ from specviz.engine.tree_verify import Decision, Rule, tree_greedy, tree_multist
 from specviz.lm.sampling import Sampler
 from specviz.lm.runtime import LM
 from specviz.lm.tree import depths
-from specviz.models.loading.timing import sync
+from specviz.lm.timing import sync
 
 Children = Literal["top", "sampled"]
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
@@ -29,7 +28,7 @@ from specviz import theory
 from specviz.cost_curve import PassCosts
 from specviz.errors import UserError
 from specviz.settings import MAX_K
-from specviz.models.loading.timing import sync
+from specviz.lm.timing import best_s, measure_pass_ms
 from specviz.choices import FIXED, INT8
 
 BATCH_SIZES = (1, 2, 4, 8)
@@ -54,8 +53,8 @@ class BatchCosts:
     context: int = CONTEXT
     repeats: int = REPEATS
 
-    def verify(self, bi: int) -> VerifyCost:
-        """V_b(n) for the b at index bi, interpolated between measured n."""
+    def verify(self, bi: int) -> PassCosts:
+        """V_b(n) and D for the b at index bi (V interpolated between measured n)."""
         return PassCosts.from_dict({"verify": dict(zip(self.pass_sizes, self.target_ms[bi])), "draft": self.draft_ms[bi]})
 
 
@@ -135,28 +134,21 @@ def measure_batch_costs(
             raise UserError("the batching measurement was stopped")
         if on_progress is not None:
             on_progress(done / steps, f"target: {b} sequence{'s' * (b > 1)}")
-        times = _pass_ms(pair.target, b, list(pass_sizes), pair.vocab_size, context, repeats, seed, should_stop)
+        times = measure_pass_ms(pair.target, list(pass_sizes), vocab_size=pair.vocab_size, context=context, repeats=repeats,
+                                seed=seed, batch=b, should_stop=should_stop)
         target_ms.append([times[n] for n in pass_sizes])
         done += 1
         if pair.draft is not None:
             if on_progress is not None:
                 on_progress(done / steps, f"draft: {b} sequence{'s' * (b > 1)}")
-            draft_ms.append(_pass_ms(pair.draft, b, [1], pair.vocab_size, context, repeats, seed, should_stop)[1])
+            draft_ms.append(measure_pass_ms(pair.draft, [1], vocab_size=pair.vocab_size, context=context, repeats=repeats,
+                                            seed=seed, batch=b, should_stop=should_stop)[1])
             done += 1
         else:
             draft_ms.append(0.0)
     if on_progress is not None:
         on_progress(1.0, "measured")
     return BatchCosts(list(batch_sizes), list(pass_sizes), target_ms, draft_ms, context, repeats)
-
-
-def _pass_ms(model, b: int, sizes: list[int], vocab_size: int, context: int, repeats: int, seed: int, should_stop) -> dict[int, float]:
-    """Median ms of a forward pass over (b, n) new tokens after (b, context) cached ones, for
-    each n: the cost model's own measurement, with b sequences side by side."""
-    from specviz.models.loading.timing import measure_pass_ms
-
-    return measure_pass_ms(model, sizes, vocab_size=vocab_size, context=context, repeats=repeats, seed=seed, batch=b,
-                           should_stop=should_stop)
 
 
 def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = COPY_BYTES, matmul_n: int = MATMUL_N,
@@ -170,28 +162,16 @@ def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = CO
     dt = torch.float32 if dtype in (INT8, "qint8", "torch.qint8") else getattr(torch, dtype.removeprefix("torch."))
     src = torch.ones(copy_bytes // 4, dtype=torch.float32, device=dev)
     dst = torch.empty_like(src)
-    copy_s = _best_s(lambda: dst.copy_(src), dev, repeats)
+    copy_s = best_s(lambda: dst.copy_(src), dev, repeats)
     a = torch.randn(matmul_n, matmul_n, device=dev).to(dt)
     bm = torch.randn(matmul_n, matmul_n, device=dev).to(dt)
-    mm_s = _best_s(lambda: a @ bm, dev, repeats)
+    mm_s = best_s(lambda: a @ bm, dev, repeats)
     del src, dst, a, bm
     fig = MachineFigures(str(dev), 2 * copy_bytes / copy_s / 1e9, 2 * matmul_n**3 / mm_s / 1e9, str(dt).removeprefix("torch."))
     if target is not None:
         fig.weight_params = sum(p.numel() for p in target.parameters())
         fig.weight_bytes = sum(p.numel() * p.element_size() for p in target.parameters())
     return fig
-
-
-def _best_s(fn, device, repeats: int) -> float:
-    fn()
-    sync(device)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _check_sizes(batch_sizes: Sequence[int], pass_sizes: Sequence[int]) -> None:

@@ -1,3 +1,30 @@
-"""What both drafting and verifying need, below both: a model with its KV cache
-(`cached.CachedLM`), the sampler that turns logits into the distribution actually sampled
-from (`sampling.Sampler`), and the prompt's ids and stop ids (`prompt`)."""
+"""The model interface and its runtimes: what drafting and verifying ask of a model
+(`runtime.LM`), the two runtimes that implement it (`torch_runtime`, `llamacpp_runtime`),
+loading a pair on one of them (`loader.load_pair`), timing their passes (`timing`), the
+sampler that turns logits into the distribution actually sampled from (`sampling.Sampler`),
+and the prompt's ids and stop ids (`prompt`).
+
+    from specviz.lm import load_pair
+    pair = load_pair("qwen-coder")            # draft + target, cached in this process
+    target_only = load_pair("qwen-coder", with_draft=False)
+
+The loader is imported on first use, so that reading this package does not wait for torch.
+"""
+
+_LAZY = {
+    "load_pair": "specviz.lm.loader",
+    "prepare": "specviz.lm.loader",
+    "clear_loaded": "specviz.lm.loader",
+    "loaded_bytes": "specviz.lm.loader",
+    "ModelPair": "specviz.lm.pair",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'specviz.lm' has no attribute {name!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specviz.errors import UserError
-from specviz.models.loading.pair import ModelPair
+from specviz.lm.pair import ModelPair
 from specviz.settings import GenerationSettings, check_prompt
 
 

@@ -1,8 +1,8 @@
 """The model interface: what drafting and verifying ask of a model, whatever runs it.
 
-Two runtimes implement `LM`: torch (`lm.lean.LeanLM`, `lm.cached.CachedLM`: transformers'
-modules, with the CPU speed-ups of `models.speedups.packed` and friends) and llama.cpp
-(`lm.llamacpp.LlamaCppLM`: the GGUF file as llama.cpp runs it). Drafters, the engine and
+Two runtimes implement `LM`: torch (`lm.torch_runtime.lean.LeanLM`, `lm.torch_runtime.cached.CachedLM`: transformers'
+modules, with the CPU speed-ups of `lm.torch_runtime.packed` and friends) and llama.cpp
+(`lm.llamacpp_runtime.lm.LlamaCppLM`: the GGUF file as llama.cpp runs it). Drafters, the engine and
 the cost model see only this interface; `open_lm` is the one place a runtime's LM is made.
 
 Trees go in as tokens with their parents (`lm.tree`), never as a mask: torch turns them
@@ -62,20 +62,20 @@ class LM(Protocol):
 
 
 def open_lm(model: Any, device: torch.device) -> LM:
-    """A fresh LM over a loaded model: a llama.cpp model (`models.loading.llamacpp.LlamaCppModel`)
+    """A fresh LM over a loaded model: a llama.cpp model (`lm.llamacpp_runtime.model.LlamaCppModel`)
     gets a llama.cpp context, a torch module the lean loop where its shape allows."""
-    from specviz.models.loading.llamacpp import LlamaCppModel
+    from specviz.lm.llamacpp_runtime.model import LlamaCppModel
 
     if isinstance(model, LlamaCppModel):
-        from specviz.lm.llamacpp import LlamaCppLM
+        from specviz.lm.llamacpp_runtime.lm import LlamaCppLM
 
         return LlamaCppLM(model)
-    from specviz.lm.lean import model_lm
+    from specviz.lm.torch_runtime.lean import model_lm
 
     return model_lm(model, device)
 
 
 def runtime_of(model: Any) -> str:
-    from specviz.models.loading.llamacpp import LlamaCppModel
+    from specviz.lm.llamacpp_runtime.model import LlamaCppModel
 
     return LLAMACPP if isinstance(model, LlamaCppModel) else TORCH

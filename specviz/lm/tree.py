@@ -20,7 +20,7 @@ one level of its tree per pass, each level's nodes seeing the levels fed before.
 their tree passes: a boolean mask and explicit positions (`feed_masked`), then the accepted
 rows copied into place right after the context (`keep_rows`), which leaves the cache exactly
 as a chain pass over the accepted tokens would have. llama.cpp expresses the same tree as
-sequence membership instead (`lm.llamacpp`).
+sequence membership instead (`lm.llamacpp_runtime.lm`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from specviz.models.loading.errors import VocabMismatchError
+from specviz.models.errors import VocabMismatchError
 from specviz.models.alignment.vocab_map import VocabMap, vocab_map
 
 SHOWN_DIFFERENCES = 5

@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from specviz.models.loading.errors import HubUnavailableError, MissingModelError, UnsafeWeightsError
+from specviz.models.errors import HubUnavailableError, MissingModelError, UnsafeWeightsError
 
 # What a causal LM needs; never pickled weights (*.bin, *.pt): only safetensors are fetched.
 ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "tokenizer*"]

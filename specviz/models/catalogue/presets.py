@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.models.loading.errors import UnknownPresetError
+from specviz.models.errors import UnknownPresetError
 
 DEFAULT_PAIR = "qwen-coder"
 

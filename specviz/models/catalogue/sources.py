@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from specviz.models.loading.errors import CustomModelsDisabledError, MissingModelError, UnsafeWeightsError
+from specviz.models.errors import CustomModelsDisabledError, MissingModelError, UnsafeWeightsError
 from specviz.models.catalogue.presets import PRESETS, BundledGGUF, Preset, get_preset
 
 ARROW = "->"

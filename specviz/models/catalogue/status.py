@@ -8,7 +8,7 @@ from specviz.models.catalogue import hub
 from specviz.models.files.bundled import parts_installed
 from specviz.models.files.cache import gguf_path
 from specviz.models.files.convert import bundled_folder
-from specviz.models.loading.memory import GB
+from specviz.models.memory import GB
 from specviz.models.catalogue.presets import DEFAULT_PAIR, ModelSource, Preset, WheelGGUF, list_presets
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from specviz.models.files.cache import gguf_path
 from specviz.models.files.integrity import copy_hashed, install_checked, partial_path
-from specviz.models.loading.errors import MissingPartsError
+from specviz.models.errors import MissingPartsError
 from specviz.models.catalogue.presets import BundledGGUF
-from specviz.models.loading.progress import Progress
+from specviz.models.progress import Progress
 
 def find_part(package: str) -> Path:
     """The data file of one installed part package, located without running its code."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from specviz.models.files.integrity import partial_path, sha256_file, write_json
-from specviz.models.loading.progress import Progress
+from specviz.models.progress import Progress
 
 MANIFEST = "manifest.json"
 # A Space's persistent storage: a cache there survives restarts, so the bundled pair is

@@ -16,7 +16,7 @@ from specviz.models.files.cache import gguf_path
 from specviz.models.files.bundled import assemble, find_parts
 from specviz.models.files.gguf_info import describe
 from specviz.models.catalogue.presets import BundledGGUF, WheelGGUF
-from specviz.models.loading.progress import Progress
+from specviz.models.progress import Progress
 from specviz.models.files.wheel import ensure_extracted
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from specviz.models.loading.errors import ChecksumError
-from specviz.models.loading.progress import Progress
+from specviz.models.errors import ChecksumError
+from specviz.models.progress import Progress
 
 CHUNK = 8 << 20
 

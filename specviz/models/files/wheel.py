@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 from specviz.models.files.integrity import copy_hashed, install_checked, partial_path
-from specviz.models.loading.errors import ChecksumError, MissingPartsError
+from specviz.models.errors import ChecksumError, MissingPartsError
 from specviz.models.catalogue.presets import WheelGGUF
-from specviz.models.loading.progress import Progress
+from specviz.models.progress import Progress
 
 Runner = Callable[..., subprocess.CompletedProcess]
 

@@ -27,7 +27,7 @@ import torch
 from specviz.errors import UserError
 from specviz.choices import LLAMACPP, RUNTIMES
 from specviz.lm.tree import OpenTree
-from specviz.models.loading.llamacpp import LlamaCppModel, clear_log, last_error
+from specviz.lm.llamacpp_runtime.model import LlamaCppModel, clear_log, last_error
 
 # Sequence ids a context can hold: the context's own and one per node of an open tree.
 SEQUENCES = 256

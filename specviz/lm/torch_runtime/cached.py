@@ -19,8 +19,8 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from specviz.lm.tree import TreeByMask
-from specviz.lm.torch_facts import TorchFacts
-from specviz.models.speedups.keep import logits_to_keep
+from specviz.lm.torch_runtime.facts import TorchFacts
+from specviz.lm.torch_runtime.keep import logits_to_keep
 
 # (input_ids (1, n), cache, logits_to_keep) -> logits (1, n_kept, V)
 Forward = Callable[[torch.Tensor, DynamicCache, int], torch.Tensor]

@@ -1,4 +1,4 @@
-"""Linear layers in oneDNN's packed weight layout, for the lean loop (lm.lean) on a CPU.
+"""Linear layers in oneDNN's packed weight layout, for the lean loop (lm.torch_runtime.lean) on a CPU.
 
 A verify pass multiplies every weight matrix by k+1 token vectors. The BLAS behind
 `F.linear` (MKL) takes a slow path for so few rows, although a 5-token pass reads the same
@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from specviz.models.loading.memory import ram_available
+from specviz.models.memory import ram_available
 
 # The packing is made for passes of about this many rows (a verify pass); any count works.
 ROWS_HINT = 5

@@ -1,7 +1,7 @@
 """A ModelPair on the llama.cpp runtime: the GGUF files as they are, no conversion.
 
 Each model's GGUF (a bundled one assembled from its parts once, or the user's file) is
-loaded by llama.cpp (`models.loading.llamacpp`). The page, the engine and the traces still work in
+loaded by llama.cpp (`lm.llamacpp_runtime.model`). The page, the engine and the traces still work in
 a transformers tokenizer (chat template, text of every token); transformers builds one from
 a GGUF in tens of seconds, so it is built once per file and cached as a tokenizer folder
 (or taken from the torch runtime's converted folder where that exists).
@@ -22,9 +22,9 @@ from specviz.errors import UserError
 from specviz.models.files import cache
 from specviz.models.files.convert import bundled_folder, custom_gguf_folder, ensure_gguf
 from specviz.models.files.gguf_info import vocabulary_digest
-from specviz.models.loading.llamacpp import RUNTIME, LlamaCppModel, version
-from specviz.models.loading.pair import ModelPair
-from specviz.models.loading.progress import Progress, Steps
+from specviz.lm.llamacpp_runtime.model import RUNTIME, LlamaCppModel, version
+from specviz.lm.pair import ModelPair
+from specviz.models.progress import Progress, Steps
 from specviz.models.catalogue.sources import ModelRef, Plan
 from specviz.models.alignment.vocab import check_vocab, same_tokenizer_files, shared_vocab_size
 
@@ -34,7 +34,7 @@ _lock = threading.RLock()
 
 def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Progress | None = None) -> ModelPair:
     """The pair of `plan` in llama.cpp, loaded once per process and thread count."""
-    from specviz.models.loading.llamacpp import default_threads
+    from specviz.lm.llamacpp_runtime.model import default_threads
 
     threads = threads or default_threads()
     key = (plan.name, plan.draft is not None, threads)

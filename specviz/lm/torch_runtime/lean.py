@@ -8,7 +8,7 @@ with the KV cache in a preallocated buffer that a crop merely shortens. Measured
 bundled 0.5B int8 draft: docs/BENCHMARKS.md ("A leaner drafting pass").
 
 On a CPU the loop multiplies by oneDNN-packed copies of the linear weights where memory
-allows (`models.speedups.packed`): a few-token verify pass then costs little more than a one-token pass.
+allows (`lm.torch_runtime.packed`): a few-token verify pass then costs little more than a one-token pass.
 The engine runs the target through it for plain decoding, chain rounds and tree rounds (a
 tree pass is the same loop under a tree mask, at each node's own position: `lm.tree`).
 
@@ -27,10 +27,10 @@ import torch
 import torch.nn.functional as F
 
 from specviz.choices import TORCH
-from specviz.lm.cached import CachedLM, cached_lm
-from specviz.lm.torch_facts import TorchFacts
+from specviz.lm.torch_runtime.cached import CachedLM, cached_lm
+from specviz.lm.torch_runtime.facts import TorchFacts
 from specviz.lm.tree import TreeByMask
-from specviz.models.speedups.packed import packed_linears
+from specviz.lm.torch_runtime.packed import packed_linears
 
 SHAPES = ("llama", "qwen2")
 # Rotary variants whose frequencies do not change with the sequence length.

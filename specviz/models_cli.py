@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.prepare:
-        from specviz.models.loading.loader import prepare
+        from specviz.lm.loader import prepare
 
         result = prepare(args.prepare, progress=_print_steps())
         if args.json:

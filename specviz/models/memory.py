@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specviz.models.loading.errors import MemoryBudgetError
+from specviz.models.errors import MemoryBudgetError
 
 if TYPE_CHECKING:
     import torch

@@ -1,13 +1,13 @@
 """A GGUF file loaded by llama.cpp as it is (its own quantisation, no conversion).
 
-`LlamaCppModel` holds the llama.cpp model; `lm.llamacpp.LlamaCppLM` makes a context with
+`LlamaCppModel` holds the llama.cpp model; `lm.llamacpp_runtime.lm.LlamaCppLM` makes a context with
 a KV cache on it for each run, or takes one a finished run gave back. llama.cpp reports a
 failed load as a NULL model and a log line; the log goes to a small buffer here (not the
 terminal) so that a failed load names the file, the runtime and llama.cpp's own reason in
 one line.
 
 llama.cpp aborts the whole process on a failed internal assertion, so nothing reaches it
-unchecked: the file must exist and start as a GGUF does, and `lm.llamacpp` checks every
+unchecked: the file must exist and start as a GGUF does, and `lm.llamacpp_runtime.lm` checks every
 batch before decoding it.
 """
 
@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from specviz.choices import LLAMACPP
-from specviz.models.loading.errors import MissingModelError
+from specviz.models.errors import MissingModelError
 from specviz.errors import UserError
 
 RUNTIME = LLAMACPP
@@ -124,7 +124,7 @@ class LlamaCppModel:
         self.description = buf.value.decode("utf-8", "replace")
         self.size_bytes = int(L.llama_model_size(model))
         self.architecture = self.meta("general.architecture") or "unknown"
-        # Contexts of finished runs, cleared, for the next run to take (`lm.llamacpp`): making
+        # Contexts of finished runs, cleared, for the next run to take (`lm.llamacpp_runtime.lm`): making
         # one allocates its whole KV cache, a noticeable share of a short run.
         self._idle: list[tuple] = []
         self._idle_lock = threading.Lock()

@@ -34,7 +34,7 @@ import torch
 
 from specviz.choices import INT8 as INT8_NAME
 from specviz.choices import PRECISIONS
-from specviz.models.loading.errors import DeviceError
+from specviz.models.errors import DeviceError
 
 DTYPES = {
     "float32": torch.float32,

@@ -20,9 +20,9 @@ class ModelPair:
 
     `dtype` is the target's precision: float32, bfloat16, float16, or torch.qint8 for a target
     quantized to int8 (its activations in float32); `info["precision"]` says the target's and
-    the draft's precision and why each was chosen (models/loading/devices.py).
+    the draft's precision and why each was chosen (lm/torch_runtime/devices.py).
 
-    On the llama.cpp runtime `target` and `draft` are `models.loading.llamacpp.LlamaCppModel`s (the
+    On the llama.cpp runtime `target` and `draft` are `lm.llamacpp_runtime.model.LlamaCppModel`s (the
     GGUF files as they are), not modules; drafters and the engine reach either only through
     `lm.runtime.open_lm`.
 
@@ -55,13 +55,13 @@ class ModelPair:
         GGUF file's own (as llama.cpp describes it, e.g. "Q4_K - Medium")."""
         if self.runtime != TORCH:
             return _file_type(self.target)
-        from specviz.models.loading.devices import dtype_name
+        from specviz.lm.torch_runtime.devices import dtype_name
 
         return dtype_name(self.dtype)
 
     @property
     def draft_precision(self) -> str | None:
-        """"int8" for a draft quantized at load (models/speedups/int8_draft.py), else the precision it
+        """"int8" for a draft quantized at load (lm/torch_runtime/int8_draft.py), else the precision it
         was loaded in (the target's, float32 beside an int8 target); None without a draft."""
         if self.draft is None:
             return None

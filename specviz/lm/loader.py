@@ -30,19 +30,19 @@ from specviz.models.files import cache
 from specviz.models.catalogue import hub
 from specviz.models.files.bundled import parts_installed
 from specviz.models.files.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
-from specviz.models.loading import precision as measured_precision
-from specviz.models.loading.precision import choose_precision
-from specviz.models.loading.devices import INT8, Placement, Precision, choose_device, choose_dtype, choose_placement, dtype_name, room_for, spread_over
+from specviz.lm.torch_runtime import precision as measured_precision
+from specviz.lm.torch_runtime.precision import choose_precision
+from specviz.lm.torch_runtime.devices import INT8, Placement, Precision, choose_device, choose_dtype, choose_placement, dtype_name, room_for, spread_over
 from specviz.errors import UserError
-from specviz.models.loading.errors import CorruptModelError, UnsafeWeightsError
-from specviz.models.loading.memory import check_fits, model_bytes, params_in_folder
-from specviz.models.loading.pair import ModelPair
+from specviz.models.errors import CorruptModelError, UnsafeWeightsError
+from specviz.models.memory import check_fits, model_bytes, params_in_folder
+from specviz.lm.pair import ModelPair
 from specviz.models.catalogue.presets import DEFAULT_PAIR, WheelGGUF
-from specviz.models.loading.progress import Progress, Steps
-from specviz.models.speedups.int8_draft import quantized as quantized_draft
-from specviz.models.speedups.int8_draft import wanted as int8_draft_wanted
-from specviz.models.speedups.packed import packed_bytes
-from specviz.models.speedups.small_batch import use_few_rows_product
+from specviz.models.progress import Progress, Steps
+from specviz.lm.torch_runtime.int8_draft import quantized as quantized_draft
+from specviz.lm.torch_runtime.int8_draft import wanted as int8_draft_wanted
+from specviz.lm.torch_runtime.packed import packed_bytes
+from specviz.lm.torch_runtime.small_batch import use_few_rows_product
 from specviz.models.catalogue.sources import ModelRef, Plan, resolve
 from specviz.models.alignment.vocab import check_vocab, head_rows, same_tokenizer_files, shared_vocab_size
 
@@ -74,7 +74,6 @@ def load_pair(
     int8_draft: bool | None = None,
     device_map: str | None = None,
     max_memory: dict | str | None = None,
-    time_target: measured_precision.PassTimer | None = None,
     runtime: str = TORCH,
 ) -> ModelPair:
     """Load (or return the already loaded) pair named by `spec`.
@@ -84,19 +83,19 @@ def load_pair(
     `int8_draft`: run the draft in int8 (default: on a CPU in fp32; see `int8_draft.py`).
     `device_map="auto"` spreads the target over the GPUs, the CPU and disk within
     `max_memory` (see `devices.choose_placement`); the draft stays on `device`.
-    `progress(fraction, message)` is called as the load advances. `time_target` (a
-    `precision.PassTimer`) times the target's passes where `auto` chooses its precision by
-    measurement (see `precision.py`); default: transformers' forward. `runtime="llama.cpp"`
-    loads the GGUF files in llama.cpp instead (`llamacpp_pair.py`; the other options do not apply).
+    `progress(fraction, message)` is called as the load advances. Where `auto` chooses the
+    target's precision, each is timed through the engine's loop (`torch_runtime/precision.py`).
+    `runtime="llama.cpp"` loads the GGUF files in llama.cpp instead (`llamacpp_runtime/pair.py`;
+    the other options do not apply).
     """
     plan = resolve(spec, with_draft=with_draft)
     if runtime == LLAMACPP:  # the GGUF files as they are: no precision, device or conversion to choose
-        from specviz.models.loading.llamacpp_pair import load_llamacpp_pair
+        from specviz.lm.llamacpp_runtime.pair import load_llamacpp_pair
 
         return load_llamacpp_pair(plan, progress=progress)
     dev = choose_device(device)
     placement = choose_placement(device_map, max_memory)
-    prec, progress = _choose(plan, dev, dtype, placement, time_target, progress)
+    prec, progress = _choose(plan, dev, dtype, placement, progress)
     int8 = plan.draft is not None and int8_draft_wanted(dev, prec.dtype, int8_draft)
     key = (plan.name, str(dev), prec.dtype, plan.draft is not None, int8, placement.key)
     pair = _pairs.get(key)
@@ -113,18 +112,17 @@ def load_pair(
         return pair
 
 
-def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, time_target, progress: Progress | None):
+def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, progress: Progress | None):
     """The target's precision (`precision.choose_precision`), and the progress left for the
     load: under `auto` on a CPU, measuring it loads the target in each precision, so it takes
     the first half of the bar (once per machine: the decision is cached)."""
     if choose_dtype(dev, dtype) is not None or placement.spread:
         return choose_precision(dev, dtype, placement=placement), progress
-    timer = time_target or measured_precision.TRANSFORMERS_FORWARD
-    decided = measured_precision.cache_file(plan.target.key, dev, timer.loop)
+    decided = measured_precision.cache_file(plan.target.key, dev)
     with _lock:
         measuring = not decided.is_file()
         prec = choose_precision(dev, dtype, cache_file=decided,
-                                measure=lambda dts: _measure_target(plan, dev, dts, timer, progress and _span(progress, 0.0, 0.5)))
+                                measure=lambda dts: _measure_target(plan, dev, dts, progress and _span(progress, 0.0, 0.5)))
     return prec, _span(progress, 0.5, 1.0) if measuring and progress is not None else progress
 
 
@@ -211,7 +209,7 @@ def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) 
 
 def loaded_bytes(device: torch.device | None = None) -> int:
     """Bytes held by the models loaded in this process (on `device`, or everywhere), packed
-    copies of their weights (`models.speedups.packed`) included."""
+    copies of their weights (`lm.torch_runtime.packed`) included."""
     return sum(m.nbytes + packed_bytes(m.model) for k, m in list(_models.items()) if device is None or k[1] == str(device))
 
 
@@ -309,9 +307,9 @@ def _int8_key(ref: ModelRef, dev: torch.device) -> tuple:
     return (ref.key, str(dev), torch.float32, INT8_NAME)
 
 
-def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ...], timer: measured_precision.PassTimer,
+def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ...],
                     progress: Progress | None) -> dict[str, dict[int, float]]:
-    """The target's one-token and 8-token pass costs in each of `dtypes`, timed by `timer`.
+    """The target's one-token and 8-token pass costs in each of `dtypes` (`precision.pass_ms`).
     Every copy loaded only for this is dropped again, the winner too: load_pair loads it in
     the usual way."""
     ref = plan.target
@@ -326,7 +324,7 @@ def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ..
         model = _load_model(ref, plan.name, "target", dev, dt, folder, None, lambda f, m: report(0.1 + 0.5 * f, m))
         report(0.6, f"timing {ref.label} in {name}")
         vocab = min(len(model.tokenizer), model.model.config.vocab_size)
-        costs[name] = timer.time(model.model, vocab_size=vocab)
+        costs[name] = measured_precision.pass_ms(model.model, vocab_size=vocab)
         if not held:
             del _models[key], model
             gc.collect()

@@ -8,34 +8,29 @@ one typical verify pass, wins. The decision and its figures are cached under the
 root's precision/ folder, keyed by the target, the CPU, the thread count, the libraries and
 how a pass was timed.
 
-How a pass is timed is the caller's: `engine.load` times it through the loop the engine
-runs the target in (`drafters.cost_model.ENGINE_LOOP`: specviz's own loop over packed
-weights where it applies), since that loop's costs per precision are what a run pays; a
-bare `load_pair` times transformers' forward (`pass_ms` here).
+Each precision is timed through the loop the engine runs the target in (`lm.timing`:
+specviz's own loop over packed weights where it applies), since that loop's costs per
+precision are what a run pays.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 import json
 import os
 import platform
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from specviz.models.loading.timing import measure_pass_ms
+from specviz.lm import timing
 
 from specviz.models.files import cache
 from specviz.models.files.cache import cache_root
-from specviz.models.loading.devices import DTYPES, INT8, Measure, Placement, Precision, choose_dtype, dtype_name
-from specviz.models.loading.errors import DeviceError
+from specviz.lm.torch_runtime.devices import DTYPES, INT8, Measure, Placement, Precision, choose_dtype, dtype_name
+from specviz.models.errors import DeviceError
 
 SIZES = (1, 8)
-CONTEXT = 160
-REPEATS = 3
 
 
 def score(costs: dict[int, float]) -> float:
@@ -51,28 +46,18 @@ def decide(costs: dict[str, dict[int, float]]) -> Precision:
     return Precision(DTYPES[best], f"measured faster on this CPU (V(1) + V(8): {figures})", costs)
 
 
-@dataclass(frozen=True)
-class PassTimer:
-    """How the target's passes are timed for the choice. `loop` says what runs them, in
-    words, and is part of the cache key (a choice timed through one loop is not another's);
-    `time(model, *, vocab_size)` gives the median ms of a pass over n new tokens after
-    CONTEXT cached ones, for n in SIZES."""
-
-    loop: str
-    time: Callable[..., dict[int, float]]
+# The loop the passes are timed through, in words: part of the cache key (a choice timed
+# through another loop would not hold for this one).
+LOOP = "specviz's loop for the runtime (lm.open_lm)"
 
 
-def pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes=SIZES, context: int = CONTEXT, repeats: int = REPEATS) -> dict[int, float]:
-    """Median ms of one pass of `model` through transformers' forward over n new tokens after
-    `context` cached ones, per n."""
-    return measure_pass_ms(model, list(sizes), vocab_size=vocab_size, context=context, repeats=repeats)
+def pass_ms(model: torch.nn.Module, *, vocab_size: int) -> dict[int, float]:
+    """Median ms of one pass of `model` over n new tokens (n in SIZES) after
+    `timing.MEASURE_CONTEXT` cached ones, through the engine's loop."""
+    return timing.model_pass_ms(model, vocab_size=vocab_size, sizes=SIZES)
 
 
-# load_pair's own default: transformers' forward (engine.load times the engine's loop instead).
-TRANSFORMERS_FORWARD = PassTimer("transformers' forward", pass_ms)
-
-
-def cache_file(target_key: str, device: torch.device, loop: str) -> Path:
+def cache_file(target_key: str, device: torch.device) -> Path:
     import transformers
 
     key = {
@@ -83,7 +68,7 @@ def cache_file(target_key: str, device: torch.device, loop: str) -> Path:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "sizes": list(SIZES),
-        "timed through": loop,
+        "timed through": LOOP,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "precision" / f"{digest}.json"
@@ -117,7 +102,7 @@ def _short(name: str) -> str:
     return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(name, name)
 
 
-__all__ = ["decide", "pass_ms", "cache_file", "read", "write", "score", "dtype_name"]
+__all__ = ["decide", "pass_ms", "cache_file", "read", "write", "score", "dtype_name", "LOOP"]
 
 
 def choose_precision(

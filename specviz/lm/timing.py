@@ -1,0 +1,134 @@
+"""Timing forward passes: what one pass over n new tokens costs on a warm KV cache.
+
+Every timing in specviz is taken here: the pair's pass costs V(n) and D behind the cost
+model (`drafters.cost_model`, which the runtime choice reads), the target's precision
+(`torch_runtime.precision`) and the batching lab's passes over several sequences. A pass is
+timed as the engine runs it, through the runtime's own loop (`runtime.open_lm`), except where
+what is asked is transformers' forward itself (`measure_pass_ms`: the batching lab, and the
+bench's comparison with `generate`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from specviz.choices import LLAMACPP, TORCH
+from specviz.errors import UserError
+from specviz.lm.runtime import open_lm
+from specviz.lm.torch_runtime.keep import logits_to_keep
+
+# Untimed sweeps over every size before the timed ones, per runtime. On torch the first passes
+# after a load are slower (weights paged in, kernels chosen per shape); one sweep was not always
+# enough. llama.cpp chooses no kernels per shape, and the context fill before the sweeps has
+# already read every weight: its first sweep is as fast as later ones (docs/BENCHMARKS.md).
+WARMUP_SWEEPS = {TORCH: 2, LLAMACPP: 0}
+# Context the costs are measured at: a typical prompt plus part of an answer.
+MEASURE_CONTEXT = 160
+# Timed sweeps after the warm-up ones; each size's median is kept. One sweep is not enough: a
+# single slow pass (another process taking a core) is cached for good and, since a larger
+# pass never counts as cheaper, raises every size above it.
+REPEATS = 3
+
+
+@torch.inference_mode()
+def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int, context: int = MEASURE_CONTEXT, repeats: int = REPEATS, seed: int = 0,
+                    batch: int = 1, should_stop: Callable[[], bool] | None = None) -> dict[int, float]:
+    """Median ms of one forward pass over n new tokens after `context` cached tokens, for
+    each n in `sizes`, with logits for every new position (as a verify pass needs). Sizes
+    are interleaved within each repeat so machine drift hits them alike; untimed sweeps
+    first warm the kernels up. `batch` sequences go through each pass side by side;
+    `should_stop()` true ends the measurement with a UserError."""
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    ctx = torch.randint(0, vocab_size, (batch, context), generator=gen).to(device)
+    cache = DynamicCache(config=model.config)
+    model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=logits_to_keep(context, 1, device))
+
+    def one_pass(n: int) -> None:
+        model(input_ids=torch.randint(0, vocab_size, (batch, n), generator=gen).to(device), cache=cache, use_cache=True)
+        cache.crop(-n)
+
+    return median_ms(one_pass, sizes, device=device, repeats=repeats, should_stop=should_stop)
+
+
+def median_ms(run: Callable[[int], None], sizes: list[int], *, device: torch.device, repeats: int = REPEATS,
+              should_stop: Callable[[], bool] | None = None, runtime: str = TORCH) -> dict[int, float]:
+    """Median ms of `run(n)` (one pass over n new tokens, undone afterwards) for each n in
+    `sizes`, interleaved within each repeat, after the runtime's untimed warm-up sweeps."""
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    warmup = WARMUP_SWEEPS[runtime]
+    for rep in range(warmup + repeats):
+        for n in sizes:
+            if should_stop is not None and should_stop():
+                raise UserError("the measurement was stopped")
+            sync(device)
+            t0 = time.perf_counter()
+            run(n)
+            sync(device)
+            if rep >= warmup:
+                times[n].append((time.perf_counter() - t0) * 1000)
+    return {n: statistics.median(v) for n, v in times.items()}
+
+
+def best_s(fn: Callable[[], object], device, repeats: int) -> float:
+    """Seconds of the fastest of `repeats` calls of `fn` after one untimed call: a machine
+    figure (a copy's bandwidth, a product's compute), where the best is what the hardware does."""
+    fn()
+    sync(device)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def sync(where) -> None:
+    """Wait for the GPU work queued on `where` (a device, its name, or a tensor on it), so a
+    clock read after it times that work; nothing to wait for on a CPU."""
+    device = where.device if isinstance(where, torch.Tensor) else torch.device(where)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def drafted_token_ms(draft, device, vocab_size: int, *, repeats: int = REPEATS) -> float:
+    """One drafted token as a chain drafter runs it (`runtime.open_lm`): a one-token feed
+    after MEASURE_CONTEXT cached tokens, logits of that token only."""
+    return chain_pass_ms(draft, torch.device(device), vocab_size, [1], keep=1, repeats=repeats)[1]
+
+
+def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS, context: int = MEASURE_CONTEXT) -> dict[int, float]:
+    """One target pass over n new tokens as the engine runs it (`runtime.open_lm`, as
+    `engine.decoder` opens it for every mode), after `context` cached tokens, with logits
+    for every new position (as a verify pass needs)."""
+    return chain_pass_ms(pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats,
+                         context=context)
+
+
+def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes, repeats: int = REPEATS) -> dict[int, float]:
+    """A pass of `model` over n new tokens as the engine runs a target (as `target_pass_ms`),
+    before a pair exists: how the precision choice times each precision."""
+    return chain_pass_ms(model, next(model.parameters()).device, vocab_size, list(sizes), keep=0, repeats=repeats)
+
+
+@torch.inference_mode()
+def chain_pass_ms(model, device: torch.device, vocab_size: int, sizes: list[int], *, keep: int,
+                  repeats: int, context: int = MEASURE_CONTEXT) -> dict[int, float]:
+    """Median ms of a feed of n random tokens through `open_lm(model)` after `context`
+    cached ones (`keep` as `feed` takes it), cropped back after each, for each n in `sizes`."""
+    lm = open_lm(model, device)
+    gen = torch.Generator().manual_seed(0)
+    lm.feed(torch.randint(0, vocab_size, (context,), generator=gen))
+
+    def one_pass(n: int) -> None:
+        lm.feed(torch.randint(0, vocab_size, (n,), generator=gen), keep=keep)
+        lm.crop(context)
+
+    return median_ms(one_pass, sizes, device=device, repeats=repeats, runtime=lm.runtime)
