@@ -7,10 +7,12 @@ Format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import mmap
 import struct
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 # Metadata value types -> struct format of a fixed-size value (8: string, 9: array).
@@ -52,20 +54,30 @@ class _Header:
         raise ValueError(f"unknown GGUF metadata type {kind}")
 
 
-def read_header(path: Path, keep: tuple[str, ...] = ("general.file_type", "general.name", "general.architecture")) -> tuple[dict, list[tuple[str, tuple[int, ...], int]]]:
-    """(the metadata entries named in `keep`, [(tensor name, shape, ggml type), ...])."""
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[tuple[_Header, int, int]]:
+    """(a reader at the first metadata entry, tensor count, metadata entry count)."""
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         if data[:4] != b"GGUF":
             raise ValueError(f"{path} is not a GGUF file")
         h = _Header(data)
         h.pos = 4
         _version, n_tensors, n_meta = h.take("IQQ")
-        meta = {}
-        for _ in range(n_meta):
-            key = h.string()
-            value = h.value(h.take("I"), keep=key in keep)
-            if key in keep:
-                meta[key] = value
+        yield h, n_tensors, n_meta
+
+
+def _entries(h: _Header, n_meta: int, keep) -> Iterator[tuple[str, object, int]]:
+    """(key, value if `keep(key)` else None, where the entry starts) for each metadata entry."""
+    for _ in range(n_meta):
+        start = h.pos
+        key = h.string()
+        yield key, h.value(h.take("I"), keep=keep(key)), start
+
+
+def read_header(path: Path, keep: tuple[str, ...] = ("general.file_type", "general.name", "general.architecture")) -> tuple[dict, list[tuple[str, tuple[int, ...], int]]]:
+    """(the metadata entries named in `keep`, [(tensor name, shape, ggml type), ...])."""
+    with _opened(path) as (h, n_tensors, n_meta):
+        meta = {key: value for key, value, _ in _entries(h, n_meta, keep.__contains__) if key in keep}
         tensors = []
         for _ in range(n_tensors):
             name = h.string()
@@ -86,18 +98,10 @@ def vocabulary_digest(path: Path) -> str:
     but the chat template: two files with one digest turn text into the same ids (vocabulary,
     merges, specials), so a tokenizer built from one serves the other."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        if data[:4] != b"GGUF":
-            raise ValueError(f"{path} is not a GGUF file")
-        h = _Header(data)
-        h.pos = 4
-        _version, _n_tensors, n_meta = h.take("IQQ")
-        for _ in range(n_meta):
-            start = h.pos
-            key = h.string()
-            h.value(h.take("I"), keep=False)
+    with _opened(path) as (h, _n_tensors, n_meta):
+        for key, _, start in _entries(h, n_meta, lambda key: False):
             if key.startswith("tokenizer.") and key not in NOT_VOCABULARY:
-                digest.update(data[start:h.pos])
+                digest.update(h.data[start:h.pos])
     return digest.hexdigest()
 
 
