@@ -37,11 +37,12 @@ def recording(task=None, **kwargs):
     return decorate
 
 spaces.GPU = recording
-import app
+import app  # noqa: F401
 from specviz.app import runner
 from specviz.app.config import PageConfig
+from specviz.app.page import build_page  # as app.main imports it, after starting the load
 
-app.build_page(PageConfig(preload=False))
+build_page(PageConfig(preload=False))
 print(json.dumps({
     "calls": [{"fn": f"{f.__module__}.{f.__qualname__}", "kwargs": kw, "is_generate": f is runner._generate} for f, kw in calls],
     "gpu_seconds": runner.GPU_SECONDS,
