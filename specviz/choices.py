@@ -35,6 +35,11 @@ FIXED = "fixed"
 HEURISTIC = "heuristic"
 
 INT8 = "int8"  # the precision whose target is quantized (lm.torch_runtime.devices)
+# How a draft with another tokenizer drafts (VOCAB_METHODS), and what a run does (MODES).
+TEXT = "text"
+INTERSECTION = "intersection"
+SPECULATIVE = "speculative"
+PLAIN = "plain"
 
 # The runtimes by name (lm.runtime implements them); AUTO lets measurement choose.
 AUTO = "auto"
@@ -176,16 +181,16 @@ PRECISIONS = Registry(
 VOCAB_METHODS = Registry(
     "vocab method",
     Choice("auto", "auto (the pair's default)", "the pair's default"),
-    Choice("text", "through text", "the draft's text re-encoded by the target's tokenizer, as point masses"),
-    Choice("intersection", "shared vocabulary", "q restricted to the tokens both vocabularies share, mapped"),
+    Choice(TEXT, "through text", "the draft's text re-encoded by the target's tokenizer, as point masses"),
+    Choice(INTERSECTION, "shared vocabulary", "q restricted to the tokens both vocabularies share, mapped"),
     default="auto",
 )
 
 MODES = Registry(
     "mode",
-    Choice("speculative", "Speculative", "draft, then verify in one target pass"),
-    Choice("plain", "Plain (target only)", "the target alone, one token per pass"),
-    default="speculative",
+    Choice(SPECULATIVE, "Speculative", "draft, then verify in one target pass"),
+    Choice(PLAIN, "Plain (target only)", "the target alone, one token per pass"),
+    default=SPECULATIVE,
 )
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal, Union
 
 from specviz.errors import UserError
 from specviz.settings import FIELDS, GenerationSettings, check_prompt, from_request
-from specviz.choices import COST_AWARE, FIXED
+from specviz.choices import COST_AWARE, FIXED, PLAIN, SPECULATIVE
 
 TRACE_VERSION = 1
 # The largest trace `load_trace` reads by default: a 1024-token run with every position
@@ -200,7 +200,7 @@ class Trace:
     token_ids: list[int]
     events: list[Event]
     summary: RunSummary
-    mode: Literal["speculative", "plain"] = "speculative"
+    mode: Literal[SPECULATIVE, PLAIN] = SPECULATIVE  # the MODES names (checked when a trace is read)
     pair: str = ""
     version: int = TRACE_VERSION
     meta: dict[str, Any] = field(default_factory=dict)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from specviz.choices import COST_AWARE, DRAFTERS, FIXED, MODES, POLICIES, RUNTIMES, VOCAB_METHODS, Registry
+from specviz.choices import COST_AWARE, DRAFTERS, FIXED, MODES, POLICIES, RUNTIMES, Registry, SPECULATIVE, VOCAB_METHODS
 from specviz.errors import UserError
 
 MAX_K = 16
@@ -110,7 +110,7 @@ class GenerationSettings:
     @property
     def needs_draft(self) -> bool:
         """Whether a run with these settings needs the pair's draft model loaded."""
-        return self.mode == "speculative" and self.drafter in DRAFTERS and DRAFTERS[self.drafter].needs_draft
+        return self.mode == SPECULATIVE and self.drafter in DRAFTERS and DRAFTERS[self.drafter].needs_draft
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specviz import choices
-from specviz.choices import DRAFTERS, POLICIES, RUNTIMES
+from specviz.choices import DRAFTERS, MODES, POLICIES, RUNTIMES, VOCAB_METHODS
 from specviz.events import RoundEvent
 from specviz.settings import GenerationSettings, SettingsError, from_request
 from tiny_models import tiny_pair
@@ -77,12 +77,19 @@ def test_a_registered_drafter_runs_in_the_engine_and_greedy_equals_plain(toy, po
         assert sum(len(e.drafted) for e in spec.events if isinstance(e, RoundEvent)) > 0
 
 
-def _literals(path: Path) -> list[tuple[str, int]]:
-    """The string literals of a module, less its docstrings."""
+def _literals(path: Path, *, fields: bool = True) -> list[tuple[str, int]]:
+    """The string literals of a module, less its docstrings; `fields=False` also leaves out
+    dict keys and subscripts (a field's name, such as a token's "text")."""
     tree = ast.parse(path.read_text())
     docs = {id(n.body[0].value) for n in ast.walk(tree)
             if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
             and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    if not fields:
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Dict):
+                docs |= {id(k) for k in n.keys if k is not None}
+            elif isinstance(n, ast.Subscript):
+                docs.add(id(n.slice))
     return [(n.value, n.lineno) for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
 
@@ -101,6 +108,22 @@ def test_each_drafters_policys_and_runtimes_name_is_spelled_once():
     spelled = [(str(p.relative_to(ROOT)), value, line) for p in sorted(ROOT.rglob("*.py")) if p.name != "choices.py"
                for value, line in _literals(p) if value in names]
     stray = [f"{path}:{line} {value!r}" for path, value, line in spelled if (path, value) not in OTHER_MEANINGS]
+    assert not stray, "use the registry's constant (specviz/choices.py) instead:\n" + "\n".join(stray)
+
+
+# The same words as a field's value elsewhere: an event's type ("plain" beside "round"), a
+# tokenizer's spacing style, plotly's text mode, the keys of a runtime's measured rates.
+OTHER_FIELD_MEANINGS = {
+    ("events.py", "plain"), ("models/alignment/vocab_map.py", "plain"), ("viz/lossless_plots.py", "text"),
+    ("engine/prepare_child.py", "plain"), ("engine/prepare_child.py", "speculative"),
+}
+
+
+def test_each_modes_and_vocab_methods_name_is_spelled_once():
+    names = {n for r in (MODES, VOCAB_METHODS) for n in r.names if n != "auto"}
+    spelled = [(str(p.relative_to(ROOT)), value, line) for p in sorted(ROOT.rglob("*.py")) if p.name != "choices.py"
+               for value, line in _literals(p, fields=False) if value in names]
+    stray = [f"{path}:{line} {value!r}" for path, value, line in spelled if (path, value) not in OTHER_FIELD_MEANINGS]
     assert not stray, "use the registry's constant (specviz/choices.py) instead:\n" + "\n".join(stray)
 
 

@@ -21,7 +21,7 @@ from specviz.app.live import session_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.choices import AUTO, RUNTIMES
+from specviz.choices import AUTO, PLAIN, RUNTIMES, SPECULATIVE
 from specviz.settings import GenerationSettings, from_request
 from specviz.app.tab import MODELS, Shared, Tab
 
@@ -72,7 +72,7 @@ def build() -> CompareTab:
 
 def views(spec: Trace | None, plain: Trace | None) -> tuple:
     """Table, identity check, tokens-over-time curve and both race columns at the end."""
-    if spec is None or spec.mode != "speculative":
+    if spec is None or spec.mode != SPECULATIVE:
         return NOTHING, "", viz.empty_figure("Tokens over time appear here", "Tokens over time"), "", ""
     end = viz.race_end_s(spec, plain) if plain is not None else viz.race_end_s(spec)
     if plain is None:
@@ -86,7 +86,7 @@ def views(spec: Trace | None, plain: Trace | None) -> tuple:
 def plain_settings(spec: Trace) -> GenerationSettings:
     """The speculative run's settings in plain mode, on the runtime that run used (not
     `auto` again, which a measurement in between could turn the other way)."""
-    settings = replace(from_request(spec.settings), mode="plain")
+    settings = replace(from_request(spec.settings), mode=PLAIN)
     ran_on = (spec.meta or {}).get("runtime")
     named = ran_on in RUNTIMES and ran_on != AUTO
     return (replace(settings, runtime=ran_on) if named else settings).validated()
@@ -102,7 +102,7 @@ class Comparisons:
     def run(self, spec: Trace | None, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
         """Run plain decoding for the current run: the plain column fills as it goes, then
         yields (plain trace, table, identity, curve, spec column, plain column)."""
-        if spec is None or spec.mode != "speculative":
+        if spec is None or spec.mode != SPECULATIVE:
             raise UserError("run a generation in speculative mode first: plain decoding is compared with it")
         settings = plain_settings(spec)
         plain = None

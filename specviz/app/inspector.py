@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from specviz.choices import PLAIN
 from specviz import viz
 from specviz.app.live import TOKEN_CLICK_JS
 from specviz.app.shown_errors import shown_errors
@@ -93,7 +94,7 @@ def inspect(trace: Trace | None, round_index, position=None) -> tuple:
     """Everything the inspector shows for one round (clamped to the run) and one position."""
     rounds = rounds_of(trace)
     if not rounds:
-        message = NO_ROUNDS if trace is None or trace.mode != "plain" else "Plain decoding has no rounds to inspect."
+        message = NO_ROUNDS if trace is None or trace.mode != PLAIN else "Plain decoding has no rounds to inspect."
         return (gr.Slider(minimum=0, maximum=1, value=0, interactive=False), f'<p class="sv-muted">{message}</p>',
                 gr.Radio(choices=[], value=None), empty_figure(message, None, 320), viz.tokens_html([], empty=message),
                 *round_extras(None, trace))

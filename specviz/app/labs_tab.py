@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import gradio as gr
 
+from specviz.choices import SPECULATIVE
 from specviz import acceptance
 from specviz.app import production, runner
 from specviz.app.config import PageConfig
@@ -112,7 +113,7 @@ def build() -> LabsTab:
 
 
 def _spec(trace: Trace | None) -> bool:
-    return trace is not None and trace.mode == "speculative" and any(getattr(e, "type", "") == "round" for e in trace.events)
+    return trace is not None and trace.mode == SPECULATIVE and any(getattr(e, "type", "") == "round" for e in trace.events)
 
 
 def views(trace: Trace | None) -> tuple:

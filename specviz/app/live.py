@@ -27,7 +27,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.app.tab import MODELS, Shared, Tab
 from specviz.events import RoundEvent, Trace
 from specviz.models.catalogue.presets import list_presets
-from specviz.choices import DRAFTERS, MODES, POLICIES, RUNTIMES, VOCAB_METHODS
+from specviz.choices import DRAFTERS, MODES, PLAIN, POLICIES, RUNTIMES, VOCAB_METHODS
 from specviz.settings import DEFAULTS, HELP, default_k, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request, DRAFT_FREE_SETTINGS
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
@@ -206,7 +206,7 @@ STOP_REASONS = {
 def run_state_html(trace: Trace, *, stopped: bool = False) -> str:
     """One line under the stream: running (rounds so far) or done (and why it stopped)."""
     reason = "cancelled" if stopped else trace.summary.stop_reason
-    steps = "tokens" if trace.mode == "plain" else "rounds"
+    steps = "tokens" if trace.mode == PLAIN else "rounds"
     if reason:
         why = STOP_REASONS.get(reason, reason)
         return f'<div class="sv-run-state" data-state="done">Done after {len(trace.events)} {steps}: {esc(why)}.</div>'

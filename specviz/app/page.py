@@ -16,6 +16,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from specviz.choices import INTERSECTION, TEXT
 from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, tools, traces
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
@@ -112,7 +113,7 @@ def precision_html(pair) -> str:
     return ": " + ", ".join(parts)
 
 
-VOCAB_METHOD_WORDS = {"text": "drafts through text", "intersection": "drafts through the shared vocabulary"}
+VOCAB_METHOD_WORDS = {TEXT: "drafts through text", INTERSECTION: "drafts through the shared vocabulary"}
 
 
 def vocab_html(pair) -> str:

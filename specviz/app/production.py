@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from specviz.choices import SPECULATIVE
 from specviz.app.shown_errors import shown_errors
 from specviz.drafters.cost_model import CostModel
 from specviz.errors import UserError
@@ -51,7 +52,7 @@ def build_export() -> ExportPanel:
 
 def export_views(trace: Trace | None, fmt: str) -> tuple:
     """The code block and its notes for `trace` (a finished speculative run) on engine `fmt`."""
-    if trace is None or trace.mode != "speculative" or not trace.summary.stop_reason:
+    if trace is None or trace.mode != SPECULATIVE or not trace.summary.stop_reason:
         return gr.Code(value="", language="shell"), words_html([NO_EXPORT])
     try:
         out = export(found.from_trace(trace), fmt)

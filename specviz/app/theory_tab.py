@@ -21,7 +21,7 @@ from specviz.events import Trace
 from specviz.settings import MAX_K
 from specviz.viz.tree_payoff import payoff_figure, payoff_html, tree_payoff
 from specviz.app.tab import Shared, Tab
-from specviz.choices import FIXED
+from specviz.choices import FIXED, SPECULATIVE
 
 # Before a pair has loaded: the classic example tests/test_theory.py works through, a drafted
 # token a tenth of a target pass; then T and D are the loaded pair's, measured at its load
@@ -87,7 +87,7 @@ def build() -> TheoryTab:
 def prediction(spec: Trace | None, plain: Trace | None):
     """The run's prediction against the pair's one-token pass measured at load (k: the fixed
     k, else the mean drafted per round)."""
-    if spec is None or spec.mode != "speculative" or not spec.events:
+    if spec is None or spec.mode != SPECULATIVE or not spec.events:
         return None
     fixed = spec.settings.get("policy") == FIXED
     cost = spec.meta.get("cost_model") if isinstance(spec.meta.get("cost_model"), dict) else {}
@@ -116,7 +116,7 @@ def views(alpha, k, target_ms, draft_ms, spec: Trace | None, plain: Trace | None
 def tree_views(spec: Trace | None) -> tuple:
     """For a tree run: the box shown, the tree-or-chain words and the speedup figure."""
     pay = None
-    if spec is not None and spec.mode == "speculative":
+    if spec is not None and spec.mode == SPECULATIVE:
         pay = tree_payoff(spec.events, spec.settings, spec.meta)
     if pay is None:
         return gr.Row(visible=False), "", gr.skip()
@@ -126,7 +126,7 @@ def tree_views(spec: Trace | None) -> tuple:
 def _measured_html(spec: Trace | None, pred) -> str:
     if pred is not None:
         return viz.prediction_html(pred)
-    has_run = spec is not None and spec.mode == "speculative" and bool(spec.events)
+    has_run = spec is not None and spec.mode == SPECULATIVE and bool(spec.events)
     return NO_T if has_run else NO_RUN
 
 

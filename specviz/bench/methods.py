@@ -52,7 +52,7 @@ from typing import Any
 import torch
 
 from specviz.bench import hf_baselines
-from specviz.choices import DRAFTERS, FIXED, HEURISTIC, LLAMACPP, MODEL, POLICIES, TORCH, TREE
+from specviz.choices import DRAFTERS, FIXED, HEURISTIC, INTERSECTION, LLAMACPP, MODEL, PLAIN, POLICIES, SPECULATIVE, TEXT, TORCH, TREE
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
 from specviz.lm.timing import sync
@@ -81,7 +81,7 @@ class Method:
     def needs_draft(self) -> bool:
         if self.kind in DRAFTERS:
             return DRAFTERS[self.kind].needs_draft
-        return self.kind in ("speculative", "assisted", "universal")
+        return self.kind in (SPECULATIVE, "assisted", "universal")
 
     @property
     def cross_tokenizer(self) -> bool:
@@ -152,18 +152,18 @@ def parse_method(name: str) -> Method:
         if base != name and base.startswith("hf-") and base != "hf-lookup" and not base.endswith(tuple(VARIANTS)):
             return replace(parse_method(base), name=name, **{field_name: True})
     fixed = {
-        "sv-plain": Method(name, "sv", "plain"),
-        "sv-adaptive": Method(name, "sv", "speculative"),
-        "sv-adaptive-min": Method(name, "sv", "speculative", record="minimal"),
-        "sv-heuristic": Method(name, "sv", "speculative", policy=HEURISTIC),
+        "sv-plain": Method(name, "sv", PLAIN),
+        "sv-adaptive": Method(name, "sv", SPECULATIVE),
+        "sv-adaptive-min": Method(name, "sv", SPECULATIVE, record="minimal"),
+        "sv-heuristic": Method(name, "sv", SPECULATIVE, policy=HEURISTIC),
         **{f"sv-{d}": Method(name, "sv", d) for d in drafter_methods()},
-        "sv-text": Method(name, "sv", "speculative", vocab_method="text"),
-        "sv-intersection": Method(name, "sv", "speculative", vocab_method="intersection"),
-        "hf-plain": Method(name, "hf", "plain"),
+        "sv-text": Method(name, "sv", SPECULATIVE, vocab_method=TEXT),
+        "sv-intersection": Method(name, "sv", SPECULATIVE, vocab_method=INTERSECTION),
+        "hf-plain": Method(name, "hf", PLAIN),
         "hf-assisted": Method(name, "hf", "assisted"),
         "hf-universal": Method(name, "hf", "universal"),
         "hf-lookup": Method(name, "hf", "lookup"),
-        "lc-plain": Method(name, "lc", "plain"),
+        "lc-plain": Method(name, "lc", PLAIN),
         "lc-lookup": Method(name, "lc", "lookup"),
     }
     if name in fixed:
@@ -173,11 +173,11 @@ def parse_method(name: str) -> Method:
         return Method(name, "sv", TREE, tree=(int(t.group(1)), int(t.group(2))))
     ll = re.fullmatch(r"ll-spec-k(\d+)", name)
     if ll and 1 <= int(ll.group(1)) <= 16:
-        return Method(name, "ll", "speculative", k=int(ll.group(1)))
+        return Method(name, "ll", SPECULATIVE, k=int(ll.group(1)))
     m = re.fullmatch(r"(sv-k|hf-assisted-k|hf-universal-k)(\d+)", name)
     if m and 1 <= int(m.group(2)) <= 16:
         k = int(m.group(2))
-        family, kind = {"sv-k": ("sv", "speculative"), "hf-assisted-k": ("hf", "assisted"), "hf-universal-k": ("hf", "universal")}[m.group(1)]
+        family, kind = {"sv-k": ("sv", SPECULATIVE), "hf-assisted-k": ("hf", "assisted"), "hf-universal-k": ("hf", "universal")}[m.group(1)]
         return Method(name, family, kind, k=k)
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, "
@@ -220,17 +220,17 @@ def check_pair(pair, methods: list[Method]) -> None:
 
 def sv_settings(method: Method, base: GenerationSettings, k_max: int) -> GenerationSettings:
     """The specviz settings one method runs with; `base` holds temperature, length, seed."""
-    if method.kind == "plain":
-        return replace(base, mode="plain")
+    if method.kind == PLAIN:
+        return replace(base, mode=PLAIN)
     if method.kind == TREE:
         nodes, width = method.tree
-        return replace(base, mode="speculative", drafter=TREE, k=k_max, policy=FIXED, tree_nodes=nodes, tree_width=width)
-    drafter = MODEL if method.kind == "speculative" else method.kind
+        return replace(base, mode=SPECULATIVE, drafter=TREE, k=k_max, policy=FIXED, tree_nodes=nodes, tree_width=width)
+    drafter = MODEL if method.kind == SPECULATIVE else method.kind
     if method.vocab_method is not None:
         base = replace(base, vocab_method=method.vocab_method)
     if method.k is not None:
-        return replace(base, mode="speculative", drafter=drafter, k=method.k, policy=FIXED)
-    return replace(base, mode="speculative", drafter=drafter, k=k_max, policy=method.policy)
+        return replace(base, mode=SPECULATIVE, drafter=drafter, k=method.k, policy=FIXED)
+    return replace(base, mode=SPECULATIVE, drafter=drafter, k=k_max, policy=method.policy)
 
 
 def run_specviz(pair, prompt: str, method: Method, settings: GenerationSettings) -> Sample:
@@ -254,7 +254,7 @@ def trace_stats(trace) -> dict[str, Any]:
         "target_ms": s.target_ms,
         "draft_ms": s.draft_ms,
     }
-    if trace.mode == "speculative" and s.rounds:
+    if trace.mode == SPECULATIVE and s.rounds:
         stats.update(rounds=s.rounds, tokens_per_round=s.tokens_per_round, mean_k=sum(r.k for r in rounds) / len(rounds) if rounds else None)
         if s.drafted:  # acceptance is undefined when nothing was drafted (lookup found no match)
             stats.update(acceptance=s.acceptance_rate, mean_overlap=s.mean_overlap)

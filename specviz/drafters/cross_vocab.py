@@ -30,6 +30,7 @@ from typing import Callable
 
 import torch
 
+from specviz.choices import INTERSECTION, TEXT
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 from specviz.errors import UserError
 from specviz.lm.runtime import LM as ModelLM, open_lm
@@ -176,7 +177,7 @@ class TextDrafter(_OwnTokens):
     ):
         super().__init__(lm, draft_text, target_text, sampler, generator)
         self.name = "model-text"
-        self.method = "text"
+        self.method = TEXT
         self._draft_eos = draft_eos
         self._target_eos = target_eos
         self._factor = max_draft_factor
@@ -275,7 +276,7 @@ class IntersectionDrafter(_OwnTokens):
             raise UserError("the draft and the target share no token: the intersection method cannot propose anything; use vocab method text")
         super().__init__(lm, draft_text, target_text, sampler, generator)
         self.name = "model-intersection"
-        self.method = "intersection"
+        self.method = INTERSECTION
         self._eos = target_eos
         self._d2t = vmap.draft_to_target
         self._t2d = vmap.target_to_draft
@@ -350,7 +351,7 @@ def make_cross_drafter(pair: ModelPair, settings: GenerationSettings, generator:
     lm = open_lm(pair.draft, pair.device)
     draft_text, target_text = vmap.draft_text, vmap.target_text
     sampler = Sampler(settings, min(rows, vmap.draft_to_target.numel()))
-    if method == "intersection":
+    if method == INTERSECTION:
         return IntersectionDrafter(lm, vmap, draft_text, target_text, sampler, generator, target_eos=stop_ids(pair))
     return TextDrafter(
         lm, draft_text, target_text, sampler, generator,

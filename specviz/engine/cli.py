@@ -16,7 +16,7 @@ from typing import TextIO
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.settings import HELP as SETTING_HELP
-from specviz.choices import COST_AWARE, DRAFTERS, FIXED, MODES, POLICIES, PRECISIONS, RUNTIMES, VOCAB_METHODS, help_line
+from specviz.choices import COST_AWARE, DRAFTERS, FIXED, MODES, POLICIES, PRECISIONS, RUNTIMES, SPECULATIVE, VOCAB_METHODS, help_line
 from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, default_k, from_request, no_draft_help, DRAFT_FREE_SETTINGS, WHOLE
 
 # The target placements offered (lm/torch_runtime/devices.py DEVICE_MAPS), named here so --help needs no torch.
@@ -161,7 +161,7 @@ def generate(pair, prompt: str, settings: GenerationSettings, *, as_json: bool, 
         out.flush()
     out.write(RESET + "\n" if color else "\n")
     trace = generation.trace()
-    out.write(summary_line(trace.summary, speculative=settings.mode == "speculative") + "\n")
+    out.write(summary_line(trace.summary, speculative=settings.mode == SPECULATIVE) + "\n")
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Literal
 
+from specviz.choices import SPECULATIVE
 from specviz import acceptance
 from specviz.drafters.cost_model import for_pair
 from specviz.engine.plain import PlainDecoder
@@ -52,7 +53,7 @@ class Generation:
         self._max_wall_s = max_wall_s
         prompt = check_prompt(prompt)
         prompt_ids = encode_prompt(pair, prompt, settings)
-        if settings.mode == "speculative":
+        if settings.mode == SPECULATIVE:
             self._decoder = SpeculativeDecoder(pair, settings, prompt_ids, record=record, history=history)
         else:
             self._decoder = PlainDecoder(pair, settings, prompt_ids, record=record)
@@ -76,7 +77,7 @@ class Generation:
         if pair.cross_tokenizer and pair.vocab_map is not None:
             # How the pair drafts across tokenizers, so a replayed trace can say it too.
             meta["vocab"] = {k: v for k, v in pair.vocab_map.summary().items() if isinstance(v, (str, int, float, bool))}
-        if settings.mode == "speculative":
+        if settings.mode == SPECULATIVE:
             meta["drafter"] = self._decoder.drafter.name
         self._prompt = prompt
         self._meta = meta
@@ -121,16 +122,16 @@ class Generation:
             wall_s=wall,
             load_s=self.pair.load_s,
             stop_reason=d.stop_reason if self._done else "",
-            policy=d.length.name if self.settings.mode == "speculative" else "",
+            policy=d.length.name if self.settings.mode == SPECULATIVE else "",
             plain_ms_per_token=self._cost.target,
         )
         # Whole-run figures, once the run has ended: the page asks for the trace after every
         # round, and recomputing them over every round each time would grow as the square.
-        if self.settings.mode == "speculative" and self._done:
+        if self.settings.mode == SPECULATIVE and self._done:
             summary.acceptance_by_position = acceptance.acceptance_by_position(self._events)
             summary.hindsight_k = acceptance.hindsight_k(self._events, self._meta["cost_model"])
         metrics = {"speculative_decoding": acceptance.request_metrics(self._events)} \
-            if self.settings.mode == "speculative" and self._done else {}
+            if self.settings.mode == SPECULATIVE and self._done else {}
         return Trace(
             prompt=prompt_text(self._prompt),
             messages=list(self._prompt) if isinstance(self._prompt, list) else [],

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TextIO
 
+from specviz.choices import SPECULATIVE
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.settings import GenerationSettings, no_draft_help
@@ -105,7 +106,7 @@ def sweep(
     read from its cache."""
     from specviz import engine
 
-    if settings.mode != "speculative":
+    if settings.mode != SPECULATIVE:
         raise UserError("a temperature sweep compares speculative runs: use --mode speculative")
     temps = list(temperatures)
     out = Sweep(rows=[])
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     settings = generate_cli.settings_from(args)
     temperatures = parse_temperatures(args.temperatures)
     check_prompt(args.prompt)
-    if settings.mode != "speculative":
+    if settings.mode != SPECULATIVE:
         raise UserError("a temperature sweep compares speculative runs: use --mode speculative")
     spec = generate_cli.pair_spec(args)
     from specviz.engine.load import load

@@ -14,7 +14,7 @@ from pathlib import Path
 from specviz import acceptance
 from specviz.errors import UserError
 from specviz.events import Event, Trace
-from specviz.choices import FIXED
+from specviz.choices import FIXED, SPECULATIVE
 from specviz.settings import MAX_K, GenerationSettings, default_k
 
 @dataclass
@@ -82,7 +82,7 @@ def models_of(pair: str) -> tuple[Model, Model | None]:
 
 def from_trace(trace: Trace) -> Found:
     """What `trace` (a finished speculative run) found."""
-    if trace.mode != "speculative":
+    if trace.mode != SPECULATIVE:
         raise UserError("a plain run drafts nothing: export needs a speculative run's trace")
     s = trace.settings
     rounds = [r for r in acceptance.rounds_of(trace.events) if r.drafted]

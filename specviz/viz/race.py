@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from specviz.choices import PLAIN, SPECULATIVE
 from specviz.events import Event, PlainTokenEvent, RoundEvent, RunSummary, Trace
 from specviz.viz.inspector import NEAR_TIE_LOGITS
 from specviz.viz.palette import ACCEPTED, NEUTRAL, TARGET, empty_figure, style_figure
@@ -47,7 +48,7 @@ def race_column_html(run: Run, t_s: float, name: str) -> str:
 
 def race_frame(spec_trace: Run, plain_trace: Run, t_s: float) -> tuple[str, str]:
     """(speculative column, plain column) as HTML, showing what each run had at t_s seconds."""
-    return race_column_html(spec_trace, t_s, "speculative"), race_column_html(plain_trace, t_s, "plain")
+    return race_column_html(spec_trace, t_s, SPECULATIVE), race_column_html(plain_trace, t_s, PLAIN)
 
 
 def _curve(events: list[Event]) -> tuple[list[float], list[int]]:
@@ -66,7 +67,7 @@ def tokens_vs_time_figure(spec_trace: Run, plain_trace: Run | None = None, t_s: 
     if not spec and not plain:
         return empty_figure("No run yet", title)
     fig = go.Figure()
-    for events, name, colour in ((spec, "speculative", ACCEPTED), (plain, "plain", TARGET)):
+    for events, name, colour in ((spec, SPECULATIVE, ACCEPTED), (plain, PLAIN, TARGET)):
         if events:
             t, n = _curve(events)
             fig.add_scatter(x=t, y=n, name=name, mode="lines", line={"shape": "hv", "color": colour, "width": 2.5},
@@ -162,7 +163,7 @@ def identity_html(spec_trace: Run, plain_trace: Run, greedy: bool | None = None)
     if ident.identical:
         words = f"Identical: all {len(spec)} tokens match, token for token."
     elif ident.first_difference >= ident.compared:
-        longer = "speculative" if len(spec) > len(plain) else "plain"
+        longer = SPECULATIVE if len(spec) > len(plain) else PLAIN
         words = (f"The first {ident.compared} tokens are identical; then the {longer} run goes on "
                  f"({len(spec)} speculative tokens, {len(plain)} plain).")
     else:

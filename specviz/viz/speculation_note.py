@@ -13,7 +13,7 @@ from __future__ import annotations
 from specviz.cost_curve import CostCurve
 from specviz.events import RoundEvent, Trace
 from specviz.viz.text import esc
-from specviz.choices import COST_AWARE
+from specviz.choices import COST_AWARE, SPECULATIVE
 
 # Below this share of plain decoding's speed, or speculating in fewer than this share of
 # its rounds, a run gets the note.
@@ -27,7 +27,7 @@ def speculated(event: RoundEvent) -> bool:
 
 
 def speculation_note_html(trace: Trace | None) -> str:
-    if trace is None or trace.mode != "speculative" or not trace.summary.stop_reason:
+    if trace is None or trace.mode != SPECULATIVE or not trace.summary.stop_reason:
         return ""
     rounds = [e for e in trace.events if isinstance(e, RoundEvent)][1:]  # after the prefill's token
     cost = (trace.meta or {}).get("cost_model") or {}

@@ -15,6 +15,8 @@ their bytes are equal (special tokens stand for their own text, so `<|im_end|>` 
 
 from __future__ import annotations
 
+from specviz.choices import INTERSECTION, TEXT
+
 import json
 import re
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from typing import Any
 
 import torch
 
-METHODS = ("text", "intersection")
+METHODS = (TEXT, INTERSECTION)
 
 # The default method is `intersection` when at least this share of the target's vocabulary
 # has an exact match in the draft's. The intersection drafter can only propose shared tokens:
@@ -170,11 +172,11 @@ def default_method(overlap: float) -> tuple[str, str]:
     """The method a cross-tokenizer pair uses unless told otherwise, and why."""
     share = f"{overlap:.1%} of the target's vocabulary has an exact match in the draft's"
     if overlap >= INTERSECTION_MIN_OVERLAP:
-        return "intersection", (
+        return INTERSECTION, (
             f"{share} (at least {INTERSECTION_MIN_OVERLAP:.0%}): the draft proposes from its own "
             "distribution restricted to the shared tokens, exact at any temperature"
         )
-    return "text", (
+    return TEXT, (
         f"{share} (below {INTERSECTION_MIN_OVERLAP:.0%}): the draft's tokens are turned into text "
         "and re-encoded with the target's tokenizer, so any target token can be proposed"
     )
