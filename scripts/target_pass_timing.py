@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 from specviz.drafters.cost_model import MEASURED_SIZES  # noqa: E402
 from specviz.lm.torch_runtime.cached import cached_lm  # noqa: E402
-from specviz.lm.torch_runtime.lean import model_lm, loop_name  # noqa: E402
+from specviz.lm.torch_runtime.lean import model_lm  # noqa: E402
 from specviz.lm.tree import TreeLM  # noqa: E402
 from specviz.engine.load import load  # noqa: E402  (the precision the engine would choose)
 from specviz.lm.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms, target_pass_ms  # noqa: E402
@@ -59,7 +59,7 @@ def main() -> None:
     sizes = list(MEASURED_SIZES)
     engine = target_pass_ms(pair, sizes, repeats=args.repeats)
     stock = measure_pass_ms(pair.target, sizes, vocab_size=pair.vocab_size, repeats=args.repeats)
-    loop = loop_name(model_lm(pair.target, pair.device))
+    loop = model_lm(pair.target, pair.device).loop
     print(f"pair {pair.name}, target {pair.precision} on {pair.device}, {torch.get_num_threads()} threads; ms a pass by new tokens")
     print("| new tokens | " + " | ".join(str(n) for n in sizes) + " |")
     print("|---|" + "---|" * len(sizes))

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specviz.lm.torch_runtime.lean import LeanLM, loop_name
+from specviz.lm.torch_runtime.lean import LeanLM
 from specviz.lm.torch_runtime import packed
 from tiny_models import tiny_model
 
@@ -54,7 +54,7 @@ def test_no_packing_for_weights_oneDNN_does_not_take():
 @needs_onednn
 def test_lean_loop_says_whether_it_runs_packed(monkeypatch):
     model = tiny_model(77, layers=2)  # seeds no other test loads: packing state is per model object
-    assert loop_name(LeanLM(model, torch.device("cpu"))) == "lean, packed weights"
+    assert LeanLM(model, torch.device("cpu")).loop == "lean, packed weights"
     other = tiny_model(78, layers=2)
     monkeypatch.setattr(packed, "_free_bytes", lambda: 0)
-    assert loop_name(LeanLM(other, torch.device("cpu"))) == "lean"
+    assert LeanLM(other, torch.device("cpu")).loop == "lean"

@@ -230,7 +230,7 @@ def test_bad_ids_positions_and_a_full_context_are_refused_before_llamacpp_sees_t
 
 
 def test_a_pair_with_a_broken_draft_file_is_refused_in_one_line_and_the_next_load_works(tmp_path, monkeypatch):
-    # The files are assembled and loaded in a thread beside the tokenizers (llamacpp_pair._Files):
+    # The files are assembled and loaded in a thread beside the tokenizers (llamacpp_runtime/pair.py: _Files):
     # a failure there or in a tokenizer reaches the caller, and nothing waits for ever.
     from specviz.lm import load_pair
     from tiny_gguf import tiny_gguf

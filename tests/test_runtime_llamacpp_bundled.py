@@ -63,7 +63,7 @@ def test_one_tokenizer_serves_both_models_when_their_files_say_the_same_vocabula
 
 @pytest.mark.parametrize("preset", ["qwen-coder", "smol-qwen"])
 def test_the_tokenizer_read_from_a_gguf_is_the_one_transformers_converts(preset):
-    # Built once per file on a cold cache (llamacpp_pair._gguf_tokenizer, which skips
+    # Built once per file on a cold cache (llamacpp_runtime/pair.py: _gguf_tokenizer, which skips
     # AutoTokenizer's parse of the whole file); compared with the torch conversion's tokenizer,
     # which CI prepares for both presets.
     from transformers import AutoTokenizer

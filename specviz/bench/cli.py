@@ -217,7 +217,7 @@ def machine(device) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
-    from specviz.lm.torch_runtime.precision import cpu_name
+    from specviz.lm.timing import cpu_name
 
     mem = ""
     try:

@@ -22,11 +22,9 @@ from specviz.cost_curve import CostCurve, never_cheaper
 from specviz import theory
 from specviz.models.files.cache import cache_root, write_json
 from specviz.lm.torch_runtime.devices import spread_over
-from specviz.lm.torch_runtime.precision import cpu_name
-from specviz.lm.torch_runtime.lean import loop_name
 from specviz.lm.runtime import TORCH, open_lm, runtime_of
 from specviz.models.alignment.vocab import head_rows
-from specviz.lm.timing import MEASURE_CONTEXT, REPEATS, drafted_token_ms, measure_pass_ms, target_pass_ms
+from specviz.lm.timing import MEASURE_CONTEXT, REPEATS, cpu_name, drafted_token_ms, measure_pass_ms, target_pass_ms
 from specviz.settings import MAX_K
 
 # Pass sizes measured: the small ones a usual k needs, then sparser (interpolated between).
@@ -228,7 +226,7 @@ def _loop(model, device) -> str:
     """The loop `model` runs in: a torch model's is found by opening it (cheap, its packing is
     cached); another runtime has one loop, and opening it would make a context to throw away."""
     runtime = runtime_of(model)
-    return loop_name(open_lm(model, device)) if runtime == TORCH else runtime
+    return open_lm(model, device).loop if runtime == TORCH else runtime
 
 
 def _runtime_fields(pair) -> dict:

@@ -17,13 +17,13 @@ import torch
 
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 from specviz.lm import rows
-from specviz.lm.torch_runtime.lean import ModelLM
+from specviz.lm.runtime import LM
 from specviz.lm.sampling import Sampler
 from specviz.lm.timing import sync
 
 
 class ModelDrafter(ChainDrafting):
-    def __init__(self, name: str, lm: ModelLM, sampler: Sampler, generator: torch.Generator | None, eos_ids: set[int]):
+    def __init__(self, name: str, lm: LM, sampler: Sampler, generator: torch.Generator | None, eos_ids: set[int]):
         self.name = name
         self._lm = lm
         self._sampler = sampler

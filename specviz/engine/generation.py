@@ -8,7 +8,6 @@ from specviz.choices import SPECULATIVE
 from specviz import acceptance
 from specviz.drafters.cost_model import for_pair
 from specviz.engine.plain import PlainDecoder
-from specviz.lm.torch_runtime.lean import loop_name
 from specviz.lm.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
 from specviz.events import Event, Trace
@@ -66,7 +65,7 @@ class Generation:
             "device": str(pair.device),
             "dtype": pair.precision,
             "runtime": pair.runtime,
-            "target_loop": loop_name(self._decoder.target),
+            "target_loop": self._decoder.target.loop,
             "stop_ids": sorted(self._decoder.eos),
             "record": record,
             "cost_model": self._cost.to_dict(),

@@ -153,7 +153,7 @@ def _path(spec) -> Path:
     import torch
 
     from specviz.models.files.cache import cache_root
-    from specviz.lm.torch_runtime.precision import cpu_name
+    from specviz.lm.timing import cpu_name
 
     try:
         import llama_cpp

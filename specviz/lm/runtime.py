@@ -43,6 +43,7 @@ class LM(Protocol):
     context_window: int | None  # positions the model can attend over, None where unknown
     stop_ids: frozenset[int]  # ids the model's own files say end generation
     capabilities: frozenset[str]
+    loop: str  # which loop runs its passes, as traces and the cost model's cache key name it
 
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`

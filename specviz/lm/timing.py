@@ -10,9 +10,11 @@ bench's comparison with `generate`).
 
 from __future__ import annotations
 
+import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -55,6 +57,17 @@ def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int
         cache.crop(-n)
 
     return median_ms(one_pass, sizes, device=device, repeats=repeats, should_stop=should_stop)
+
+
+def cpu_name() -> str:
+    """The CPU's model name: part of every cached timing's key."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def median_ms(run: Callable[[int], None], sizes: list[int], *, device: torch.device, repeats: int = REPEATS,

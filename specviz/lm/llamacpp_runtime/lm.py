@@ -36,7 +36,7 @@ BATCH = 512
 
 
 class LlamaCppLM:
-    runtime = LLAMACPP
+    runtime = loop = LLAMACPP
     capabilities = RUNTIMES[LLAMACPP].capabilities
 
     def __init__(self, model: LlamaCppModel):

@@ -64,6 +64,8 @@ class CachedLM(TorchFacts, TreeByMask):
     """Holds the KV cache of one model for one run; `length` tokens are in it. Without a
     `tree_forward` (a forward that is not a whole model's, as early exit's) it has no tree pass."""
 
+    loop = "transformers"
+
     def __init__(self, forward: Forward, config, device: torch.device, *, tree_forward: TreeForward | None = None):
         self._forward = forward
         self._tree_forward = tree_forward

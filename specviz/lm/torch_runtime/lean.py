@@ -26,7 +26,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from specviz.choices import TORCH
 from specviz.lm.torch_runtime.cached import CachedLM, cached_lm
 from specviz.lm.torch_runtime.facts import TorchFacts
 from specviz.lm.tree import TreeByMask
@@ -78,6 +77,7 @@ class LeanLM(TorchFacts, TreeByMask):
         # Each linear layer as the loop calls it: its packed product where there is one.
         table = packed_linears(model) or {}
         self.packed = bool(table)
+        self.loop = "lean, packed weights" if self.packed else "lean"
 
         def lin(module):
             return table.get(module, module)
@@ -194,10 +194,3 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
 
 # A model with a KV cache: either loop, one interface.
 ModelLM = CachedLM | LeanLM
-
-
-def loop_name(lm: ModelLM) -> str:
-    """Which loop `lm` runs, as traces and the cost model's cache key name it."""
-    if isinstance(lm, LeanLM):
-        return "lean, packed weights" if lm.packed else "lean"
-    return "transformers" if lm.runtime == TORCH else lm.runtime

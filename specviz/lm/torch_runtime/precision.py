@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 from pathlib import Path
 
 import torch
@@ -63,7 +62,7 @@ def cache_file(target_key: str, device: torch.device) -> Path:
     key = {
         "target": target_key,
         "device": str(device),
-        "cpu": cpu_name(),
+        "cpu": timing.cpu_name(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -86,16 +85,6 @@ def read(path: Path) -> Precision | None:
 
 def write(path: Path, chosen: Precision) -> None:
     cache.write_json(path, {"chosen": chosen.name, "costs": chosen.costs})
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _short(name: str) -> str:
