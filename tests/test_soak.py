@@ -49,14 +49,16 @@ def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
     import gradio as gr
 
     import app
+    from specviz.app import page
 
     port = free_port()
     monkeypatch.setenv("GRADIO_SERVER_PORT", str(port))
     monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.1")
     monkeypatch.setenv("SPECVIZ_PRELOAD", "0")
     monkeypatch.setenv("SPECVIZ_MAX_SESSIONS", "3")
-    built, build_page = [], app.build_page
-    monkeypatch.setattr(app, "build_page", lambda config: built.append(build_page(config)) or built[-1])
+    built, build_page = [], page.build_page
+    # app.main imports build_page when it runs (after starting the load), so it is replaced where it lives
+    monkeypatch.setattr(page, "build_page", lambda config: built.append(build_page(config)) or built[-1])
     monkeypatch.setattr(gr.Blocks, "block_thread", lambda self: None)
     app.main()
     demo = built[0]
