@@ -44,6 +44,24 @@ def test_the_page_builds_with_the_stable_element_ids():
     assert params[:9] == ["prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode"]
 
 
+def test_after_a_run_widgets_are_read_only_once_the_trace_only_figures_are_drawn():
+    # The export format changed while the run's figures were drawn must not be overwritten by
+    # the format as it was when the run ended: the step that reads it comes after them.
+    demo = build_page(PageConfig(default_pair="qwen-coder", preload=False))
+    by_id = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    fns = list(demo.fns.values())
+    run = next(f for f in fns if f.name == "run" and f.trigger_after is not None)
+    chain, fn = [], run
+    while (fn := next((f for f in fns if f.trigger_after == fn._id), None)) is not None:
+        chain.append(fn)
+    reads = [{by_id[b._id] for b in f.inputs} for f in chain]
+    writes = [{by_id[b._id] for b in f.outputs} for f in chain]
+    export = next(i for i, w in enumerate(writes) if "export-code" in w)
+    assert "export-format" in reads[export]
+    figures = next(i for i, w in enumerate(writes) if "race-curve" in w)
+    assert figures < export and "export-format" not in reads[figures]
+
+
 class _Elements(HTMLParser):
     """Each element's tag, attributes and text (its own and its children's), in document order."""
 

@@ -21,7 +21,7 @@ from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import shown_errors
-from specviz.app.tab import MODELS, Shared
+from specviz.app.tab import MODELS, Shared, Tab
 from specviz.events import Trace
 from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, from_request
 from specviz.viz.text import esc
@@ -173,8 +173,23 @@ def _header(config: PageConfig) -> tuple[gr.HTML, gr.Timer]:
 
 def _refresher(shared: Shared):
     """`then_refresh(event)`: after `event`, every tab with a redraw redraws from the current
-    trace, in one update (each figure drawn once)."""
+    trace. Tabs that read only the trace redraw first, in one update (each figure drawn once);
+    tabs that also read a widget (the export format, the theory sliders) redraw after them, so
+    a widget changed while the figures were drawn is read as it is then, not as it was."""
     tabs = [t for t in shared.built.values() if t.redraw_outputs]
+    steps = [_redraw_step([t for t in tabs if not t.redraw_inputs], shared),
+             _redraw_step([t for t in tabs if t.redraw_inputs], shared)]
+
+    def then_refresh(event):
+        for fn, inputs, outputs in steps:
+            if outputs:
+                event = event.then(fn, inputs, outputs, api_visibility="private")
+        return event
+
+    return then_refresh
+
+
+def _redraw_step(tabs: list[Tab], shared: Shared) -> tuple:
     inputs = [shared.trace, *(c for t in tabs for c in t.redraw_inputs)]
     outputs = [c for t in tabs for c in t.redraw_outputs]
 
@@ -186,7 +201,7 @@ def _refresher(shared: Shared):
             i += n
         return tuple(out)
 
-    return lambda event: event.then(redraw, inputs, outputs, api_visibility="private")
+    return redraw, inputs, outputs
 
 
 def _wire_status(demo: gr.Blocks, shared: Shared, status: gr.HTML, timer: gr.Timer) -> None:
