@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
 ORDER = ["models", "lm", "drafters", "engine", "viz", "app"]
 TOP = {"app", "bench", "labs", "production", "lossless", "lossless_cli", "models_cli", "cli", "__main__", "__init__"}
-LEAVES = {"events", "settings", "errors", "theory", "acceptance", "choices", "cost_curve"}
+LEAVES = {"events", "settings", "errors", "theory", "acceptance", "choices", "cost_curve", "lazy"}
 
 
 def layer(module: str) -> str:

@@ -10,7 +10,7 @@ The names below are imported on first use, so `python -m specviz generate --help
 wait for torch.
 """
 
-import importlib
+from specviz.lazy import lazy_exports
 
 _LAZY = {
     "Generation": "specviz.engine.generation",
@@ -21,9 +21,4 @@ _LAZY = {
 }
 
 __all__ = list(_LAZY)
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'specviz.engine' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -11,6 +11,8 @@ and the prompt's ids and stop ids (`prompt`).
 The loader is imported on first use, so that reading this package does not wait for torch.
 """
 
+from specviz.lazy import lazy_exports
+
 _LAZY = {
     "load_pair": "specviz.lm.loader",
     "prepare": "specviz.lm.loader",
@@ -20,11 +22,4 @@ _LAZY = {
 }
 
 __all__ = list(_LAZY)
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'specviz.lm' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
