@@ -27,8 +27,9 @@ def test_a_run_exports_to_each_engine_and_an_engines_metrics_read_back(browser, 
     page.wait_for_selector("#tokens [data-state=done]", timeout=RUN_TIMEOUT_MS)
     page.click("#export-panel button")  # open the accordion
     # the page redraws every tab from the new trace after the run: wait for it before picking a format
-    page.wait_for_function("() => !document.querySelector('#export-notes').innerText.includes('Run a generation')",
-                           timeout=60_000)
+    # (the accordion's contents appear a moment after the click, so the element may not exist yet)
+    page.wait_for_function("() => { const e = document.querySelector('#export-notes');"
+                           " return e && !e.innerText.includes('Run a generation'); }", timeout=60_000)
     page.locator("#export-format label", has_text="vLLM").click()
     page.wait_for_function("() => document.querySelector('#export-code').innerText.includes('num_speculative_tokens')",
                            timeout=60_000)
