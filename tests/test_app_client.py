@@ -93,5 +93,10 @@ def test_status_says_how_the_load_stands_and_where_the_cache_is(tiny):
     assert json.loads(client.predict("", api_name="/status"))["pair"] == spec  # the page's own pair
     assert status["pair"] == spec and status["state"] == "ready" and status["fraction"] == 1.0 and status["error"] is None
     assert status["cache"] and status["cache_reason"]
+    # Each runtime's measured rates, and the warning exactly when some plain rate beats every drafting one.
+    rates = status["rates"]
+    assert rates and all(r["plain"] > 0 and r["speculative"] > 0 and r["k"] >= 1 for r in rates.values())
+    best_plain = max(r["plain"] for r in rates.values())
+    assert (status["note"] is not None) == all(best_plain > r["speculative"] for r in rates.values())
     never = json.loads(client.predict("not-loaded", api_name="/status"))
     assert never["state"] == "idle" and never["seconds"] is None

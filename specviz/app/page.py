@@ -220,7 +220,9 @@ def status_api(config: PageConfig):
     def status(pair: str = "") -> str:
         """The load of `pair` ("": the page's pair) as JSON: state (idle, loading, ready or
         error), fraction, message, error, seconds since it started, the cache folder, and once
-        ready the runtime, why, and any background timing of another runtime with its state.
+        ready the runtime, why, each runtime's measured rates (plain, and drafting at its best
+        k), the note the status line shows when plain decoding beats every drafting run, and any
+        background timing of another runtime with its state.
         Clients pass `pair` always: an undocumented endpoint's defaults are not published."""
         from specviz.models.files.cache import where
 
@@ -235,9 +237,13 @@ def status_api(config: PageConfig):
                        seconds=round(time.monotonic() - state.started, 1))
             choice = (getattr(state.pair, "info", None) or {}).get("runtime_choice") if state.ready else None
             if isinstance(choice, dict):
+                from specviz.engine import runtime_choice
                 from specviz.engine.runtime_prepare import preparations
 
-                out.update(runtime=choice.get("runtime"), runtime_reason=choice.get("reason"),
+                # Read again, as the status line does: a background timing may have added a runtime.
+                rates = runtime_choice.recorded(choice.get("spec")) or choice.get("rates") or {}
+                out.update(runtime=choice.get("runtime"), runtime_reason=choice.get("reason"), rates=rates,
+                           note=runtime_choice.plain_beats_drafting(rates),
                            preparing={p.runtime: p.state for p in preparations(pair)})
         return json.dumps(out)
 
