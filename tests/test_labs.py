@@ -111,6 +111,18 @@ def test_batch_costs_are_measured_on_the_tiny_pair():
         batching.measure_batch_costs(pair, [1], [1], repeats=1, context=4, should_stop=lambda: True)
 
 
+def test_a_pair_on_llama_cpp_is_refused_by_the_batching_lab_in_words():
+    # llama.cpp runs one sequence per pass here: the lab names the runtime it needs instead of failing inside torch.
+    pytest.importorskip("llama_cpp")
+    from tiny_gguf import tiny_gguf
+
+    from specviz.lm import load_pair
+
+    pair = load_pair(f"{tiny_gguf('close')} -> {tiny_gguf('target')}", runtime="llama.cpp")
+    with pytest.raises(UserError, match="torch runtime only; this pair runs on llama.cpp"):
+        batching.measure_batch_costs(pair, [1, 2], [1, 3], repeats=1, context=16)
+
+
 def test_machine_figures_and_the_weights_they_are_read_against():
     pair = tiny_pair("close")
     m = batching.machine("cpu", "float32", copy_bytes=8 << 20, matmul_n=256, repeats=1, target=pair.target)

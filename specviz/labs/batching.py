@@ -28,8 +28,9 @@ from specviz import theory
 from specviz.cost_curve import PassCosts
 from specviz.errors import UserError
 from specviz.settings import MAX_K
+from specviz.lm.runtime import missing
 from specviz.lm.timing import best_s, measure_pass_ms
-from specviz.choices import FIXED, INT8
+from specviz.choices import BATCHED, FIXED, INT8, TORCH
 
 BATCH_SIZES = (1, 2, 4, 8)
 PASS_SIZES = (1, 2, 3, 5, 9, MAX_K + 1)  # new tokens per sequence: up to a verify pass at k = 16
@@ -126,6 +127,9 @@ def measure_batch_costs(
 ) -> BatchCosts:
     """Time the target over b x n new tokens and the draft over b x 1, for each b, on a warm
     cache of `context` tokens per sequence. Raises UserError("stopped") when should_stop."""
+    why = missing(pair.runtime, BATCHED)
+    if why:
+        raise UserError(f"the batching lab: {why} (pick the torch runtime)")
     _check_sizes(batch_sizes, pass_sizes)
     target_ms, draft_ms = [], []
     steps, done = len(batch_sizes) * (1 + (pair.draft is not None)), 0
@@ -295,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--repeats must be 1 or more")
     if not 1 <= args.k <= max(pass_sizes) - 1:
         raise UserError(f"--k must be from 1 to {max(pass_sizes) - 1}, the largest pass size less one (got {args.k})")
-    pair = load(args.pair or DEFAULT_PAIR, with_draft=True)
+    pair = load(args.pair or DEFAULT_PAIR, with_draft=True, runtime=TORCH)  # batched passes are torch's (BATCHED)
     return report(pair, alpha=args.alpha, k=args.k, batch_sizes=batch_sizes, pass_sizes=pass_sizes,
                   repeats=args.repeats, as_json=args.json, out=sys.stdout)
 
