@@ -26,15 +26,22 @@ def main() -> None:
         # What the load imports is imported here first: two threads importing one package at
         # once can meet each other's import locks.
         import specviz.engine.load  # noqa: F401
+        from specviz.lm import timing
 
+        # The files load beside the page's build; passes are timed once it is up (lm.timing.hold).
+        timing.hold()
         runner.LOADER.request(config.default_pair)
     from specviz.app.page import CSS_PATHS, build_page
 
-    demo = build_page(config)
-    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=config.queue_size)
-    demo.launch(server_name=config.host, server_port=config.port, css_paths=CSS_PATHS, prevent_thread_lock=True,
-                footer_links=["api", "gradio"], max_file_size=MAX_TRACE_BYTES,
-                state_session_capacity=config.max_sessions, mcp_server=config.mcp)
+    try:
+        demo = build_page(config)
+        demo.queue(default_concurrency_limit=CONCURRENCY, max_size=config.queue_size)
+        demo.launch(server_name=config.host, server_port=config.port, css_paths=CSS_PATHS, prevent_thread_lock=True,
+                    footer_links=["api", "gradio"], max_file_size=MAX_TRACE_BYTES,
+                    state_session_capacity=config.max_sessions, mcp_server=config.mcp)
+    finally:
+        if config.preload:
+            timing.release()
     demo.block_thread()
 
 

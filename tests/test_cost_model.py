@@ -298,6 +298,44 @@ def test_the_load_says_whether_it_times_the_passes_or_checks_a_cache(tmp_path, o
     assert any("checking the cached pass costs" in m for m in said[1]) and not any("timing" in m for m in said[1]), said
 
 
+def test_rates_priced_at_a_busy_moment_are_not_kept_for_choosing_a_runtime(tmp_path, one_thread, monkeypatch):
+    from specviz import lm
+    from specviz.engine import runtime_choice
+    from specviz.engine.load import load
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(lm, "load_pair", lambda spec, **kw: dataclasses.replace(tiny_pair("close"), info={}))
+    load("tiny")
+    kept = runtime_choice.recorded("tiny")
+    assert kept
+    # The cache now says the machine was 50x faster: the next load's check finds it slower and scales.
+    (path,) = (tmp_path / "cost-models").glob("*.json")
+    fast = json.loads(path.read_text())
+    fast["verify"] = {n: v / 50 for n, v in fast["verify"].items()}
+    fast["draft"] /= 50
+    fast["meta"]["check_ms"] /= 50
+    path.write_text(json.dumps(fast))
+    pair = load("tiny")
+    assert pair.info["cost_model"].source == "cached, scaled"
+    assert runtime_choice.recorded("tiny") == kept
+
+
+def test_timings_wait_while_the_process_holds_them(monkeypatch):
+    import threading
+
+    done = threading.Event()
+    timing.hold()
+    try:
+        worker = threading.Thread(target=lambda: timing.median_ms(lambda n: None, [1], device=torch.device("cpu"), repeats=1)
+                                  and done.set())
+        worker.start()
+        assert not done.wait(0.5)  # held: nothing is timed
+    finally:
+        timing.release()
+    worker.join(timeout=30)
+    assert done.is_set()
+
+
 def test_a_full_timing_slower_than_the_cache_does_not_replace_it(tmp_path, one_thread, monkeypatch):
     # The check finds the machine faster than the cache, but the machine is busy again while
     # every size is timed: that timing prices this load, and the cache stays as it was.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import platform
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,22 @@ MEASURE_CONTEXT = 160
 # single slow pass (another process taking a core) is cached for good and, since a larger
 # pass never counts as cheaper, raises every size above it.
 REPEATS = 3
+# A process that starts other CPU work beside a load (the page: importing gradio and building
+# itself while the pair loads) holds timings until that work is done (`hold`, `release`). On
+# two cores a busy Python thread makes llama.cpp's threads wait at every barrier: passes timed
+# then came out 2-8x slow and priced the whole session. Never held longer than this.
+QUIET_WAIT_S = 120.0
+_quiet = threading.Event()
+_quiet.set()
+
+
+def hold() -> None:
+    """Timings wait (up to QUIET_WAIT_S) until `release`."""
+    _quiet.clear()
+
+
+def release() -> None:
+    _quiet.set()
 
 
 @torch.inference_mode()
@@ -74,6 +91,7 @@ def median_ms(run: Callable[[int], None], sizes: list[int], *, device: torch.dev
               should_stop: Callable[[], bool] | None = None, runtime: str = TORCH) -> dict[int, float]:
     """Median ms of `run(n)` (one pass over n new tokens, undone afterwards) for each n in
     `sizes`, interleaved within each repeat, after the runtime's untimed warm-up sweeps."""
+    _quiet.wait(QUIET_WAIT_S)
     times: dict[int, list[float]] = {n: [] for n in sizes}
     warmup = WARMUP_SWEEPS[runtime]
     for rep in range(warmup + repeats):
