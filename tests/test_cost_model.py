@@ -209,18 +209,24 @@ def test_a_cached_cost_model_that_no_longer_holds_is_measured_again(tmp_path, on
     assert json.loads(path.read_text())["verify"]["1"] == again.target  # the cache was replaced
 
 
+def _cache_made_faster(tmp_path, factor: float):
+    """The one cached cost model rewritten as if measured on a machine `factor` times faster."""
+    (path,) = (tmp_path / "cost-models").glob("*.json")
+    fast = json.loads(path.read_text())
+    fast["verify"] = {n: v / factor for n, v in fast["verify"].items()}
+    fast["draft"] /= factor
+    fast["meta"]["check_ms"] /= factor
+    path.write_text(json.dumps(fast))
+    return path, fast
+
+
 def test_a_cache_faster_than_the_machine_now_is_kept_and_this_load_priced_as_timed(tmp_path, one_thread):
     # As if this load ran while another process held the CPU: the one-token check prices this
     # load (the cached curve at its level), but a busy moment must not overwrite the
     # undisturbed costs for later loads.
     pair = tiny_pair("close")
     load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
-    (path,) = (tmp_path / "cost-models").glob("*.json")
-    fast = json.loads(path.read_text())
-    fast["verify"] = {n: v / 50 for n, v in fast["verify"].items()}
-    fast["draft"] /= 50
-    fast["meta"]["check_ms"] /= 50
-    path.write_text(json.dumps(fast))
+    path, fast = _cache_made_faster(tmp_path, 50)
     now = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     assert now.source == "cached, scaled" and now.meta.get("cache_kept") and now.target > 10 * fast["verify"]["1"]
     ratio = now.meta["scaled_by"]
@@ -309,12 +315,7 @@ def test_rates_priced_at_a_busy_moment_are_not_kept_for_choosing_a_runtime(tmp_p
     kept = runtime_choice.recorded("tiny")
     assert kept
     # The cache now says the machine was 50x faster: the next load's check finds it slower and scales.
-    (path,) = (tmp_path / "cost-models").glob("*.json")
-    fast = json.loads(path.read_text())
-    fast["verify"] = {n: v / 50 for n, v in fast["verify"].items()}
-    fast["draft"] /= 50
-    fast["meta"]["check_ms"] /= 50
-    path.write_text(json.dumps(fast))
+    _cache_made_faster(tmp_path, 50)
     pair = load("tiny")
     assert pair.info["cost_model"].source == "cached, scaled"
     assert runtime_choice.recorded("tiny") == kept
