@@ -58,8 +58,7 @@ def runtime_html(pair) -> str:
     if not isinstance(c, dict):
         return ""
     spec = c.get("spec")
-    # Read again: a background timing may have recorded another runtime since the load.
-    rates = (runtime_choice.recorded(spec) if spec else None) or c.get("rates") or {}
+    rates = runtime_rates(c)
     measured = "; ".join(f"{esc(r)}: plain {v['plain']:.1f} tok/s, drafting {v['speculative']:.1f} (k={v['k']})"
                          for r, v in sorted(rates.items()) if isinstance(v, dict))
     out = f' <span class="sv-runtime">Runtime <b>{esc(c.get("runtime", ""))}</b> ({esc(c.get("reason", ""))})'
@@ -71,6 +70,15 @@ def runtime_html(pair) -> str:
     if note:
         out += f' <b class="sv-runtime-note">Note: {esc(note)}.</b>'
     return out + "</span>"
+
+
+def runtime_rates(choice: dict) -> dict:
+    """Each runtime's measured rates for the pair a load chose for (`pair.info["runtime_choice"]`),
+    read again: a background timing may have recorded another runtime since the load."""
+    from specviz.engine import runtime_choice
+
+    spec = choice.get("spec")
+    return (runtime_choice.recorded(spec) if spec else None) or choice.get("rates") or {}
 
 
 def preparation_sentence(prep, pair) -> str:
@@ -240,8 +248,7 @@ def status_api(config: PageConfig):
                 from specviz.engine import runtime_choice
                 from specviz.engine.runtime_prepare import preparations
 
-                # Read again, as the status line does: a background timing may have added a runtime.
-                rates = runtime_choice.recorded(choice.get("spec")) or choice.get("rates") or {}
+                rates = runtime_rates(choice)
                 out.update(runtime=choice.get("runtime"), runtime_reason=choice.get("reason"), rates=rates,
                            note=runtime_choice.plain_beats_drafting(rates),
                            preparing={p.runtime: p.state for p in preparations(pair)})

@@ -71,6 +71,12 @@ class CostModel:
         """T: one plain-decoding step."""
         return self.verify[1]
 
+    @property
+    def busy(self) -> bool:
+        """Timed at a busy moment: this load is priced as the machine was then, and the cache
+        kept the undisturbed costs (`load_or_measure` marks it "cache_kept")."""
+        return bool(self.meta.get("cache_kept"))
+
     def best_k(self, alpha: float, k_max: int, draft_ms: float | None = None) -> tuple[int, float]:
         """The draft length in 0..k_max with the most expected tokens per ms at `alpha`,
         and its predicted speedup over plain decoding."""

@@ -42,9 +42,9 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
         else:
             progress(MODELS_SHARE, f"timing the target's and the draft's passes (once per machine, then cached{fewer})")
     cost = for_pair(pair)
-    # A drafting rate needs a draft model's D. Costs scaled to a busy moment price this load
+    # A drafting rate needs a draft model's D. Costs timed at a busy moment price this load
     # only: the rates kept for choosing a runtime stay the undisturbed ones.
-    if pair.draft is not None and "scaled_by" not in cost.meta:
+    if pair.draft is not None and not cost.busy:
         runtime_choice.record(spec, pair.runtime, cost)
     measured = runtime_choice.recorded(spec)
     preparing = []
