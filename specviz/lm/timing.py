@@ -37,8 +37,9 @@ MEASURE_CONTEXT = 160
 REPEATS = 3
 # A process that starts other CPU work beside a load (the page: importing gradio and building
 # itself while the pair loads) holds timings until that work is done (`hold`, `release`). On
-# two cores a busy Python thread makes llama.cpp's threads wait at every barrier: passes timed
-# then came out 2-8x slow and priced the whole session. Never held longer than this.
+# two cores a busy Python thread makes llama.cpp's threads wait at every barrier, so passes
+# timed then came out several times slow and priced the whole session (docs/BENCHMARKS.md).
+# Never held longer than this.
 QUIET_WAIT_S = 120.0
 _quiet = threading.Event()
 _quiet.set()
