@@ -65,7 +65,7 @@ class Choice:
     name: str
     label: str  # the page's words
     help: str  # one line: --help, the API's docs
-    factory: str = ""  # "module:function", imported on first use
+    factory: str = ""  # "module:function", imported on first use (a runtime's: its loader)
     needs_draft: bool = False  # needs the pair's draft model loaded
     shape: str = CHAIN  # drafters: CHAIN, MODEL_TREE or DRAFT_FREE_TREE
     draft_cost: str = DRAFT_MODEL_COST  # drafters: what the cost-aware policy charges per drafted token
@@ -155,14 +155,15 @@ POLICIES = Registry(
 )
 
 # What runs the models (lm.runtime): "auto" takes SPECVIZ_RUNTIME, else the one measured
-# faster here (engine.runtime_choice).
+# faster here (engine.runtime_choice). A runtime's factory is its loader, (plan, *, progress)
+# -> ModelPair; torch's is lm.load_pair's own path.
 RUNTIMES = Registry(
     "runtime",
     Choice(AUTO, "auto (the faster one here)", "SPECVIZ_RUNTIME, else the runtime measured faster on this machine"),
     Choice(TORCH, "torch", "transformers' modules in torch, the CPU's own precision (bf16 where native)",
            capabilities=frozenset({TREE_PASS, EARLY_EXIT_PASS, DEVICE_MAP, HF_GENERATE, BATCHED})),
     Choice(LLAMACPP, "llama.cpp", "the GGUF files as they are (Q4_K_M underneath), through llama-cpp-python",
-           capabilities=frozenset({TREE_PASS})),
+           "specviz.lm.llamacpp_runtime.pair:load_llamacpp_pair", capabilities=frozenset({TREE_PASS})),
     default=AUTO,
 )
 

@@ -11,7 +11,7 @@ import pytest
 
 from app_server import free_port
 from specviz.bench import llamacpp_tools
-from specviz.lm.llamacpp_runtime.model import default_threads
+from specviz.lm.llamacpp_runtime.library import default_threads
 from specviz.production import found, metrics
 from specviz.production.export import export
 from specviz.settings import GenerationSettings

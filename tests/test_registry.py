@@ -1,6 +1,8 @@
 """A drafter registered in `choices.DRAFTERS` is found everywhere a drafter is chosen: the
 settings, the page's radio, the CLI's --drafter, the bench's sv-<name>, and the engine, whose
-greedy output with it equals plain greedy output. Also: each choice's names are spelled in
+greedy output with it equals plain greedy output. A runtime registered in `choices.RUNTIMES`
+(with its models, LM and loader, `tests/toy_runtime.py`) is offered in the same places, loads
+through the engine and decodes as torch does. Also: each choice's names are spelled in
 one place in specviz/ (its registry), so the registries are the only lists to extend."""
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from specviz.events import RoundEvent
 from specviz.settings import GenerationSettings, SettingsError, from_request
 from tiny_models import tiny_pair
 from toy_drafter import ENTRY
+import toy_runtime as toy_runtime_module
 
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
 
@@ -155,3 +158,73 @@ def test_a_value_of_any_type_is_refused_in_words():
         with pytest.raises(SettingsError, match="drafter must be one of"):
             from_request({"drafter": value})
         assert value not in POLICIES
+
+
+# --- a runtime -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def toy_runtime():
+    with RUNTIMES.added(toy_runtime_module.ENTRY) as entry:
+        yield entry
+
+
+@pytest.fixture(scope="module")
+def toy_folders(tmp_path_factory) -> str:
+    """The tiny pair's target and its close draft saved as transformers folders: a custom
+    pair 'DRAFT -> TARGET'."""
+    from tiny_models import CLOSE_NOISE, tiny_model, tiny_tokenizer
+
+    root = tmp_path_factory.mktemp("toy-runtime")
+    for name, model in (("target", tiny_model(0)), ("draft", tiny_model(1000, noise_from=0, noise=CLOSE_NOISE))):
+        model.save_pretrained(root / name)
+        tiny_tokenizer().save_pretrained(root / name)
+    return f"{root / 'draft'} -> {root / 'target'}"
+
+
+def test_a_registered_runtime_is_offered_in_the_settings_the_cli_and_on_the_page(toy_runtime):
+    from specviz.app.config import PageConfig
+    from specviz.app.page import build_page
+    from specviz.engine import cli
+
+    assert from_request({"runtime": toy_runtime.name}).runtime == toy_runtime.name
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    assert cli.settings_from(parser.parse_args(["--prompt", "x", "--runtime", toy_runtime.name])).runtime == toy_runtime.name
+    demo = build_page(PageConfig(default_pair="qwen-coder", preload=False))
+    radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "runtime")
+    assert (toy_runtime.label, toy_runtime.name) in [tuple(c) for c in radio.choices]
+
+
+def test_a_registered_runtime_loads_its_pair_and_decodes_as_torch_does(toy_runtime, toy_folders):
+    """Loaded through the engine's one entry point (models, then the measured cost model),
+    plain greedy text equals the torch runtime's on the same weights, and speculative greedy
+    text equals plain for a draft model and for prompt lookup."""
+    from specviz.engine.generation import run
+    from specviz.engine.load import load
+
+    pair = load(toy_folders, runtime=toy_runtime.name)
+    assert pair.runtime == toy_runtime.name and isinstance(pair.target, toy_runtime_module.ToyModel)
+    assert pair.info["runtime_choice"]["runtime"] == toy_runtime.name
+    assert pair.precision == "float32"
+    prompt = "def reverse(s):\n    return"
+    from specviz.lm import load_pair
+
+    on_torch = load_pair(toy_folders, runtime=choices.TORCH, dtype="float32")
+    torch_plain = run(on_torch, prompt, GenerationSettings(mode="plain", max_new_tokens=20))
+    plain = run(pair, prompt, GenerationSettings(mode="plain", max_new_tokens=20))
+    assert plain.token_ids == torch_plain.token_ids
+    for drafter in (choices.MODEL, choices.LOOKUP):
+        spec = run(pair, prompt, GenerationSettings(drafter=drafter, policy=choices.FIXED, k=3, max_new_tokens=20))
+        assert spec.token_ids == plain.token_ids, drafter
+        assert sum(len(e.drafted) for e in spec.events if isinstance(e, RoundEvent)) > 0
+
+
+def test_a_drafter_needing_what_a_registered_runtime_lacks_is_refused_in_words(toy_runtime, toy_folders):
+    from specviz.engine.generation import run
+    from specviz.errors import UserError
+    from specviz.lm import load_pair
+
+    pair = load_pair(toy_folders, runtime=toy_runtime.name)
+    with pytest.raises(UserError, match=f"runs on the torch runtime only; this pair runs on {toy_runtime.name}"):
+        run(pair, "def f():", GenerationSettings(drafter=choices.TREE, max_new_tokens=4))

@@ -14,7 +14,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from specviz.lm.llamacpp_runtime.model import cpu_has_amx, llama
+from specviz.lm.llamacpp_runtime.library import cpu_has_amx, llama
 
 PROMPT_LOOKUP_TOKENS = 10  # as hf_baselines' prompt lookup
 _models: dict[tuple, object] = {}

@@ -14,7 +14,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from specviz.lm.llamacpp_runtime.model import cpu_has_amx
+from specviz.lm.llamacpp_runtime.library import cpu_has_amx
 
 TIMEOUT_S = 600
 

@@ -236,13 +236,12 @@ def _loop(model, device) -> str:
 
 
 def _runtime_fields(pair) -> dict:
-    """On llama.cpp: its version, the files (path and size) and its threads, not torch's."""
+    """On another runtime than torch, what its models say their costs depend on (llama.cpp:
+    its version, the file, its threads)."""
     if pair.runtime == TORCH:
         return {}
-    from specviz.lm.llamacpp_runtime.model import version
-
-    files = {role: [str(m.path), m.path.stat().st_size] for role, m in (("target", pair.target), ("draft", pair.draft)) if m is not None}
-    return {"runtime": pair.runtime, "llama-cpp-python": version(), "files": files, "threads": pair.target.threads}
+    return {"runtime": pair.runtime, **{role: m.cost_facts() for role, m in (("target", pair.target), ("draft", pair.draft))
+                                        if m is not None}}
 
 
 def _cache_path(pair, sizes, cache_dir: Path | None) -> Path:

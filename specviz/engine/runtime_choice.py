@@ -24,6 +24,7 @@ from pathlib import Path
 
 from specviz.errors import UserError
 from specviz.lm.runtime import LLAMACPP, RUNTIMES, TORCH
+from specviz.choices import AUTO
 from specviz.choices import RUNTIMES as CHOICES
 from specviz.settings import MAX_K
 
@@ -58,10 +59,10 @@ def choose(spec, requested: str = "auto", *, options: dict | None = None, env=os
         return x is not None and str(x).strip().lower() not in ("", "auto", "none")
 
     torch_only = [name for name, var in TORCH_OPTIONS.items() if given((options or {}).get(name)) or given(env.get(var))]
-    if requested == LLAMACPP and torch_only:
-        raise UserError(f"{torch_only[0].replace('_', '-')} applies to the torch runtime only; the llama.cpp runtime runs the "
-                        "GGUF files as they are, on the CPU")
-    if requested != "auto":
+    if requested not in (AUTO, TORCH) and torch_only:
+        raise UserError(f"{torch_only[0].replace('_', '-')} applies to the torch runtime only; the {requested} runtime loads "
+                        "its own files as they are")
+    if requested != AUTO:
         return Choice(requested, "chosen")
     if torch_only:
         return Choice(TORCH, f"{torch_only[0].replace('_', '-')} given, which only torch has")
@@ -72,7 +73,7 @@ def choose(spec, requested: str = "auto", *, options: dict | None = None, env=os
     asked = (env.get(ENV) or "auto").strip()
     if asked not in CHOICES:
         raise UserError(f"{ENV} must be one of {', '.join(CHOICES.names)} (got {asked!r})")
-    if asked != "auto":
+    if asked != AUTO:
         return Choice(asked, f"{ENV}={asked}")
     why_not = _llamacpp_unusable(spec)
     if why_not:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 
 from specviz.choices import INT8 as INT8_NAME
-from specviz.choices import LLAMACPP, TORCH
+from specviz.choices import RUNTIMES, TORCH
 from specviz.models.files import cache
 from specviz.models.catalogue import hub
 from specviz.models.files.bundled import parts_installed
@@ -85,14 +85,12 @@ def load_pair(
     `max_memory` (see `devices.choose_placement`); the draft stays on `device`.
     `progress(fraction, message)` is called as the load advances. Where `auto` chooses the
     target's precision, each is timed through the engine's loop (`torch_runtime/precision.py`).
-    `runtime="llama.cpp"` loads the GGUF files in llama.cpp instead (`llamacpp_runtime/pair.py`;
-    the other options do not apply).
+    Another `runtime` loads the files with the loader its `RUNTIMES` entry names (llama.cpp:
+    `llamacpp_runtime/pair.py`); the torch options do not apply there.
     """
     plan = resolve(spec, with_draft=with_draft)
-    if runtime == LLAMACPP:  # the GGUF files as they are: no precision, device or conversion to choose
-        from specviz.lm.llamacpp_runtime.pair import load_llamacpp_pair
-
-        return load_llamacpp_pair(plan, progress=progress)
+    if runtime != TORCH:
+        return RUNTIMES[runtime].make(plan, progress=progress)
     dev = choose_device(device)
     placement = choose_placement(device_map, max_memory)
     prec, progress = _choose(plan, dev, dtype, placement, progress)

@@ -22,9 +22,9 @@ class ModelPair:
     quantized to int8 (its activations in float32); `info["precision"]` says the target's and
     the draft's precision and why each was chosen (lm/torch_runtime/devices.py).
 
-    On the llama.cpp runtime `target` and `draft` are `lm.llamacpp_runtime.model.LlamaCppModel`s (the
-    GGUF files as they are), not modules; drafters and the engine reach either only through
-    `lm.runtime.open_lm`.
+    On another runtime `target` and `draft` are that runtime's models (`lm.runtime.RuntimeModel`;
+    on llama.cpp `LlamaCppModel`s, the GGUF files as they are), not modules; drafters and the
+    engine reach either only through `lm.runtime.open_lm`.
 
     `draft_tokenizer` is None when the draft shares the target's vocabulary; otherwise it is
     the draft's own tokenizer and `vocab_map` (a models.alignment.vocab_map.VocabMap) lines the two
@@ -51,10 +51,10 @@ class ModelPair:
 
     @property
     def precision(self) -> str:
-        """The target's precision: "float32", "bfloat16", "float16" or "int8"; on llama.cpp the
-        GGUF file's own (as llama.cpp describes it, e.g. "Q4_K - Medium")."""
+        """The target's precision: "float32", "bfloat16", "float16" or "int8"; on another runtime
+        in its own words (llama.cpp: the GGUF file's, e.g. "Q4_K - Medium")."""
         if self.runtime != TORCH:
-            return _file_type(self.target)
+            return self.target.precision
         from specviz.lm.torch_runtime.devices import dtype_name
 
         return dtype_name(self.dtype)
@@ -66,11 +66,7 @@ class ModelPair:
         if self.draft is None:
             return None
         if self.runtime != TORCH:
-            return _file_type(self.draft)
+            return self.draft.precision
         return (self.info.get("draft", {}).get("precision") or self.info.get("precision", {}).get("draft")
                 or str(next(self.draft.parameters()).dtype).removeprefix("torch."))
 
-
-def _file_type(model) -> str:
-    """"Q4_K - Medium" from llama.cpp's "qwen2 1.5B Q4_K - Medium"."""
-    return model.description.split(" ", 2)[-1]

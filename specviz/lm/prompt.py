@@ -50,7 +50,7 @@ def stop_ids(pair: ModelPair) -> set[int]:
 
 def model_stop_ids(tokenizer, model) -> set[int]:
     """A model's end-of-generation ids: its tokenizer's EOS and the model's own (a torch
-    model's generation config, llama.cpp's end-of-generation tokens)."""
+    model's generation config, another runtime's model's `stop_ids`)."""
     ids: set[int] = set()
     for source in (getattr(tokenizer, "eos_token_id", None), _model_stops(model)):
         if isinstance(source, int):
@@ -61,15 +61,16 @@ def model_stop_ids(tokenizer, model) -> set[int]:
 
 
 def _window(model) -> int | None:
-    """A torch model's configured positions, or a llama.cpp context's size."""
+    """A torch model's configured positions, or what another runtime's model says (llama.cpp:
+    its context's size)."""
     if hasattr(model, "context_window"):
         return model.context_window
     return getattr(model.config, "max_position_embeddings", None)
 
 
 def _model_stops(model):
-    """The model's own end-of-generation ids: a torch model's generation config, llama.cpp's
-    end-of-generation tokens."""
+    """The model's own end-of-generation ids: a torch model's generation config, another
+    runtime's model's `stop_ids` (llama.cpp: its end-of-generation tokens)."""
     if hasattr(model, "stop_ids"):
         return list(model.stop_ids)
     return getattr(getattr(model, "generation_config", None), "eos_token_id", None)

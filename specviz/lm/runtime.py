@@ -4,6 +4,8 @@ Two runtimes implement `LM`: torch (`lm.torch_runtime.lean.LeanLM`, `lm.torch_ru
 modules, with the CPU speed-ups of `lm.torch_runtime.packed` and friends) and llama.cpp
 (`lm.llamacpp_runtime.lm.LlamaCppLM`: the GGUF file as llama.cpp runs it). Drafters, the engine and
 the cost model see only this interface; `open_lm` is the one place a runtime's LM is made.
+A runtime's `RUNTIMES` entry names its loader; the models it loads are `RuntimeModel`s, so
+nothing here or in the engine names a runtime but torch.
 
 Trees go in as tokens with their parents (`lm.tree`), never as a mask: torch turns them
 into a mask, llama.cpp into sequence membership.
@@ -22,7 +24,7 @@ from specviz.choices import BATCHED, DEVICE_MAP, HF_GENERATE, LLAMACPP, RUNTIMES
 from specviz.choices import EARLY_EXIT_PASS as EARLY_EXIT
 from specviz.choices import TREE_PASS as TREE
 
-__all__ = ["BATCHED", "DEVICE_MAP", "EARLY_EXIT", "HF_GENERATE", "LLAMACPP", "RUNTIMES", "TORCH", "TREE", "LM", "missing",
+__all__ = ["BATCHED", "DEVICE_MAP", "EARLY_EXIT", "HF_GENERATE", "LLAMACPP", "RUNTIMES", "TORCH", "TREE", "LM", "RuntimeModel", "missing",
            "open_lm", "runtime_of"]
 
 
@@ -62,21 +64,34 @@ class LM(Protocol):
         """Empty the cache."""
 
 
-def open_lm(model: Any, device: torch.device) -> LM:
-    """A fresh LM over a loaded model: a llama.cpp model (`lm.llamacpp_runtime.model.LlamaCppModel`)
-    gets a llama.cpp context, a torch module the lean loop where its shape allows."""
-    from specviz.lm.llamacpp_runtime.model import LlamaCppModel
+class RuntimeModel(Protocol):
+    """A model loaded by a runtime other than torch (whose models are torch modules): what
+    the pair, the cost model and `open_lm` ask of it."""
 
-    if isinstance(model, LlamaCppModel):
-        from specviz.lm.llamacpp_runtime.lm import LlamaCppLM
+    runtime: str  # its RUNTIMES name
+    precision: str  # in the runtime's words, e.g. llama.cpp's "Q4_K - Medium"
+    vocab_size: int  # width of its logits rows
+    context_window: int | None  # positions it can attend over, None where unknown
+    stop_ids: frozenset[int]  # ids its own files say end generation
 
-        return LlamaCppLM(model)
-    from specviz.lm.torch_runtime.lean import model_lm
+    def open_lm(self) -> LM:
+        """A fresh LM over this model."""
 
-    return model_lm(model, device)
+    def cost_facts(self) -> dict:
+        """What its pass costs depend on beyond the machine (files, threads, library version):
+        part of the cost model's cache key."""
 
 
 def runtime_of(model: Any) -> str:
-    from specviz.lm.llamacpp_runtime.model import LlamaCppModel
+    """The runtime a loaded model belongs to: a torch module's, or the one it names."""
+    return TORCH if isinstance(model, torch.nn.Module) else model.runtime
 
-    return LLAMACPP if isinstance(model, LlamaCppModel) else TORCH
+
+def open_lm(model: Any, device: torch.device) -> LM:
+    """A fresh LM over a loaded model: a torch module gets the lean loop where its shape
+    allows (`torch_runtime.lean.model_lm`), a model of another runtime its own LM."""
+    if runtime_of(model) != TORCH:
+        return model.open_lm()
+    from specviz.lm.torch_runtime.lean import model_lm
+
+    return model_lm(model, device)

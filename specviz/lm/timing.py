@@ -28,7 +28,7 @@ from specviz.lm.torch_runtime.keep import logits_to_keep
 # after a load are slower (weights paged in, kernels chosen per shape); one sweep was not always
 # enough. llama.cpp chooses no kernels per shape, and the context fill before the sweeps has
 # already read every weight: its first sweep is as fast as later ones (docs/BENCHMARKS.md).
-WARMUP_SWEEPS = {TORCH: 2, LLAMACPP: 0}
+WARMUP_SWEEPS = {TORCH: 2, LLAMACPP: 0}  # another runtime: torch's
 # Context the costs are measured at: a typical prompt plus part of an answer.
 MEASURE_CONTEXT = 160
 # Timed sweeps after the warm-up ones; each size's median is kept. One sweep is not enough: a
@@ -94,7 +94,7 @@ def median_ms(run: Callable[[int], None], sizes: list[int], *, device: torch.dev
     `sizes`, interleaved within each repeat, after the runtime's untimed warm-up sweeps."""
     _quiet.wait(QUIET_WAIT_S)
     times: dict[int, list[float]] = {n: [] for n in sizes}
-    warmup = WARMUP_SWEEPS[runtime]
+    warmup = WARMUP_SWEEPS.get(runtime, WARMUP_SWEEPS[TORCH])
     for rep in range(warmup + repeats):
         for n in sizes:
             if should_stop is not None and should_stop():

@@ -27,7 +27,7 @@ import torch
 from specviz.errors import UserError
 from specviz.choices import LLAMACPP, RUNTIMES
 from specviz.lm.tree import OpenTree
-from specviz.lm.llamacpp_runtime.model import LlamaCppModel, clear_log, last_error
+from specviz.lm.llamacpp_runtime.library import clear_log, last_error
 
 # Sequence ids a context can hold: the context's own and one per node of an open tree.
 SEQUENCES = 256
@@ -39,7 +39,8 @@ class LlamaCppLM:
     runtime = loop = LLAMACPP
     capabilities = RUNTIMES[LLAMACPP].capabilities
 
-    def __init__(self, model: LlamaCppModel):
+    def __init__(self, model):
+        """`model`: a `llamacpp_runtime.model.LlamaCppModel`."""
         L = model._L
         self._L, self.model = L, model
         self.device = torch.device("cpu")
@@ -52,7 +53,7 @@ class LlamaCppLM:
         self._tree: OpenTree | None = None
         self.length = 0
 
-    def _make_context(self, model: LlamaCppModel) -> tuple:
+    def _make_context(self, model) -> tuple:
         L = self._L
         params = L.llama_context_default_params()
         params.n_ctx = model.context_window

@@ -2,9 +2,8 @@
 
 `LlamaCppModel` holds the llama.cpp model; `lm.llamacpp_runtime.lm.LlamaCppLM` makes a context with
 a KV cache on it for each run, or takes one a finished run gave back. llama.cpp reports a
-failed load as a NULL model and a log line; the log goes to a small buffer here (not the
-terminal) so that a failed load names the file, the runtime and llama.cpp's own reason in
-one line.
+failed load as a NULL model and a log line (`library.last_error`): the message names the
+file, the runtime and llama.cpp's own reason in one line.
 
 llama.cpp aborts the whole process on a failed internal assertion, so nothing reaches it
 unchecked: the file must exist and start as a GGUF does, and `lm.llamacpp_runtime.lm` checks every
@@ -13,7 +12,6 @@ batch before decoding it.
 
 from __future__ import annotations
 
-import collections
 import ctypes
 import os
 import threading
@@ -22,71 +20,13 @@ from pathlib import Path
 from specviz.choices import LLAMACPP
 from specviz.models.errors import MissingModelError
 from specviz.errors import UserError
+from specviz.lm.llamacpp_runtime.library import clear_log, cpu_has_amx, default_threads, last_error, llama, version
 
 RUNTIME = LLAMACPP
 # Positions a context is made with unless the model's own window is smaller.
 DEFAULT_CONTEXT = 4096
 # Cleared contexts a model keeps for later runs (about the runs at once on one page).
 IDLE_CONTEXTS = 4
-
-_lock = threading.Lock()
-_log: collections.deque[str] = collections.deque(maxlen=40)
-_callback = None  # kept alive: llama.cpp holds the pointer
-
-
-class LlamaCppUnavailable(UserError):
-    """llama-cpp-python is not installed."""
-
-
-def llama():
-    """The llama_cpp module with its backend started and its log captured, once a process."""
-    global _callback
-    try:
-        import llama_cpp
-    except ImportError as e:
-        raise LlamaCppUnavailable(f"the llama.cpp runtime needs llama-cpp-python (pip install -r requirements.txt): {e}") from None
-    with _lock:
-        if _callback is None:
-            @llama_cpp.llama_log_callback
-            def keep(level, text, user_data):
-                _log.append((text or b"").decode("utf-8", "replace"))
-
-            _callback = keep
-            llama_cpp.llama_log_set(_callback, ctypes.c_void_p(0))
-            llama_cpp.llama_backend_init()
-    return llama_cpp
-
-
-def version() -> str:
-    return getattr(llama(), "__version__", "unknown")
-
-
-def clear_log() -> None:
-    """Forget what llama.cpp logged so far: `last_error` then tells the next call's reason."""
-    _log.clear()
-
-
-def last_error() -> str:
-    """The first error-looking line llama.cpp logged since the log was last cleared (the
-    cause; later lines only say that loading failed), without its function-name prefix."""
-    lines = [line.strip() for line in _log if line.strip()]
-    for line in lines:
-        if any(w in line.lower() for w in ("error", "unknown", "failed", "invalid", "unsupported")):
-            return line.split(": ", 1)[-1] if line.startswith("llama") else line
-    return lines[-1] if lines else "no reason given"
-
-
-def cpu_has_amx() -> bool:
-    try:
-        return " amx_tile" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
-def default_threads() -> int:
-    import torch
-
-    return max(1, torch.get_num_threads())
 
 
 class LlamaCppModel:
@@ -128,6 +68,20 @@ class LlamaCppModel:
         # one allocates its whole KV cache, a noticeable share of a short run.
         self._idle: list[tuple] = []
         self._idle_lock = threading.Lock()
+
+    @property
+    def precision(self) -> str:
+        """The file's own quantisation: "Q4_K - Medium" from "qwen2 1.5B Q4_K - Medium"."""
+        return self.description.split(" ", 2)[-1]
+
+    def open_lm(self):
+        """A fresh `LlamaCppLM` (a context with its KV cache) on this model."""
+        from specviz.lm.llamacpp_runtime.lm import LlamaCppLM
+
+        return LlamaCppLM(self)
+
+    def cost_facts(self) -> dict:
+        return {"llama-cpp-python": version(), "file": [str(self.path), self.path.stat().st_size], "threads": self.threads}
 
     def take_context(self) -> tuple | None:
         """An idle (context, batch) pair made on this model, or None."""

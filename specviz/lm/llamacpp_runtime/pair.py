@@ -22,7 +22,8 @@ from specviz.errors import UserError
 from specviz.models.files import cache
 from specviz.models.files.convert import bundled_folder, custom_gguf_folder, ensure_gguf
 from specviz.models.files.gguf_info import vocabulary_digest
-from specviz.lm.llamacpp_runtime.model import RUNTIME, LlamaCppModel, version
+from specviz.lm.llamacpp_runtime.library import default_threads, version
+from specviz.lm.llamacpp_runtime.model import RUNTIME, LlamaCppModel
 from specviz.lm.pair import ModelPair
 from specviz.models.progress import Progress, Steps
 from specviz.models.catalogue.sources import ModelRef, Plan
@@ -34,8 +35,6 @@ _lock = threading.RLock()
 
 def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Progress | None = None) -> ModelPair:
     """The pair of `plan` in llama.cpp, loaded once per process and thread count."""
-    from specviz.lm.llamacpp_runtime.model import default_threads
-
     threads = threads or default_threads()
     key = (plan.name, plan.draft is not None, threads)
     with _lock:

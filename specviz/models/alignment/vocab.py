@@ -78,7 +78,7 @@ def same_tokenizer_files(a: Path, b: Path) -> bool:
 
 def head_rows(model: torch.nn.Module) -> int:
     """How many token ids the model scores (its LM head's rows)."""
-    if not isinstance(model, torch.nn.Module):  # a llama.cpp model: its logits rows' width
+    if not isinstance(model, torch.nn.Module):  # another runtime's model (lm.runtime): its logits rows' width
         return int(model.vocab_size)
     head = model.get_output_embeddings()  # a Linear, or an int8 one (no weight tensor)
     return int(head.out_features) if head is not None else int(model.config.vocab_size)
