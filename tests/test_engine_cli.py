@@ -5,14 +5,13 @@ import io
 import json
 
 import pytest
-import torch
 
 from specviz.cli import main
 from specviz.engine import cli
 from specviz.events import Trace
 from specviz.app.live import k_for_policy
 from specviz.settings import GenerationSettings, from_request
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

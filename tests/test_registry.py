@@ -2,7 +2,8 @@
 settings, the page's radio, the CLI's --drafter, the bench's sv-<name>, and the engine, whose
 greedy output with it equals plain greedy output. A runtime registered in `choices.RUNTIMES`
 (with its models, LM and loader, `tests/toy_runtime.py`) is offered in the same places, loads
-through the engine and decodes as torch does. Also: each choice's names are spelled in
+through the engine and decodes as torch does. A tab added to `page.TABS` (`tests/toy_tab.py`)
+is built and redrawn after a run. Also: each choice's names are spelled in
 one place in specviz/ (its registry), so the registries are the only lists to extend."""
 
 from __future__ import annotations
@@ -228,3 +229,31 @@ def test_a_drafter_needing_what_a_registered_runtime_lacks_is_refused_in_words(t
     pair = load_pair(toy_folders, runtime=toy_runtime.name)
     with pytest.raises(UserError, match=f"runs on the torch runtime only; this pair runs on {toy_runtime.name}"):
         run(pair, "def f():", GenerationSettings(drafter=choices.TREE, max_new_tokens=4))
+
+
+# --- a tab -----------------------------------------------------------------------------------
+
+
+def test_a_tab_added_to_the_page_is_built_and_redrawn_from_each_new_trace(monkeypatch):
+    """`tests/toy_tab.py` added to `page.TABS` gets its own tab, and one step of the chain
+    that follows a run redraws it from the run's trace (a recorded one here)."""
+    from specviz.app import page
+    from specviz.app.config import PageConfig
+    from specviz.events import load_trace
+    from toy_tab import ToyTab
+
+    monkeypatch.setattr(page, "TABS", page.TABS + (ToyTab,))
+    demo = page.build_page(PageConfig(default_pair="qwen-coder", preload=False))
+    by_elem = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    assert by_elem["tab-toy-rounds"].label == ToyTab.title
+    words = by_elem["toy-rounds-words"]
+    fns = list(demo.fns.values())
+    run = next(f for f in fns if f.name == "run" and f.trigger_after is not None)
+    chain, fn = [], run
+    while (fn := next((f for f in fns if f.trigger_after == fn._id), None)) is not None:
+        chain.append(fn)
+    (step,) = [f for f in chain if words in f.outputs]  # redrawn once after a run
+    trace = load_trace((Path(__file__).parent / "data" / "viz_trace_greedy.json").read_text())
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
+    out = step.fn(trace, *([None] * (len(step.inputs) - 1)))
+    assert out[step.outputs.index(words)] == f"{len(trace.token_ids)} tokens in {len(rounds)} rounds"

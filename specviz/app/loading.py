@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from specviz.choices import AUTO
 from specviz.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ class Cancelled(Exception):
 class LoadState:
     name: str
     with_draft: bool
-    runtime: str = "auto"
+    runtime: str = AUTO
     fraction: float = 0.0
     message: str = "waiting to load"
     started: float = field(default_factory=time.monotonic)
@@ -43,7 +44,7 @@ class LoadState:
         return self.done.is_set() and self.error is None
 
 
-def _default_load(name: str, *, with_draft: bool, progress: Progress, runtime: str = "auto") -> Any:
+def _default_load(name: str, *, with_draft: bool, progress: Progress, runtime: str = AUTO) -> Any:
     from specviz.engine.load import load  # imported here: torch and transformers load slowly
 
     return load(name, with_draft=with_draft, progress=progress, runtime=runtime, prepare_untimed=True)
@@ -65,12 +66,12 @@ class PairLoader:
         self._states: dict[tuple[str, str], LoadState] = {}
         self._latest: dict[str, LoadState] = {}  # per pair name, its load on the runtime asked for last
 
-    def request(self, name: str, *, with_draft: bool = True, runtime: str = "auto") -> LoadState:
+    def request(self, name: str, *, with_draft: bool = True, runtime: str = AUTO) -> LoadState:
         """The state of `name`'s load on `runtime`, starting it if nothing usable is loaded or loading."""
         with self._lock:
             state = self._states.get((name, runtime))
             usable = state is not None and state.error is None and (state.with_draft or not with_draft)
-            if usable and runtime == "auto" and state.ready and self._switch(state.pair):
+            if usable and runtime == AUTO and state.ready and self._switch(state.pair):
                 usable = False  # measured since: `auto` now picks another runtime, loaded at this run
             if usable:
                 self._latest[name] = state
@@ -89,7 +90,7 @@ class PairLoader:
         name: str,
         *,
         with_draft: bool = True,
-        runtime: str = "auto",
+        runtime: str = AUTO,
         on_progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         poll_s: float = 0.25,

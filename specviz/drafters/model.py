@@ -16,6 +16,7 @@ import time
 import torch
 
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
+from specviz.choices import AUTO
 from specviz.lm import rows
 from specviz.lm.runtime import LM
 from specviz.lm.sampling import Sampler
@@ -85,7 +86,7 @@ def make(pair, settings, *, generator=None, history=()) -> "ModelDrafter":
     if pair.cross_tokenizer:
         from specviz.drafters.cross_vocab import make_cross_drafter
 
-        return make_cross_drafter(pair, settings, generator, None if settings.vocab_method == "auto" else settings.vocab_method)
+        return make_cross_drafter(pair, settings, generator, None if settings.vocab_method == AUTO else settings.vocab_method)
     from specviz.lm.prompt import stop_ids
     from specviz.lm.runtime import open_lm
 

@@ -9,6 +9,7 @@ one-token passes).
 from __future__ import annotations
 
 from specviz.drafters.cost_model import for_pair, is_cached
+from specviz.choices import AUTO
 from specviz.engine import runtime_choice, runtime_prepare
 from specviz import lm
 from specviz.lm.pair import ModelPair
@@ -18,7 +19,7 @@ from specviz.models.progress import Progress
 MODELS_SHARE = 0.9
 
 
-def load(spec, *, with_draft: bool = True, progress: Progress | None = None, runtime: str = "auto",
+def load(spec, *, with_draft: bool = True, progress: Progress | None = None, runtime: str = AUTO,
          prepare_untimed: bool = False, **options) -> ModelPair:
     """`lm.load_pair(spec, ...)` and the pair's cost model, on the runtime `runtime`
     names ("auto": `runtime_choice.choose`; what was chosen and why, and the rates measured

@@ -49,7 +49,7 @@ TORCH_OPTIONS = {"device": "SPECVIZ_DEVICE", "dtype": "SPECVIZ_DTYPE", "int8_dra
                  "device_map": "SPECVIZ_DEVICE_MAP", "max_memory": "SPECVIZ_MAX_MEMORY"}
 
 
-def choose(spec, requested: str = "auto", *, options: dict | None = None, env=os.environ) -> Choice:
+def choose(spec, requested: str = AUTO, *, options: dict | None = None, env=os.environ) -> Choice:
     """The runtime to load `spec` on, and why. `options`: the load's other options; one that
     only torch has (a device, a precision, a device map) makes `auto` torch, and is refused
     beside an explicit llama.cpp."""
@@ -70,7 +70,7 @@ def choose(spec, requested: str = "auto", *, options: dict | None = None, env=os
 
     if torch.cuda.is_available():
         return Choice(TORCH, "a GPU is here, and this llama.cpp build runs on the CPU")
-    asked = (env.get(ENV) or "auto").strip()
+    asked = (env.get(ENV) or AUTO).strip()
     if asked not in CHOICES:
         raise UserError(f"{ENV} must be one of {', '.join(CHOICES.names)} (got {asked!r})")
     if asked != AUTO:

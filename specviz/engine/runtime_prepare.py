@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from specviz.choices import AUTO
+
 ENV = "SPECVIZ_PREPARE"
 # The child's CPU priority (os.nice): last in line behind the page's own runs.
 NICE = 19
@@ -160,7 +162,7 @@ def switch_to(pair) -> str | None:
     from specviz.engine.runtime_choice import choose
 
     c = (getattr(pair, "info", None) or {}).get("runtime_choice")
-    if not isinstance(c, dict) or c.get("requested") != "auto" or not c.get("spec"):
+    if not isinstance(c, dict) or c.get("requested") != AUTO or not c.get("spec"):
         return None
-    now = choose(c["spec"], "auto").runtime
+    now = choose(c["spec"], AUTO).runtime
     return now if now != pair.runtime else None
