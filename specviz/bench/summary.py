@@ -109,7 +109,7 @@ def _by_kind(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> 
 
 
 def _draft_free_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> list[dict]:
-    """Issue 38's goals where the run has their methods and prompts."""
+    """The draft-free methods' goals, where the run has their methods and prompts."""
     out: list[dict] = []
     kinds = _by_kind(per_prompt, prompts, names)
 

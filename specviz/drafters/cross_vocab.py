@@ -125,12 +125,7 @@ def to_target(target_text: TokenText, context: list[int], drafted: bytes) -> tup
         new = ids[len(tail) :]
     else:
         new = target_text.encode(drafted)
-    spans, at = [], 0
-    for i in new:
-        n = len(target_text.bytes([i]))
-        spans.append((at, at + n))
-        at += n
-    return new, spans
+    return new, _spans(target_text, new)
 
 
 def overlapping(span: tuple[int, int], spans: list[tuple[int, int]]) -> list[int]:
