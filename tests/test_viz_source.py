@@ -95,3 +95,24 @@ def test_a_run_that_stood_aside_says_why_in_the_runtimes_pass_costs(pair):
     assert speculation_note_html(fast) == ""
     # While the run streams it says nothing yet.
     assert speculation_note_html(replace(slow, summary=replace(slow.summary, stop_reason=""))) == ""
+
+
+def test_a_run_on_a_busier_machine_than_at_load_says_so(pair):
+    """The note compares the run's measured target passes with the load-time costs of the
+    same passes: with V(n) flat at 50 ms, rounds that each took 100 ms ran 2.0x slower."""
+    from dataclasses import replace
+
+    from specviz.viz.speculation_note import speculation_note_html
+
+    trace = engine.run(pair, PROMPT, GenerationSettings(drafter="suffix", max_new_tokens=24, raw=True))
+    flat = {"verify": {"1": 50.0, "17": 50.0}, "draft": 0.0}
+
+    def taking(ms: float):
+        events = [replace(e, verify_ms=ms) if e.type == "round" else e for e in trace.events]
+        return replace(trace, events=events, meta={**trace.meta, "cost_model": flat},
+                       summary=replace(trace.summary, speedup_vs_plain=0.8))
+
+    busy = speculation_note_html(taking(100.0))
+    assert 'data-slowdown="2.00"' in busy and "took 2.0\u00d7 what the same passes cost when the pair loaded" in busy
+    quiet = speculation_note_html(taking(50.0))
+    assert 'data-slowdown="1.00"' in quiet and "busier" not in quiet
