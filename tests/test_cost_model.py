@@ -432,3 +432,22 @@ def test_a_probe_waits_until_the_plain_rounds_have_paid_for_the_drafts_catch_up(
     _, probes, _ = _run_with_a_prompt_to_catch_up(n, prompt=250, read_ms=6.4, tell_unread=True)
     priced = CostAwareLength(LLAMACPP_COST, 16).catch_up_ms
     assert probes and priced(250 + probes[0]) <= cost_aware.PROBE_SHARE * (n - probes[0]) * LLAMACPP_COST.verify_ms(1)
+
+
+def test_a_check_slowed_for_a_moment_is_timed_again_and_the_cache_used_as_it_is(tmp_path, one_thread, monkeypatch):
+    # The first check ran while something held the CPU for a moment (13x slower), the next
+    # one did not: the load is priced by the cache, not by the moment. A machine slow at
+    # every try is still priced as timed.
+    from specviz.drafters import cost_model
+
+    pair = tiny_pair("close")
+    load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
+    monkeypatch.setattr(cost_model, "CHECK_PAUSE_S", 0.0)
+    checks = iter([13.0, 1.05])
+    monkeypatch.setattr(cost_model, "_check_ratio", lambda pair, cached: next(checks))
+    assert load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1).source == "cached"
+    tries = []
+    monkeypatch.setattr(cost_model, "_check_ratio", lambda pair, cached: tries.append(1) or 2.0 + 0.1 * len(tries))
+    busy = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
+    assert len(tries) == 1 + cost_model.CHECK_RETRIES
+    assert busy.source == "cached, scaled" and busy.meta["scaled_by"] == pytest.approx(2.1)  # the fastest try
