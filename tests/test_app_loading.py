@@ -1,6 +1,7 @@
 """The page's background loader and per-session Stop flags (no models: the load is a function)."""
 
 import threading
+import time
 
 import pytest
 
@@ -78,3 +79,33 @@ def test_a_new_run_stops_the_previous_one_in_the_same_session_only():
     flags.finish("s1", second)
     flags.stop("s1")  # nothing running: a no-op
     assert not other.is_set()
+
+
+def test_after_stop_a_run_sends_no_round_that_shows_it_running(monkeypatch):
+    # A round that ends after Stop was pressed (its flag set) would draw the stream as running
+    # again over the stopped one; only the finished trace, which says it was stopped, goes out.
+    from types import SimpleNamespace
+
+    from specviz.app import runner
+    from specviz.app.config import PageConfig
+
+    def trace(reason: str = ""):
+        return SimpleNamespace(summary=SimpleNamespace(stop_reason=reason), token_ids=[])
+
+    before, after, finished = trace(), trace(), trace("cancelled")
+
+    def generate(*args, **kwargs):  # the pauses let each round reach the stream before the next
+        yield before
+        time.sleep(0.2)
+        runner.FLAGS.stop("s")  # Stop pressed while the next round runs
+        yield after
+        time.sleep(0.3)
+        yield finished
+
+    monkeypatch.setattr(runner, "check_pair", lambda name, config: name)
+    monkeypatch.setattr(runner, "LOADER", SimpleNamespace(wait=lambda *a, **k: None))
+    monkeypatch.setattr(runner, "_generate", generate)
+    from specviz.settings import GenerationSettings
+
+    sent = list(runner.stream("p", "x", GenerationSettings(), "s", PageConfig(preload=False), min_interval_s=0.0))
+    assert sent == [before, finished]

@@ -92,6 +92,10 @@ def stream(
         last = None
         for last in newest(_generate(pair_name, prompt, settings.to_dict(), session, run_wall_s(config), history),
                            min_interval_s=min_interval_s, stop=flag.set):
+            if flag.is_set() and not last.summary.stop_reason:
+                # Stopped, or replaced by a new run: the page already shows the run as it stood,
+                # marked stopped; a round still on its way must not show it running again.
+                continue
             yield last
         if remember and last is not None and last.summary.stop_reason:
             OUTPUTS.add(session, str(pair_name), list(last.token_ids))
