@@ -1,0 +1,98 @@
+"""The sizes and counts a visitor sends that are not generation settings, each bounded once.
+
+The page, the API (and the MCP tools it serves) and the command line check the same limit
+before any work that grows with the value, and refuse in one line that names the value, the
+limit and the environment variable that changes it:
+
+    k_max is 5000000; the limit is 64 (SPECVIZ_MAX_K)
+
+A limit is read from its environment variable each time it is checked, so an operator's
+setting applies at once; an unreadable setting is refused in the same one line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from specviz.errors import UserError
+
+
+class LimitError(UserError):
+    """A size or count over its limit."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str  # what is counted, as a refusal names it
+    default: float
+    env: str  # the environment variable that changes it
+    what: str  # one line for the README's table
+
+    @property
+    def value(self) -> float:
+        raw = os.environ.get(self.env)
+        if raw is None or not raw.strip():
+            return self.default
+        try:
+            v = float(raw)
+        except ValueError:
+            v = float("nan")
+        if not 0 < v < float("inf"):
+            raise LimitError(f"{self.env} is {raw!r}; it must be a number above 0 (default {_show(self.default)})")
+        return int(v) if float(self.default).is_integer() and v.is_integer() else v
+
+    def check(self, value: float, name: str | None = None):
+        """`value`, or LimitError when it is over the limit."""
+        limit = self.value
+        if value > limit:
+            raise LimitError(f"{name or self.name} is {_show(value)}; the limit is {_show(limit)} ({self.env})")
+        return value
+
+    def check_text(self, text: str, name: str | None = None) -> str:
+        """`text`, or LimitError when it holds more characters than the limit."""
+        limit = self.value
+        if len(text) > limit:
+            raise LimitError(f"{name or self.name} is {len(text):,} characters; the limit is {_show(limit)} ({self.env})")
+        return text
+
+
+def _show(x: float) -> str:
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        x = int(x)
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
+METRICS_BYTES = Limit("the metrics payload", 2_000_000, "SPECVIZ_MAX_METRICS_BYTES",
+                      "bytes of a metrics payload (Prometheus text or JSON) read by the Production tab, API and CLI")
+METRICS_LINE = Limit("a Prometheus line", 4_096, "SPECVIZ_MAX_METRICS_LINE",
+                     "characters of one Prometheus sample line, its labels included")
+METRICS_POSITIONS = Limit("the position label", 256, "SPECVIZ_MAX_POSITIONS",
+                          "draft positions in a metrics payload: the largest `position` label, an "
+                          "`acceptance_histogram`'s entries less one")
+METRICS_OBJECTS = Limit("JSON objects in the payload", 10_000, "SPECVIZ_MAX_METRICS_OBJECTS",
+                        "JSON responses read at once (a list, JSON lines or a stream)")
+JSON_DEPTH = Limit("the JSON nesting", 64, "SPECVIZ_MAX_JSON_DEPTH", "how deep a metrics payload's JSON nests")
+K_MAX = Limit("k_max", 64, "SPECVIZ_MAX_K", "the longest draft `best_k` searches, and `speedup`'s k")
+DISTRIBUTION_ENTRIES = Limit("entries", 1_024, "SPECVIZ_MAX_DISTRIBUTION",
+                             "entries of the Lossless lab's p and q (page, API, CLI)")
+DISTRIBUTION_CHARS = Limit("the distribution", 65_536, "SPECVIZ_MAX_DISTRIBUTION_CHARS",
+                           "characters of the Lossless lab's p or q as typed")
+SAMPLES = Limit("samples", 20_000_000, "SPECVIZ_MAX_SAMPLES", "draws of one Lossless lab run (each rule's, in the bug gallery)")
+TEMPERATURES = Limit("the number of temperatures", 8, "SPECVIZ_MAX_TEMPERATURES", "temperatures in one sweep")
+TEMPERATURES_CHARS = Limit("the temperatures", 200, "SPECVIZ_MAX_TEMPERATURES_CHARS", "characters of the sweep's list")
+SWEEP_WALL_S = Limit("the sweep's wall time", 600, "SPECVIZ_MAX_SWEEP_S",
+                     "seconds one temperature sweep may hold the model, all its runs together")
+BATCH_SIZE = Limit("the batch size", 64, "SPECVIZ_MAX_BATCH", "sequences in one pass of the batching lab")
+BATCH_SIZES = Limit("the number of batch sizes", 8, "SPECVIZ_MAX_BATCH_SIZES", "batch sizes the batching lab times")
+REPEATS = Limit("repeats", 20, "SPECVIZ_MAX_REPEATS", "timed passes per size in the batching lab")
+PAIR_CHARS = Limit("the pair", 512, "SPECVIZ_MAX_PAIR_CHARS", "characters of a pair: a preset, or 'DRAFT -> TARGET'")
+
+ALL = (METRICS_BYTES, METRICS_LINE, METRICS_POSITIONS, METRICS_OBJECTS, JSON_DEPTH, K_MAX, DISTRIBUTION_ENTRIES,
+       DISTRIBUTION_CHARS, SAMPLES, TEMPERATURES, TEMPERATURES_CHARS, SWEEP_WALL_S, BATCH_SIZE, BATCH_SIZES, REPEATS,
+       PAIR_CHARS)
+
+
+def table() -> str:
+    """The limits as Markdown rows: what, default, environment variable."""
+    return "\n".join(f"| {lim.what} | {_show(lim.default)} | `{lim.env}` |" for lim in ALL)
