@@ -28,6 +28,7 @@ class Limit:
     default: float
     env: str  # the environment variable that changes it
     what: str  # one line for the README's table
+    unit: str = ""  # after the numbers in a refusal: "bytes", "characters"
 
     @property
     def value(self) -> float:
@@ -46,49 +47,50 @@ class Limit:
         """`value`, or LimitError when it is over the limit."""
         limit = self.value
         if value > limit:
-            raise LimitError(f"{name or self.name} is {_show(value)}; the limit is {_show(limit)} ({self.env})")
+            unit = f" {self.unit}" if self.unit else ""
+            raise LimitError(f"{name or self.name} is {_show(value)}{unit}; the limit is {_show(limit)}{unit} ({self.env})")
         return value
 
     def check_text(self, text: str, name: str | None = None) -> str:
         """`text`, or LimitError when it holds more characters than the limit."""
-        limit = self.value
-        if len(text) > limit:
-            raise LimitError(f"{name or self.name} is {len(text):,} characters; the limit is {_show(limit)} ({self.env})")
+        self.check(len(text), name)
         return text
 
 
 def _show(x: float) -> str:
-    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+    """A number in a refusal: whole numbers with thousands separators, huge ones as 1e+300."""
+    if abs(x) >= 1e15:
+        return f"{float(x):.3g}"
+    if isinstance(x, float) and x.is_integer():
         x = int(x)
     return f"{x:,}" if isinstance(x, int) else f"{x:g}"
 
 
 METRICS_BYTES = Limit("the metrics payload", 2_000_000, "SPECVIZ_MAX_METRICS_BYTES",
-                      "bytes of a metrics payload (Prometheus text or JSON) read by the Production tab, API and CLI")
+                      "bytes of a metrics payload (Prometheus text or JSON) read by the Production tab, API and CLI", "bytes")
 METRICS_LINE = Limit("a Prometheus line", 4_096, "SPECVIZ_MAX_METRICS_LINE",
-                     "characters of one Prometheus sample line, its labels included")
+                     "characters of one Prometheus sample line, its labels included", "characters")
 METRICS_POSITIONS = Limit("the position label", 256, "SPECVIZ_MAX_POSITIONS",
                           "draft positions in a metrics payload: the largest `position` label, an "
                           "`acceptance_histogram`'s entries less one")
 METRICS_OBJECTS = Limit("JSON objects in the payload", 10_000, "SPECVIZ_MAX_METRICS_OBJECTS",
                         "JSON responses read at once (a list, JSON lines or a stream)")
-JSON_DEPTH = Limit("the JSON nesting", 64, "SPECVIZ_MAX_JSON_DEPTH", "how deep a metrics payload's JSON nests")
 K_MAX = Limit("k_max", 64, "SPECVIZ_MAX_K", "the longest draft `best_k` searches, and `speedup`'s k")
 DISTRIBUTION_ENTRIES = Limit("entries", 1_024, "SPECVIZ_MAX_DISTRIBUTION",
                              "entries of the Lossless lab's p and q (page, API, CLI)")
 DISTRIBUTION_CHARS = Limit("the distribution", 65_536, "SPECVIZ_MAX_DISTRIBUTION_CHARS",
-                           "characters of the Lossless lab's p or q as typed")
+                           "characters of the Lossless lab's p or q as typed", "characters")
 SAMPLES = Limit("samples", 20_000_000, "SPECVIZ_MAX_SAMPLES", "draws of one Lossless lab run (each rule's, in the bug gallery)")
 TEMPERATURES = Limit("the number of temperatures", 8, "SPECVIZ_MAX_TEMPERATURES", "temperatures in one sweep")
-TEMPERATURES_CHARS = Limit("the temperatures", 200, "SPECVIZ_MAX_TEMPERATURES_CHARS", "characters of the sweep's list")
+TEMPERATURES_CHARS = Limit("the temperatures", 200, "SPECVIZ_MAX_TEMPERATURES_CHARS", "characters of the sweep's list", "characters")
 SWEEP_WALL_S = Limit("the sweep's wall time", 600, "SPECVIZ_MAX_SWEEP_S",
-                     "seconds one temperature sweep may hold the model, all its runs together")
+                     "seconds one temperature sweep may hold the model, all its runs together", "s")
 BATCH_SIZE = Limit("the batch size", 64, "SPECVIZ_MAX_BATCH", "sequences in one pass of the batching lab")
 BATCH_SIZES = Limit("the number of batch sizes", 8, "SPECVIZ_MAX_BATCH_SIZES", "batch sizes the batching lab times")
 REPEATS = Limit("repeats", 20, "SPECVIZ_MAX_REPEATS", "timed passes per size in the batching lab")
-PAIR_CHARS = Limit("the pair", 512, "SPECVIZ_MAX_PAIR_CHARS", "characters of a pair: a preset, or 'DRAFT -> TARGET'")
+PAIR_CHARS = Limit("the pair", 512, "SPECVIZ_MAX_PAIR_CHARS", "characters of a pair: a preset, or 'DRAFT -> TARGET'", "characters")
 
-ALL = (METRICS_BYTES, METRICS_LINE, METRICS_POSITIONS, METRICS_OBJECTS, JSON_DEPTH, K_MAX, DISTRIBUTION_ENTRIES,
+ALL = (METRICS_BYTES, METRICS_LINE, METRICS_POSITIONS, METRICS_OBJECTS, K_MAX, DISTRIBUTION_ENTRIES,
        DISTRIBUTION_CHARS, SAMPLES, TEMPERATURES, TEMPERATURES_CHARS, SWEEP_WALL_S, BATCH_SIZE, BATCH_SIZES, REPEATS,
        PAIR_CHARS)
 

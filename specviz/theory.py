@@ -22,6 +22,7 @@ from typing import Union
 
 import numpy as np
 
+from specviz import limits
 from specviz.cost_curve import CostCurve
 from specviz.errors import UserError
 from specviz.settings import MAX_K
@@ -136,24 +137,28 @@ def _ks(k) -> np.ndarray:
         kk = kk.astype(int)
     if kk.dtype.kind not in "iu" or np.any(kk < 0):
         raise UserError(f"k must be a whole number, 0 or more (got {_show(k)})")
+    if kk.size:
+        limits.K_MAX.check(int(kk.max()), "k")
     return kk
 
 
 def _k_max(k_max) -> int:
     if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 0:
         raise UserError(f"k_max must be a whole number, 0 or more (got {k_max!r})")
-    return int(k_max)
+    return limits.K_MAX.check(int(k_max))
 
 
 def _positive(x, name: str):
-    if not np.all(np.asarray(x, dtype=float) > 0):
-        raise UserError(f"{name} must be above 0 (got {_show(x)})")
+    a = np.asarray(x, dtype=float)
+    if not np.all((a > 0) & np.isfinite(a)):
+        raise UserError(f"{name} must be above 0 and finite (got {_show(x)})")
     return x
 
 
 def _non_negative(x, name: str):
-    if not np.all(np.asarray(x, dtype=float) >= 0):
-        raise UserError(f"{name} must be 0 or more (got {_show(x)})")
+    a = np.asarray(x, dtype=float)
+    if not np.all((a >= 0) & np.isfinite(a)):
+        raise UserError(f"{name} must be 0 or more and finite (got {_show(x)})")
     return x
 
 

@@ -6,6 +6,7 @@ the API's one-line errors (`shown_errors`)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 
 import gradio as gr
@@ -155,7 +156,7 @@ def generate_api_summary(config: PageConfig):
 
 
 def _whole(x, name: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or x != int(x):
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x != int(x):
         raise UserError(f"{name} must be a whole number (got {x!r})")
     return int(x)
 

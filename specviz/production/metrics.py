@@ -19,7 +19,8 @@ Read (`read`), each with the names its engine uses:
   predicted_n - draft_n_accepted.
 
 Several JSON objects (a list, JSON lines or a stream of `data:` lines) add up. Anything else
-is a `MetricsError` of one line that names what is missing.
+is a `MetricsError` of one line that names what is missing. Sizes are checked against
+`specviz.limits` before the work that grows with them, and reading is linear in the payload.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specviz import limits
 from specviz.acceptance import PositionStats
 from specviz.errors import UserError
 
@@ -116,6 +118,7 @@ class Counts:
 
 def read(text: str | bytes) -> list[Counts]:
     """The speculative counts in `text`, one per model it reports on."""
+    limits.METRICS_BYTES.check(len(text) if isinstance(text, bytes) else _utf8_size(text))
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")
@@ -130,6 +133,14 @@ def read(text: str | bytes) -> list[Counts]:
     return _from_prometheus(text)
 
 
+def _utf8_size(text: str) -> int:
+    """Bytes `text` takes as UTF-8, or its length where that alone is over the limit (a
+    character is at least a byte): never a copy of a payload too large to read."""
+    if text.isascii() or len(text) > limits.METRICS_BYTES.value:
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 # --- JSON ---------------------------------------------------------------------------------
 
 
@@ -139,20 +150,31 @@ def _json_objects(text: str) -> list | None:
     if text[0] not in "[{" and not text.startswith("data:"):
         return None
     try:
-        value = json.loads(text)
-        return value if isinstance(value, list) else [value]
+        value = _loads(text)
+        values = value if isinstance(value, list) else [value]
+    except MetricsError:
+        raise
     except ValueError:
-        pass
-    values = []
-    for line in text.splitlines():
-        line = line.strip().removeprefix("data:").strip()
-        if not line or line == "[DONE]":
-            continue
-        try:
-            values.append(json.loads(line))
-        except ValueError as e:
-            raise MetricsError(f"not JSON ({e}): paste one JSON response, JSON lines, or Prometheus text") from None
+        values = []
+        for line in text.splitlines():
+            line = line.strip().removeprefix("data:").strip()
+            if not line or line == "[DONE]":
+                continue
+            try:
+                values.append(_loads(line))
+            except MetricsError:
+                raise
+            except ValueError as e:
+                raise MetricsError(f"not JSON ({e}): paste one JSON response, JSON lines, or Prometheus text") from None
+    limits.METRICS_OBJECTS.check(len(values))
     return values
+
+
+def _loads(text: str):
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise MetricsError("the JSON nests too deeply to be an engine's response") from None
 
 
 def _from_json(objects: list) -> Counts:
@@ -188,7 +210,7 @@ def _one_json(o) -> Counts | None:
 
 def _int(d: dict, key: str, where: str) -> int:
     v = d.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v != int(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf") or v != int(v):
         raise MetricsError(f"{where}: {key} is missing or not a count")
     return int(v)
 
@@ -200,10 +222,13 @@ def _vllm_request(spec: dict, engine: str, model: str) -> Counts:
     steps, drafted, accepted = (_int(spec, k, where) for k in ("num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens"))
     hist = spec.get("acceptance_histogram")
     histogram = per_position = None
-    if isinstance(hist, list) and hist and all(isinstance(h, int) and h >= 0 for h in hist):
+    if isinstance(hist, list):
+        limits.METRICS_POSITIONS.check(len(hist) - 1, f"{where}: acceptance_histogram's length less one")
+    if isinstance(hist, list) and hist and all(isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hist):
         histogram = hist
-        # Steps that accepted at least i drafts accepted one at position i.
-        per_position = [int(sum(hist[i:])) for i in range(1, len(hist))]
+        # Steps that accepted at least i drafts accepted one at position i: sums from the end.
+        at_least = np.cumsum(np.array(hist[::-1], dtype=object))[::-1]
+        per_position = [int(n) for n in at_least[1:]]
         if sum(hist) != steps:
             raise MetricsError(f"{where}: acceptance_histogram counts {sum(hist)} steps, num_spec_steps says {steps}")
     return Counts(engine, "per-request metrics JSON", model, steps=steps, draft_tokens=drafted, accepted=accepted,
@@ -254,7 +279,8 @@ def _sum(found: list[Counts]) -> Counts:
 # --- Prometheus text ----------------------------------------------------------------------
 
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)(?:\s+\d+)?$")
-_LABEL = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# One label, matched where the last one ended (a scan from every offset would be quadratic).
+_LABEL = re.compile(r'\s*(\w+)\s*=\s*"((?:[^"\\]|\\.)*+)"\s*,?')
 _PREFIXES = {"vllm:": "vLLM", "llamacpp:": "llama.cpp"}
 _NAMES = ("spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens",
           "spec_decode_num_accepted_tokens_per_pos")
@@ -263,10 +289,11 @@ _NAMES = ("spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode
 def _from_prometheus(text: str) -> list[Counts]:
     series: dict[tuple, list[float]] = {}  # (engine, model, name, position, other labels) -> values in order
     seen_any = False
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
+        limits.METRICS_LINE.check(len(line), f"line {number}")
         m = _SAMPLE.match(line)
         try:
             value = float(m["value"]) if m else None
@@ -282,9 +309,13 @@ def _from_prometheus(text: str) -> list[Counts]:
         base = name[len(prefix):].removesuffix("_total")
         if base not in _NAMES:
             continue
-        labels = dict(_LABEL.findall(m["labels"] or ""))
+        if not 0 <= value < float("inf"):
+            raise MetricsError(f"line {number}: a counter must be a finite number, 0 or more (got {m['value']})")
+        labels = _labels(m["labels"] or "")
         model = labels.pop("model_name", labels.pop("model", ""))
         position = labels.pop("position", None)
+        if position is not None and position.isascii() and position.isdigit():
+            limits.METRICS_POSITIONS.check(int(position), f"line {number}: the position label")
         key = (_PREFIXES[prefix], model, base, position, tuple(sorted(labels.items())))
         series.setdefault(key, []).append(value)
     if not series:
@@ -294,6 +325,18 @@ def _from_prometheus(text: str) -> list[Counts]:
     out = []
     for engine, model in sorted({(k[0], k[1]) for k in series}):
         out.append(_model_counts(engine, model, {k: v for k, v in series.items() if k[0] == engine and k[1] == model}))
+    return out
+
+
+def _labels(text: str) -> dict[str, str]:
+    """`a="1",b="x"` as a dict; reading stops at the first part that is not a label."""
+    out, at = {}, 0
+    while at < len(text):
+        m = _LABEL.match(text, at)
+        if m is None:
+            break
+        out[m[1]] = m[2]
+        at = m.end()
     return out
 
 
@@ -322,7 +365,7 @@ def _model_counts(engine: str, model: str, series: dict) -> Counts:
         notes.append("more than two scrapes: the first and the last are compared")
     by_pos: dict[int, float] = {}
     for k, v in series.items():
-        if k[2] == _NAMES[3] and k[3] is not None and k[3].isdigit():
+        if k[2] == _NAMES[3] and k[3] is not None and k[3].isascii() and k[3].isdigit():
             by_pos[int(k[3])] = by_pos.get(int(k[3]), 0.0) + counted(v)
     per_position = [int(round(by_pos.get(i, 0.0))) for i in range(max(by_pos) + 1)] if by_pos else None
     if per_position is None:

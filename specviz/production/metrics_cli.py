@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -28,10 +29,20 @@ def run(args: argparse.Namespace) -> int:
     from specviz.production.metrics import read
     from specviz.production.judge import cost_of, judge
 
+    from specviz.limits import METRICS_BYTES
+
+    most = int(METRICS_BYTES.value) + 1  # one byte past the limit is enough to refuse it
     try:
-        data = sys.stdin.buffer.read() if args.file == "-" else open(args.file, "rb").read()
+        if args.file == "-":
+            data = sys.stdin.buffer.read(most)
+        else:
+            with open(args.file, "rb") as f:
+                data = f.read(most)
     except OSError as e:
         raise UserError(f"cannot read {args.file}: {e.strerror}") from None
+    if len(data) == most:
+        METRICS_BYTES.check(os.path.getsize(args.file) if args.file != "-" else most,
+                            args.file if args.file != "-" else "standard input (read so far)")
     counts = read(data)
     cost = cost_of(target_ms=args.target_ms, draft_ms=args.draft_ms, verify_ms=args.verify_ms, pair=args.pair)
     results = [judge(c, cost) for c in counts]
