@@ -22,12 +22,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from specviz import limits
 from specviz.engine.verify import residual_distribution
 from specviz.errors import UserError
 
 SUM_TOLERANCE = 1e-6
 CHUNK = 1 << 21  # draws per vectorised step: ~50 MB of temporaries
-MAX_SAMPLES = 1_000_000_000
 
 
 @dataclass
@@ -53,12 +53,15 @@ class LosslessResult:
 
 def check_distribution(values, name: str) -> np.ndarray:
     """A 1-D float64 array of probabilities, or UserError saying what is wrong with it."""
+    if hasattr(values, "__len__"):
+        limits.DISTRIBUTION_ENTRIES.check(len(values), f"{name}'s length")
     try:
         a = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
         raise UserError(f"{name} must be a list of numbers") from None
     if a.ndim != 1 or a.size == 0:
         raise UserError(f"{name} must be a non-empty list of probabilities")
+    limits.DISTRIBUTION_ENTRIES.check(a.size, f"{name}'s length")
     if not np.all(np.isfinite(a)):
         raise UserError(f"{name} must hold finite numbers only")
     if np.any(a < 0):
@@ -71,6 +74,10 @@ def check_distribution(values, name: str) -> np.ndarray:
 
 def parse_distribution(text: str, name: str) -> np.ndarray:
     """'0.5,0.2,0.2,0.1' -> a checked distribution."""
+    if not isinstance(text, str):
+        raise UserError(f"{name} must be comma-separated numbers, like 0.5,0.2,0.2,0.1")
+    limits.DISTRIBUTION_CHARS.check_text(text, name)
+    limits.DISTRIBUTION_ENTRIES.check(text.count(",") + 1, f"{name}'s length")
     try:
         values = [float(part) for part in text.split(",")]
     except ValueError:
@@ -279,8 +286,9 @@ def _check_inputs(p, q, samples, seed) -> tuple[np.ndarray, np.ndarray]:
     p, q = check_distribution(p, "p"), check_distribution(q, "q")
     if p.size != q.size:
         raise UserError(f"p and q must cover the same vocabulary (p has {p.size} entries, q has {q.size})")
-    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
-        raise UserError(f"samples must be a whole number from 1 to {MAX_SAMPLES:,} (got {samples!r})")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise UserError(f"samples must be a whole number, 1 or more (got {samples!r})")
+    limits.SAMPLES.check(samples)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UserError(f"seed must be a whole number, 0 or more (got {seed!r})")
     return p, q
