@@ -14,6 +14,7 @@ and the pass costs of several sequences at once with the speedup they predict by
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -27,7 +28,8 @@ from specviz.app.shown_errors import shown_errors
 from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse_temperatures
+from specviz.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse_temperatures, wall_left
+from specviz.limits import SWEEP_WALL_S
 from specviz.settings import GenerationSettings
 from specviz.viz import acceptance_plots as ap
 from specviz.viz import empty_figure, pass_cost_figure, runtime_curves
@@ -182,11 +184,16 @@ class Labs:
         rows = []
         try:
             name = self._pair(trace, pair_name, flag, progress, settings.needs_draft)
+            started = time.monotonic()
             for i, t in enumerate(temps):
+                wall_s = wall_left(started, self.config.max_wall_s)
+                if wall_s <= 0:
+                    yield sweep_views(rows, stopped=True, total=len(temps), out_of_time=True)
+                    return
                 progress(i / len(temps), desc=f"temperature {t:g}")
                 follow = None if runner.ON_ZERO_GPU else (lambda f, m, i=i: progress((i + f) / len(temps), desc=m))
-                part = SWEEP_POINT(name, settings.needs_draft, trace.prompt, settings.to_dict(), t, session,
-                                   self.config.max_wall_s, follow)
+                part = SWEEP_POINT(name, settings.needs_draft, trace.prompt, settings.to_dict(), t, session, wall_s,
+                                   follow)
                 rows += part.rows
                 yield sweep_views(rows, stopped=part.cancelled, total=len(temps))
                 if part.cancelled:
@@ -257,7 +264,7 @@ SWEEP_POINT = runner.on_gpu(holding(_sweep_point))
 BATCH_COSTS = runner.on_gpu(holding(_batch_costs))
 
 
-def sweep_views(rows, *, stopped: bool = False, total: int | None = None) -> tuple:
+def sweep_views(rows, *, stopped: bool = False, total: int | None = None, out_of_time: bool = False) -> tuple:
     fig = ap.temperature_sweep_figure([r.temperature for r in rows], [r.acceptance for r in rows],
                                       [r.tokens_per_round for r in rows], [r.speedup for r in rows])
     lines = [f"T = {r.temperature:g}: acceptance {r.acceptance:.0%}, {r.tokens_per_round:.2f} tokens a round, "
@@ -266,7 +273,10 @@ def sweep_views(rows, *, stopped: bool = False, total: int | None = None) -> tup
     if rows and rows[0].plain_ms_per_token:
         muted.append(f"Speedup: tokens/s over plain decoding's {1000 / rows[0].plain_ms_per_token:.2f} tokens/s, one target "
                      f"pass of {rows[0].plain_ms_per_token:.0f} ms from the pair's measured costs.")
-    if stopped:
+    if out_of_time:
+        muted.append(f"The sweep's time ran out ({SWEEP_WALL_S.value:g} s, {SWEEP_WALL_S.env}): the temperatures not run "
+                     "are left out.")
+    elif stopped:
         muted.append("Stopped: the temperatures not run are left out.")
     elif total is not None and len(rows) < total:
         muted.append(f"{len(rows)} of {total} temperatures run\u2026")

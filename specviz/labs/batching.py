@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-from specviz import theory
+from specviz import limits, theory
 from specviz.cost_curve import PassCosts
 from specviz.errors import UserError
 from specviz.settings import MAX_K
@@ -130,7 +130,7 @@ def measure_batch_costs(
     why = missing(pair.runtime, BATCHED)
     if why:
         raise UserError(f"the batching lab: {why} (pick the torch runtime)")
-    _check_sizes(batch_sizes, pass_sizes)
+    _check_sizes(batch_sizes, pass_sizes, repeats)
     target_ms, draft_ms = [], []
     steps, done = len(batch_sizes) * (1 + (pair.draft is not None)), 0
     for b in batch_sizes:
@@ -178,9 +178,12 @@ def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = CO
     return fig
 
 
-def _check_sizes(batch_sizes: Sequence[int], pass_sizes: Sequence[int]) -> None:
-    if not batch_sizes or any(not isinstance(b, int) or not 1 <= b <= 64 for b in batch_sizes):
-        raise UserError(f"batch sizes must be whole numbers from 1 to 64 (got {list(batch_sizes)})")
+def _check_sizes(batch_sizes: Sequence[int], pass_sizes: Sequence[int], repeats: int = REPEATS) -> None:
+    limits.BATCH_SIZES.check(len(batch_sizes))
+    limits.REPEATS.check(repeats)
+    if not batch_sizes or any(not isinstance(b, int) or b < 1 for b in batch_sizes):
+        raise UserError(f"batch sizes must be whole numbers, 1 or more (got {list(batch_sizes)[:limits.BATCH_SIZES.value]})")
+    limits.BATCH_SIZE.check(max(batch_sizes))
     if not pass_sizes or 1 not in pass_sizes or any(not isinstance(n, int) or not 1 <= n <= MAX_K + 1 for n in pass_sizes):
         raise UserError(f"pass sizes must include 1 and lie from 1 to {MAX_K + 1} (got {list(pass_sizes)})")
     if sorted(set(batch_sizes)) != list(batch_sizes) or sorted(set(pass_sizes)) != list(pass_sizes):
@@ -292,11 +295,11 @@ def run(args: argparse.Namespace) -> int:
     from specviz.models import DEFAULT_PAIR
 
     batch_sizes, pass_sizes = _ints(args.batch_sizes, "--batch-sizes"), _ints(args.pass_sizes, "--pass-sizes")
-    _check_sizes(batch_sizes, pass_sizes)
-    if args.alpha is not None and not 0 <= args.alpha <= 1:
-        raise UserError(f"--alpha must be between 0 and 1 (got {args.alpha})")
     if args.repeats < 1:
         raise UserError("--repeats must be 1 or more")
+    _check_sizes(batch_sizes, pass_sizes, args.repeats)
+    if args.alpha is not None and not 0 <= args.alpha <= 1:
+        raise UserError(f"--alpha must be between 0 and 1 (got {args.alpha})")
     if not 1 <= args.k <= max(pass_sizes) - 1:
         raise UserError(f"--k must be from 1 to {max(pass_sizes) - 1}, the largest pass size less one (got {args.k})")
     pair = load(args.pair or DEFAULT_PAIR, with_draft=True, runtime=TORCH)  # batched passes are torch's (BATCHED)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TextIO
 
+from specviz import limits
 from specviz.choices import SPECULATIVE
 from specviz.errors import UserError
 from specviz.events import Trace
@@ -47,25 +49,37 @@ class SweepRow:
 class Sweep:
     rows: list[SweepRow]
     cancelled: bool = False  # stopped before every temperature had run
+    out_of_time: bool = False  # stopped by the sweep's wall-time limit (limits.SWEEP_WALL_S)
     traces: list[Trace] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rows": [asdict(r) for r in self.rows], "cancelled": self.cancelled}
+        return {"rows": [asdict(r) for r in self.rows], "cancelled": self.cancelled, "out_of_time": self.out_of_time}
 
 
 def parse_temperatures(text: str) -> list[float]:
-    """'0,0.7' -> [0.0, 0.7]: each a temperature the settings accept, no repeats."""
+    """'0,0.7' -> [0.0, 0.7]: each a temperature the settings accept, no repeats, at most
+    limits.TEMPERATURES of them."""
+    text = limits.TEMPERATURES_CHARS.check_text(str(text))
     try:
         temps = [float(t) for t in str(text).replace(" ", "").split(",") if t != ""]
     except ValueError:
         raise UserError(f"temperatures must be numbers separated by commas, like {DEFAULT_TEMPERATURES} (got {text!r})") from None
     if not temps:
         raise UserError(f"give at least one temperature, like {DEFAULT_TEMPERATURES}")
+    limits.TEMPERATURES.check(len(temps))
     if len(set(temps)) != len(temps):
         raise UserError(f"each temperature once (got {text!r})")
     for t in temps:
         replace(GenerationSettings(), temperature=t).validated()
     return temps
+
+
+def wall_left(started: float, max_wall_s: float | None) -> float:
+    """Seconds the next run of a sweep begun at `started` (time.monotonic()) may take: what is
+    left of the sweep's own limit (limits.SWEEP_WALL_S), and at most a run's `max_wall_s`.
+    0 when nothing is left: the sweep stops there, so one click never holds the model for hours."""
+    left = max(0.0, limits.SWEEP_WALL_S.value - (time.monotonic() - started))
+    return left if max_wall_s is None else min(max_wall_s, left)
 
 
 def plain_ms_per_token(trace: Trace, cost_model: Mapping | None = None) -> float | None:
@@ -109,13 +123,18 @@ def sweep(
     if settings.mode != SPECULATIVE:
         raise UserError("a temperature sweep compares speculative runs: use --mode speculative")
     temps = list(temperatures)
-    out = Sweep(rows=[])
+    limits.TEMPERATURES.check(len(temps))
+    out, started = Sweep(rows=[]), time.monotonic()
     for i, t in enumerate(temps):
         if should_stop is not None and should_stop():
             out.cancelled = True
             break
+        wall_s = wall_left(started, max_wall_s)
+        if wall_s <= 0:
+            out.cancelled = out.out_of_time = True
+            break
         run_settings = replace(settings, temperature=float(t)).validated()
-        generation = engine.start(pair, prompt, run_settings, should_stop=should_stop, max_wall_s=max_wall_s)
+        generation = engine.start(pair, prompt, run_settings, should_stop=should_stop, max_wall_s=wall_s)
         for event in generation:
             if on_progress is not None:
                 done = min(getattr(event, "new_tokens", 0) / run_settings.max_new_tokens, 1.0)
