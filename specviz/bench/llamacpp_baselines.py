@@ -4,8 +4,8 @@
 
 Greedy is top_k=1 (its sampler then takes the argmax); sampling is temperature with
 top-k/top-p off, as specviz samples. Its `Llama` has no switch for llama.cpp's extra buffer
-types, so on a CPU with AMX (where the AMX one segfaults, see lm/llamacpp_runtime/model.py) the model
-is loaded with the same default parameters specviz's runtime uses.
+types, so the model is loaded with the ones specviz's runtime uses (lm/llamacpp_runtime/library.py:
+off where a native build with AMX would crash).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from specviz.lm.llamacpp_runtime.library import cpu_has_amx, llama
+from specviz.lm.llamacpp_runtime.library import extra_buffer_types, llama
 
 PROMPT_LOOKUP_TOKENS = 10  # as hf_baselines' prompt lookup
 _models: dict[tuple, object] = {}
@@ -49,7 +49,7 @@ def _same_model_params(L):
 
     def params():
         p = original()
-        p.use_extra_bufts = not cpu_has_amx()
+        p.use_extra_bufts = extra_buffer_types()
         return p
 
     L.llama_model_default_params = params

@@ -1,6 +1,15 @@
 """llama-cpp-python itself: the module with its backend started, its version, and llama.cpp's
 log, kept in a small buffer (not the terminal) so that a failure names llama.cpp's own reason
-in one line (`last_error`)."""
+in one line (`last_error`).
+
+requirements.txt builds llama-cpp-python portably: ggml's CPU backend as one loadable library
+per instruction set (`GGML_BACKEND_DL`, `GGML_CPU_ALL_VARIANTS`), so an image built on one CPU
+runs right on another. Such a build finds no backend by itself (ggml looks beside the Python
+executable), so `llama()` loads one: the best this CPU runs, never an AMX one. llama.cpp's AMX
+buffer type segfaults on passes over more than one token on AMX Xeons; without it the weight
+repacking ("extra buffer types") is safe there and decodes faster than going without both
+(`extra_buffer_types`). A build with the backend linked in (`GGML_NATIVE`) is used as it is.
+"""
 
 from __future__ import annotations
 
@@ -35,8 +44,61 @@ def llama():
 
             _callback = keep
             llama_cpp.llama_log_set(_callback, ctypes.c_void_p(0))
+            _load_cpu_backend(Path(llama_cpp.__file__).parent / "lib")
             llama_cpp.llama_backend_init()
     return llama_cpp
+
+
+# The CPU backend that `llama()` loaded from a portable build ("zen4", "haswell", ...), or
+# None for a build with its backend linked in.
+CPU_VARIANT: str | None = None
+_AMX_VARIANTS = ("sapphirerapids",)  # GGML_CPU_ALL_VARIANTS' variants built with AMX
+
+
+def cpu_variants(lib: Path) -> dict[str, Path]:
+    """A portable build's CPU backends by variant name; empty for a native build."""
+    return {f.name[len("libggml-cpu-"):].split(".so")[0]: f for f in sorted(lib.glob("libggml-cpu-*.so"))}
+
+
+def choose_variant(scores: dict[str, int]) -> str | None:
+    """The variant with the highest score ggml gives it on this CPU (0: it cannot run here),
+    leaving out the AMX ones."""
+    usable = {name: score for name, score in scores.items() if score > 0 and name not in _AMX_VARIANTS}
+    return max(usable, key=lambda name: (usable[name], name)) if usable else None
+
+
+def _load_cpu_backend(lib: Path) -> None:
+    global CPU_VARIANT
+    variants = cpu_variants(lib)
+    if not variants:
+        return
+    scores = {}
+    for name, path in variants.items():
+        module = ctypes.CDLL(str(path))  # its static set-up only; the score reads CPUID
+        module.ggml_backend_score.restype = ctypes.c_int
+        scores[name] = int(module.ggml_backend_score())
+    chosen = choose_variant(scores)
+    if chosen is None:
+        raise LlamaCppUnavailable(f"none of llama.cpp's CPU backends in {lib} runs on this CPU (scores {scores})")
+    ggml = ctypes.CDLL(str(lib / "libggml.so"))
+    ggml.ggml_backend_load.restype = ctypes.c_void_p
+    ggml.ggml_backend_load.argtypes = [ctypes.c_char_p]
+    if not ggml.ggml_backend_load(str(variants[chosen]).encode()):
+        raise LlamaCppUnavailable(f"llama.cpp's CPU backend {variants[chosen]} did not load")
+    CPU_VARIANT = chosen
+
+
+def extra_buffer_types() -> bool:
+    """Whether models load with llama.cpp's extra buffer types (weights repacked for the CPU's
+    instructions): off only where a native build has AMX in it, which crashes on this CPU."""
+    llama()
+    return CPU_VARIANT is not None or not cpu_has_amx()
+
+
+def build_kind() -> str:
+    """"portable (CPU backend zen4)" or "native", for the status and the bench's notes."""
+    llama()
+    return f"portable (CPU backend {CPU_VARIANT})" if CPU_VARIANT else "native"
 
 
 def version() -> str:
