@@ -5,6 +5,8 @@ the API's one-line errors (`shown_errors`)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import math
 from dataclasses import asdict
@@ -18,6 +20,7 @@ from specviz.app.config import PageConfig
 from specviz.app.live import session_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
+from specviz.models.catalogue.sources import check_typed
 from specviz.settings import DEFAULTS, check_prompt, from_request
 
 def speedup(alpha: float, k: int, target_ms: float, draft_ms: float) -> str:
@@ -155,8 +158,23 @@ def _whole(x, name: str) -> int:
     return int(x)
 
 
+def checked_pair(fn, config: PageConfig):
+    """`fn` with its `pair` checked as the page checks a pair before a run (`runner.check_pair`):
+    a path answers the same whether it exists or not."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        check_typed(bound.arguments["pair"])
+        runner.check_pair(bound.arguments["pair"], config)
+        return fn(*bound.args, **bound.kwargs)
+
+    return wrapper
+
+
 def register(config: PageConfig, models: dict) -> None:
     """Add the tools as documented API endpoints (inside a Blocks context)."""
-    for fn in (speedup, best_k, lossless_check, export_settings, read_metrics):
+    for fn in (speedup, best_k, lossless_check, checked_pair(export_settings, config), read_metrics):
         gr.api(shown_errors(fn, html=False), api_name=fn.__name__)
     gr.api(shown_errors(generate_api_summary(config), html=False), api_name="generate_summary", **models)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from specviz import limits
 from specviz.models.errors import CustomModelsDisabledError, MissingModelError, UnsafeWeightsError
 from specviz.models.catalogue.presets import PRESETS, BundledGGUF, Preset, get_preset
 
@@ -55,8 +56,19 @@ def custom_allowed(env: Mapping[str, str] | None = None) -> bool:
     return env.get("SPECVIZ_ALLOW_CUSTOM_MODELS", default).strip().lower() not in ("0", "false", "no", "off")
 
 
+def check_typed(spec: str | tuple) -> None:
+    """A pair as typed, before anything looks for it on disk or on the Hub: at most
+    limits.PAIR_CHARS characters, and no side that climbs out of a folder ('..')."""
+    parts = list(spec) if isinstance(spec, tuple) else [spec] if isinstance(spec, str) else []
+    limits.PAIR_CHARS.check(sum(len(str(p)) for p in parts if p))
+    for part in parts:
+        if part and ".." in Path(str(part).strip()).parts:
+            raise MissingModelError(f"{part!r}: a model path or Hub id has no '..' in it")
+
+
 def resolve(spec: str | tuple, *, with_draft: bool = True) -> Plan:
     """Turn a spec into a Plan; raise a UserError for anything that cannot be loaded."""
+    check_typed(spec)
     if isinstance(spec, str) and spec.strip() in PRESETS:
         preset = get_preset(spec.strip())
         draft = _preset_ref(preset, preset.draft) if with_draft and preset.draft else None
