@@ -59,9 +59,9 @@ def custom_allowed(env: Mapping[str, str] | None = None) -> bool:
 def check_typed(spec: str | tuple) -> None:
     """A pair as typed, before anything looks for it on disk or on the Hub: at most
     limits.PAIR_CHARS characters, and no side that climbs out of a folder ('..')."""
-    parts = list(spec) if isinstance(spec, tuple) else [spec] if isinstance(spec, str) else []
-    limits.PAIR_CHARS.check(sum(len(str(p)) for p in parts if p))
-    for part in parts:
+    parts = [str(p) for p in spec if p] if isinstance(spec, tuple) else [spec] if isinstance(spec, str) else []
+    limits.PAIR_CHARS.check(sum(len(p) for p in parts))
+    for part in (side for p in parts for side in p.split(ARROW)):
         if part and ".." in Path(str(part).strip()).parts:
             raise MissingModelError(f"{part!r}: a model path or Hub id has no '..' in it")
 
