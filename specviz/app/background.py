@@ -5,30 +5,30 @@ by the handler itself would wait for every update to be built, serialised and se
 its next token, and run slower on the page than in-process (docs/BENCHMARKS.md, "Figures
 behind the code"). Here the engine runs on while the page draws, and updates that come faster than the page takes them
 are merged into the newest one (each trace holds the whole run so far, so nothing is lost).
+
+Closing the iterator (Stop, a client gone, a new run in the session) tells the run to stop
+and returns at once: it runs inside Gradio's event loop, which must not wait for a pass to
+end. The run stops at its next check (between rounds, between a prompt's chunks, inside a
+long llama.cpp pass) and leaves the models to the next run only then (`engine.model_lock`).
 """
 
 from __future__ import annotations
 
 import contextvars
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-log = logging.getLogger(__name__)
-
 T = TypeVar("T")
-# How long closing waits for the run to see its Stop flag: it checks between and inside rounds.
-JOIN_S = 30.0
 
 
 def newest(items: Iterator[T], *, min_interval_s: float, stop: Callable[[], None]) -> Iterator[T]:
     """Iterate `items` in a thread of its own and yield the newest one, at most one every
     `min_interval_s`, the first at once and the last always. An exception in the thread is
     raised here, after the newest item before it. Closing this iterator early calls `stop()`
-    (which must make `items` end soon) and waits for the thread, so no run outlives its page
-    request."""
+    (which must make `items` end soon) and returns without waiting for the thread; what the
+    run yields after that is dropped."""
     cond = threading.Condition()
     box: dict = {"item": None, "fresh": False, "done": False, "error": None}
 
@@ -70,6 +70,3 @@ def newest(items: Iterator[T], *, min_interval_s: float, stop: Callable[[], None
     finally:
         if thread.is_alive():
             stop()
-            thread.join(JOIN_S)
-            if thread.is_alive():
-                log.warning("a run did not stop within %.0f s of its request closing", JOIN_S)

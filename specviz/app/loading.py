@@ -71,6 +71,7 @@ class PairLoader:
         with self._lock:
             state = self._states.get((name, runtime))
             usable = state is not None and state.error is None and (state.with_draft or not with_draft)
+            usable = usable and not getattr(state.pair, "closed", False)  # unloaded to free memory: load again
             if usable and runtime == AUTO and state.ready and self._switch(state.pair):
                 usable = False  # measured since: `auto` now picks another runtime, loaded at this run
             if usable:

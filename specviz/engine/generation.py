@@ -7,7 +7,9 @@ from typing import Callable, Iterator, Literal
 from specviz.choices import SPECULATIVE
 from specviz import acceptance
 from specviz.drafters.cost_model import for_pair
+from specviz.engine import model_lock
 from specviz.engine.plain import PlainDecoder
+from specviz.lm import interrupt, resident
 from specviz.lm.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
 from specviz.events import Event, Trace
@@ -24,8 +26,13 @@ class Generation:
     `history`: earlier outputs (token ids) of the same page session, for the suffix drafter's
     corpus; a caller without a session passes none, so no run sees another's outputs.
 
-    Stops at EOS or max new tokens; before every round it also stops when `should_stop()`
+    Stops at EOS or max new tokens; before every round, and between the chunks of a prompt's
+    prefill (`lm.interrupt`, the target's and the draft's), it also stops when `should_stop()`
     returns True ("cancelled") or `max_wall_s` seconds have passed ("time_limit").
+
+    Each pass holds the process's models (`model_lock`), so a run still finishing a pass after
+    its page request went away never overlaps the next run's; while it runs, the pair counts as
+    in use and is not unloaded (`lm.resident`).
 
     The pair's cost model (measured when the pair was first used, see
     `drafters.cost_model.for_pair`) goes into the trace: its one-token target pass is the
@@ -87,27 +94,50 @@ class Generation:
         self._started = True
         return self._run()
 
+    def _stop_reason(self) -> str:
+        """Why the run must stop now ("cancelled", "time_limit"), or ""."""
+        if self._should_stop is not None and self._should_stop():
+            return "cancelled"
+        d = self._decoder
+        if self._max_wall_s is not None and d.t0 and d.elapsed() >= self._max_wall_s:
+            return "time_limit"
+        return ""
+
+    def _pass(self, fn):
+        """`fn()` holding the models, with the run's stop check inside its passes; None when
+        stopped meanwhile (the stop reason set)."""
+        try:
+            with model_lock.models(self._stop_reason), interrupt.checked(self._stop_reason):
+                return fn()
+        except interrupt.Interrupted as e:
+            self._decoder.stop_reason = e.reason
+            return None
+
     def _run(self) -> Iterator[Event]:
         d = self._decoder
         try:
-            d.begin()
-            while not d.stop_reason:
-                if self._should_stop is not None and self._should_stop():
-                    d.stop_reason = "cancelled"
-                    break
-                if self._max_wall_s is not None and d.elapsed() >= self._max_wall_s:
-                    d.stop_reason = "time_limit"
-                    break
-                event = d.step()
-                self._events.append(event)
-                if d.stop_reason:
-                    d.finish_text()  # before the last event goes out, so its text is final
-                yield event
+            with resident.using(self.pair):
+                yield from self._rounds(d)
         finally:
             if not d.stop_reason:
                 d.stop_reason = "cancelled"  # the caller stopped iterating
             d.finish_text()
             self._done = True
+
+    def _rounds(self, d) -> Iterator[Event]:
+        self._pass(d.begin)
+        while not d.stop_reason:
+            reason = self._stop_reason()
+            if reason:
+                d.stop_reason = reason
+                break
+            event = self._pass(d.step)
+            if event is None:
+                break
+            self._events.append(event)
+            if d.stop_reason:
+                d.finish_text()  # before the last event goes out, so its text is final
+            yield event
 
     @property
     def done(self) -> bool:

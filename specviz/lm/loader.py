@@ -36,6 +36,7 @@ from specviz.lm.torch_runtime.devices import INT8, Placement, Precision, choose_
 from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
+from specviz.lm import resident
 from specviz.lm.pair import ModelPair
 from specviz.models.catalogue.presets import DEFAULT_PAIR, WheelGGUF
 from specviz.models.progress import Progress, Steps
@@ -106,6 +107,7 @@ def load_pair(
             steps, loaded = _materialise_and_load(plan, dev, prec, placement, int8, progress)
             pair = _assemble(plan, loaded, dev, prec, int8, int8_draft, start)
             _pairs[key] = pair
+            resident.register(pair, _pair_bytes(pair), lambda: _forget(key, pair))
             steps.finish(f"{plan.name} ready")
         return pair
 
@@ -211,9 +213,29 @@ def loaded_bytes(device: torch.device | None = None) -> int:
     return sum(m.nbytes + packed_bytes(m.model) for k, m in list(_models.items()) if device is None or k[1] == str(device))
 
 
+def _pair_bytes(pair: ModelPair) -> int:
+    return sum(m.nbytes + packed_bytes(m.model) for m in _models.values() if m.model is pair.target or m.model is pair.draft)
+
+
+def _forget(key: tuple, pair: ModelPair) -> None:
+    """Drop `pair` and every model no other loaded pair uses (`resident.unload`): their memory
+    returns once no run holds them."""
+    with _lock:
+        if _pairs.get(key) is pair:
+            del _pairs[key]
+        used = {id(m) for p in _pairs.values() for m in (p.target, p.draft) if m is not None}
+        # Its models, and copies made from the same files (an int8 draft's float32 source).
+        folders = {m.folder for m in _models.values() if m.model is pair.target or m.model is pair.draft}
+        for k, m in list(_models.items()):
+            if m.folder in folders and id(m.model) not in used:
+                del _models[k]
+
+
 def clear_loaded() -> None:
     """Forget every loaded model; memory returns once no one else holds a reference."""
     with _lock:
+        for pair in _pairs.values():
+            resident.drop(pair)
         _pairs.clear()
         _models.clear()
         gc.collect()
@@ -266,6 +288,7 @@ def _load_model(
     with _unreadable(what, folder):
         nbytes = model_bytes(params_in_folder(folder), dt)
     if not placement.spread:  # a spread target's limits are max_memory's, kept by accelerate
+        resident.make_room(nbytes)
         check_fits(f"{what}: {ref.label}", nbytes, loaded_bytes(dev), dev)
     progress(0.0, f"loading {ref.label}" + (f" with device map {placement.name}" if placement.spread else ""))
     shared = target.tokenizer if target is not None and same_tokenizer_files(folder, target.folder) else None

@@ -43,6 +43,14 @@ class ModelPair:
     draft_tokenizer: Any = None
     vocab_map: Any = None
     runtime: str = TORCH  # the runtime its models are loaded in (choices.RUNTIMES)
+    closed: bool = False  # unloaded (`close`): its loader loads it afresh when asked again
+
+    def close(self, *, force: bool = False) -> bool:
+        """Unload this pair (`lm.resident`): its loader forgets it and its models' memory is freed
+        once nothing else holds them. Not while a run uses it, unless `force`; whether it was."""
+        from specviz.lm import resident
+
+        return resident.unload(self, force=force)
 
     @property
     def cross_tokenizer(self) -> bool:

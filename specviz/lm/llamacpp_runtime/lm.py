@@ -15,6 +15,10 @@ copying a sequence shares cells instead of copying them.
 
 llama.cpp aborts the process on a bad sequence id, position or token, so `_check` tests
 each batch before `llama_decode`, and a non-zero return becomes an error that says why.
+
+A prompt goes in batches of BATCH tokens with the run's stop check between them, and a long
+batch can be aborted while it runs (`abort`); an aborted decode leaves the KV cache partly
+written, so the LM is spent: its context is freed when it closes, never given to another run.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import torch
 
 from specviz.errors import UserError
 from specviz.choices import LLAMACPP, RUNTIMES
+from specviz.lm import interrupt
 from specviz.lm.tree import OpenTree
+from specviz.lm.llamacpp_runtime.abort import abortable
 from specviz.lm.llamacpp_runtime.library import clear_log, last_error
 
 # Sequence ids a context can hold: the context's own and one per node of an open tree.
@@ -47,10 +53,11 @@ class LlamaCppLM:
         self.vocab_size = model.vocab_size
         self.context_window = model.context_window
         self.stop_ids = model.stop_ids
-        self._ctx, self._batch = model.take_context() or self._make_context(model)
+        self._ctx, self._batch = model.lend_context(lambda: self._make_context(model))
         self._cells = int(L.llama_n_ctx(self._ctx))
         self._mem = L.llama_get_memory(self._ctx)
         self._tree: OpenTree | None = None
+        self._spent = False  # a decode was aborted: the cache holds a part of a batch
         self.length = 0
 
     def _make_context(self, model) -> tuple:
@@ -93,6 +100,8 @@ class LlamaCppLM:
         self._check_room(n)
         rows = []
         for lo in range(0, n, BATCH):
+            if lo:
+                interrupt.check_now()
             chunk = toks[lo : lo + BATCH]
             seqs = [(0,)] * len(chunk)
             positions = [self.length + i for i in range(len(chunk))]
@@ -180,8 +189,15 @@ class LlamaCppLM:
             for k, q in enumerate(s):
                 b.seq_id[i][k] = q
         b.n_tokens = len(toks)
+        if self._spent:
+            raise RuntimeError("this context's last decode was aborted: its run has ended")
         clear_log()
-        rc = self._L.llama_decode(self._ctx, b)
+        with abortable(self._L, self._ctx, interrupt.current(), len(toks)) as aborted:
+            rc = self._L.llama_decode(self._ctx, b)
+            reason = aborted() if rc == 2 else ""
+        if reason:
+            self._spent = True
+            raise interrupt.Interrupted(reason)
         if rc != 0:
             why = "no room left in its KV cache" if rc == 1 else f"llama_decode returned {rc}: {last_error()}"
             raise UserError(f"{self.model.path.name}: the {LLAMACPP} runtime could not run this pass: {why}")
@@ -192,10 +208,13 @@ class LlamaCppLM:
         return np.ctypeslib.as_array(ptr, shape=(kept, self.vocab_size)).copy()
 
     def close(self) -> None:
-        """Give the context back to the model, cleared, for the next run."""
+        """Give the context back to the model, cleared, for the next run; a spent one is freed."""
         if getattr(self, "_ctx", None):
-            self._L.llama_memory_clear(self._mem, True)
             pair, self._ctx = (self._ctx, self._batch), None
+            if self._spent:
+                self.model.give_context(pair, reuse=False)
+                return
+            self._L.llama_memory_clear(self._mem, True)
             self.model.give_context(pair)
 
     def __del__(self):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from pathlib import Path
 
 from specviz.choices import LLAMACPP
@@ -25,8 +26,10 @@ from specviz.lm.llamacpp_runtime.library import clear_log, cpu_has_amx, default_
 RUNTIME = LLAMACPP
 # Positions a context is made with unless the model's own window is smaller.
 DEFAULT_CONTEXT = 4096
-# Cleared contexts a model keeps for later runs (about the runs at once on one page).
+# Cleared contexts a model keeps for later runs (about the runs at once on one page), each
+# with its whole KV cache allocated; one unused for IDLE_S is freed at the next take or give.
 IDLE_CONTEXTS = 4
+IDLE_S = 300.0
 
 
 class LlamaCppModel:
@@ -66,8 +69,10 @@ class LlamaCppModel:
         self.architecture = self.meta("general.architecture") or "unknown"
         # Contexts of finished runs, cleared, for the next run to take (`lm.llamacpp_runtime.lm`): making
         # one allocates its whole KV cache, a noticeable share of a short run.
-        self._idle: list[tuple] = []
+        self._idle: list[tuple] = []  # (context, batch, when it was given back)
         self._idle_lock = threading.Lock()
+        self._lent = 0  # contexts out with an LM: the model is freed only once they are back
+        self._closing = False
 
     @property
     def precision(self) -> str:
@@ -83,19 +88,52 @@ class LlamaCppModel:
     def cost_facts(self) -> dict:
         return {"llama-cpp-python": version(), "file": [str(self.path), self.path.stat().st_size], "threads": self.threads}
 
-    def take_context(self) -> tuple | None:
-        """An idle (context, batch) pair made on this model, or None."""
+    def lend_context(self, make) -> tuple:
+        """A (context, batch) pair for an LM: an idle one, or `make()`'s; given back by
+        `give_context`. Refused once the model is closed (unloaded to free memory)."""
         with self._idle_lock:
-            return self._idle.pop() if self._idle else None
+            if self._closing or not self.ptr:
+                raise UserError(f"{self.path.name} was unloaded to free memory: run again to load it")
+            self._lent += 1
+            pair = self._idle.pop()[:2] if self._idle else None
+        if pair is None:
+            try:
+                pair = make()
+            except BaseException:
+                self._back()
+                raise
+        self.release_idle(IDLE_S)
+        return pair
 
-    def give_context(self, pair: tuple) -> None:
+    def give_context(self, pair: tuple, *, reuse: bool = True) -> None:
         """Keep a cleared (context, batch) pair for the next run, or free it when enough are
-        kept or the model is closed."""
+        kept, it is not to be reused (an aborted decode's), or the model is closing."""
         with self._idle_lock:
-            if self.ptr and len(self._idle) < IDLE_CONTEXTS:
-                self._idle.append(pair)
-                return
-        self._free_context(pair)
+            keep = reuse and not self._closing and len(self._idle) < IDLE_CONTEXTS
+            if keep:
+                self._idle.append((*pair, time.monotonic()))
+        if not keep:
+            self._free_context(pair)
+        self._back()
+        self.release_idle(IDLE_S)
+
+    def release_idle(self, older_than_s: float = 0.0) -> int:
+        """Free the idle contexts unused for `older_than_s` seconds; how many were freed."""
+        now = time.monotonic()
+        with self._idle_lock:
+            old = [p for p in self._idle if now - p[2] >= older_than_s]
+            self._idle = [p for p in self._idle if now - p[2] < older_than_s]
+        for p in old:
+            self._free_context(p[:2])
+        return len(old)
+
+    def _back(self) -> None:
+        """A lent context is back (or was never made): free the model if it is closing and none is out."""
+        with self._idle_lock:
+            self._lent -= 1
+            last = self._closing and self._lent == 0
+        if last:
+            self._free_model()
 
     def _free_context(self, pair: tuple) -> None:
         ctx, batch = pair
@@ -109,6 +147,8 @@ class LlamaCppModel:
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
         """llama.cpp's own tokenizer (no BOS added: the chat template carries its specials)."""
+        if self.closed:
+            raise UserError(f"{self.path.name} was unloaded to free memory: run again to load it")
         L, data = self._L, text.encode("utf-8")
         cap = len(data) + 16
         out = (L.llama_token * cap)()
@@ -120,13 +160,26 @@ class LlamaCppModel:
         return list(out[:n])
 
     def close(self) -> None:
-        if getattr(self, "ptr", None):
-            with self._idle_lock:
-                idle, self._idle = self._idle, []
-            for pair in idle:
-                self._free_context(pair)
-            self._L.llama_model_free(self.ptr)
-            self.ptr = None
+        """Free the model and its idle contexts; with contexts still out (a run finishing its
+        pass), the model goes when the last comes back. No context is lent after this."""
+        if not getattr(self, "ptr", None):
+            return
+        with self._idle_lock:
+            self._closing = True
+            free_now = self._lent == 0
+        self.release_idle()
+        if free_now:
+            self._free_model()
+
+    @property
+    def closed(self) -> bool:
+        return self._closing or not self.ptr
+
+    def _free_model(self) -> None:
+        with self._idle_lock:
+            ptr, self.ptr = self.ptr, None
+        if ptr:
+            self._L.llama_model_free(ptr)
 
     def __del__(self):
         try:

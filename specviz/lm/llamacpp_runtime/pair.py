@@ -24,6 +24,7 @@ from specviz.models.files.convert import bundled_folder, custom_gguf_folder, ens
 from specviz.models.files.gguf_info import vocabulary_digest
 from specviz.lm.llamacpp_runtime.library import default_threads, version
 from specviz.lm.llamacpp_runtime.model import RUNTIME, LlamaCppModel
+from specviz.lm import resident
 from specviz.lm.pair import ModelPair
 from specviz.models.progress import Progress, Steps
 from specviz.models.catalogue.sources import ModelRef, Plan
@@ -60,8 +61,20 @@ def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Prog
                           "bytes": models[role].size_bytes, "source": ref.kind}
         pair = _assemble(plan, models, tokenizers, info, start)
         _pairs[key] = pair
+        resident.register(pair, sum(m.size_bytes for m in models.values()), lambda: _forget(key, pair))
         steps.finish(f"{plan.name} ready on {RUNTIME}")
         return pair
+
+
+def _forget(key: tuple, pair: ModelPair) -> None:
+    """Drop `pair` and free its llama.cpp models (`resident.unload`); a model still running a
+    pass is freed when that pass gives its context back."""
+    with _lock:
+        if _pairs.get(key) is pair:
+            del _pairs[key]
+    for model in (pair.target, pair.draft):
+        if model is not None:
+            model.close()
 
 
 def _same_vocabulary(a: Path, b: Path) -> bool:

@@ -18,6 +18,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from specviz.lm.interrupt import feed_in_chunks
 from specviz.lm.tree import TreeByMask
 from specviz.lm.torch_runtime.facts import TorchFacts
 from specviz.lm.torch_runtime.keep import logits_to_keep
@@ -82,7 +83,10 @@ class CachedLM(TorchFacts, TreeByMask):
 
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
-        positions (0: all), shape (n_kept, V)."""
+        positions (0: all), shape (n_kept, V). A long prompt goes in chunks (`lm.interrupt`)."""
+        return feed_in_chunks(self._feed_one, ids, keep)
+
+    def _feed_one(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
         logits = self._forward(ids.to(self.device)[None], self.cache, keep)[0]
         self.length += ids.numel()
         return logits

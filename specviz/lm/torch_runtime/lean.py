@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from specviz.lm.torch_runtime.cached import CachedLM, cached_lm
+from specviz.lm.interrupt import feed_in_chunks
 from specviz.lm.torch_runtime.facts import TorchFacts
 from specviz.lm.tree import TreeByMask
 from specviz.lm.torch_runtime.packed import packed_linears
@@ -110,8 +111,8 @@ class LeanLM(TorchFacts, TreeByMask):
 
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
-        positions (0: all), shape (n_kept, V)."""
-        return self._pass(ids, keep, None, None)
+        positions (0: all), shape (n_kept, V). A long prompt goes in chunks (`lm.interrupt`)."""
+        return feed_in_chunks(lambda part, k: self._pass(part, k, None, None), ids, keep)
 
     def feed_masked(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Run the model over `ids` (1-D) after the cached tokens, node i attending where
