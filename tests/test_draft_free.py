@@ -233,13 +233,10 @@ def test_lookahead_rests_its_window_when_it_does_not_pay_and_tries_again():
 
 
 def test_suffix_stops_after_misses_and_starts_again_while_it_waits():
-    from specviz.drafters import suffix as sx
-
     d = SuffixDrafter(max_nodes=4, min_score=0.0)
     ctx = torch.tensor([1, 2, 3, 9, 1, 2])
     d.begin(ctx)
     cost = TreeCost(STEEP, 16)
-    b = sx._bin(2)  # "1 2" matched
     # One occurrence of a 2-token match, on the steep curve: a = 0.45 does not pay (0.45 x 70 ms
     # < the 60 ms a second token adds to the pass); where a second token adds 10 %, it does.
     assert len(d.propose(ctx, 4, lambda c: True, cost)) == 0
@@ -250,12 +247,12 @@ def test_suffix_stops_after_misses_and_starts_again_while_it_waits():
     for _ in range(60):  # and missed again
         d.propose(ctx, 4, lambda c: True, mild)
         d.accepted_path([])
-    assert d.accept_rate(b) < 0.1  # from the prior 0.45
+    assert d.evidence.rate(2) < 0.1  # from the prior 0.45
     assert len(d.propose(ctx, 4, lambda c: True, mild)) == 0  # a second token's 10 % no longer pays
     d.accepted_path([])
     for _ in range(200):  # waiting: the estimate drifts back to its prior
         d.accepted_path([])
-    assert d.accept_rate(b) > 0.4
+    assert d.evidence.rate(2) > 0.4
     assert len(d.propose(ctx, 4, lambda c: True, mild)) > 0
 
 

@@ -4,6 +4,11 @@ No second model. Code and edits repeat their context (names, whole lines), and t
 continuation of an n-gram match is often right. Each proposal is certain (q is a point
 mass), and the acceptance rule still holds: a drafted token is then accepted with
 probability p(x) and, if rejected, replaced from p with x removed.
+
+How much of the continuation a round verifies comes from the evidence behind it
+(`copy_span.CopyEvidence`): how far back the occurrence agrees with the context's end, and
+how often the run's copied spans of that length were accepted, priced by the tree cost rule
+on the measured V(n) where the policy is adaptive: long inside a copy, nothing outside it.
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ import time
 import torch
 
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
+from specviz.drafters.copy_span import RESUMED_BONUS, CopyEvidence
 from specviz.choices import LOOKUP
+
+MAX_SPAN = 32  # how far back an occurrence's agreement with the context is counted
 
 
 class LookupDrafter(ChainDrafting):
@@ -22,35 +30,62 @@ class LookupDrafter(ChainDrafting):
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
+        self.evidence = CopyEvidence()
 
     def begin(self, prompt_ids: torch.Tensor) -> None:
-        pass
+        self.evidence = CopyEvidence()
 
     def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
         start = time.perf_counter()
-        tokens = find_continuation(context, k, self.max_ngram, self.min_ngram)
-        return Proposal(tokens=tokens, q=None, ms=(time.perf_counter() - start) * 1000, confidence=[1.0] * tokens.numel())
+        at = continuation_start(context, self.max_ngram, self.min_ngram) if k > 0 else None
+        tokens = context[at : at + k] if at is not None else context[:0]
+        self.evidence.waited()
+        chances: list[float] = []
+        if tokens.numel():
+            span = agreement(context, at, MAX_SPAN)
+            if self.evidence.resumes((0, at - 1), span, context.numel()):
+                span += RESUMED_BONUS
+            parents = list(range(-1, tokens.numel() - 1))
+            chances = self.evidence.chances(span, parents, [1.0] * tokens.numel())
+            n = budget.tree_nodes(chances, 0) if budget is not None else len(chances)
+            tokens, chances = tokens[:n], chances[:n]
+            if n:
+                self.evidence.proposed(span, parents[:n], [(0, at + i) for i in range(n)], context.numel())
+        return Proposal(tokens=tokens, q=None, ms=(time.perf_counter() - start) * 1000, confidence=chances)
 
     def accepted(self, n: int) -> None:
-        pass
+        self.evidence.heard(list(range(n)))
 
     def unread(self, context_len: int) -> int:
         return 0
 
 
-def find_continuation(context: torch.Tensor, k: int, max_ngram: int = 3, min_ngram: int = 1) -> torch.Tensor:
-    """Up to k tokens that followed the latest earlier match of the context's last n tokens,
-    trying the longest n first; empty when nothing matches."""
+def continuation_start(context: torch.Tensor, max_ngram: int = 3, min_ngram: int = 1) -> int | None:
+    """Where the continuation of the latest earlier match of the context's last n tokens
+    starts, trying the longest n first; None when nothing matches."""
     length = context.numel()
-    if k <= 0:
-        return context[:0]
     for n in range(min(max_ngram, length - 1), min_ngram - 1, -1):
         windows = context[: length - 1].unfold(0, n, 1)  # every n-gram that has a successor
         hits = (windows == context[length - n :]).all(dim=1).nonzero()
         if hits.numel():
-            start = int(hits[-1]) + n  # the latest match
-            return context[start : start + k]
-    return context[:0]
+            return int(hits[-1]) + n  # the latest match
+    return None
+
+
+def find_continuation(context: torch.Tensor, k: int, max_ngram: int = 3, min_ngram: int = 1) -> torch.Tensor:
+    """Up to k tokens that followed the latest earlier match of the context's last n tokens,
+    trying the longest n first; empty when nothing matches."""
+    at = continuation_start(context, max_ngram, min_ngram) if k > 0 else None
+    return context[at : at + k] if at is not None else context[:0]
+
+
+def agreement(context: torch.Tensor, at: int, most: int) -> int:
+    """How many tokens before `at` agree with the context's last ones, up to `most`."""
+    n = min(most, at)
+    before = context[at - n : at].flip(0)
+    end = context[context.numel() - n :].flip(0)
+    differ = (before != end).nonzero()
+    return int(differ[0]) if differ.numel() else n
 
 
 def make(pair, settings, *, generator=None, history=()) -> LookupDrafter:

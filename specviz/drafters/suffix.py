@@ -17,12 +17,10 @@ point-mass tree rule (`engine.tree_verify.tree_point_masses`) and the output sta
 target's.
 
 A node's chance of acceptance, for the policy's budget, is the product down its path of
-(the share of its parent's occurrences that continued through it) x a, the chance that the
-target accepts a node once its parent is accepted. a is learnt per matched-suffix length (a
-match of one token is weak evidence, one of sixteen strong) from the target's verdicts on
-the nodes it checked, starting from PRIOR_ACCEPT; the counts fade each round the drafter
-proposes, and more slowly each round it waits, so after a run of misses it stops proposing,
-and while it waits its estimate drifts back to the prior and it proposes again.
+(the share of its parent's occurrences that continued through it) x the chance that the
+target accepts a copied node behind a span of its length, learnt from the run's own copied
+spans (`copy_span.CopyEvidence`: long inside a copy, short outside it, back as soon as a
+match resumes the copy where it broke off).
 """
 
 from __future__ import annotations
@@ -36,17 +34,11 @@ import numpy as np
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, tree_or_chain
+from specviz.drafters.copy_span import RESUMED_BONUS, CopyEvidence, sizing_note
+from specviz.drafters.tree_cost import TreeCost
 from specviz.choices import SUFFIX
 
 MAX_MATCH = 32  # the longest context suffix looked up
-# The chance a node is accepted once its parent is, by the matched suffix's length: bins
-# starting at these lengths, each from its prior worth PRIOR_WEIGHT checked nodes.
-MATCH_BINS = (1, 2, 4, 8, 16)
-PRIOR_ACCEPT = (0.3, 0.45, 0.6, 0.75, 0.85)
-PRIOR_WEIGHT = 3.0
-# Each round that proposed, the counts weigh this much less; each round that did not, this.
-MEMORY = 0.95
-IDLE_MEMORY = 0.98
 
 
 @dataclass
@@ -66,6 +58,7 @@ class SuffixTree:
     counts: list[int]  # occurrences that continued through each node
     scores: list[float]  # counts over the occurrences
     occurrences: int = 0  # of the matched suffix
+    sources: list[tuple[int, int]] = field(default_factory=list)  # where each node was first read
 
 
 class SuffixDrafter:
@@ -79,58 +72,41 @@ class SuffixDrafter:
         self.begin(torch.zeros(0, dtype=torch.long))
 
     def begin(self, prompt_ids: torch.Tensor) -> None:
-        self._bins = [[0.0, 0.0] for _ in MATCH_BINS]  # per bin: accepted, checked (beyond the prior)
-        self._last: tuple[int, list[int]] | None = None  # bin and parents of the last proposal
+        self.evidence = CopyEvidence()
 
     def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
         start = time.perf_counter()
         ctx = context.detach().cpu().numpy().astype(np.int64, copy=False)
         docs = [*self._history, ctx]
         match = longest_match(docs, ctx, MAX_MATCH)
+        span = match.length
+        resumed = [e for e in match.ends if self.evidence.resumes(e, match.length, len(ctx))]
+        if resumed:  # the copy picks up where it broke off: read on from there only
+            match, span = Match(match.length, resumed), match.length + RESUMED_BONUS
         tree = grow(docs, match, depth=k, max_nodes=self.max_nodes, min_score=self.min_score) if k > 0 else None
         source = {"method": SUFFIX, "matched": ctx[len(ctx) - match.length:].tolist() if match.length else [],
                   "occurrences": len(match.ends), "counts": []}
+        self.evidence.waited()
         if tree is None or not tree.tokens:
-            self._last = None
             return self._empty(context, start, source)
-        b = _bin(match.length)
-        chances = self.chances(tree, b)
+        chances = self.chances(tree, span)
         n = budget.tree_nodes(chances, 0) if budget is not None else len(chances)
+        if isinstance(budget, TreeCost):
+            source["note"] = sizing_note(span, bool(resumed), self.evidence.rate(span), n, len(chances))
         if n == 0:
-            self._last = None
             return self._empty(context, start, source)
-        self._last = (b, tree.parents[:n])
+        self.evidence.proposed(span, tree.parents[:n], tree.sources[:n], len(ctx))
         source["counts"] = tree.counts[:n]
         return Proposal(tokens=torch.tensor(tree.tokens[:n], dtype=torch.long), q=None, ms=_ms(start),
                         confidence=chances[:n], parents=tree_or_chain(tree.parents[:n]), source=source)
 
-    def accept_rate(self, b: int) -> float:
-        """a for match-length bin b: accepted over checked nodes, with the prior."""
-        accepted, checked = self._bins[b]
-        return (accepted + PRIOR_ACCEPT[b] * PRIOR_WEIGHT) / (checked + PRIOR_WEIGHT)
-
-    def chances(self, tree: SuffixTree, b: int) -> list[float]:
+    def chances(self, tree: SuffixTree, span: int) -> list[float]:
         """Each node's chance of lying on the accepted path (see the module docstring)."""
-        a, out = self.accept_rate(b), []
-        for parent, count in zip(tree.parents, tree.counts):
-            above = out[parent] if parent >= 0 else 1.0
-            share = count / (tree.counts[parent] if parent >= 0 else tree.occurrences)
-            out.append(above * share * a)
-        return out
+        totals = [tree.counts[par] if par >= 0 else tree.occurrences for par in tree.parents]
+        return self.evidence.chances(span, tree.parents, [c / t for c, t in zip(tree.counts, totals)])
 
     def accepted_path(self, path: list[int]) -> None:
-        last, self._last = self._last, None
-        memory = MEMORY if last is not None else IDLE_MEMORY
-        for pair in self._bins:  # fade: recent rounds count, and a waiting drafter returns to its prior
-            pair[0] *= memory
-            pair[1] *= memory
-        if last is None:
-            return
-        b, parents = last
-        on_path = set(path)
-        checked = sum(par < 0 or par in on_path for par in parents)  # nodes whose parent was accepted
-        self._bins[b][0] += len(path)
-        self._bins[b][1] += checked
+        self.evidence.heard(path)
 
     def accepted(self, n: int) -> None:
         self.accepted_path(list(range(n)))  # only ever a chain's path when called so
@@ -174,9 +150,10 @@ def grow(docs: Sequence[np.ndarray], match: Match, *, depth: int, max_nodes: int
     children: list[dict[int, int]] = [{}]
     count = [len(match.ends)]
     token = [-1]
+    where = [(-1, -1)]
     for d, end in match.ends:
         doc, at = docs[d], 0
-        for t in doc[end + 1 : end + 1 + depth].tolist():
+        for j, t in enumerate(doc[end + 1 : end + 1 + depth].tolist()):
             nxt = children[at].get(t)
             if nxt is None:
                 nxt = len(count)
@@ -184,6 +161,7 @@ def grow(docs: Sequence[np.ndarray], match: Match, *, depth: int, max_nodes: int
                 children.append({})
                 count.append(0)
                 token.append(t)
+                where.append((d, end + 1 + j))
             count[nxt] += 1
             at = nxt
     total = count[0]
@@ -200,13 +178,10 @@ def grow(docs: Sequence[np.ndarray], match: Match, *, depth: int, max_nodes: int
         out.parents.append(index_of[parent])
         out.counts.append(count[node])
         out.scores.append(-neg)
+        out.sources.append(where[node])
         for c in children[node].values():
             heapq.heappush(heap, (-count[c] / total, c, node))
     return out
-
-
-def _bin(length: int) -> int:
-    return max(i for i, lo in enumerate(MATCH_BINS) if length >= lo)
 
 
 def _ms(start: float) -> float:

@@ -1,5 +1,5 @@
-"""The cost-aware policy of the draft-free tree drafters (suffix, lookahead): a tree only as
-large as its expected accepted tokens pay for.
+"""The cost-aware policy of the draft-free drafters (suffix, lookahead, prompt lookup): a tree
+(a chain is a tree one node wide) only as large as its expected accepted tokens pay for.
 
 A round verifying n candidate nodes beside r ride nodes costs V(1 + r + n) (the measured
 pass-cost curve, `cost_model.CostModel`) and gives 1 + sum of the nodes' chances of

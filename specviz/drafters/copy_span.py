@@ -1,0 +1,127 @@
+"""How sure a copied continuation is: each node's chance of acceptance for the draft-free
+drafters that copy earlier text (suffix decoding, prompt lookup), learnt from the target's
+verdicts on the run's own copied spans.
+
+A copied token's chance of acceptance, once the token before it was accepted, depends on the
+span behind it: how many tokens of the context already agree with the text the copy reads
+(the matched suffix), and, deeper in a proposal, the proposal's own nodes above it (an
+accepted node lengthens the agreement by one). A span of one token is weak evidence; one of
+thirty-two, inside a function the answer is copying, is strong. So a proposal's chances fall
+slowly along a long copy and fast along a short match, and the tree cost rule (`tree_cost`)
+sizes it from them and the measured V(n): long where the copy is sure, none outside it.
+
+A match that picks the copy up just after where the last copied span broke off (an edit
+replaced a few tokens and the answer goes on copying the same text) counts RESUMED_BONUS
+tokens longer: the place it continues is evidence that a bare match of one or two tokens is
+not. So a copy comes back as soon as one token of it agrees again.
+
+The chance per span length is counted per bin (accepted over checked nodes, from a prior);
+the counts fade each round the drafter proposes and more slowly each round it waits, so after
+a run of misses it stops proposing, and while it waits its estimate drifts back to the prior.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+# Bins of span length (each starts at its value) and each bin's prior chance, worth
+# PRIOR_WEIGHT checked nodes.
+SPAN_BINS = (1, 2, 4, 8, 16, 32)
+PRIOR_ACCEPT = (0.3, 0.45, 0.6, 0.75, 0.88, 0.95)
+PRIOR_WEIGHT = 3.0
+# Each round that proposed, the counts weigh this much less; each round that did not, this.
+MEMORY = 0.95
+IDLE_MEMORY = 0.98
+# A match whose occurrence starts at most RESUME_WINDOW tokens after where the last copy broke
+# off resumes it, while the answer has grown by at most RESUME_REACH tokens since.
+RESUMED_BONUS = 8
+RESUME_WINDOW = 8
+RESUME_REACH = 24
+
+Source = tuple[int, int]  # (document, index of the token there)
+
+
+def span_bin(span: int) -> int:
+    return max(i for i, lo in enumerate(SPAN_BINS) if span >= lo) if span >= 1 else 0
+
+
+class CopyEvidence:
+    """The learnt chances and where the last copy broke off (see the module docstring)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self._bins = [[0.0, 0.0] for _ in SPAN_BINS]  # per bin: accepted, checked (beyond the prior)
+        self._last: tuple[int, list[int], list[Source]] | None = None  # span, parents, sources
+        self._anchor: tuple[Source, int] | None = None  # where the copy broke off, context length then
+        self._length = 0
+
+    def rate(self, span: int) -> float:
+        """The chance a node whose span is `span` tokens is accepted once its parent is."""
+        b = span_bin(span)
+        accepted, checked = self._bins[b]
+        return (accepted + PRIOR_ACCEPT[b] * PRIOR_WEIGHT) / (checked + PRIOR_WEIGHT)
+
+    def chances(self, span: int, parents: Sequence[int], shares: Sequence[float]) -> list[float]:
+        """Each node's chance of lying on the accepted path: down its path, the share of its
+        parent's occurrences that continued through it times the rate at its own span."""
+        out: list[float] = []
+        depth: list[int] = []
+        for parent, share in zip(parents, shares):
+            d = depth[parent] + 1 if parent >= 0 else 1
+            depth.append(d)
+            above = out[parent] if parent >= 0 else 1.0
+            out.append(above * share * self.rate(span + d - 1))
+        return out
+
+    def resumes(self, source: Source, length: int, context_len: int) -> bool:
+        """Whether an occurrence of a `length`-token match, ending at `source`, starts just
+        after where the last copy broke off (within reach of it)."""
+        if self._anchor is None:
+            return False
+        (doc, at), since = self._anchor
+        start = source[1] - length + 1
+        return source[0] == doc and at <= start <= at + RESUME_WINDOW and context_len - since <= RESUME_REACH
+
+    def proposed(self, span: int, parents: list[int], sources: list[Source], context_len: int) -> None:
+        """The round proposes these nodes (each read at `sources`) behind a span of `span`."""
+        self._last = (span, parents, sources)
+        self._length = context_len
+
+    def waited(self) -> None:
+        self._last = None
+
+    def heard(self, path: list[int]) -> None:
+        """The target accepted these nodes of the last proposal (none: a plain round)."""
+        last, self._last = self._last, None
+        memory = MEMORY if last is not None else IDLE_MEMORY
+        for pair in self._bins:  # fade: recent rounds count, and a waiting drafter returns to its prior
+            pair[0] *= memory
+            pair[1] *= memory
+        if last is None:
+            return
+        span, parents, sources = last
+        on_path, depth = set(path), []
+        for i, parent in enumerate(parents):
+            depth.append(depth[parent] + 1 if parent >= 0 else 1)
+            if parent < 0 or parent in on_path:  # checked: its parent was accepted
+                b = self._bins[span_bin(span + depth[i] - 1)]
+                b[0] += i in on_path
+                b[1] += 1
+        # Where the copy broke off: the source token after the last accepted one.
+        doc, at = sources[path[-1]] if path else sources[0]
+        self._anchor = ((doc, at + 1 if path else at), self._length + len(path))
+
+
+def sizing_note(span: int, resumed: bool, rate: float, kept: int, offered: int) -> str:
+    """How a round was sized, in the words the Round inspector shows."""
+    s = "s" if span != 1 else ""
+    if resumed:
+        head = (f"The match starts just after where the last copied span broke off, so it resumes that copy and "
+                f"counts as a span of {span} token{s}")
+    else:
+        head = f"The match is a span of {span} token{s}"
+    return (f"{head}: a copied token behind a span this long is taken to be accepted {rate:.0%} of the time once the "
+            f"token before it is (a prior, then this run's verdicts). Priced on the measured pass costs V(n), the round "
+            f"verified {kept} of the {offered} candidate{'s' if offered != 1 else ''}.")
