@@ -4,26 +4,55 @@ These dataclasses are the contract between the engine (which produces them) and 
 viz / app / bench layers (which consume them). They hold numbers and strings only, and
 round-trip through JSON unchanged, so a run can be saved as a trace, shared and replayed
 with no model loaded.
+
+They are also the trace's schema: pydantic reads their annotations, bounds included, to
+check a trace from outside (`load_trace`) and to write its JSON Schema (`schema_text`,
+docs/trace.schema.json). The engine builds them directly and unchecked.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
-import math
-import types
+import re
+import sys
 import typing
-from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
-from typing import Any, Literal, Union
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any, Literal, Union
 
-from specviz.errors import UserError
-from specviz.settings import FIELDS, GenerationSettings, check_prompt, from_request
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, TypeAdapter, ValidationError
+from pydantic_core import PydanticCustomError
+from typing_extensions import TypedDict
+
 from specviz.choices import COST_AWARE, FIXED, PLAIN, SPECULATIVE
+from specviz.errors import UserError
+from specviz.settings import FIELDS, MAX_NEW_TOKENS_CAP, GenerationSettings, check_prompt, from_request
 
 TRACE_VERSION = 1
-# The largest trace `load_trace` reads by default: a 1024-token run with every position
-# recorded is a few MB, and an upload must not make the server parse hundreds.
-MAX_TRACE_BYTES = 20 << 20
+
+# What a trace may hold. A trace from outside is checked against these before anything
+# draws it, so no view does work that grows past them.
+MAX_TRACE_BYTES = 20 << 20  # a 1024-token run with every position recorded is a few MB
+MAX_JSON_CONTAINERS = 1 << 20  # objects and lists: a file of empty ones costs parsing memory, not bytes
+MAX_EVENTS = MAX_NEW_TOKENS_CAP  # every round adds a token
+MAX_TREE_NODES = 128  # per round: the largest drafter tree is lookahead's G x (N - 1) = 16 x 7
+MAX_TOP_TOKENS = 32  # per position: the union of p's and q's top tokens
+MAX_TOKEN_CHARS = 256  # a token's text, and short names
+MAX_TEXT_CHARS = 1 << 18  # a prompt, a message or the output text
+MAX_MESSAGES = 256
+MAX_RUN_S = 86_400.0  # a day: the bound of every time in a trace
+
+TokenId = Annotated[int, Strict(), Field(ge=0, lt=2**31)]
+Count = Annotated[int, Strict(), Field(ge=0, le=2**31)]
+NodeCount = Annotated[int, Strict(), Field(ge=0, le=MAX_TREE_NODES)]
+Probability = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
+Ratio = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Strict(), Field(ge=0, le=MAX_RUN_S, allow_inf_nan=False)]
+Millis = Annotated[float, Strict(), Field(ge=0, le=MAX_RUN_S * 1000, allow_inf_nan=False)]
+Short = Annotated[str, Strict(), Field(max_length=MAX_TOKEN_CHARS)]
+Long = Annotated[str, Strict(), Field(max_length=MAX_TEXT_CHARS)]
+Shorts = Annotated[list[Short], Field(max_length=MAX_TREE_NODES)]
 
 # What happened to one drafted token during verification.
 Decision = Literal["accepted", "rejected", "unchecked"]
@@ -36,30 +65,30 @@ EmittedKind = Literal["resampled", "bonus"]
 class TopToken:
     """One candidate at a position, with its target (p) and draft (q) probability."""
 
-    id: int
-    text: str
-    p: float
-    q: float
+    id: TokenId
+    text: Short
+    p: Probability
+    q: Probability
 
 
 @dataclass
 class PositionInfo:
     """What the target and the draft thought at one verified position of a round."""
 
-    top: list[TopToken]  # union of the top tokens of p and q, sorted by p
-    overlap: float  # beta = sum_x min(p(x), q(x)): the chance this position is accepted
-    top2_logit_gap: float  # target's logit gap between its two best tokens (near-ties flip)
+    top: Annotated[list[TopToken], Field(max_length=MAX_TOP_TOKENS)]  # union of the top tokens of p and q, by p
+    overlap: Ratio  # beta = sum_x min(p(x), q(x)): the chance this position is accepted
+    top2_logit_gap: Ratio  # target's logit gap between its two best tokens (near-ties flip)
 
 
 @dataclass
 class DraftToken:
     """A token the drafter proposed and the target then judged."""
 
-    id: int
-    text: str
-    p: float  # target probability of this token at its position
-    q: float  # probability the drafter sampled it with (1.0 for point-mass drafters)
-    u: float | None  # the uniform draw compared with p/q; None when greedy or unchecked
+    id: TokenId
+    text: Short
+    p: Probability  # target probability of this token at its position
+    q: Probability  # probability the drafter sampled it with (1.0 for point-mass drafters)
+    u: Probability | None  # the uniform draw compared with p/q; None when greedy or unchecked
     decision: Decision
 
 
@@ -67,9 +96,9 @@ class DraftToken:
 class EmittedToken:
     """The token the target contributes at the end of a round."""
 
-    id: int
-    text: str
-    p: float  # target probability of this token
+    id: TokenId
+    text: Short
+    p: Probability  # target probability of this token
     kind: EmittedKind
 
 
@@ -77,12 +106,13 @@ class EmittedToken:
 class TreeNode:
     """One drafted node of a token tree. A chain is the tree whose nodes each have one child."""
 
-    parent: int  # index of the parent node in the round's tree; -1: a child of the root (the last output token)
-    token: int
-    text: str
-    depth: int  # 1 for children of the root
-    q: float  # probability the drafter gave this token at its parent
-    p: float | None  # target probability of the token at its parent, where the target checked it
+    # index of the parent node in the round's tree; -1: a child of the root (the last output token)
+    parent: Annotated[int, Strict(), Field(ge=-1, lt=MAX_TREE_NODES)]
+    token: TokenId
+    text: Short
+    depth: Annotated[int, Strict(), Field(ge=1, le=MAX_TREE_NODES)]  # 1 for children of the root
+    q: Probability  # probability the drafter gave this token at its parent
+    p: Probability | None  # target probability of the token at its parent, where the target checked it
     decision: Decision
 
 
@@ -90,21 +120,21 @@ class TreeNode:
 class CandidateSource:
     """Where a draft-free round's candidates came from, for the Round inspector."""
 
-    method: str  # the drafter: choices.SUFFIX or LOOKAHEAD
+    method: Short  # the drafter: choices.SUFFIX or LOOKAHEAD
     # suffix: the context's last tokens that matched earlier text, how many times they occur
     # there, and per tree node how many of those occurrences continued through it.
-    matched: list[str] = field(default_factory=list)
-    occurrences: int = 0
-    counts: list[int] = field(default_factory=list)
+    matched: Shorts = field(default_factory=list)
+    occurrences: Count = 0
+    counts: Annotated[list[Count], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
     # lookahead: the Jacobi window fed with this pass, level by level (level 0 first, its
     # first column the root), the n-grams the pass produced from it, and per tree node where
     # the n-gram it belongs to was found ("window" or "context").
-    window: list[list[str]] = field(default_factory=list)
-    ngrams: list[list[str]] = field(default_factory=list)
-    origins: list[str] = field(default_factory=list)
-    window_on: bool = False  # lookahead: whether the window rode in this pass
-    ride: int = 0  # nodes that rode in the pass without being candidates (the window's)
-    note: str = ""  # why nothing was speculated this round, where nothing was
+    window: Annotated[list[Shorts], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
+    ngrams: Annotated[list[Shorts], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
+    origins: Shorts = field(default_factory=list)
+    window_on: Annotated[bool, Strict()] = False  # lookahead: whether the window rode in this pass
+    ride: NodeCount = 0  # nodes that rode in the pass without being candidates (the window's)
+    note: Short = ""  # why nothing was speculated this round, where nothing was
 
 
 @dataclass
@@ -112,9 +142,10 @@ class AlignedToken:
     """A cross-tokenizer round: one token the draft proposed in its own vocabulary, and the
     target's candidates (indices into the round's `drafted`) its text became."""
 
-    id: int
-    text: str
-    candidates: list[int]
+    id: TokenId
+    text: Short
+    candidates: Annotated[list[Annotated[int, Strict(), Field(ge=0, lt=MAX_TREE_NODES)]],
+                          Field(max_length=MAX_TREE_NODES)]
 
 
 @dataclass
@@ -123,18 +154,20 @@ class RoundEvent:
     `drafted` are the nodes the target checked along the path it took, in order, so the
     token stream draws chains and trees alike."""
 
-    index: int
-    k: int  # draft length actually used this round
-    drafted: list[DraftToken]
+    index: Annotated[int, Strict(), Field(ge=0, lt=MAX_EVENTS)]
+    k: NodeCount  # draft length actually used this round
+    drafted: Annotated[list[DraftToken], Field(max_length=MAX_TREE_NODES)]
     emitted: EmittedToken | None  # None only when the run stopped on an accepted EOS/limit
-    positions: list[PositionInfo]  # one per drafted token, plus the bonus position when reached
-    draft_ms: float
-    verify_ms: float
-    t_end_s: float  # seconds since the run started when this round's tokens were known
-    new_tokens: int  # total new tokens after this round
+    # one per drafted token, plus the bonus position when reached
+    positions: Annotated[list[PositionInfo], Field(max_length=MAX_TREE_NODES + 1)]
+    draft_ms: Millis
+    verify_ms: Millis
+    t_end_s: Seconds  # seconds since the run started when this round's tokens were known
+    new_tokens: Count  # total new tokens after this round
     type: Literal["round"] = "round"
-    tree: list[TreeNode] = field(default_factory=list)  # empty for a chain round
-    alignment: list[AlignedToken] = field(default_factory=list)  # a draft with another tokenizer: its own tokens
+    tree: Annotated[list[TreeNode], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)  # empty: a chain
+    # a draft with another tokenizer: its own tokens
+    alignment: Annotated[list[AlignedToken], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
     source: CandidateSource | None = None  # a draft-free tree drafter's round: where its candidates came from
 
     @property
@@ -151,12 +184,12 @@ class RoundEvent:
 class PlainTokenEvent:
     """One token of plain (target-only) decoding, for comparison."""
 
-    index: int
-    id: int
-    text: str
-    p: float
-    ms: float
-    t_end_s: float
+    index: Annotated[int, Strict(), Field(ge=0, lt=MAX_EVENTS)]
+    id: TokenId
+    text: Short
+    p: Probability
+    ms: Millis
+    t_end_s: Seconds
     type: Literal["plain"] = "plain"
 
 
@@ -165,51 +198,97 @@ Event = Union[RoundEvent, PlainTokenEvent]
 
 @dataclass
 class RunSummary:
-    new_tokens: int = 0
-    rounds: int = 0
-    target_passes: int = 0
-    draft_passes: int = 0
-    drafted: int = 0  # drafted tokens that were tested against the target
-    accepted: int = 0
-    acceptance_rate: float = 0.0  # accepted / drafted
-    mean_overlap: float = 0.0  # mean beta over tested positions (the measured alpha)
-    tokens_per_round: float = 0.0
-    wall_s: float = 0.0  # generation only, model loading excluded
-    tokens_per_s: float = 0.0
-    target_ms: float = 0.0  # mean ms of one target forward pass (T)
-    draft_ms: float = 0.0  # mean ms of one drafted token (D)
-    load_s: float = 0.0
-    stop_reason: str = ""  # "eos", "max_new_tokens", "cancelled", "time_limit"
-    policy: str = ""  # the draft-length policy of a speculative run: fixed, heuristic or cost-aware
+    new_tokens: Count = 0
+    rounds: Count = 0
+    target_passes: Count = 0
+    draft_passes: Count = 0
+    drafted: Count = 0  # drafted tokens that were tested against the target
+    accepted: Count = 0
+    acceptance_rate: Ratio = 0.0  # accepted / drafted
+    mean_overlap: Ratio = 0.0  # mean beta over tested positions (the measured alpha)
+    tokens_per_round: Ratio = 0.0
+    wall_s: Seconds = 0.0  # generation only, model loading excluded
+    tokens_per_s: Ratio = 0.0
+    target_ms: Millis = 0.0  # mean ms of one target forward pass (T)
+    draft_ms: Millis = 0.0  # mean ms of one drafted token (D)
+    load_s: Seconds = 0.0
+    stop_reason: Short = ""  # "eos", "max_new_tokens", "cancelled", "time_limit"
+    policy: Short = ""  # the draft-length policy of a speculative run: fixed, heuristic or cost-aware
     # Plain decoding's cost of a token: the one-token target pass of the pair's cost model,
     # measured when the pair loaded, so a trace's speedup does not depend on what else ran.
-    plain_ms_per_token: float = 0.0
-    speedup_vs_plain: float = 0.0  # tokens_per_s over 1000 / plain_ms_per_token (0 when unknown)
+    plain_ms_per_token: Millis = 0.0
+    speedup_vs_plain: Ratio = 0.0  # tokens_per_s over 1000 / plain_ms_per_token (0 when unknown)
     # Filled when a speculative run has ended (empty in the traces streamed while it runs):
-    acceptance_by_position: list[float] = field(default_factory=list)  # accepted / reached at each draft position
-    hindsight_k: list[int] = field(default_factory=list)  # per round: the best k in hindsight (`specviz.acceptance`)
+    # accepted / reached at each draft position
+    acceptance_by_position: Annotated[list[Probability], Field(max_length=MAX_TREE_NODES + 1)] = \
+        field(default_factory=list)
+    # per round: the best k in hindsight (`specviz.acceptance`)
+    hindsight_k: Annotated[list[NodeCount], Field(max_length=MAX_EVENTS)] = field(default_factory=list)
+
+
+def _older_settings(settings: Any) -> Any:
+    """A trace recorded before the draft-length policy existed says `adaptive`: it is read as
+    `settings.from_request` reads it. Unknown names are counted, never repeated."""
+    if not isinstance(settings, dict):
+        return settings  # the schema says what it should be
+    settings = dict(settings)
+    adaptive = settings.pop("adaptive", None)
+    if adaptive is not None and "policy" not in settings:
+        if not isinstance(adaptive, bool):
+            raise PydanticCustomError("settings", "adaptive: expected true or false")
+        settings["policy"] = COST_AWARE if adaptive else FIXED
+    unknown = settings.keys() - set(FIELDS)
+    if unknown:
+        raise PydanticCustomError("settings", f"{len(unknown)} unknown names (known: {', '.join(sorted(FIELDS))})")
+    return settings
+
+
+def _rerunnable(settings: dict) -> dict:
+    """A trace's settings are within their limits, so the page can rerun them as they are."""
+    try:
+        from_request(settings)
+    except UserError as e:
+        raise PydanticCustomError("settings", str(e)) from None
+    return settings
+
+
+def _conversation(messages: list) -> list:
+    if messages:
+        try:
+            return check_prompt(messages)
+        except UserError as e:
+            raise PydanticCustomError("messages", str(e)) from None
+    return messages
+
+
+_SETTING_KINDS = {int: Annotated[int, Strict(), Field(ge=-(2**63), le=2**63)], str: Short,
+                  float: Annotated[float, Strict(), Field(allow_inf_nan=False)], bool: Annotated[bool, Strict()]}
+# GenerationSettings' fields as a trace stores them: the JSON types here, the ranges in `from_request`.
+TraceSettings = TypedDict("TraceSettings", {name: _SETTING_KINDS.get(kind, Any) for name, kind
+                                            in typing.get_type_hints(GenerationSettings).items()}, total=False)
 
 
 @dataclass
 class Trace:
     """A whole run: what was asked, what came out and every event in between."""
 
-    prompt: str
-    settings: dict[str, Any]
-    text: str
-    token_ids: list[int]
-    events: list[Event]
+    prompt: Long
+    settings: Annotated[TraceSettings, BeforeValidator(_older_settings), AfterValidator(_rerunnable)]
+    text: Long
+    token_ids: Annotated[list[TokenId], Field(max_length=MAX_NEW_TOKENS_CAP)]
+    events: Annotated[list[Annotated[Event, Field(discriminator="type")]], Field(max_length=MAX_EVENTS)]
     summary: RunSummary
-    mode: Literal[SPECULATIVE, PLAIN] = SPECULATIVE  # the MODES names (checked when a trace is read)
-    pair: str = ""
-    version: int = TRACE_VERSION
+    mode: Literal[SPECULATIVE, PLAIN] = SPECULATIVE  # the MODES names
+    pair: Annotated[str, Strict(), Field(max_length=4096)] = ""
+    version: Literal[TRACE_VERSION] = TRACE_VERSION
     meta: dict[str, Any] = field(default_factory=dict)
     # A finished speculative run's counts under vLLM's per-request names
     # (`acceptance.request_metrics`), as {"speculative_decoding": {...}}; empty otherwise.
     metrics: dict[str, Any] = field(default_factory=dict)
     # A conversation's messages ({"role", "content"}) where the run was given one; `prompt`
     # is then its last user message.
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: Annotated[list[dict[str, Long]], Field(max_length=MAX_MESSAGES), AfterValidator(_conversation)] = \
+        field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -219,7 +298,7 @@ class Trace:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Trace":
-        return _trace_from_dict(d)
+        return _validated(d)
 
     @classmethod
     def from_json(cls, s: str | bytes) -> "Trace":
@@ -227,20 +306,33 @@ class Trace:
 
 
 class TraceError(UserError):
-    """A trace that cannot be read: the message says why, in words a user can act on."""
+    """A trace that cannot be read: the message says why, in one line a user can act on."""
+
+
+def check_trace_size(size: int, max_bytes: int = MAX_TRACE_BYTES) -> None:
+    """Refuse a trace of `size` bytes over the limit: called before it is read in."""
+    if size > max_bytes:
+        raise TraceError(f"the trace is {_bytes(size)}; the limit is {_bytes(max_bytes)}")
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n} bytes"
 
 
 def load_trace(data: str | bytes, *, max_bytes: int | None = MAX_TRACE_BYTES) -> Trace:
     """A Trace from untrusted text or bytes (an upload), or a TraceError saying what is wrong.
 
     Nothing else escapes: not JSON, not UTF-8, too large, nested too deeply, a field of the
-    wrong type or a non-finite number all become one TraceError. A trace that loads holds
-    only the types its dataclasses declare, so everything that draws it can trust them.
+    wrong type, out of its bounds or a non-finite number all become one TraceError. A trace
+    that loads holds only what its dataclasses declare, so everything that draws it can trust them.
     """
-    size = len(data) if isinstance(data, (bytes, bytearray)) else len(data.encode("utf-8", "surrogatepass"))
-    if max_bytes is not None and size > max_bytes:
-        raise TraceError(f"the trace is {size / 2**20:.1f} MB; traces up to {max_bytes / 2**20:.0f} MB can be read")
-    if isinstance(data, (bytes, bytearray)):
+    binary = isinstance(data, (bytes, bytearray))
+    if max_bytes is not None:
+        check_trace_size(len(data) if binary else len(data.encode("utf-8", "surrogatepass")), max_bytes)
+    containers = data.count(b"{") + data.count(b"[") if binary else data.count("{") + data.count("[")
+    if containers > MAX_JSON_CONTAINERS:  # an upper bound (brackets in strings count too), counted before parsing
+        raise TraceError(f"the trace has {containers} objects and lists; the limit is {MAX_JSON_CONTAINERS}")
+    if binary:
         try:
             data = bytes(data).decode("utf-8-sig")
         except UnicodeDecodeError:
@@ -255,141 +347,104 @@ def load_trace(data: str | bytes, *, max_bytes: int | None = MAX_TRACE_BYTES) ->
         raise TraceError("not a specviz trace: it holds text that is not valid Unicode (a lone surrogate)") from None
     except ValueError as e:  # JSONDecodeError, and numbers too long to convert
         raise TraceError(f"not JSON ({e}): a trace is a JSON file saved by specviz") from None
-    return _trace_from_dict(d)
-
-
-def _build(cls: type, d: Any, where: str) -> Any:
-    if not isinstance(d, dict):
-        raise TraceError(f"{where}: expected an object, got {type(d).__name__}")
-    names = {f.name for f in fields(cls)}
-    required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
-    missing = required - d.keys()
-    if missing:
-        raise TraceError(f"{where}: missing {', '.join(sorted(missing))}")
-    hints = _hints(cls)
-    for name in sorted(names & d.keys()):
-        if not _conforms(d[name], hints[name]):
-            raise TraceError(f"{where}.{name}: expected {_describe(hints[name])}, got {_kind(d[name])}")
-    return cls(**{k: v for k, v in d.items() if k in names})
+    return _validated(d)
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _adapter() -> TypeAdapter:
+    return TypeAdapter(Trace)
 
 
-def _conforms(value: Any, hint: Any) -> bool:
-    """Whether a JSON value has the declared type. A nested dataclass only needs to be an
-    object here: its own `_build` checks its fields."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True
-    if origin is Literal:
-        return any(type(value) is type(a) and value == a for a in args)
-    if origin in (Union, types.UnionType):
-        return any(_conforms(value, a) for a in args)
-    if origin is list:
-        return isinstance(value, list) and all(_conforms(v, args[0]) for v in value)
-    if origin is dict or is_dataclass(hint):
-        return isinstance(value, dict)
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if hint is str:
-        return isinstance(value, str)
-    raise TypeError(f"no JSON check for {hint!r}")  # a new field type: teach _conforms about it
+def _validated(d: Any) -> Trace:
+    try:
+        return _adapter().validate_python(d)
+    except ValidationError as e:
+        raise TraceError(_refusal(e.errors(include_url=False))) from None
 
 
-def _describe(hint: Any) -> str:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is Literal:
-        return " or ".join(json.dumps(a) for a in args)
-    if origin in (Union, types.UnionType):
-        return " or ".join(_describe(a) for a in args)
-    if origin is list:
-        return f"a list of {_describe(args[0])}"
-    if origin is dict or is_dataclass(hint):
-        return "an object"
-    return {type(None): "null", bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}[hint]
+# --- one line for a refusal ------------------------------------------------------------------
+
+EXPECTED = {"int_type": "a whole number", "float_type": "a finite number", "string_type": "a string",
+            "bool_type": "true or false", "list_type": "a list", "dict_type": "an object", "dataclass_type": "an object",
+            "model_attributes_type": "an object", "typed_dict_type": "an object"}
+LIMITS = {"too_long", "string_too_long", "less_than_equal", "less_than", "greater_than_equal", "finite_number"}
+
+
+def _refusal(errors: list[dict]) -> str:
+    """The first limit passed (else the first error), in words: where, what was found and
+    what is allowed. Numbers are repeated, never the file's text."""
+    e = next((x for x in errors if x["type"] in LIMITS), errors[0])
+    where, kind, ctx, value = _where(e["loc"]), e["type"], e.get("ctx", {}), e.get("input")
+    if kind == "missing":
+        names = sorted(str(x["loc"][-1]) for x in errors if x["type"] == "missing" and x["loc"][:-1] == e["loc"][:-1])
+        return f"{_where(e['loc'][:-1])}: missing {', '.join(names)}"
+    if kind == "too_long":
+        return f"{where} has {ctx['actual_length']} items; the limit is {ctx['max_length']}"
+    if kind == "string_too_long":
+        return f"{where} has {len(value)} characters; the limit is {ctx['max_length']}"
+    if kind in ("less_than_equal", "less_than"):
+        return f"{where} is {_number(value)}; the limit is {ctx.get('le', ctx.get('lt'))}" + (" (excluded)" * ("lt" in ctx))
+    if kind == "greater_than_equal":
+        return f"{where} is {_number(value)}; the least allowed is {ctx['ge']}"
+    if kind == "finite_number":
+        return f"{where} is {value}; expected a finite number"
+    if kind == "literal_error":
+        return f"{where}: expected {ctx['expected']}, got {_kind(value)}"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        return f"{where}.type: expected 'round' or 'plain', got {_kind(value.get('type') if isinstance(value, dict) else None)}"
+    if kind in EXPECTED:
+        return f"{where}: expected {EXPECTED[kind]}, got {_kind(value)}"
+    return f"{where}: {e['msg']}"
+
+
+def _where(loc: tuple) -> str:
+    """A place in the trace, as `trace.events[3].tree`; an event's tag and keys that are not
+    plain names (they come from the file) are left out."""
+    out = "trace"
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not (i == 2 and loc[0] == "events" and part in ("round", "plain")):
+            out += f".{part}" if re.fullmatch(r"[a-z_0-9]{1,40}", part) else ".<a key>"
+    return out
+
+
+def _number(value: Any) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 24 else f"a {len(text)}-digit number"
 
 
 def _kind(value: Any) -> str:
-    """What a JSON value is, for messages (never the value itself: it may be huge or hostile)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    names = {dict: "an object", list: "a list", str: "a string", bool: "true or false", type(None): "null", int: "a number", float: "a number"}
+    """What a JSON value is, for messages: a number as itself, anything else never (it may be huge or hostile)."""
+    if type(value) in (int, float):
+        return _number(value)
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true or false", type(None): "null"}
     return names.get(type(value), type(value).__name__)
 
 
-
-def event_from_dict(d: Any, where: str = "event") -> Event:
-    if not isinstance(d, dict):
-        raise TraceError(f"{where}: expected an object")
-    if d.get("type") == "plain":
-        return _build(PlainTokenEvent, d, where)
-    if d.get("type") != "round":
-        raise TraceError(f"{where}.type: expected \"round\" or \"plain\", got {_kind(d.get('type'))}")
-    r = _build(RoundEvent, d, where)
-    r.drafted = [_build(DraftToken, x, f"{where}.drafted[{j}]") for j, x in enumerate(_list(r.drafted, where))]
-    r.positions = [_position(x, f"{where}.positions[{j}]") for j, x in enumerate(_list(r.positions, where))]
-    r.tree = [_build(TreeNode, x, f"{where}.tree[{j}]") for j, x in enumerate(_list(r.tree, where))]
-    r.alignment = [_build(AlignedToken, x, f"{where}.alignment[{j}]") for j, x in enumerate(_list(r.alignment, where))]
-    if r.emitted is not None:
-        r.emitted = _build(EmittedToken, r.emitted, f"{where}.emitted")
-    if r.source is not None:
-        r.source = _build(CandidateSource, r.source, f"{where}.source")
-    return r
+# --- the JSON Schema: `python -m specviz schema` ---------------------------------------------
 
 
-def _position(d: Any, where: str) -> PositionInfo:
-    pos = _build(PositionInfo, d, where)
-    pos.top = [_build(TopToken, x, f"{where}.top[{j}]") for j, x in enumerate(_list(pos.top, where))]
-    return pos
+def trace_schema() -> dict[str, Any]:
+    """The JSON Schema of a trace file, generated from the dataclasses above."""
+    schema = _adapter().json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "specviz trace",
+            "description": Trace.__doc__, **{k: v for k, v in schema.items() if k != "title"}}
 
 
-def _list(x: Any, where: str) -> list:
-    if not isinstance(x, list):
-        raise TraceError(f"{where}: expected a list")
-    return x
+def schema_text() -> str:
+    """docs/trace.schema.json as it must read."""
+    return json.dumps(trace_schema(), indent=1, ensure_ascii=False) + "\n"
 
 
-def _trace_from_dict(d: Any) -> Trace:
-    t = _build(Trace, d, "trace")
-    if t.version != TRACE_VERSION:
-        raise TraceError(f"trace: version {t.version!r} is not supported (expected {TRACE_VERSION})")
-    t.events = [event_from_dict(e, f"events[{i}]") for i, e in enumerate(_list(t.events, "trace"))]
-    t.summary = _build(RunSummary, t.summary, "trace.summary")
-    _check_settings(t.settings)
-    if t.messages:
-        try:
-            t.messages = check_prompt(t.messages)
-        except UserError as e:
-            raise TraceError(f"trace.messages: {e}") from None
-    return t
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", help="write the schema to this file (default: print it)")
 
 
-def _check_settings(settings: dict[str, Any]) -> None:
-    """A trace's settings are a GenerationSettings' fields, within their limits, so the page
-    can rerun or compare with them as they are. A trace recorded before the draft-length
-    policy existed says `adaptive` instead: it is read as `settings.from_request` reads it."""
-    if "adaptive" in settings and "policy" not in settings:
-        adaptive = settings.pop("adaptive")
-        if not isinstance(adaptive, bool):
-            raise TraceError(f"trace.settings.adaptive: expected true or false, got {_kind(adaptive)}")
-        settings["policy"] = COST_AWARE if adaptive else FIXED
-    known = set(FIELDS)
-    if not settings.keys() <= known:
-        raise TraceError(f"trace.settings: {len(settings.keys() - known)} unknown names (known: {', '.join(sorted(known))})")
-    hints = _hints(GenerationSettings)
-    for name in sorted(settings):
-        if not _conforms(settings[name], hints[name]):
-            raise TraceError(f"trace.settings.{name}: expected {_describe(hints[name])}, got {_kind(settings[name])}")
-    try:
-        from_request(settings)
-    except UserError as e:
-        raise TraceError(f"trace.settings: {e}") from None
+def run(args: argparse.Namespace) -> int:
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(schema_text())
+    else:
+        sys.stdout.write(schema_text())
+    return 0
