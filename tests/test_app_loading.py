@@ -109,3 +109,21 @@ def test_after_stop_a_run_sends_no_round_that_shows_it_running(monkeypatch):
 
     sent = list(runner.stream("p", "x", GenerationSettings(), "s", PageConfig(preload=False), min_interval_s=0.0))
     assert sent == [before, finished]
+
+
+def test_an_unloaded_pair_is_forgotten_and_loaded_again_when_asked_for():
+    from types import SimpleNamespace
+
+    loads = []
+
+    def load(name, *, with_draft, progress, runtime):
+        loads.append(name)
+        return SimpleNamespace(name=name, closed=False)
+
+    loader = PairLoader(load, switch=lambda pair: None)
+    a, b = loader.wait("a", poll_s=0.01), loader.wait("b", poll_s=0.01)
+    a.closed = True  # unloaded to free memory (ModelPair.close)
+    assert loader.wait("b", poll_s=0.01) is b
+    assert loader.status("a") is None  # its state (which held the models) is gone
+    again = loader.wait("a", poll_s=0.01)
+    assert again is not a and not again.closed and loads == ["a", "b", "a"]

@@ -69,9 +69,9 @@ class PairLoader:
     def request(self, name: str, *, with_draft: bool = True, runtime: str = AUTO) -> LoadState:
         """The state of `name`'s load on `runtime`, starting it if nothing usable is loaded or loading."""
         with self._lock:
+            self._forget_unloaded()
             state = self._states.get((name, runtime))
             usable = state is not None and state.error is None and (state.with_draft or not with_draft)
-            usable = usable and not getattr(state.pair, "closed", False)  # unloaded to free memory: load again
             if usable and runtime == AUTO and state.ready and self._switch(state.pair):
                 usable = False  # measured since: `auto` now picks another runtime, loaded at this run
             if usable:
@@ -81,6 +81,16 @@ class PairLoader:
             self._states[(name, runtime)] = self._latest[name] = state
         threading.Thread(target=self._run, args=(state,), name=f"load {name}", daemon=True).start()
         return state
+
+    def _forget_unloaded(self) -> None:
+        """Drop the states of pairs unloaded since (`ModelPair.close`): a state holding one
+        would keep its models in memory, and the next request for it loads it again."""
+        for key, state in list(self._states.items()):
+            if getattr(state.pair, "closed", False):
+                del self._states[key]
+        for name, state in list(self._latest.items()):
+            if getattr(state.pair, "closed", False):
+                del self._latest[name]
 
     def status(self, name: str) -> LoadState | None:
         with self._lock:
