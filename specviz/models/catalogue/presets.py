@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from specviz.models.errors import UnknownPresetError
 
 DEFAULT_PAIR = "qwen-coder"
+# On a GPU: the bundled pair's draft with a target that a GPU pass reads in about the time it
+# launches the draft's kernels, so a drafted token costs a small share of a target pass.
+GPU_DEFAULT_PAIR = "qwen-coder-7b"
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,13 @@ PRESETS: dict[str, Preset] = {
             description="Qwen2.5 0.5B drafts for 7B (instruct): sized for a GPU. Needs the Hub.",
             draft=ModelSource("Qwen2.5-0.5B-Instruct", 494_032_768, hub_id="Qwen/Qwen2.5-0.5B-Instruct"),
             target=ModelSource("Qwen2.5-7B-Instruct", 7_615_616_512, hub_id="Qwen/Qwen2.5-7B-Instruct"),
+        ),
+        Preset(
+            name="qwen-coder-7b",
+            description="Qwen2.5-Coder 0.5B drafts for 7B (instruct): the GPU default, where a 7B pass costs "
+            "several drafted tokens. Needs the Hub (15 GB).",
+            draft=ModelSource("Qwen2.5-Coder-0.5B-Instruct", 494_032_768, hub_id="Qwen/Qwen2.5-Coder-0.5B-Instruct"),
+            target=ModelSource("Qwen2.5-Coder-7B-Instruct", 7_615_616_512, hub_id="Qwen/Qwen2.5-Coder-7B-Instruct"),
         ),
         Preset(
             name="smol-qwen",
