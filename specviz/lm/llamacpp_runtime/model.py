@@ -21,7 +21,15 @@ from pathlib import Path
 from specviz.choices import LLAMACPP
 from specviz.models.errors import MissingModelError
 from specviz.errors import UserError
-from specviz.lm.llamacpp_runtime.library import clear_log, cpu_has_amx, default_threads, last_error, llama, version
+from specviz.lm.llamacpp_runtime.library import (
+    build_kind,
+    clear_log,
+    default_threads,
+    extra_buffer_types,
+    last_error,
+    llama,
+    version,
+)
 
 RUNTIME = LLAMACPP
 # Positions a context is made with unless the model's own window is smaller.
@@ -48,9 +56,8 @@ class LlamaCppModel:
         L = llama()
         params = L.llama_model_default_params()
         params.n_gpu_layers = 0  # the CPU build: a GPU build of llama.cpp is not made here
-        # ggml's AMX buffer type (one of the "extra" ones) segfaults in its matrix product on
-        # Q4_K weights on an AMX Xeon (ggml_backend_amx_mul_mat), so CPUs with AMX go without.
-        params.use_extra_bufts = not cpu_has_amx()
+        # ggml's AMX buffer type segfaults on Q4_K weights on an AMX Xeon: see library.py.
+        params.use_extra_bufts = extra_buffer_types()
         clear_log()
         model = L.llama_model_load_from_file(str(self.path).encode(), params)
         if not model:
@@ -86,7 +93,7 @@ class LlamaCppModel:
         return LlamaCppLM(self)
 
     def cost_facts(self) -> dict:
-        return {"llama-cpp-python": version(), "file": [str(self.path), self.path.stat().st_size], "threads": self.threads}
+        return {"llama-cpp-python": version(), "build": build_kind(), "file": [str(self.path), self.path.stat().st_size], "threads": self.threads}
 
     def lend_context(self, make) -> tuple:
         """A (context, batch) pair for an LM: an idle one, or `make()`'s; given back by
