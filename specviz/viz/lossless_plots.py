@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from specviz.viz.palette import ACCEPTED, BONUS, DRAFT, NEUTRAL, REJECTED, RESIDUAL, TARGET, style_figure
-from specviz.viz.text import esc, label_html
+from specviz.viz.text import esc, label_html, plotly_text
 
 Z_TOLERANCE = 5.0  # deviations beyond this many standard errors would disprove losslessness
 
@@ -105,8 +105,9 @@ def bug_frequencies_figure(rules: Mapping[str, Any], labels: Sequence[str] | Non
                 marker_pattern_shape="/", hovertemplate="p at T = %{y:.4f}<extra></extra>")
     for name, r in items:
         measured = np.asarray(_get(r, "measured"))
-        fig.add_bar(x=x, y=measured, name=name, marker_color=RULE_COLOURS.get(name, NEUTRAL), customdata=target,
-                    hovertemplate=f"{esc(name)}: %{{y:.4f}} (p at T = %{{customdata:.4f}})<extra></extra>")
+        fig.add_bar(x=x, y=measured, name=plotly_text(name), marker_color=RULE_COLOURS.get(name, NEUTRAL),
+                    customdata=target,
+                    hovertemplate=f"{plotly_text(name)}: %{{y:.4f}} (p at T = %{{customdata:.4f}})<extra></extra>")
     fig.update_layout(barmode="group", bargroupgap=0.05,
                       xaxis={"tickmode": "array", "tickvals": x, "ticktext": ticks, "showgrid": False},
                       yaxis={"title": "probability", "rangemode": "tozero"})
@@ -120,7 +121,7 @@ def bug_tv_figure(rules: Mapping[str, Any],
     a cross marks the exact value from the rule's closed-form output. Numbers are kept short
     to fit a phone: the table and the hover give the standard error."""
     items = _rules(rules)
-    names = [name for name, _ in items]
+    names = [plotly_text(name) for name, _ in items]
     tv = np.array([float(_get(r, "tv")) for _, r in items])
     se = np.array([float(_get(r, "tv_std_error")) for _, r in items])
     exact = np.array([float(_get(r, "tv_expected")) for _, r in items])

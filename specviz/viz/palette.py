@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz.viz.text import plotly_text
+
 ACCEPTED = "#009E73"  # bluish green
 REJECTED = "#D55E00"  # vermillion
 RESAMPLED = "#E69F00"  # orange / amber
@@ -26,7 +28,9 @@ OUTCOME_COLOURS = {"accepted": ACCEPTED, "rejected": REJECTED, "resampled": RESA
 
 
 def style_figure(fig: go.Figure, title: str | None = None, height: int = 340) -> go.Figure:
-    """Apply the shared look in place and return the figure."""
+    """Apply the shared look in place and return the figure. `title` is plain text: it may
+    quote a trace or a payload, so it is escaped here (`plotly_text`)."""
+    title = plotly_text(title) if title else title
     fig.update_layout(
         # The title keeps its own room above the legend, which grows to two rows on a phone.
         title={"text": title, "x": 0, "xanchor": "left", "yref": "container", "y": 1, "yanchor": "top",
@@ -57,9 +61,9 @@ def whole_dtick(span: float, ticks: int = 8) -> int:
 
 
 def empty_figure(message: str, title: str | None = None, height: int = 240) -> go.Figure:
-    """A figure that says in words why there is nothing to draw yet."""
+    """A figure that says in words (plain text, escaped) why there is nothing to draw yet."""
     fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 13})
+    fig.add_annotation(text=plotly_text(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 13})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return style_figure(fig, title, height)

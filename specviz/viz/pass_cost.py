@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from specviz.choices import LLAMACPP, TORCH
 from specviz.viz.palette import BONUS, NEUTRAL, TARGET, empty_figure, style_figure
+from specviz.viz.text import plotly_text
 
 COLOURS = {TORCH: BONUS, LLAMACPP: TARGET}
 
@@ -48,10 +49,10 @@ def pass_cost_figure(curves: Mapping[str, Mapping], current: str | None = None) 
         one = r[0][1]
         d = curves[rt].get("D")
         fig.add_trace(go.Scatter(
-            x=[n for n, _ in r], y=[ms / one for _, ms in r], mode="lines+markers", name=rt,
+            x=[n for n, _ in r], y=[ms / one for _, ms in r], mode="lines+markers", name=plotly_text(rt),
             line=dict(color=COLOURS.get(rt, NEUTRAL), width=4 if rt == current else 2),
             customdata=[[ms, d if d is not None else float("nan")] for _, ms in r],
-            hovertemplate=f"{rt}: a pass over %{{x}} tokens costs %{{customdata[0]:.0f}} ms = %{{y:.2f}} one-token passes"
+            hovertemplate=f"{plotly_text(rt)}: a pass over %{{x}} tokens costs %{{customdata[0]:.0f}} ms = %{{y:.2f}} one-token passes"
                           "<br>one drafted token: %{customdata[1]:.0f} ms<extra></extra>",
         ))
     fig.update_layout(xaxis_title="new tokens in one target pass (n)", yaxis_title="cost in one-token passes")

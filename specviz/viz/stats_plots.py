@@ -11,6 +11,7 @@ from specviz.acceptance import length_stats, position_stats, predicted_histogram
 from specviz.events import Event, RoundEvent
 from specviz.viz.live_stats import checked_positions, live_stats
 from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, TARGET, empty_figure, style_figure
+from specviz.viz.text import plotly_text
 
 
 def acceptance_by_position(events: Iterable[Event]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -86,7 +87,7 @@ def accepted_length_figure(events: Iterable[Event], alpha: float | None = None, 
     fig = go.Figure()
     fig.add_bar(x=n, y=measured, name="measured", marker_color=ACCEPTED, hovertemplate="%{x} accepted: %{y} rounds<extra></extra>")
     fig.add_scatter(
-        x=n, y=expected, name=model_name or f"predicted (\u03b1 = {alpha:.2f})", mode="lines+markers",
+        x=n, y=expected, name=plotly_text(model_name) if model_name else f"predicted (\u03b1 = {alpha:.2f})", mode="lines+markers",
         line={"color": NEUTRAL, "dash": "dot"}, marker={"color": NEUTRAL},
         hovertemplate="%{x} accepted: %{y:.1f} rounds expected<extra></extra>",
     )

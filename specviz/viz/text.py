@@ -1,4 +1,4 @@
-"""Model and user text made safe and visible, for HTML and for Plotly labels.
+"""Model and user text made safe and visible, for HTML and for Plotly strings.
 
 Everything a model or a user wrote passes through here before it is drawn: HTML special
 characters are escaped (quotes too, so text can sit in attributes), and characters that are
@@ -57,12 +57,20 @@ def quoted(text: str) -> str:
     return f'"{visible_text(text)}"'
 
 
+def plotly_text(text: object) -> str:
+    """Text from a trace, a payload or a model for any Plotly string (title, legend, axis,
+    annotation, hover): visible (one line), with <, > and & escaped, since Plotly reads tags
+    (<a href> renders a link) and entities. Quotes stay, as Plotly shows &quot; as typed; and
+    "%{" is broken up so a hover template does not read it as a field."""
+    return html.escape(visible_text(str(text)), quote=False).replace("%{", "%&#123;")
+
+
 def label_html(text: str, limit: int = 24) -> str:
-    """A token for a Plotly label: visible, shortened, escaped (Plotly reads <b>, <br>, &lt;)."""
+    """A token for a Plotly label: visible, shortened, escaped (`plotly_text`)."""
     shown = visible_text(text).replace(" ", "\u2423")  # spaces as ␣: " foo" and "foo" differ
     if len(shown) > limit:
         shown = shown[: limit - 1] + "\u2026"
-    return esc(shown)
+    return plotly_text(shown)
 
 
 def token_inner_html(text: str) -> str:

@@ -15,7 +15,6 @@ with torch for the real pass.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ import plotly.graph_objects as go
 
 from specviz.events import RoundEvent
 from specviz.viz.palette import ACCEPTED, BONUS, GRID, NEUTRAL, REJECTED, RESAMPLED, TARGET, empty_figure, style_figure
-from specviz.viz.text import esc, quoted, token_inner_html, visible_text
+from specviz.viz.text import esc, plotly_text, quoted, token_inner_html, visible_text
 from specviz.viz.tokens import fmt_prob, round_is_greedy
 
 DECISION_COLOURS = {"accepted": ACCEPTED, "rejected": REJECTED, "unchecked": NEUTRAL}
@@ -31,16 +30,10 @@ DECISION_NAMES = {"accepted": "accepted path", "rejected": "rejected", "unchecke
 ROOT_LABEL = "root"
 
 
-def _plotly(text: str) -> str:
-    """Text for a Plotly label, title or hover: <, > and & escaped (Plotly reads tags and
-    those entities, but shows &quot; as typed, so quotes stay as they are)."""
-    return html.escape(text, quote=False)
-
-
 def _label(text: str, limit: int) -> str:
     """A token as a short Plotly label: visible, spaces as ␣, shortened, escaped."""
     shown = visible_text(text).replace(" ", "␣")
-    return _plotly(shown[: limit - 1] + "…" if len(shown) > limit else shown)
+    return plotly_text(shown[: limit - 1] + "…" if len(shown) > limit else shown)
 
 
 def check_parents(parents: Sequence[int]) -> None:
@@ -140,7 +133,7 @@ def tree_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
     greedy = round_is_greedy(event) if event.drafted else all(t.p in (None, 0.0, 1.0) for t in nodes)
     on_path = set(path)
     title = title or (f"Round {event.index}: {len(nodes)} drafted nodes, {len(path)} accepted"
-                      + (f", then {_plotly(quoted(e.text))}" if e is not None else ""))
+                      + (f", then {quoted(e.text)}" if e is not None else ""))
 
     fig = go.Figure()
     _edges(fig, parents, on_path, depth, slot, last if e is not None else None)
@@ -154,7 +147,7 @@ def tree_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
             x=[depth[len(nodes)]], y=[slot[len(nodes)]], mode="markers+text", name=f"emitted ({kind})",
             text=[_label(e.text, 10)], textposition="top center", textfont=MONO,
             marker={"symbol": "star", "size": 18, "color": BONUS if e.kind == "bonus" else RESAMPLED},
-            customdata=[f"emitted by the target after the path: {_plotly(quoted(e.text))} (id {e.id})<br>"
+            customdata=[f"emitted by the target after the path: {plotly_text(quoted(e.text))} (id {e.id})<br>"
                         f"{kind}, p = {fmt_prob(e.p)}"],
             hovertemplate="%{customdata}<extra></extra>",
         )
@@ -198,8 +191,8 @@ def _nodes(fig: go.Figure, nodes, depth: dict, slot: dict, greedy: bool) -> None
         if not idx:
             continue
         hover = [
-            f"node {i} \u00b7 depth {nodes[i].depth} \u00b7 {_plotly(quoted(nodes[i].text))} (id {nodes[i].token})<br>"
-            f"q = {fmt_prob(nodes[i].q)} (draft)<br>{_plotly(_p_words(nodes[i].p, greedy))}<br>{decision}"
+            f"node {i} \u00b7 depth {nodes[i].depth} \u00b7 {plotly_text(quoted(nodes[i].text))} (id {nodes[i].token})<br>"
+            f"q = {fmt_prob(nodes[i].q)} (draft)<br>{plotly_text(_p_words(nodes[i].p, greedy))}<br>{decision}"
             for i in idx
         ]
         fig.add_scatter(
@@ -221,7 +214,7 @@ def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
     mask = tree_mask(parents)
     n = len(parents)
     names = [ROOT_LABEL] + [f"{i} {_label(t.text, 8)}" for i, t in enumerate(event.tree)]
-    words = ["the root"] + [f"node {i} {_plotly(quoted(t.text))}" for i, t in enumerate(event.tree)]
+    words = ["the root"] + [f"node {i} {plotly_text(quoted(t.text))}" for i, t in enumerate(event.tree)]
     hover = [[f"{words[r]} {'may' if mask[r][c] else 'may not'} look at {words[c]}" for c in range(n + 1)] for r in range(n + 1)]
     fig = go.Figure(go.Heatmap(
         z=mask, x=list(range(n + 1)), y=list(range(n + 1)), zmin=0, zmax=1, xgap=1, ygap=1, showscale=False,
