@@ -35,6 +35,13 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
 
     choice = runtime_choice.choose(spec, runtime, options=options)
     pair = lm.load_pair(spec, with_draft=with_draft, progress=models_progress, runtime=choice.runtime, **options)
+    if cuda_emulated():
+        # The first run on a lent GPU times the passes (engine.generation's for_pair) and caches them.
+        pair.info["runtime_choice"] = {"runtime": pair.runtime, "reason": choice.reason, "rates": {}, "note": None,
+                                       "requested": runtime, "spec": str(spec), "preparing": []}
+        if progress is not None:
+            progress(1.0, "ready (the first run on the GPU times its passes)")
+        return pair
     if "cost_model" not in pair.info and progress is not None:
         spread = (pair.info.get("target") or {}).get("placement")
         fewer = "; the target is spread by a device map, so fewer passes are timed" if spread else ""
@@ -59,3 +66,13 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
     if progress is not None:
         progress(1.0, "ready")
     return pair
+
+
+def cuda_emulated() -> bool:
+    """On Hugging Face ZeroGPU CUDA is emulated outside the functions that hold a GPU: the
+    models are placed there at load, but no pass can be timed until a run holds one."""
+    try:
+        from spaces.config import Config
+    except ImportError:
+        return False
+    return bool(Config.zero_gpu)
