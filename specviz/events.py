@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 import re
 import sys
@@ -198,6 +199,8 @@ Event = Union[RoundEvent, PlainTokenEvent]
 
 @dataclass
 class RunSummary:
+    """What a run came to: its counts, rates and times."""
+
     new_tokens: Count = 0
     rounds: Count = 0
     target_passes: Count = 0
@@ -367,6 +370,8 @@ def _validated(d: Any) -> Trace:
 EXPECTED = {"int_type": "a whole number", "float_type": "a finite number", "string_type": "a string",
             "bool_type": "true or false", "list_type": "a list", "dict_type": "an object", "dataclass_type": "an object",
             "model_attributes_type": "an object", "typed_dict_type": "an object"}
+NOUNS = {"events": "events", "tree": "tree nodes", "drafted": "drafted tokens", "positions": "positions",
+         "top": "top tokens", "token_ids": "token ids", "messages": "messages", "alignment": "aligned tokens"}
 LIMITS = {"too_long", "string_too_long", "less_than_equal", "less_than", "greater_than_equal", "finite_number"}
 
 
@@ -379,13 +384,16 @@ def _refusal(errors: list[dict]) -> str:
         names = sorted(str(x["loc"][-1]) for x in errors if x["type"] == "missing" and x["loc"][:-1] == e["loc"][:-1])
         return f"{_where(e['loc'][:-1])}: missing {', '.join(names)}"
     if kind == "too_long":
-        return f"{where} has {ctx['actual_length']} items; the limit is {ctx['max_length']}"
+        noun = NOUNS.get(e["loc"][-1], "items") if e["loc"] else "items"
+        return f"{where} has {ctx['actual_length']} {noun}; the limit is {ctx['max_length']}"
     if kind == "string_too_long":
         return f"{where} has {len(value)} characters; the limit is {ctx['max_length']}"
-    if kind in ("less_than_equal", "less_than"):
-        return f"{where} is {_number(value)}; the limit is {ctx.get('le', ctx.get('lt'))}" + (" (excluded)" * ("lt" in ctx))
+    if kind == "less_than_equal":
+        return f"{where} is {_number(value)}; the limit is {_number(ctx['le'])}"
+    if kind == "less_than":
+        return f"{where} is {_number(value)}; it must be under {_number(ctx['lt'])}"
     if kind == "greater_than_equal":
-        return f"{where} is {_number(value)}; the least allowed is {ctx['ge']}"
+        return f"{where} is {_number(value)}; the least allowed is {_number(ctx['ge'])}"
     if kind == "finite_number":
         return f"{where} is {value}; expected a finite number"
     if kind == "literal_error":
@@ -428,6 +436,10 @@ def _kind(value: Any) -> str:
 def trace_schema() -> dict[str, Any]:
     """The JSON Schema of a trace file, generated from the dataclasses above."""
     schema = _adapter().json_schema()
+    for name, part in schema["$defs"].items():  # stdlib dataclasses' docstrings are not read by pydantic
+        doc = getattr(globals().get(name), "__doc__", None)
+        if doc and "description" not in part:
+            part["description"] = inspect.cleandoc(doc)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "specviz trace",
             "description": Trace.__doc__, **{k: v for k, v in schema.items() if k != "title"}}
 

@@ -25,7 +25,6 @@ from specviz.choices import AUTO, PLAIN, RUNTIMES, SPECULATIVE
 from specviz.settings import GenerationSettings, from_request
 from specviz.app.tab import MODELS, Shared, Tab
 
-FRAME_S = 0.1  # one replay frame every 100 ms of screen time
 SPEEDS = [("1\u00d7 (real time)", 1.0), ("2\u00d7", 2.0), ("4\u00d7", 4.0), ("10\u00d7", 10.0)]
 NOTHING = '<p class="sv-muted">Run a generation in speculative mode, then compare it here with plain decoding.</p>'
 READY = '<p class="sv-muted">Press \u201cRun plain decoding and compare\u201d to race this run against the target alone.</p>'
@@ -119,15 +118,20 @@ class Comparisons:
         """Both columns as they stood at each moment, shown at `speed` times the measured pace."""
         if spec is None or plain is None:
             raise UserError("run plain decoding first (the button above): the race needs both runs")
-        end = viz.race_end_s(spec, plain)
-        speed = float(speed or 1.0)
         started = time.monotonic()
-        while True:
-            t = (time.monotonic() - started) * speed
-            yield viz.race_frame(spec, plain, min(t, end))
-            if t >= end:
-                return
-            time.sleep(FRAME_S)
+        for i, t in enumerate(viz.replay_times(viz.race_end_s(spec, plain), replay_speed(speed))):
+            time.sleep(max(0.0, started + i * viz.REPLAY_FRAME_S - time.monotonic()))
+            yield viz.race_frame(spec, plain, t)
+
+
+def replay_speed(speed) -> float:
+    """One of the offered speeds (1 when none is given), or one line saying which are."""
+    offered = [v for _, v in SPEEDS]
+    value = 1.0 if speed is None else speed
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in offered:
+        shown = value if isinstance(value, (int, float)) and len(str(value)) < 24 else type(value).__name__
+        raise UserError(f"replay speed {shown}; the speeds offered are {', '.join(f'{v:g}' for v in offered)}")
+    return float(value)
 
 
 class ComparePage(Tab):

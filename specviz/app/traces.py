@@ -16,7 +16,7 @@ import gradio as gr
 from specviz.app import live
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
-from specviz.events import MAX_TRACE_BYTES, Trace, load_trace
+from specviz.events import Trace, check_trace_size, load_trace
 from specviz.viz.text import esc
 from specviz.app.tab import Shared, Tab
 
@@ -65,9 +65,7 @@ def read_upload(path: str | None) -> Trace:
     """The uploaded file as a Trace; load_trace says in words what is wrong with a bad one."""
     if not path:
         raise UserError("no file was uploaded")
-    size = Path(path).stat().st_size
-    if size > MAX_TRACE_BYTES:  # before reading it in
-        raise UserError(f"the file is {size / 2**20:.0f} MB; traces up to {MAX_TRACE_BYTES >> 20} MB can be replayed")
+    check_trace_size(Path(path).stat().st_size)  # before reading it in
     return load_trace(Path(path).read_bytes())
 
 

@@ -31,7 +31,8 @@ from specviz.viz.palette import empty_figure, style_figure
 from specviz.viz.pass_cost import pass_cost_figure, runtime_curves
 from specviz.viz.prediction import Prediction, gap_explanation, predict, prediction_html
 from specviz.viz.race import (
-    comparison_html, identity_check, identity_html, race_end_s, race_frame, tokens_vs_time_figure,
+    REPLAY_FRAME_S, comparison_html, identity_check, identity_html, race_end_s, race_frame, replay_times,
+    tokens_vs_time_figure,
 )
 from specviz.viz.speculation_note import speculation_note_html
 from specviz.viz.stats_plots import acceptance_by_position_figure, accepted_length_figure, speedup_comparison_figure
@@ -42,6 +43,7 @@ from specviz.viz.tokens import legend_html, tokens_html
 __all__ = [
     "LiveStats",
     "Prediction",
+    "REPLAY_FRAME_S",
     "acceptance_by_position_figure",
     "accepted_length_figure",
     "comparison_html",
@@ -62,6 +64,7 @@ __all__ = [
     "prediction_html",
     "race_end_s",
     "race_frame",
+    "replay_times",
     "round_narrative_html",
     "round_story",
     "round_timeline_figure",

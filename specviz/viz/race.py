@@ -7,6 +7,7 @@ recorded `t_end_s` of every event, so the app animates by stepping t.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ from specviz.viz.text import esc, quoted
 from specviz.viz.tokens import tokens_html
 
 Run = Trace | Sequence[Event]
+REPLAY_FRAME_S = 0.1  # one replay frame every 100 ms of screen time
+MAX_REPLAY_FRAMES = 1200  # two minutes of screen time at most
 
 
 def _events(run: Run) -> list[Event]:
@@ -34,6 +37,17 @@ def _tokens_at(events: list[Event]) -> int:
 def race_end_s(*runs: Run) -> float:
     """When the slower run finished: the end of the replay's time axis."""
     return max((e.t_end_s for run in runs for e in _events(run)), default=0.0)
+
+
+def replay_times(end_s: float, speed: float) -> list[float]:
+    """The race's time at each frame of a replay at `speed` times the measured pace, one frame
+    per REPLAY_FRAME_S of screen time. A race longer than MAX_REPLAY_FRAMES frames is replayed
+    faster, so the count stays bounded whatever times a trace holds."""
+    if not (math.isfinite(end_s) and end_s > 0 and math.isfinite(speed) and speed > 0):
+        return [0.0]
+    step = max(REPLAY_FRAME_S * speed, end_s / MAX_REPLAY_FRAMES)
+    frames = math.ceil(end_s / step)
+    return [min(i * step, end_s) for i in range(frames + 1)]
 
 
 def race_column_html(run: Run, t_s: float, name: str) -> str:
