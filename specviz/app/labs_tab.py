@@ -175,9 +175,9 @@ class Labs:
         """Run the current prompt at each temperature; the figure grows after each run."""
         from specviz.app.loading import Cancelled
 
+        temps = parse_temperatures(temperatures)  # first: refused before anything else is looked at
         if not _spec(trace):
             raise UserError("run a generation in speculative mode first: the sweep reruns its prompt and settings")
-        temps = parse_temperatures(temperatures)
         settings = settings_of(trace)
         session = _session(request)
         flag = runner.FLAGS.begin(session)

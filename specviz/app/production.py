@@ -15,6 +15,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.drafters.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Trace
+from specviz.limits import METRICS_BYTES
 from specviz.production import found
 from specviz.production.export import FORMATS, export
 from specviz.production.judge import judge, measured_cost, typed_cost
@@ -26,8 +27,6 @@ FORMAT_LABELS = [("vLLM", "vllm"), ("SGLang", "sglang"), ("llama.cpp (llama-serv
                  ("transformers", "transformers"), ("llama-cpp-python", "llama-cpp-python")]
 assert [v for _, v in FORMAT_LABELS] == list(FORMATS)
 COST_SOURCES = [("Measured on the run's pair (its runtime)", "run"), ("Typed in", "typed")]
-# The largest payload read from a paste or an upload.
-MAX_PAYLOAD_BYTES = 8 * 2**20
 NO_EXPORT = "Run a generation in speculative mode (or upload a trace): its pair, drafter and best k become each engine's settings."
 
 
@@ -106,16 +105,14 @@ def build_metrics() -> MetricsSection:
     return MetricsSection(text, file, cost_source, target_ms, draft_ms, verify_ms, button, positions, words)
 
 
-def _payload(text: str | None, path: str | None) -> bytes:
+def _payload(text: str | None, path: str | None) -> str | bytes:
+    """The pasted text, or a file's bytes, refused (limits.METRICS_BYTES) before a file over
+    the limit is read; `read` bounds the text."""
     if path:
         p = Path(path)
-        if p.stat().st_size > MAX_PAYLOAD_BYTES:
-            raise UserError(f"the file is {p.stat().st_size / 2**20:.1f} MB; payloads up to {MAX_PAYLOAD_BYTES // 2**20} MB are read")
+        METRICS_BYTES.check(p.stat().st_size, "the file")
         return p.read_bytes()
-    data = (text or "").encode("utf-8", "replace")
-    if len(data) > MAX_PAYLOAD_BYTES:
-        raise UserError(f"the text is {len(data) / 2**20:.1f} MB; payloads up to {MAX_PAYLOAD_BYTES // 2**20} MB are read")
-    return data
+    return text or ""
 
 
 def _cost(source: str, trace: Trace | None, t, d, v):
