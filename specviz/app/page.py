@@ -148,10 +148,17 @@ TABS = (live.LivePage, inspector.InspectorPage, compare.ComparePage, theory_tab.
         labs_tab.LabsPage, traces.TracesPage)
 
 
+# A session's traces are dropped this long after their last update (a tab left open for days
+# holds no run); Gradio drops them at once when the tab closes.
+STATE_TTL_S = 3 * 3600
+# Every half hour, the files Gradio keeps for this page (uploads, downloads) older than an hour go.
+DELETE_CACHE = (1800, 3600)
+
+
 def build_page(config: PageConfig) -> gr.Blocks:
-    with gr.Blocks(title="specviz: speculative decoding, made visible") as demo:
+    with gr.Blocks(title="specviz: speculative decoding, made visible", delete_cache=DELETE_CACHE) as demo:
         status, timer = _header(config)
-        trace, plain = gr.State(None), gr.State(None)
+        trace, plain = gr.State(None, time_to_live=STATE_TTL_S), gr.State(None, time_to_live=STATE_TTL_S)
         with gr.Tabs(elem_id="tabs") as tabs:
             shared = Shared(config, trace, plain, tabs, demo)
             for make in TABS:
