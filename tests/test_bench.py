@@ -166,6 +166,51 @@ def test_summary_speedups_medians_mismatches_and_targets():
     assert each["value"] == pytest.approx(1.0) and each["met"] is True and "b" in each["detail"]
 
 
+def test_llamacpp_ngram_methods_run_the_tool_without_a_draft_model(monkeypatch, tmp_path):
+    import subprocess
+    from types import SimpleNamespace
+
+    from specviz.bench import llamacpp_tools
+
+    assert parse_method("ll-ngram-mod") == Method("ll-ngram-mod", "ll", "ngram-mod")
+    assert not parse_method("ll-ngram-simple").needs_draft and parse_method("ll-spec-k4").needs_draft
+    with pytest.raises(UserError, match="ll-ngram-map-k4v"):
+        parse_method("ll-ngram-typo")
+    seen = {}
+    log = ("encoded   30 tokens in    0.500 seconds\ndecoded   64 tokens in    2.000 seconds\n"
+           "n_predict = 64\nn_drafted = 40\nn_accept  = 30\n")
+
+    def fake_run(args, **kw):
+        seen["args"] = args
+        return SimpleNamespace(returncode=0, stdout="PROMPT and the answer", stderr=log)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(llamacpp_tools, "tools_dir", lambda: tmp_path)
+    r = llamacpp_tools.speculative_simple(tmp_path / "t.gguf", None, "PROMPT", max_new_tokens=64, threads=2,
+                                          spec_type="ngram-simple")
+    args = seen["args"]
+    assert "-md" not in args and args[args.index("--spec-type") + 1] == "ngram-simple"
+    assert r == {"text": " and the answer", "new_tokens": 64, "wall_s": 2.5, "drafted": 40, "accepted": 30}
+
+
+def test_edit_goals_compare_the_best_copying_method_with_llamacpp_and_plain():
+    names = ("lc-plain", "ll-ngram-simple", "ll-ngram-mod", "sv-plain", "sv-lookup", "sv-suffix")
+    methods = [parse_method(n) for n in names]
+    prompts = [BenchPrompt("c", "code", "x"), BenchPrompt("p", "prose", "y"), BenchPrompt("e1", "edit", "z"),
+               BenchPrompt("e2", "edit", "w")]
+    same = list(range(12))
+    # seconds for 12 tokens: on the edit prompts suffix takes 1 s, lookup 1.5 s, plain 3 s, the n-gram tools 2 s and 2.4 s
+    secs = {"c": dict(zip(names, (1, 1, 1, 1.0, 1.1, 1.02))), "p": dict(zip(names, (1, 1, 1, 1.0, 1.0, 1.0))),
+            "e1": dict(zip(names, (3, 2, 2.4, 3, 1.5, 1.0))), "e2": dict(zip(names, (3, 2, 2.4, 3, 1.5, 1.0)))}
+    raw = {pid: {n: [_sample(same, t)] for n, t in row.items()} for pid, row in secs.items()}
+    targets = {t["target"]: t for t in summarise(raw, prompts, methods, BenchOptions(), stop=set())["targets"]}
+    assert targets["sv-suffix vs lc-plain on the edit group (geomean)"]["value"] == pytest.approx(3.0)
+    ngram = targets["sv-suffix vs llama.cpp's best n-gram method on the edit group (geomean)"]
+    assert ngram["value"] == pytest.approx(2.0) and ngram["met"] and "ll-ngram-simple" in ngram["detail"]
+    each = targets["sv-suffix vs sv-plain, worst code or prose prompt"]
+    assert each["value"] == pytest.approx(1 / 1.02) and each["met"] and "c" in each["detail"]
+
+
 def test_gathered_transformers_runs_are_shown_beside_the_goals_not_in_them():
     names = ("hf-plain", "hf-plain-gathered", "hf-assisted", "hf-assisted-gathered", "sv-plain", "sv-adaptive")
     methods = [parse_method(n) for n in names]

@@ -1,6 +1,9 @@
 """llama.cpp's own speculative decoding as a bench reference: `llama-speculative-simple`
-with the draft model (`--spec-type draft-simple`), built from the source vendored in the
-pinned llama-cpp-python sdist by scripts/build_llamacpp_tools.sh into the cache.
+with the draft model (`--spec-type draft-simple`) or with one of its n-gram drafters, which
+need no draft model (`--spec-type ngram-simple`, `ngram-map-k`, `ngram-map-k4v`, `ngram-mod`,
+`ngram-cache`: the types `common/speculative.cpp` of this version knows), built from the
+source vendored in the pinned llama-cpp-python sdist by scripts/build_llamacpp_tools.sh into
+the cache.
 
 It runs as a process per prompt over the same GGUF files and threads, greedy, and reports
 its own encode and decode times: the bench's rate for it is new tokens over both (specviz's
@@ -35,11 +38,31 @@ def missing() -> str | None:
     return None
 
 
-def speculative_simple(target: Path, draft: Path, prompt_text: str, *, max_new_tokens: int, draft_max: int, threads: int) -> dict:
-    """One run: {"text", "new_tokens", "wall_s", "drafted", "accepted"} from its own report."""
-    args = [str(tools_dir() / "llama-speculative-simple"), "-m", str(target), "-md", str(draft), "-p", prompt_text,
-            "-n", str(max_new_tokens), "--spec-type", "draft-simple", "--spec-draft-n-max", str(draft_max),
-            "-t", str(threads), "-td", str(threads), "--temp", "0", "-c", "4096", "-ngl", "0", "-ngld", "0"]
+# llama.cpp's n-gram drafters and the flags they run with: the examples of the vendored
+# docs/speculative.md (drafts up to 64 tokens; k4v with its 8-token keys and values), defaults
+# otherwise (ngram-simple and ngram-map-k look up a 12-token key and draft up to 48 tokens,
+# ngram-mod a 24-token hash and 48 to 64, ngram-cache its own statistics of the context).
+NGRAM_TYPES = {
+    "ngram-simple": ["--spec-draft-n-max", "64"],
+    "ngram-map-k": ["--spec-draft-n-max", "64"],
+    "ngram-map-k4v": ["--spec-ngram-map-k4v-size-n", "8", "--spec-ngram-map-k4v-size-m", "8",
+                      "--spec-ngram-map-k4v-min-hits", "2", "--spec-draft-n-max", "64"],
+    "ngram-mod": [],
+    "ngram-cache": [],
+}
+
+
+def speculative_simple(target: Path, draft: Path | None, prompt_text: str, *, max_new_tokens: int, threads: int,
+                       draft_max: int = 0, spec_type: str = "draft-simple") -> dict:
+    """One run: {"text", "new_tokens", "wall_s", "drafted", "accepted"} from its own report.
+    `spec_type` draft-simple drafts with `draft` up to `draft_max` tokens; an n-gram type
+    (NGRAM_TYPES) drafts from the context alone."""
+    args = [str(tools_dir() / "llama-speculative-simple"), "-m", str(target), "-p", prompt_text,
+            "-n", str(max_new_tokens), "--spec-type", spec_type, "-t", str(threads), "--temp", "0", "-c", "4096", "-ngl", "0"]
+    if spec_type in NGRAM_TYPES:
+        args += NGRAM_TYPES[spec_type]
+    else:
+        args += ["-md", str(draft), "--spec-draft-n-max", str(draft_max), "-td", str(threads), "-ngld", "0"]
     if cpu_has_amx():
         args.append("--no-repack")  # as the runtime loads on AMX CPUs (lm/llamacpp_runtime/model.py)
     done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)

@@ -26,6 +26,9 @@ llama-cpp-python's own `Llama.generate` (on a pair loaded on the llama.cpp runti
     lc-lookup             llama-cpp-python with LlamaPromptLookupDecoding (10 tokens), its only drafter
     ll-spec-k{K}          llama.cpp's own llama-speculative-simple with the draft model, draft max K, greedy
                           (built once by scripts/build_llamacpp_tools.sh; skipped, saying so, until then)
+    ll-ngram-{type}       the same tool with one of llama.cpp's own n-gram drafters, no draft model
+                          (`--spec-type ngram-simple`, `ngram-map-k`, `ngram-map-k4v`, `ngram-mod`,
+                          `ngram-cache`; llamacpp_tools.NGRAM_TYPES), greedy
     hf-...-gathered       any hf-plain / hf-assisted* / hf-universal* run with its LM heads fed
                           rows of their own: transformers as shipped slices the last position
                           as a strided view, and on some CPUs (this one, in bf16) the LM head
@@ -52,6 +55,7 @@ from typing import Any
 import torch
 
 from specviz.bench import hf_baselines
+from specviz.bench.llamacpp_tools import NGRAM_TYPES
 from specviz.choices import DRAFTERS, FIXED, HEURISTIC, INTERSECTION, LLAMACPP, MODEL, PLAIN, POLICIES, SPECULATIVE, TEXT, TORCH, TREE
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
@@ -67,8 +71,9 @@ VARIANTS = {GATHERED: "gathered", PACKED: "packed"}
 @dataclass(frozen=True)
 class Method:
     name: str
-    family: str  # "sv" or "hf"
-    kind: str  # plain | speculative | lookup | early-exit | suffix | lookahead | assisted | universal | tree
+    family: str  # "sv", "hf", "lc" or "ll"
+    # plain | speculative | lookup | early-exit | suffix | lookahead | assisted | universal | tree | a llama.cpp n-gram type
+    kind: str
     k: int | None = None  # fixed draft length; None: adaptive / the library's default schedule
     tree: tuple[int, int] | None = None  # specviz token tree: (nodes, width)
     record: str = "full"  # specviz only: "full" or "minimal" events
@@ -174,6 +179,8 @@ def parse_method(name: str) -> Method:
     ll = re.fullmatch(r"ll-spec-k(\d+)", name)
     if ll and 1 <= int(ll.group(1)) <= 16:
         return Method(name, "ll", SPECULATIVE, k=int(ll.group(1)))
+    if name.removeprefix("ll-") in NGRAM_TYPES:
+        return Method(name, "ll", name.removeprefix("ll-"))
     m = re.fullmatch(r"(sv-k|hf-assisted-k|hf-universal-k)(\d+)", name)
     if m and 1 <= int(m.group(2)) <= 16:
         k = int(m.group(2))
@@ -182,7 +189,8 @@ def parse_method(name: str) -> Method:
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, "
         f"{', '.join('sv-' + d for d in drafter_methods())}, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
-        "hf-universal, hf-universal-k<K>, hf-lookup, lc-plain, lc-lookup or ll-spec-k<K> (K from 1 to 16, N to 64, B to 8); "
+        "hf-universal, hf-universal-k<K>, hf-lookup, lc-plain, lc-lookup, ll-spec-k<K> or "
+        f"{', '.join('ll-' + t for t in NGRAM_TYPES)} (K from 1 to 16, N to 64, B to 8); "
         f"a transformers method other than hf-lookup may end in {GATHERED} or {PACKED}"
     )
 
@@ -311,14 +319,19 @@ def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: Genera
 
 
 def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: GenerationSettings) -> Sample:
-    """One llama-speculative-simple run on the pair's files (`llamacpp_tools`), greedy only."""
+    """One llama-speculative-simple run on the pair's files (`llamacpp_tools`), greedy only:
+    with the draft model (ll-spec-k<K>) or one of llama.cpp's n-gram drafters (ll-ngram-*)."""
     from specviz.bench import llamacpp_tools
 
     if settings.temperature != 0:
         raise UserError(f"{method.name} runs greedy only here: drop it from a sampling bench")
     text = pair.tokenizer.decode(input_ids.tolist())
-    r = llamacpp_tools.speculative_simple(pair.target.path, pair.draft.path, text, max_new_tokens=settings.max_new_tokens,
-                                          draft_max=method.k, threads=pair.target.threads)
+    if method.kind in NGRAM_TYPES:
+        r = llamacpp_tools.speculative_simple(pair.target.path, None, text, max_new_tokens=settings.max_new_tokens,
+                                              threads=pair.target.threads, spec_type=method.kind)
+    else:
+        r = llamacpp_tools.speculative_simple(pair.target.path, pair.draft.path, text, max_new_tokens=settings.max_new_tokens,
+                                              draft_max=method.k, threads=pair.target.threads)
     ids = pair.tokenizer(r["text"], add_special_tokens=False)["input_ids"][: r["new_tokens"]]
     stats = {"stop_reason": "max_new_tokens" if r["new_tokens"] >= settings.max_new_tokens else "eos",
              "acceptance": r["accepted"] / r["drafted"] if r["drafted"] else None, "drafted": r["drafted"]}

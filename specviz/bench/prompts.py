@@ -13,10 +13,12 @@ from specviz.errors import UserError
 from specviz.settings import check_prompt
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "bench_prompts.json"
-KINDS = ("code", "prose", "repetitive")
+KINDS = ("code", "prose", "repetitive", "edit")
 # The kinds the bench's older goals are measured on; the repetitive group (answers that
-# repeat their input, where draft-free methods should win) is reported apart.
+# repeat their input, where draft-free methods should win) and the edit group (longer edit
+# tasks: answers of 150-400 tokens that return their input with a few changes) are reported apart.
 GOAL_KINDS = ("code", "prose")
+COPY_KINDS = ("repetitive", "edit")
 
 
 @dataclass(frozen=True)
