@@ -71,6 +71,12 @@ def test_the_page_is_told_when_plain_decoding_beats_drafting_everywhere():
     # llama.cpp plain 33.3 tok/s; drafting: llama.cpp 23.1, torch about 14.3.
     note = rc.plain_beats_drafting(rates)
     assert note is not None and "llama.cpp's plain decoding (33.3 tok/s)" in note
+    # And where a draft-free drafter does pay: V(13) = 390 ms by interpolation, 13 passes' worth; 13 tokens for it.
+    assert "suffix drafter pays on edit work" not in note
+    rc.record("qwen-coder", "llama.cpp", CostModel(verify={1: 30.0, 2: 60.0, 4: 70.0, 17: 110.0}, draft=18.0))
+    note = rc.plain_beats_drafting(rc.recorded("qwen-coder"))
+    # V(13) = 70 + 40 * 9 / 13 = 97.7 ms, 3.3 one-token passes: 13 tokens for it, 4.0x.
+    assert "suffix drafter pays on edit work" in note and "costs 3.3 one-token passes" in note and "4.0\u00d7" in note
 
 
 def test_a_pair_that_is_not_gguf_files_stays_on_torch(tmp_path):

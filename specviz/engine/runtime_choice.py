@@ -139,8 +139,26 @@ def plain_beats_drafting(rates_by_runtime: dict) -> str | None:
     top = rates_by_runtime[best_plain]["plain"]
     if all(top > r["speculative"] for r in rates_by_runtime.values()):
         return (f"on this machine {best_plain}'s plain decoding ({top:.1f} tok/s) is faster than speculative decoding "
-                "on any runtime measured: drafting shows how it works here, not a speedup")
+                "on any runtime measured: drafting shows how it works here, not a speedup" + _copying_pays(rates_by_runtime[best_plain]))
     return None
+
+
+# A round of edit work inside a copied span: this many copied tokens verified in one pass, all accepted.
+COPIED = 12
+
+
+def _copying_pays(rates: dict) -> str:
+    """What a draft-free drafter gains where the answer copies its input, from the runtime's
+    measured pass costs: a round that copies COPIED tokens gives COPIED + 1 for one pass."""
+    from specviz.cost_curve import CostCurve
+
+    v = CostCurve({int(n): float(ms) for n, ms in (rates.get("V") or {}).items()} or {1: 1.0})
+    ratio = v(COPIED + 1) / v(1)
+    if (COPIED + 1) / ratio <= 1:
+        return ""
+    return (f". The suffix drafter pays on edit work, where the answer copies its input (the Edit examples): a pass over "
+            f"{COPIED + 1} tokens costs {ratio:.1f} one-token passes here, so a round that copies {COPIED} tokens at once "
+            f"runs up to {(COPIED + 1) / ratio:.1f}\u00d7 plain decoding")
 
 
 def _read(path: Path) -> dict:
