@@ -116,3 +116,20 @@ def test_a_run_on_a_busier_machine_than_at_load_says_so(pair):
     assert 'data-slowdown="2.00"' in busy and "took 2.0\u00d7 what the same passes cost when the pair loaded" in busy
     quiet = speculation_note_html(taking(50.0))
     assert 'data-slowdown="1.00"' in quiet and "busier" not in quiet
+
+
+def test_a_suffix_runs_note_tells_a_round_in_the_inspectors_words(pair):
+    from dataclasses import replace
+
+    from specviz.viz.speculation_note import speculation_note_html
+
+    trace = engine.run(pair, PROMPT, GenerationSettings(drafter="suffix", max_new_tokens=24, raw=True))
+    sized = [e for e in trace.events if e.type == "round" and e.source is not None and e.source.note]
+    assert sized  # the cost-aware suffix run sized its rounds and said how
+    slow = replace(trace, summary=replace(trace.summary, speedup_vs_plain=0.8))
+    note = speculation_note_html(slow)
+    shown = next(e for e in reversed(sized) if e.drafted) if any(e.drafted for e in sized) else sized[-1]
+    # The inspector's sentence on the same round, word for word.
+    assert f"Round {shown.index}, as the Round inspector tells it" in note
+    assert shown.source.note.split(":")[0] in note and shown.source.note.split(":")[0] in source_html(shown)
+    assert "Priced on the measured pass costs V(n)" in note

@@ -3,7 +3,9 @@ a guess must be worth to pay for its place in the pass on this runtime. Shown un
 stats when a run fell short of plain decoding or stood aside from speculating in most
 rounds, so a user is not left to guess why a method did not pay (the cost-aware policies
 stop speculating where drafting cannot pay, and a draft-free method's guesses are often too
-weak to pay on a runtime whose larger passes cost several one-token passes).
+weak to pay on a runtime whose larger passes cost several one-token passes). A suffix run's
+note also tells one of its rounds in the Round inspector's words: what matched, and how the
+round was sized from the copy's evidence and the pass costs.
 
     speculation_note_html(trace)   "" when there is nothing to say, else one paragraph
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from specviz.cost_curve import CostCurve
 from specviz.events import RoundEvent, Trace
 from specviz.viz.text import esc
-from specviz.choices import COST_AWARE, SPECULATIVE
+from specviz.choices import COST_AWARE, SPECULATIVE, SUFFIX
 
 # Below this share of plain decoding's speed, or speculating in fewer than this share of
 # its rounds, a run gets the note.
@@ -80,4 +82,18 @@ def speculation_note_html(trace: Trace | None) -> str:
                 "loaded: the machine was busier than then, so plain decoding at its load-time speed is a high bar; "
                 "Side by side races both under the same conditions.")
     return (f'<p class="sv-speculation-note" data-speculated="{used}" data-rounds="{len(rounds)}" '
-            f'data-slowdown="{busier:.2f}">{" ".join(parts)}. {costs} {why}</p>')
+            f'data-slowdown="{busier:.2f}">{" ".join(parts)}. {costs} {why}{_sized_round(rounds)}</p>')
+
+
+def _sized_round(rounds: list[RoundEvent]) -> str:
+    """A copying drafter's round in the Round inspector's own words (the note its source
+    carries on how the round was sized): the last round that verified guesses, else the last
+    sized one."""
+    sized = [e for e in rounds if e.source is not None and e.source.note and e.source.method == SUFFIX]
+    if not sized:
+        return ""
+    e = next((e for e in reversed(sized) if e.drafted), sized[-1])
+    matched = "".join(e.source.matched)
+    return (f" Round {e.index}, as the Round inspector tells it: the context's last {len(e.source.matched)} token"
+            f"{'s' if len(e.source.matched) != 1 else ''} ({esc(matched)}) occurred {e.source.occurrences} time"
+            f"{'s' if e.source.occurrences != 1 else ''} earlier. {esc(e.source.note)}")
