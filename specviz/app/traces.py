@@ -6,8 +6,10 @@ is checked by `Trace.from_json`, whose messages say what is wrong with a bad fil
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,10 @@ from specviz.viz.text import esc
 from specviz.app.tab import Shared, Tab
 
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"
+# Downloads written here are served from Gradio's own copy (deleted by the page's delete_cache);
+# these go once they are this old, and past this many, the oldest first.
+TRACE_FILES_AGE_S = 3600
+TRACE_FILES_KEPT = 256
 
 
 @dataclass
@@ -46,11 +52,29 @@ def build() -> TracesTab:
 def write_trace(trace: Trace) -> str:
     """The trace as a JSON file named after its mode and prompt; returns its path."""
     TRACE_DIR.mkdir(parents=True, exist_ok=True)
+    prune_traces()
     slug = re.sub(r"[^A-Za-z0-9]+", "-", trace.prompt[:32]).strip("-").lower() or "run"
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=TRACE_DIR, prefix=f"specviz-{trace.mode}-{slug}-",
                                      suffix=".json", delete=False) as f:
         f.write(trace.to_json(indent=1))
     return f.name
+
+
+def prune_traces(folder: Path | None = None, *, age_s: float = TRACE_FILES_AGE_S, kept: int = TRACE_FILES_KEPT) -> int:
+    """Delete written traces older than `age_s`, and the oldest beyond `kept`; how many went."""
+    folder = folder or TRACE_DIR
+    files = []
+    for path in folder.glob("specviz-*.json"):
+        with contextlib.suppress(OSError):
+            files.append((path.stat().st_mtime, path))
+    files.sort(reverse=True)
+    now, gone = time.time(), 0
+    for i, (mtime, path) in enumerate(files):
+        if i >= kept or now - mtime > age_s:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                gone += 1
+    return gone
 
 
 def save_for_download(trace: Trace | None):
