@@ -104,6 +104,7 @@ OTHER_MEANINGS = {
     ("bench/cli.py", "torch"), ("drafters/cost_model.py", "torch"), ("engine/runtime_choice.py", "torch"),
     ("lm/torch_runtime/precision.py", "torch"), ("bench/resume.py", "torch"), ("bench/methods.py", "llama.cpp"),
     ("production/metrics.py", "llama.cpp"), ("bench/methods.py", "lookup"), ("production/export.py", "suffix"),
+    ("events.py", "tree"),  # a round's field `tree`, named in a refusal
 }
 
 
