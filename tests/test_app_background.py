@@ -107,3 +107,41 @@ def test_the_run_sees_the_callers_context_variables():
         yield request.get()
 
     assert list(newest(run(), min_interval_s=0.0, stop=lambda: None)) == ["the page request"]
+
+
+def test_a_client_that_stops_reading_ends_its_run():
+    """An API job nobody reads would keep every update (each the whole trace so far) queued."""
+    stop, ended = threading.Event(), threading.Event()
+    queued = []
+
+    def run():
+        try:
+            while not stop.is_set():
+                yield len(queued)
+                time.sleep(0.005)
+        finally:
+            ended.set()
+
+    from specviz.app.background import while_read
+
+    for update in while_read(newest(run(), min_interval_s=0.0, stop=stop.set), lambda: len(queued), limit=5):
+        queued.append(update)  # queued for the client, never read
+    assert len(queued) == 6  # with six unread (more than five) the next is not sent: the run is stopped
+    assert stop.is_set() and ended.wait(WAIT_S)
+
+
+def test_unread_counts_the_sessions_queued_messages():
+    import asyncio
+    from types import SimpleNamespace
+
+    from specviz.app.background import unread
+
+    pending = asyncio.Queue()
+    queue = SimpleNamespace(pending_messages_per_session={"s1": pending})
+    request = SimpleNamespace(session_hash="s1", request=SimpleNamespace(app=SimpleNamespace(get_blocks=lambda: SimpleNamespace(_queue=queue))))
+    count = unread(request)
+    assert count() == 0
+    for i in range(3):
+        pending.put_nowait(i)
+    assert count() == 3
+    assert unread(SimpleNamespace(session_hash="s1", request=None))() == 0  # no queue: never abandoned

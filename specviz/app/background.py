@@ -70,3 +70,40 @@ def newest(items: Iterator[T], *, min_interval_s: float, stop: Callable[[], None
     finally:
         if thread.is_alive():
             stop()
+
+
+# Updates an API client may leave unread before its run counts as abandoned: at most five a
+# second go out (runner.MIN_UPDATE_S), so this is a client that has not read for about 20 s.
+UNREAD_LIMIT = 100
+
+
+def unread(request) -> Callable[[], int]:
+    """How many messages for `request`'s session wait unread in Gradio's queue. A page or a
+    client streaming the job takes them as they come; a job posted to /call/<api> that nobody
+    reads keeps every one (each the whole trace so far) until the process ends."""
+    try:
+        queue = request.request.app.get_blocks()._queue
+        session = request.session_hash
+        queue.pending_messages_per_session
+    except AttributeError:  # not served by Gradio's queue (a test, a direct call)
+        return lambda: 0
+
+    def count() -> int:
+        pending = queue.pending_messages_per_session.get(session)
+        return pending.qsize() if pending is not None else 0
+
+    return count
+
+
+def while_read(updates: Iterator[T], unread_now: Callable[[], int], *, limit: int = UNREAD_LIMIT) -> Iterator[T]:
+    """`updates` until more than `limit` of them wait unread (`unread`): then `updates` is
+    closed, which stops its run (a generator of `newest`'s), and nothing more is queued."""
+    try:
+        for update in updates:
+            if unread_now() > limit:
+                return
+            yield update
+    finally:
+        close = getattr(updates, "close", None)
+        if close is not None:
+            close()

@@ -18,6 +18,7 @@ import gradio as gr
 
 from specviz.choices import INTERSECTION, TEXT
 from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, tools, traces
+from specviz.app.background import unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import shown_errors
@@ -304,7 +305,8 @@ def generate_api(config: PageConfig):
         values = {name: v for name, v in values.items() if not (name in API_NONE and v is None)}
         settings = from_request(values)
         prompt = check_prompt(prompt)
-        for trace in runner.stream(pair, prompt, settings, live.session_of(request), config):
+        # A job posted to /call/generate that nobody reads is stopped, not kept running and queued.
+        for trace in while_read(runner.stream(pair, prompt, settings, live.session_of(request), config), unread(request)):
             yield trace.to_json()
 
     generate.__signature__ = signature
