@@ -368,8 +368,8 @@ def _validated(d: Any) -> Trace:
 # --- one line for a refusal ------------------------------------------------------------------
 
 EXPECTED = {"int_type": "a whole number", "float_type": "a finite number", "string_type": "a string",
-            "bool_type": "true or false", "list_type": "a list", "dict_type": "an object", "dataclass_type": "an object",
-            "model_attributes_type": "an object", "typed_dict_type": "an object"}
+            "bool_type": "true or false", "list_type": "a list", "dict_type": "an object",
+            "dataclass_type": "an object", "model_attributes_type": "an object", "typed_dict_type": "an object"}
 NOUNS = {"events": "events", "tree": "tree nodes", "drafted": "drafted tokens", "positions": "positions",
          "top": "top tokens", "token_ids": "token ids", "messages": "messages", "alignment": "aligned tokens"}
 LIMITS = {"too_long", "string_too_long", "less_than_equal", "less_than", "greater_than_equal", "finite_number"}
@@ -399,7 +399,8 @@ def _refusal(errors: list[dict]) -> str:
     if kind == "literal_error":
         return f"{where}: expected {ctx['expected']}, got {_kind(value)}"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        return f"{where}.type: expected 'round' or 'plain', got {_kind(value.get('type') if isinstance(value, dict) else None)}"
+        tag = value.get("type") if isinstance(value, dict) else None
+        return f"{where}.type: expected 'round' or 'plain', got {_kind(tag)}"
     if kind in EXPECTED:
         return f"{where}: expected {EXPECTED[kind]}, got {_kind(value)}"
     return f"{where}: {e['msg']}"
