@@ -1,0 +1,140 @@
+"""The hostile visitor's cases and doors, shared by tests/test_hostile.py and the soak's
+hostile client (scripts/soak.py --hostile): one list, so both send the same requests.
+
+Each case is sent at the size that used to cost the process gigabytes or hours (a position
+label of 10^10, k_max of 4e8, a JSON nested a million deep), never at a size that would
+take down the machine that sends it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+import httpx
+
+from viz_sample import spec_trace
+
+GOOD_SPEEDUP = {"alpha": 0.8, "k": 4, "target_ms": 30.0, "draft_ms": 5.0}
+PROM = ('vllm:spec_decode_num_drafts_total{{model_name="{m}"}} 10\n'
+        'vllm:spec_decode_num_draft_tokens_total{{model_name="{m}"}} 40\n'
+        'vllm:spec_decode_num_accepted_tokens_total{{model_name="{m}"}} 20\n')
+
+
+def per_position(position: str, model: str = "m") -> str:
+    return PROM.format(m=model) + (f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="{model}",'
+                                   f'position="{position}"}} 3\n')
+
+
+def histogram(n: int) -> str:
+    return json.dumps({"metrics": {"speculative_decoding": {"num_spec_steps": n, "num_draft_tokens": n,
+                                                            "num_accepted_draft_tokens": 0,
+                                                            "acceptance_histogram": [1] * n}}})
+
+
+# (case, what the refusal names, read_metrics' payload)
+METRICS = [
+    ("position label 10^10", "SPECVIZ_MAX_POSITIONS", per_position("10000000000")),
+    ("position label 10^6", "SPECVIZ_MAX_POSITIONS", per_position("1000000")),
+    ("label of 20,000 characters", "SPECVIZ_MAX_METRICS_LINE",
+     PROM.format(m="m") + 'vllm:spec_decode_num_drafts_total{model_name="' + "a" * 20_000 + '"} 1\n'),
+    ("acceptance_histogram of 30,000 entries", "SPECVIZ_MAX_POSITIONS", histogram(30_000)),
+    ("payload of 3 MB", "SPECVIZ_MAX_METRICS_BYTES", "#" + "x" * 3_000_000),
+    ("JSON nested a million deep", "nests too deeply", "[" * 1_000_000 + "]" * 1_000_000),
+]
+# (case, tool, arguments, what the refusal names)
+TOOLS = [
+    ("best_k k_max 5,000,000", "best_k", {"alpha": 0.8, "target_ms": 30, "draft_ms": 5, "k_max": 5_000_000},
+     "SPECVIZ_MAX_K"),
+    ("best_k k_max 4e8", "best_k", {"alpha": 0.8, "target_ms": 30, "draft_ms": 5, "k_max": 400_000_000}, "SPECVIZ_MAX_K"),
+    ("speedup k 10^9", "speedup", {"alpha": 0.8, "k": 10**9, "target_ms": 30, "draft_ms": 5}, "SPECVIZ_MAX_K"),
+    ("lossless p and q of 200,000 entries", "lossless_check",
+     {"p": ",".join(["0.000005"] * 200_000), "q": ",".join(["0.000005"] * 200_000)}, "SPECVIZ_MAX_DISTRIBUTION_CHARS"),
+    ("lossless p and q of 5,000 short entries", "lossless_check", {"p": ",".join(["0"] * 5_000), "q": "1"},
+     "SPECVIZ_MAX_DISTRIBUTION"),
+    ("lossless 10^12 samples", "lossless_check", {"p": "0.5,0.5", "q": "0.9,0.1", "samples": 10**12}, "SPECVIZ_MAX_SAMPLES"),
+    ("a pair of 100,000 characters", "export_settings", {"format": "vllm", "pair": "a/b" * 33_334},
+     "SPECVIZ_MAX_PAIR_CHARS"),
+]
+
+
+PAGE = [  # (case, event, its inputs, what the refusal names)
+    ("lossless p of 200,000 entries", "simulate", [",".join(["0.000005"] * 200_000)] * 2 + [1_000_000, 0],
+     "SPECVIZ_MAX_DISTRIBUTION_CHARS"),
+    ("bug gallery q of 5,000 entries", "simulate_bugs", ["1", ",".join(["0"] * 5_000), 1_000_000, 0, 0.7],
+     "SPECVIZ_MAX_DISTRIBUTION"),
+    ("sweep of 9 temperatures", "sweep", [None, None, ",".join(str(t / 10) for t in range(9))],
+     "SPECVIZ_MAX_TEMPERATURES"),
+    ("sweep list of 100,000 characters", "sweep", [None, None, "0," * 50_000], "SPECVIZ_MAX_TEMPERATURES_CHARS"),
+    # Draws outside the page's own choices: refused by the dropdown's choices, else by the limit.
+    ("lossless 10^12 draws", "simulate", ["0.5,0.5", "0.9,0.1", 10**12, 0], None),
+]
+
+
+@dataclass
+class Reply:
+    seconds: float
+    size: int  # bytes of the answer as it came back
+    error: str | None  # the refusal, or None where the request was served
+    output: object = None
+
+
+def events(url: str) -> dict[str, int]:
+    """The page's events by name: fn_index, as the browser calls them."""
+    config = httpx.get(f"{url}config", timeout=30).json()
+    return {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
+
+
+def page_event(url: str, fn_index: int, data: list) -> Reply:
+    """A page event called by fn_index over raw HTTP, as any client can: join the queue, read
+    the stream to the end of the event."""
+    session = uuid.uuid4().hex
+    start = time.perf_counter()
+    with httpx.Client(base_url=f"{url}gradio_api/", timeout=60) as http:
+        joined = http.post("queue/join", json={"data": data, "fn_index": fn_index, "session_hash": session,
+                                               "event_data": None, "trigger_id": None})
+        if joined.status_code != 200:
+            return Reply(time.perf_counter() - start, len(joined.content), joined.text or str(joined.status_code))
+        body, last = b"", None
+        with http.stream("GET", "queue/data", params={"session_hash": session}) as stream:
+            for line in stream.iter_lines():
+                body += line.encode() + b"\n"
+                if line.startswith("data:") and '"process_completed"' in line:
+                    last = json.loads(line[5:])
+                    break
+    seconds = time.perf_counter() - start
+    if last is None or not last.get("success"):
+        return Reply(seconds, len(body), ((last or {}).get("output") or {}).get("error") or "refused without a message")
+    return Reply(seconds, len(body), None, last["output"]["data"])
+
+
+def upload(url: str, name: str, content: bytes) -> tuple[httpx.Response, float]:
+    start = time.perf_counter()
+    r = httpx.post(f"{url}gradio_api/upload", files={"files": (name, content, "application/json")}, timeout=60)
+    return r, time.perf_counter() - start
+
+
+def trace_with(tree_nodes: int = 0, depth: int = 1, t_end_s: float | None = None) -> bytes:
+    trace = spec_trace().to_dict()
+    first = trace["events"][0]
+    if tree_nodes:
+        first["tree"] = [{"parent": -1, "token": i + 1, "text": "a", "depth": 1, "q": 0.1, "p": None,
+                          "decision": "unchecked"} for i in range(tree_nodes)]
+    if depth > 1:
+        first["tree"] = [{"parent": -1, "token": 1, "text": "a", "depth": depth, "q": 0.1, "p": None,
+                          "decision": "unchecked"}]
+    if t_end_s is not None:
+        trace["events"][-1]["t_end_s"] = t_end_s
+    return json.dumps(trace).encode()
+
+
+TRACES = [("a flat tree of 600 nodes", trace_with(tree_nodes=600)),
+          ("one node at depth 2,000,000", trace_with(depth=2_000_000)),
+          ("a round ending at 10^12 s", trace_with(t_end_s=1e12))]
+
+
+def uploaded(path: str, name: str = "trace.json") -> dict:
+    """An uploaded file as a page event takes it."""
+    return {"path": path, "orig_name": name, "meta": {"_type": "gradio.FileData"}}
