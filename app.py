@@ -1,10 +1,10 @@
 """specviz's web page. `python app.py` serves it at once on http://127.0.0.1:7860.
 
 The default model pair starts loading in a background thread before the page is built (the
-page shows its progress once it is up, and Run waits for it). Settings come from the environment: see
-specviz/app/config.py (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT or PORT, SPECVIZ_DEFAULT_PAIR,
-SPECVIZ_PRELOAD=0, SPECVIZ_ALLOW_CUSTOM_MODELS=0, SPECVIZ_MAX_WALL_S, SPECVIZ_QUEUE_SIZE,
-SPECVIZ_MAX_SESSIONS, SPECVIZ_MCP=0).
+page shows its progress once it is up, and Run waits for it). Settings come from the environment, read
+in one place: specviz/app/config.py (where to listen, the default pair, SPECVIZ_PUBLIC and what a public
+page allows, the limits per run and per visitor, the queue, MCP); a bad value stops the launch in one line.
+Every request goes through the one queue (`api_open=False`: no endpoint answers outside it).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 
 from specviz.app import runner
 from specviz.app.config import PageConfig
+from specviz.errors import UserError
 from specviz.events import MAX_TRACE_BYTES
 
 CONCURRENCY = 4  # handlers that run no model (theory, lossless lab, replays); models run one at a time
@@ -20,7 +21,10 @@ CONCURRENCY = 4  # handlers that run no model (theory, lossless lab, replays); m
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    config = PageConfig.from_env()
+    try:
+        config = PageConfig.from_env()
+    except UserError as e:
+        raise SystemExit(f"specviz: {e}") from None
     if config.preload:
         # Before gradio is imported and the page built (seconds), so the pair loads meanwhile.
         # What the load imports is imported here first: two threads importing one package at
@@ -35,7 +39,7 @@ def main() -> None:
 
     try:
         demo = build_page(config)
-        demo.queue(default_concurrency_limit=CONCURRENCY, max_size=config.queue_size)
+        demo.queue(api_open=False, default_concurrency_limit=CONCURRENCY, max_size=config.queue_size)
         demo.launch(server_name=config.host, server_port=config.port, css_paths=CSS_PATHS, prevent_thread_lock=True,
                     footer_links=["api", "gradio"], max_file_size=MAX_TRACE_BYTES,
                     state_session_capacity=config.max_sessions, mcp_server=config.mcp)

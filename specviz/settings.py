@@ -1,21 +1,28 @@
 """Generation settings shared by the CLI, the page, the API and the bench, with validation.
 
-Every default, range and choice a user can meet lives here: the page's widgets, the API's
-signature and the CLI's flags read them from this module, so all of them refuse bad input
-with the same words and a trace's settings rerun exactly as recorded (`from_request`).
+A setting is declared once: its field in `GenerationSettings`, whose metadata (`Setting`)
+holds its help, label and range. Validation, the CLI's flags (engine/cli.py), the API's
+signature (app/page.py) and the page's controls (app/live.py) are derived from the fields,
+so all of them refuse bad input with the same words, and a trace's settings rerun exactly
+as recorded (`from_request`). A `GenerationSettings` that exists is valid: it checks itself
+when made. The prompt's bounds (`PROMPT`) are declared here too.
 """
 
 from __future__ import annotations
 
+import functools
+import typing
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from specviz.choices import COST_AWARE, DRAFTERS, FIXED, MODES, POLICIES, RUNTIMES, Registry, SPECULATIVE, VOCAB_METHODS
 from specviz.errors import UserError
+from specviz.limits import Limit
 
 MAX_K = 16
 MAX_NEW_TOKENS_CAP = 1024
+MAX_SEED = 2**63 - 1
 
 
 def no_draft_help(*, flag: bool = False) -> str:
@@ -36,72 +43,121 @@ def default_k(policy: str) -> int:
     """k when none is given: the fixed k, or the cap of a policy that sizes its own rounds."""
     return MAX_K if policy not in POLICIES or POLICIES[policy].adaptive else FIXED_K
 
-# Inclusive numeric ranges (the page's sliders span them; top-p's lower end is open).
-RANGES: dict[str, tuple[float, float]] = {
-    "k": (1, MAX_K),
-    "temperature": (0.0, 2.0),
-    "top_p": (0.0, 1.0),
-    "max_new_tokens": (1, MAX_NEW_TOKENS_CAP),
-    "adaptive_threshold": (0.0, 1.0),
-    "tree_nodes": (1, 64),
-    "tree_width": (1, 8),
-    "suffix_max_nodes": (1, 64),
-    "suffix_min_score": (0.0, 1.0),
-    "lookahead_window": (1, 16),
-    "lookahead_ngram": (3, 8),
-    "lookahead_candidates": (1, 16),
-}
 
-HELP = {
-    "k": "tokens drafted per round: the fixed k, or the most a round may draft under the other policies",
-    "policy": "how many tokens each round drafts",
-    "temperature": "0 is greedy",
-    "top_p": "nucleus sampling mass; 1 disables",
-    "top_k": "keep the k most likely tokens; 0 disables",
-    "raw": "send the prompt as-is, without the chat template",
-    "early_exit_layers": "layers of the target the early-exit drafter uses (0: a quarter)",
-    "adaptive_threshold": "heuristic policy: draft confidence below which a round's drafting stops",
-    "tree_nodes": "tree drafter: the most drafted nodes per round (all verified in one target pass)",
-    "tree_width": "tree drafter: the most children per node (the draft's most likely tokens there)",
-    "suffix_max_nodes": "suffix drafter: the most nodes of its speculation tree per round",
-    "suffix_min_score": "suffix drafter: a node joins the tree only if at least this share of the earlier matches continued that way",
-    "lookahead_window": "lookahead drafter: W, the Jacobi window's columns (guessed future positions)",
-    "lookahead_ngram": "lookahead drafter: N, the n-gram size (the window has N - 1 levels)",
-    "lookahead_candidates": "lookahead drafter: G, the most n-grams verified per round",
-    "runtime": "what runs the models",
-    "vocab_method": "a draft with another tokenizer: how it drafts for the target",
-}
+def default_words(name: str) -> str:
+    """A setting's default in words, for a --help line (k's follows the policy)."""
+    if name == "k":
+        return f"{default_k(FIXED)} under the {FIXED} policy, else {default_k(DEFAULTS.policy)}"
+    return str(getattr(DEFAULTS, name))
 
 
 class SettingsError(UserError):
     """Input a user can fix: the message says what is wrong and what is allowed."""
 
 
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+
+def _whole(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise SettingsError(message)
+
+
+# A setting's kind follows from its field's type.
+KINDS = {"bool": "flag", "int": "whole", "float": "number", "str": "choice"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one setting is besides its type and default: its words, its range and its control."""
+
+    help: str
+    label: str  # the page's label
+    span: tuple[float, float | None] | None = None  # inclusive range; None as its end: no upper end
+    open_low: bool = False  # the lower end itself is refused (top-p)
+    registry: Registry | None = None  # a setting that names one of a registry's entries
+    step: float = 1  # the page's step
+    shown: tuple[float, float] | None = None  # the page's slider where it spans less than `span`
+    box: bool = False  # a number box on the page instead of a slider
+    info: str | None = None  # the page's line under the control (None: the help; "": none)
+    words: str = ""  # how a message names it (default: the name, spaced)
+    kind: str = ""  # flag, whole, number or choice: set from the field's type
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise SettingsError naming the setting, its range and the value, unless it fits."""
+        what = self.words or (self.registry.kind if self.registry else name.replace("_", " "))
+        if self.kind == "choice":
+            _check(value in self.registry, f"{what} must be one of {', '.join(self.registry.names)} (got {value!r})")
+        elif self.kind == "flag":
+            _check(isinstance(value, bool), f"{what} must be true or false (got {value!r})")
+        elif self.kind == "whole":
+            lo, hi = self.span
+            upto = (f", {lo} or more" if hi is None else f", {lo} or more (below 2**63)" if hi == MAX_SEED
+                    else f" from {lo} to {hi}")
+            _check(_whole(value) and lo <= value and (hi is None or value <= hi),
+                   f"{what} must be a whole number{upto} (got {value!r})")
+        else:
+            lo, hi = self.span
+            words = f"above {lo:g} and at most {hi:g}" if self.open_low else f"between {lo:g} and {hi:g}"
+            above = _num(value) and (value > lo if self.open_low else value >= lo)
+            _check(above and value <= hi, f"{what} must be {words} (got {value!r})")
+
+
+def setting(default: Any, help: str, label: str, **more: Any) -> Any:
+    """A GenerationSettings field: its default, and what `Setting` says of it."""
+    return field(default=default, metadata={"setting": Setting(help, label, **more)})
+
+
 @dataclass(frozen=True)
 class GenerationSettings:
     # The API takes these after its leading parameters in this order (app.page.api_signature):
     # a new field goes last.
-    temperature: float = 0.0  # 0 means greedy
-    top_k: int = 0  # 0 disables top-k
-    top_p: float = 1.0  # 1.0 disables top-p
-    max_new_tokens: int = 128
-    seed: int = 0
-    k: int = MAX_K  # the fixed k, or the cap of the heuristic and cost-aware policies: default_k(policy)
-    policy: str = POLICIES.default  # one of choices.POLICIES
-    drafter: str = DRAFTERS.default  # one of choices.DRAFTERS
-    mode: str = MODES.default  # one of choices.MODES
-    raw: bool = False  # send the prompt as-is instead of through the chat template
-    early_exit_layers: int = 0  # layers of the target used by the early-exit drafter (0: a quarter)
-    adaptive_threshold: float = 0.4  # heuristic policy: stop a round's drafting below this draft confidence
-    tree_nodes: int = 8  # tree drafter: node budget per round
-    tree_width: int = 2  # tree drafter: children per node at most
-    vocab_method: str = VOCAB_METHODS.default  # a draft with another tokenizer: one of choices.VOCAB_METHODS
-    runtime: str = RUNTIMES.default  # what runs the models: one of choices.RUNTIMES
-    suffix_max_nodes: int = 16  # suffix drafter: speculation tree size at most
-    suffix_min_score: float = 0.1  # suffix drafter: a node's least share of the matches that continued through it
-    lookahead_window: int = 4  # lookahead drafter: W
-    lookahead_ngram: int = 3  # lookahead drafter: N
-    lookahead_candidates: int = 4  # lookahead drafter: G
+    temperature: float = setting(0.0, "0 is greedy", "Temperature", span=(0.0, 2.0), step=0.05)
+    top_k: int = setting(0, "keep the k most likely tokens; 0 disables", "Top-k", span=(0, None), box=True,
+                         info="0 = off", words="top-k")
+    top_p: float = setting(1.0, "nucleus sampling mass; 1 disables", "Top-p", span=(0.0, 1.0), open_low=True, step=0.05,
+                           info="", words="top-p")
+    max_new_tokens: int = setting(128, "the most tokens generated", "Max new tokens", span=(1, MAX_NEW_TOKENS_CAP),
+                                  shown=(1, 512), info="")
+    seed: int = setting(0, "the random seed of sampling", "Seed", span=(0, MAX_SEED), box=True, info="")
+    # The fixed k, or the cap of the heuristic and cost-aware policies: default_k(policy) when none is given.
+    k: int = setting(MAX_K, "tokens drafted per round: the fixed k, or the most a round may draft under the other "
+                     "policies", "k: the fixed k, or the most a round drafts", span=(1, MAX_K), info="")
+    policy: str = setting(POLICIES.default, "how many tokens each round drafts", "Draft length per round",
+                          registry=POLICIES)
+    drafter: str = setting(DRAFTERS.default, "how tokens are drafted", "Drafter", registry=DRAFTERS, info="")
+    mode: str = setting(MODES.default, "how the target decodes", "Decoding", registry=MODES, info="")
+    raw: bool = setting(False, "send the prompt as-is, without the chat template", "Raw prompt")
+    early_exit_layers: int = setting(0, "layers of the target the early-exit drafter uses (0: a quarter)",
+                                     "Early-exit layers", span=(0, None), box=True, words="early-exit layers")
+    adaptive_threshold: float = setting(0.4, "heuristic policy: draft confidence below which a round's drafting stops",
+                                        "Heuristic confidence cut", span=(0.0, 1.0), step=0.05)
+    tree_nodes: int = setting(8, "tree drafter: the most drafted nodes per round (all verified in one target pass)",
+                              "Tree: nodes per round", span=(1, 64))
+    tree_width: int = setting(2, "tree drafter: the most children per node (the draft's most likely tokens there)",
+                              "Tree: children per node", span=(1, 8))
+    vocab_method: str = setting(VOCAB_METHODS.default, "a draft with another tokenizer: how it drafts for the target",
+                                "Draft with another tokenizer", registry=VOCAB_METHODS)
+    runtime: str = setting(RUNTIMES.default, "what runs the models", "Runtime", registry=RUNTIMES)
+    suffix_max_nodes: int = setting(16, "suffix drafter: the most nodes of its speculation tree per round",
+                                    "Suffix: most tree nodes", span=(1, 64))
+    suffix_min_score: float = setting(0.1, "suffix drafter: a node joins the tree only if at least this share of the "
+                                      "earlier matches continued that way", "Suffix: least score of a node",
+                                      span=(0.0, 1.0), step=0.05)
+    lookahead_window: int = setting(4, "lookahead drafter: W, the Jacobi window's columns (guessed future positions)",
+                                    "Lookahead: window W", span=(1, 16))
+    lookahead_ngram: int = setting(3, "lookahead drafter: N, the n-gram size (the window has N - 1 levels)",
+                                   "Lookahead: n-gram size N", span=(3, 8), words="lookahead n-gram size")
+    lookahead_candidates: int = setting(4, "lookahead drafter: G, the most n-grams verified per round",
+                                        "Lookahead: n-grams verified G", span=(1, 16))
+
+    def __post_init__(self) -> None:
+        self.validated()
 
     @property
     def greedy(self) -> bool:
@@ -116,48 +172,25 @@ class GenerationSettings:
         return asdict(self)
 
     def validated(self) -> "GenerationSettings":
-        """Return self, or raise SettingsError naming the first bad value."""
-        lo, hi = RANGES["k"]
-        _check(isinstance(self.k, int) and not isinstance(self.k, bool) and lo <= self.k <= hi, f"k must be a whole number from {lo} to {hi} (got {self.k!r})")
-        lo, hi = RANGES["temperature"]
-        _check(_num(self.temperature) and lo <= self.temperature <= hi, f"temperature must be between {lo:g} and {hi:g} (got {self.temperature!r})")
-        lo, hi = RANGES["top_p"]
-        _check(_num(self.top_p) and lo < self.top_p <= hi, f"top-p must be above {lo:g} and at most {hi:g} (got {self.top_p!r})")
-        _check(_whole(self.top_k) and self.top_k >= 0, f"top-k must be a whole number, 0 or more (got {self.top_k!r})")
-        lo, hi = RANGES["max_new_tokens"]
-        _check(_whole(self.max_new_tokens) and lo <= self.max_new_tokens <= hi, f"max new tokens must be a whole number from {lo} to {hi} (got {self.max_new_tokens!r})")
-        _check(_whole(self.seed) and 0 <= self.seed < 2**63, f"seed must be a whole number, 0 or more (got {self.seed!r})")
-        for name, registry in CHOSEN.items():
-            value = getattr(self, name)
-            _check(value in registry, f"{registry.kind} must be one of {', '.join(registry.names)} (got {value!r})")
-        _check(isinstance(self.raw, bool), f"raw must be true or false (got {self.raw!r})")
-        _check(_whole(self.early_exit_layers) and self.early_exit_layers >= 0, "early-exit layers must be 0 or more")
-        for name, what in (("tree_nodes", "tree nodes"), ("tree_width", "tree width"), ("suffix_max_nodes", "suffix max nodes"),
-                           ("lookahead_window", "lookahead window"), ("lookahead_ngram", "lookahead n-gram size"),
-                           ("lookahead_candidates", "lookahead candidates")):
-            lo, hi = RANGES[name]
-            value = getattr(self, name)
-            _check(_whole(value) and lo <= value <= hi, f"{what} must be a whole number from {lo} to {hi} (got {value!r})")
-        for name, what in (("adaptive_threshold", "adaptive threshold"), ("suffix_min_score", "suffix min score")):
-            lo, hi = RANGES[name]
-            value = getattr(self, name)
-            _check(_num(value) and lo <= value <= hi, f"{what} must be between {lo:g} and {hi:g} (got {value!r})")
+        """Self, or SettingsError naming the first value out of its range (run when made)."""
+        for name, s in specs(type(self)).items():
+            s.check(name, getattr(self, name))
         return self
 
 
+@functools.cache
+def specs(cls: type = GenerationSettings) -> dict[str, Setting]:
+    """Each field's `Setting`, by name in declared order, its kind set from the field's type."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: replace(f.metadata["setting"], kind=KINDS[hints[f.name].__name__]) for f in fields(cls)}
+
+
+SPECS = specs()
 DEFAULTS = GenerationSettings()
-# The settings that name a registry's entry.
-CHOSEN: dict[str, Registry] = {"policy": POLICIES, "drafter": DRAFTERS, "mode": MODES, "runtime": RUNTIMES,
-                               "vocab_method": VOCAB_METHODS}
-FIELDS = tuple(f.name for f in fields(GenerationSettings))
-WHOLE = {"k", "top_k", "max_new_tokens", "seed", "early_exit_layers", "tree_nodes", "tree_width", "suffix_max_nodes",
-         "lookahead_window", "lookahead_ngram", "lookahead_candidates"}
-NUMBERS = {"temperature", "top_p", "adaptive_threshold", "suffix_min_score"}
-# The draft-free tree drafters' own settings, in the order the page and the API take them.
-DRAFT_FREE_SETTINGS = ("suffix_max_nodes", "suffix_min_score", "lookahead_window", "lookahead_ngram", "lookahead_candidates")
+FIELDS = tuple(SPECS)
 
 
-def from_request(values: Mapping[str, Any]) -> GenerationSettings:
+def from_request(values: Mapping[str, Any], cls: type = GenerationSettings) -> GenerationSettings:
     """Validated settings from a page's, an API caller's or a trace's values.
 
     Every field given is kept (missing ones take their defaults), so a trace reruns exactly
@@ -166,39 +199,60 @@ def from_request(values: Mapping[str, Any]) -> GenerationSettings:
     before the policy existed, and the API's older parameter) means `policy="cost-aware"`
     when true and `"fixed"` when false, unless a policy is given too.
     """
-    values = dict(values)
+    values, known = dict(values), specs(cls)
     adaptive = values.pop("adaptive", None)
     if adaptive is not None and "policy" not in values:
         values["policy"] = COST_AWARE if adaptive else FIXED
-    unknown = sorted(values.keys() - set(FIELDS))
+    unknown = sorted(values.keys() - known.keys())
     if unknown:
-        raise SettingsError(f"unknown setting {unknown[0]!r} (known: {', '.join(FIELDS)})")
+        raise SettingsError(f"unknown setting {unknown[0]!r} (known: {', '.join(known)})")
     if "k" not in values and isinstance(values.get("policy"), str):
         values["k"] = default_k(values["policy"])
-    for name in WHOLE & values.keys():
-        x = values[name]
-        values[name] = int(x) if isinstance(x, float) and x.is_integer() else x
-    for name in NUMBERS & values.keys():
-        x = values[name]
-        values[name] = float(x) if isinstance(x, int) and not isinstance(x, bool) else x
-    return GenerationSettings(**values).validated()
+    for name, x in values.items():
+        if known[name].kind == "whole" and isinstance(x, float) and x.is_integer():
+            values[name] = int(x)
+        elif known[name].kind == "number" and _whole(x):
+            values[name] = float(x)
+    return cls(**values)
 
 
+@dataclass(frozen=True)
+class PromptSetting:
+    """The prompt's words and bounds, checked before any tokenizer sees it (`check_prompt`)."""
+
+    help: str
+    label: str
+    chars: Limit  # a prompt, or all a conversation's messages together
+    messages: Limit  # a conversation's turns
+
+
+PROMPT = PromptSetting(
+    "the user message (or raw text with --raw)", "Prompt",
+    chars=Limit("the prompt", 100_000, "SPECVIZ_MAX_PROMPT_CHARS",
+                "characters of a prompt, or of a conversation's messages together (page, API, MCP, CLI)", "characters"),
+    messages=Limit("the number of messages", 64, "SPECVIZ_MAX_MESSAGES", "messages of a conversation sent as the prompt"),
+)
 ROLES = ("system", "user", "assistant")
 
 
 def check_prompt(prompt: object) -> str | list[dict]:
-    """The prompt, if it has something in it; checked before any model is loaded. A prompt
-    is the user's message, or a conversation: a list of {"role", "content"} messages (roles
-    system, user, assistant) that ends with the user's turn."""
+    """The prompt, if it has something in it and is within `PROMPT`'s bounds; checked before
+    any model is loaded or any tokenizer runs. A prompt is the user's message, or a
+    conversation: a list of {"role", "content"} messages (roles system, user, assistant) that
+    ends with the user's turn."""
     if isinstance(prompt, list):
+        PROMPT.messages.check(len(prompt))
         for i, m in enumerate(prompt):
             if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str) \
                     or not m["content"].strip() or set(m) - {"role", "content"}:
-                raise UserError(f"message {i + 1} of the conversation needs a role ({', '.join(ROLES)}) and some content, nothing else")
+                raise UserError(f"message {i + 1} of the conversation needs a role ({', '.join(ROLES)}) and some "
+                                "content, nothing else")
+        PROMPT.chars.check(sum(len(m["content"]) for m in prompt), "the conversation")
         if not prompt or prompt[-1]["role"] != "user":
             raise UserError("a conversation must end with the user's message, for the model to answer")
         return [dict(role=m["role"], content=m["content"]) for m in prompt]
+    if isinstance(prompt, str):
+        PROMPT.chars.check_text(prompt)
     if not isinstance(prompt, str) or not prompt.strip():
         raise UserError("the prompt is empty: type something for the model to continue")
     return prompt
@@ -208,15 +262,3 @@ def prompt_text(prompt: str | list[dict]) -> str:
     """What a reader sees of a prompt: itself, or a conversation's last user message."""
     return prompt if isinstance(prompt, str) else prompt[-1]["content"]
 
-
-def _num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
-
-
-def _whole(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise SettingsError(message)

@@ -220,12 +220,12 @@ def test_an_uploaded_trace_fills_the_controls_that_can_show_it(trace):
     values = live.controls_from(trace, config)
     assert values[0] == trace.prompt
     assert values[1] is not trace.pair, "a pair the page does not offer is left alone"
-    shown = dict(zip(live.SETTING_NAMES, values[2:]))
+    names = list(GenerationSettings().to_dict())
+    shown = dict(zip(names, values[2:], strict=True))
     # every setting the trace ran with, so Run reruns it exactly (raw and the rest included)
-    assert shown == {name: trace.settings[name] for name in live.SETTING_NAMES}
-    assert set(live.SETTING_NAMES) == set(GenerationSettings().to_dict())
+    assert shown == {name: trace.settings[name] for name in names}
     raw = Trace.from_dict({**trace.to_dict(), "settings": {**trace.settings, "raw": True, "early_exit_layers": 2}})
-    again = dict(zip(live.SETTING_NAMES, live.controls_from(raw, config)[2:]))
+    again = dict(zip(names, live.controls_from(raw, config)[2:], strict=True))
     assert again["raw"] is True and again["early_exit_layers"] == 2
 
 

@@ -44,7 +44,7 @@ from specviz.app.page import build_page  # as app.main imports it, after startin
 
 build_page(PageConfig(preload=False))
 print(json.dumps({
-    "calls": [{"fn": f"{f.__module__}.{f.__qualname__}", "kwargs": kw, "is_generate": f is runner._generate} for f, kw in calls],
+    "calls": [{"fn": f"{f.__module__}.{f.__qualname__}", "kwargs": kw, "is_generate": getattr(f, "__wrapped__", f) is runner._generate.__wrapped__} for f, kw in calls],
     "gpu_seconds": runner.GPU_SECONDS,
     "spaces_file": spaces.__file__,
 }))

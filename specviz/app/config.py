@@ -1,28 +1,43 @@
-"""What the page is launched with, read from the environment once at start-up.
+"""What the page is launched with, read from the environment once at start-up, in one place.
 
     GRADIO_SERVER_NAME / GRADIO_SERVER_PORT or PORT   where to listen (127.0.0.1:7860)
     SPECVIZ_DEFAULT_PAIR       the pair selected and preloaded (the bundled qwen-coder)
     SPECVIZ_PRELOAD=0          do not start loading the default pair at launch
+    SPECVIZ_PUBLIC             1: the page is public (`public`, below); 0: it is not. Default: 1
+                               on a Hugging Face Space (SPACE_ID set) or when bound beyond this machine
+    SPECVIZ_PAIRS              on a public page, the presets a visitor may choose, comma-separated
+                               (default: the default pair alone)
     SPECVIZ_ALLOW_CUSTOM_MODELS=0   offer only the presets (models refuses the rest too); the
-                               default is 0 on a Hugging Face Space, else 1. A page bound beyond
-                               127.0.0.1 never loads a visitor's local paths, only Hub ids.
-    SPECVIZ_MAX_WALL_S         stop any one run after this many seconds (300)
+                               default is 0 on a Hugging Face Space, else 1. A public page never
+                               loads what a visitor types, only its pairs.
+    SPECVIZ_MAX_WALL_S         stop any one run after this many seconds (300; above 0)
     SPECVIZ_QUEUE_SIZE         requests that may wait in the queue (32)
+    SPECVIZ_MAX_RUNS_PER_VISITOR   model requests one visitor may have waiting or running (2); a
+                               visitor is a client address on a public page, else a browser session
     SPECVIZ_MAX_SESSIONS       sessions whose page state is kept (256): Gradio keeps a copy of the
                                page's settings per session (every browser tab, API client and raw
                                API call) until this many newer ones push it out
     SPECVIZ_MCP=0              do not serve the page's tools as an MCP server (app/tools.py) at
-                               /gradio_api/mcp/
+                               /gradio_api/mcp/ (false, no and off work too)
+
+A public page loads only its pairs, on the runtime the operator chose (`auto`), one pair at
+a time; it loads no path or Hub id a visitor types; its errors carry no server details.
+A bad value stops the launch with one line naming the variable, the value and what it must be.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specviz.errors import UserError
-from specviz.models.catalogue.presets import DEFAULT_PAIR
+from specviz.models.catalogue.presets import DEFAULT_PAIR, PRESETS
 from specviz.models.catalogue.sources import custom_allowed
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -37,30 +52,81 @@ class PageConfig:
     # Gradio's own default, 10000, lets a long-running page's memory grow with every session it keeps.
     max_sessions: int = 256
     mcp: bool = True
+    public: bool = False
+    pairs: tuple[str, ...] = ()  # a public page's presets besides the default pair
+    max_runs_per_visitor: int = 2
 
     @property
     def local_only(self) -> bool:
         """Whether only this machine can reach the page."""
-        return self.host in ("127.0.0.1", "localhost", "::1")
+        return self.host in LOOPBACK
+
+    @property
+    def public_pairs(self) -> tuple[str, ...]:
+        """The pairs a visitor of a public page may load."""
+        return (self.default_pair, *(p for p in self.pairs if p != self.default_pair))
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "PageConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "PageConfig":
         env = os.environ if env is None else env
+        host = env.get("GRADIO_SERVER_NAME") or "127.0.0.1"
+        public = _flag(env, "SPECVIZ_PUBLIC", bool(env.get("SPACE_ID")) or host not in LOOPBACK)
         return cls(
-            host=env.get("GRADIO_SERVER_NAME") or "127.0.0.1",
-            port=_int(env.get("GRADIO_SERVER_PORT") or env.get("PORT") or "7860", "the port"),
+            host=host,
+            port=_whole(env, "GRADIO_SERVER_PORT", _whole(env, "PORT", 7860)),
             default_pair=env.get("SPECVIZ_DEFAULT_PAIR") or DEFAULT_PAIR,
-            preload=env.get("SPECVIZ_PRELOAD", "1") != "0",
-            allow_custom=custom_allowed(env),
-            max_wall_s=float(_int(env.get("SPECVIZ_MAX_WALL_S") or "300", "SPECVIZ_MAX_WALL_S")),
-            queue_size=_int(env.get("SPECVIZ_QUEUE_SIZE") or "32", "SPECVIZ_QUEUE_SIZE"),
-            max_sessions=_int(env.get("SPECVIZ_MAX_SESSIONS") or "256", "SPECVIZ_MAX_SESSIONS"),
-            mcp=env.get("SPECVIZ_MCP", "1") != "0",
+            preload=_flag(env, "SPECVIZ_PRELOAD", True),
+            allow_custom=custom_allowed(env) and not public,
+            max_wall_s=_seconds(env, "SPECVIZ_MAX_WALL_S", 300.0),
+            queue_size=_whole(env, "SPECVIZ_QUEUE_SIZE", 32),
+            max_sessions=_whole(env, "SPECVIZ_MAX_SESSIONS", 256),
+            mcp=_flag(env, "SPECVIZ_MCP", True),
+            public=public,
+            pairs=_presets(env, "SPECVIZ_PAIRS"),
+            max_runs_per_visitor=_whole(env, "SPECVIZ_MAX_RUNS_PER_VISITOR", 2),
         )
 
 
-def _int(text: str, what: str) -> int:
+def _text(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return value.strip() if value is not None and value.strip() else None
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    text = _text(env, name)
+    if text is None:
+        return default
+    if text.lower() not in TRUE + FALSE:
+        raise UserError(f"{name} is {text!r}; it must be one of {', '.join(TRUE + FALSE)}")
+    return text.lower() in TRUE
+
+
+def _whole(env: Mapping[str, str], name: str, default: int) -> int:
+    text = _text(env, name)
+    if text is None:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(f"{name} is {text!r}; it must be a whole number, 1 or more (default {default})")
+    return int(text)
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    text = _text(env, name)
+    if text is None:
+        return default
     try:
-        return int(text)
+        value = float(text)
     except ValueError:
-        raise UserError(f"{what} must be a whole number (got {text!r})") from None
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise UserError(f"{name} is {text!r}; it must be a number of seconds above 0 (default {default:g})")
+    return value
+
+
+def _presets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    text = _text(env, name)
+    names = tuple(n.strip() for n in (text or "").split(",") if n.strip())
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown:
+        raise UserError(f"{name} names {unknown[0]!r}; it must list presets, comma-separated ({', '.join(PRESETS)})")
+    return names

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,14 +27,13 @@ from specviz.app.shown_errors import shown_errors
 from specviz.app.tab import MODELS, Shared, Tab
 from specviz.events import RoundEvent, Trace
 from specviz.models.catalogue.presets import list_presets
-from specviz.choices import DRAFTERS, MODES, PLAIN, POLICIES, RUNTIMES, VOCAB_METHODS
-from specviz.settings import DEFAULTS, HELP, default_k, MAX_NEW_TOKENS_CAP, RANGES, check_prompt, from_request, DRAFT_FREE_SETTINGS
+from specviz.choices import PLAIN, POLICIES
+from specviz.settings import DEFAULTS, PROMPT, GenerationSettings, Setting, check_prompt, default_k, from_request, specs
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
 from specviz.viz.tree import alignment_html, tree_figure
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
-MAX_SHOWN_TOKENS = min(512, MAX_NEW_TOKENS_CAP)  # the slider's end; the API takes up to the cap
 # Clicking a token in a stream asks the inspector for that round and position; each new
 # value scrolls the stream to its end, where the newest round is.
 TOKEN_CLICK_JS = """
@@ -49,27 +48,17 @@ watch('value', () => {
 """
 
 
-# The settings the live tab sets, in the order of its inputs after the prompt and the pair
-# (LiveRuns.run takes them in this order; every GenerationSettings field is one of them, so
-# a run, or an uploaded trace, keeps every setting).
-SETTING_NAMES = ("drafter", "policy", "k", "temperature", "top_p", "top_k", "seed", "max_new_tokens", "mode", "raw",
-                 "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method", "runtime",
-                 *DRAFT_FREE_SETTINGS)
-# The draft-free drafters' settings, each a slider: label and step.
-DRAFT_FREE_SLIDERS = {
-    "suffix_max_nodes": ("Suffix: most tree nodes", 1),
-    "suffix_min_score": ("Suffix: least score of a node", 0.05),
-    "lookahead_window": ("Lookahead: window W", 1),
-    "lookahead_ngram": ("Lookahead: n-gram size N", 1),
-    "lookahead_candidates": ("Lookahead: n-grams verified G", 1),
-}
+# Where the page puts the settings: the choices stacked, then rows side by side. Any other
+# setting (a new one too) goes under "More settings", in declared order.
+STACKED = ("runtime", "drafter", "mode", "policy")
+ROWS = (("k",), ("temperature", "top_p"), ("seed", "top_k", "max_new_tokens"), ("tree_nodes", "tree_width"))
 
 
 @dataclass
 class LiveTab:
     prompt: gr.Textbox
     pair: gr.Dropdown
-    settings: dict[str, gr.components.Component]  # by SETTING_NAMES
+    settings: dict[str, gr.components.Component]  # one control per GenerationSettings field, in declared order
     run: gr.Button
     stop: gr.Button
     tokens: gr.HTML
@@ -80,8 +69,13 @@ class LiveTab:
 
     @property
     def inputs(self) -> list[gr.components.Component]:
-        """LiveRuns.run's inputs, in its parameter order."""
-        return [self.prompt, self.pair, *(self.settings[name] for name in SETTING_NAMES)]
+        """The prompt, the pair and the settings: what a run reads (`read`), and what a replayed
+        trace sets (`controls_from`)."""
+        return [self.prompt, self.pair, *self.settings.values()]
+
+    def read(self, values: dict) -> tuple[object, object, GenerationSettings]:
+        """The prompt, the pair and the validated settings from an event's {component: value}."""
+        return values[self.prompt], values[self.pair], from_request({n: values[c] for n, c in self.settings.items()})
 
     @property
     def outputs(self) -> list[gr.components.Component]:
@@ -89,8 +83,7 @@ class LiveTab:
 
     @property
     def sliders(self) -> list[gr.Slider]:
-        return [self.settings[name] for name in ("k", "temperature", "top_p", "max_new_tokens", "adaptive_threshold", "tree_nodes",
-                                                 "tree_width", *DRAFT_FREE_SLIDERS)]
+        return [c for c in self.settings.values() if isinstance(c, gr.Slider)]
 
 
 def load_examples() -> list[dict]:
@@ -98,7 +91,10 @@ def load_examples() -> list[dict]:
 
 
 def pair_choices(config: PageConfig) -> list[tuple[str, str]]:
-    choices = [(f"{p.name}: {p.description}", p.name) for p in list_presets()]
+    """The presets offered (a public page's own pairs only), the operator's default pair first
+    when it is none of them."""
+    choices = [(f"{p.name}: {p.description}", p.name) for p in list_presets()
+               if not config.public or p.name in config.public_pairs]
     if config.default_pair not in {value for _, value in choices}:
         choices.insert(0, (config.default_pair, config.default_pair))
     return choices
@@ -111,7 +107,8 @@ def build(config: PageConfig) -> LiveTab:
     with gr.Row(equal_height=False, elem_id="live-row"):
         with gr.Column(scale=2, min_width=300, elem_id="live-controls"):
             with gr.Column(elem_id="live-prompt"):
-                prompt = gr.Textbox(label="Prompt", lines=4, max_lines=12, value=examples[0]["prompt"], elem_id="prompt")
+                prompt = gr.Textbox(label=PROMPT.label, lines=4, max_lines=12, value=examples[0]["prompt"], elem_id="prompt",
+                                    max_length=PROMPT.chars.value)
                 with gr.Row():
                     run = gr.Button("Run", variant="primary", elem_id="run", min_width=80)
                     stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
@@ -130,7 +127,7 @@ def build(config: PageConfig) -> LiveTab:
             stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
             timeline = gr.Plot(empty_figure("The time of each round appears here as it runs", "Time per round"),
                                elem_id="timeline", show_label=False)
-    return LiveTab(prompt, pair, {name: controls[name] for name in SETTING_NAMES}, run, stop, tokens, stats, timeline,
+    return LiveTab(prompt, pair, {name: controls[name] for name in specs()}, run, stop, tokens, stats, timeline,
                    round_tree, round_alignment)
 
 
@@ -142,43 +139,36 @@ def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.
         info=f"A preset{custom}. Changing it loads the pair, then runs again.",
         allow_custom_value=config.allow_custom, elem_id="pair",
     )
-    d, c = DEFAULTS, {}
-    c["runtime"] = gr.Radio(RUNTIMES.labelled(), value=d.runtime, label="Runtime", info=HELP["runtime"], elem_id="runtime")
-    c["drafter"] = gr.Radio(DRAFTERS.labelled(), value=d.drafter, label="Drafter", elem_id="drafter")
-    c["mode"] = gr.Radio(MODES.labelled(), value=d.mode, label="Decoding", elem_id="mode")
-    c["policy"] = gr.Radio(POLICIES.labelled(), value=d.policy, label="Draft length per round", info=HELP["policy"],
-                           elem_id="policy")
-    with gr.Row():
-        c["k"] = gr.Slider(*RANGES["k"], value=d.k, step=1, precision=0, label="k: the fixed k, or the most a round drafts",
-                           elem_id="k", min_width=200)
-    with gr.Row():
-        c["temperature"] = gr.Slider(*RANGES["temperature"], value=d.temperature, step=0.05, label="Temperature",
-                                     info=HELP["temperature"], elem_id="temperature", min_width=160)
-        c["top_p"] = gr.Slider(0.05, RANGES["top_p"][1], value=d.top_p, step=0.05, label="Top-p", elem_id="top_p", min_width=160)
-    with gr.Row():
-        c["seed"] = gr.Number(d.seed, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=100)
-        c["top_k"] = gr.Number(d.top_k, precision=0, minimum=0, label="Top-k", info="0 = off", elem_id="top_k", min_width=100)
-        c["max_new_tokens"] = gr.Slider(RANGES["max_new_tokens"][0], MAX_SHOWN_TOKENS, value=d.max_new_tokens, step=1,
-                                        precision=0, label="Max new tokens", elem_id="max_new_tokens", min_width=200)
-    with gr.Row():
-        c["tree_nodes"] = gr.Slider(*RANGES["tree_nodes"], value=d.tree_nodes, step=1, precision=0, label="Tree: nodes per round",
-                                    info=HELP["tree_nodes"], elem_id="tree_nodes", min_width=160)
-        c["tree_width"] = gr.Slider(*RANGES["tree_width"], value=d.tree_width, step=1, precision=0, label="Tree: children per node",
-                                    info=HELP["tree_width"], elem_id="tree_width", min_width=160)
+    spec, c = specs(), {}
+    for name in STACKED:
+        c[name] = control(name, spec[name])
+    for row in ROWS:
+        alone = sum(spec[n].kind in ("whole", "number") and not spec[n].box for n in row) == 1
+        with gr.Row():
+            for name in row:
+                c[name] = control(name, spec[name], min_width=100 if spec[name].box else 200 if alone else 160)
     with gr.Accordion("More settings", open=False, elem_id="more-settings"):
-        c["raw"] = gr.Checkbox(value=d.raw, label="Raw prompt", info=HELP["raw"], elem_id="raw")
-        c["vocab_method"] = gr.Radio(VOCAB_METHODS.labelled(), value=d.vocab_method, label="Draft with another tokenizer",
-                                     info=HELP["vocab_method"], elem_id="vocab_method")
-        c["early_exit_layers"] = gr.Number(d.early_exit_layers, precision=0, minimum=0, label="Early-exit layers",
-                                           info=HELP["early_exit_layers"], elem_id="early_exit_layers")
-        c["adaptive_threshold"] = gr.Slider(*RANGES["adaptive_threshold"], value=d.adaptive_threshold, step=0.05,
-                                            label="Heuristic confidence cut", info=HELP["adaptive_threshold"],
-                                            elem_id="adaptive_threshold")
-        for name, (label, step) in DRAFT_FREE_SLIDERS.items():
-            c[name] = gr.Slider(*RANGES[name], value=getattr(d, name), step=step, label=label, info=HELP[name], elem_id=name,
-                                **({"precision": 0} if step == 1 else {}))
+        for name in [n for n in spec if n not in c]:
+            c[name] = control(name, spec[name])
+    if config.public:  # a public page runs its pairs on the runtime its operator chose (runner.check_runtime)
+        c["runtime"].interactive = False
     gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
     return pair, c
+
+
+def control(name: str, s: Setting, **layout) -> gr.components.Component:
+    """A setting's control, from its declaration: a radio, a checkbox, a number box or a slider."""
+    info = s.help if s.info is None else s.info or None
+    common = {"value": getattr(DEFAULTS, name), "label": s.label, "info": info, "elem_id": name, **layout}
+    if s.kind == "choice":
+        return gr.Radio(s.registry.labelled(), **common)
+    if s.kind == "flag":
+        return gr.Checkbox(**common)
+    whole = {"precision": 0} if s.kind == "whole" else {}
+    if s.box:
+        return gr.Number(minimum=s.span[0], **whole, **common)
+    lo, hi = s.shown or s.span
+    return gr.Slider(lo + s.step if s.open_low else lo, hi, step=s.step, **whole, **common)
 
 
 def k_for_policy(policy: str, k: int | float) -> int:
@@ -244,25 +234,21 @@ def stopped_views(trace: Trace | None) -> tuple:
 
 
 class LiveRuns:
-    """The live run's handlers, bound to the page's limits."""
+    """The live run's handlers, bound to the page's limits and the tab's controls."""
 
-    def __init__(self, config: PageConfig):
+    def __init__(self, config: PageConfig, ui: LiveTab | None = None):
         self.config = config
+        self.ui = ui
 
-    @shown_errors
-    def run(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, suffix_max_nodes, suffix_min_score,
-            lookahead_window, lookahead_ngram, lookahead_candidates, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
-        """Run with the page's settings: yields (stream, stats, timeline, tree, alignment, trace) once per round."""
-        values = dict(zip(SETTING_NAMES, (drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-                                          early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime,
-                                          suffix_max_nodes, suffix_min_score, lookahead_window, lookahead_ngram, lookahead_candidates)))
-        settings = from_request(values)
+    def run(self, prompt, pair, settings: GenerationSettings, request: gr.Request | None,
+            progress: gr.Progress | None = None) -> Iterator[tuple]:
+        """Run: yields (stream, stats, timeline, tree, alignment, trace) once per round."""
         prompt = check_prompt(prompt)
         shown, plotted_at = -1, -math.inf
         session = session_of(request)
+        loading = (lambda f, message: progress(f, desc=f"Loading {pair}: {message}")) if progress else None
         for trace in runner.stream(pair, prompt, settings, session, self.config, remember=session != NO_SESSION,
-                                   on_progress=lambda f, message: progress(f, desc=f"Loading {pair}: {message}")):
+                                   on_progress=loading):
             # The finished trace repeats the last round's events: only the stats change then.
             now = time.monotonic()
             plot = len(trace.events) != shown and (bool(trace.summary.stop_reason) or now - plotted_at >= plot_interval_s(trace))
@@ -270,17 +256,25 @@ class LiveRuns:
             if plot:
                 shown, plotted_at = len(trace.events), now
 
-    def rerun(self, prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-              early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, suffix_max_nodes, suffix_min_score,
-              lookahead_window, lookahead_ngram, lookahead_candidates, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+    def rerun(self, prompt, pair, settings: GenerationSettings, request: gr.Request | None,
+              progress: gr.Progress | None = None) -> Iterator[tuple]:
         """A setting changed or the pair changed: run again if there is a prompt, else only load."""
         if not (isinstance(prompt, str) and prompt.strip()):
-            runner.LOADER.request(runner.check_pair(pair, self.config), runtime=runtime)
+            runner.LOADER.request(runner.check_pair(pair, self.config), runtime=settings.runtime)
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
-        yield from self.run(prompt, pair, drafter, policy, k, temperature, top_p, top_k, seed, max_new_tokens, mode, raw,
-                            early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, suffix_max_nodes,
-                            suffix_min_score, lookahead_window, lookahead_ngram, lookahead_candidates, request, progress)
+        yield from self.run(prompt, pair, settings, request, progress)
+
+    def handler(self, method: Callable) -> Callable:
+        """`method` (run or rerun) as the page's handler: it takes the tab's inputs as one
+        {component: value} dict (the event's inputs given as a set) and reads them once."""
+
+        def handle(values: dict, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
+            prompt, pair, settings = self.ui.read(values)
+            yield from method(prompt, pair, settings, request, progress)
+
+        handle.__name__ = handle.__qualname__ = method.__name__
+        return shown_errors(handle)
 
     @staticmethod
     def stop(request: gr.Request) -> None:
@@ -290,15 +284,17 @@ class LiveRuns:
 def controls_from(trace: Trace, config: PageConfig) -> tuple:
     """The live tab's inputs set to a replayed trace's prompt and settings, so Run reruns it.
 
-    Trace.from_json has checked the settings; a pair the page does not offer, or more tokens
-    than the slider reaches, is left as it was.
+    Trace.from_json has checked the settings; a pair the page does not offer, or a value
+    beyond the reach of its slider (more tokens than the page's slider shows), is left as it was.
     """
     s = from_request(trace.settings)
     offered = config.allow_custom or trace.pair in {value for _, value in pair_choices(config)}
-    values = [getattr(s, name) for name in SETTING_NAMES]
-    if s.max_new_tokens > MAX_SHOWN_TOKENS:
-        values[SETTING_NAMES.index("max_new_tokens")] = gr.skip()
+    values = [gr.skip() if beyond_slider(spec, getattr(s, name)) else getattr(s, name) for name, spec in specs().items()]
     return (trace.prompt, trace.pair if trace.pair and offered else gr.skip(), *values)
+
+
+def beyond_slider(s: Setting, value) -> bool:
+    return s.shown is not None and not s.shown[0] <= value <= s.shown[1]
 
 
 def session_of(request: gr.Request | None) -> str:
@@ -317,7 +313,7 @@ class LivePage(Tab):
     def build(self, shared: Shared) -> None:
         self.ui = build(shared.config)
         self.export = production.build_export()
-        self.runs = LiveRuns(shared.config)
+        self.runs = LiveRuns(shared.config, self.ui)
 
     def wire(self, shared: Shared) -> None:
         """A new run first stops the session's current one (Stop and that step skip the queue);
@@ -326,11 +322,13 @@ class LivePage(Tab):
         ui, runs, private = self.ui, self.runs, {"api_visibility": "private"}
         outputs = [*ui.outputs, shared.trace]
         running = {**MODELS, "show_progress_on": [ui.tokens], **private}
-        run = ui.run.click(runs.stop, None, None, queue=False, **private).then(runs.run, ui.inputs, outputs, **running)
+        inputs = set(ui.inputs)  # the handler gets one {component: value} dict
+        run = ui.run.click(runs.stop, None, None, queue=False, **private).then(runs.handler(runs.run), inputs, outputs,
+                                                                                **running)
         reruns = []
         for trigger in [*(slider.release for slider in ui.sliders), ui.pair.input]:
             event = trigger(runs.stop, None, None, queue=False, **private)
-            reruns.append(event.then(runs.rerun, ui.inputs, outputs, trigger_mode="always_last", **running))
+            reruns.append(event.then(runs.handler(runs.rerun), inputs, outputs, trigger_mode="always_last", **running))
         for event in (run, *reruns):
             shared.then_refresh(event)
         ui.settings["policy"].input(k_for_policy, [ui.settings["policy"], ui.settings["k"]], [ui.settings["k"]], queue=False,

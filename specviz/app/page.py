@@ -17,13 +17,14 @@ from pathlib import Path
 import gradio as gr
 
 from specviz.choices import INTERSECTION, TEXT
-from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, tools, traces
+from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, tools, traces, visitors
 from specviz.app.background import unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
-from specviz.app.shown_errors import shown_errors
+from specviz.app.shown_errors import DETAILS, hide_details, redact, shown_errors
 from specviz.app.tab import MODELS, Shared, Tab
 from specviz.events import Trace
+from specviz.limits import PAIR_CHARS
 from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, from_request
 from specviz.viz.text import esc
 
@@ -36,7 +37,7 @@ def status_html(name: str, state: LoadState | None) -> str:
     if state is None:
         return f'<div class="sv-load sv-load-idle">Model pair <b>{esc(name)}</b> loads when you press Run.</div>'
     if state.error is not None:
-        return f'<div class="sv-load sv-load-error" role="alert"><b>{esc(name)}</b> could not load: {esc(state.error)}</div>'
+        return f'<div class="sv-load sv-load-error" role="alert"><b>{esc(name)}</b> could not load: {esc(redact(state.error))}</div>'
     if state.ready:
         return (f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{precision_html(state.pair)}.'
                 f'{vocab_html(state.pair)}{runtime_html(state.pair)}{cache_html()}</div>')
@@ -105,6 +106,8 @@ def cache_html() -> str:
     """Where converted models and measurements are kept, and why there."""
     from specviz.models.files.cache import where
 
+    if not DETAILS["shown"]:
+        return ""  # a public page names no server folders
     folder, why = where()
     return f' <span class="sv-cache">Cache: <code>{esc(str(folder))}</code> ({esc(why)}).</span>'
 
@@ -140,6 +143,8 @@ def vocab_html(pair) -> str:
 def model_status(pair: str) -> tuple[str, gr.Timer]:
     """The status, and whether to keep polling: until the pair has loaded or failed and no
     background timing of another runtime is running (a Run or a pair change polls again)."""
+    if not isinstance(pair, str) or len(pair) > PAIR_CHARS.value:
+        return status_html("(that pair)", None), gr.Timer(active=False)
     state = runner.LOADER.status(pair)
     return status_html(pair, state), gr.Timer(active=state is None or not state.done.is_set() or preparing(pair))
 
@@ -174,7 +179,9 @@ def build_page(config: PageConfig) -> gr.Blocks:
         gr.api(generate_api(config), api_name="generate", **MODELS)
         tools.register(config, MODELS)
         # Callable, but not among the documented endpoints; no limit, so it answers while a run goes on.
-        gr.api(status_api(config), api_name="status", concurrency_limit=None, api_visibility="undocumented")
+        gr.api(shown_errors(status_api(config), html=False), api_name="status", concurrency_limit=None, api_visibility="undocumented")
+    hide_details(config.public)
+    visitors.guard(demo, visitors.Admission(config, lambda: getattr(demo, "_queue", None)))
     return demo
 
 
@@ -242,14 +249,15 @@ def status_api(config: PageConfig):
         Clients pass `pair` always: an undocumented endpoint's defaults are not published."""
         from specviz.models.files.cache import where
 
-        pair = pair.strip() or config.default_pair
+        pair = PAIR_CHARS.check_text(pair.strip()) or config.default_pair
         state = runner.LOADER.status(pair)
-        folder, why = where()
+        folder, why = where() if DETAILS["shown"] else ("", "a public page names no server folders")
         out = {"pair": pair, "state": "idle", "fraction": 0.0, "message": "", "error": None, "seconds": None,
                "cache": str(folder), "cache_reason": why}
         if state is not None:
             out.update(state="error" if state.error is not None else "ready" if state.ready else "loading",
-                       fraction=state.fraction, message=state.message, error=state.error,
+                       fraction=state.fraction, message=state.message,
+                       error=None if state.error is None else redact(state.error),
                        seconds=round(time.monotonic() - state.started, 1))
             choice = (getattr(state.pair, "info", None) or {}).get("runtime_choice") if state.ready else None
             if isinstance(choice, dict):

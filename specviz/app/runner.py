@@ -9,6 +9,8 @@ arguments are plain values, looked up inside, because ZeroGPU runs it in another
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,10 +21,11 @@ from specviz.app.config import PageConfig
 from specviz.app.loading import Cancelled, PairLoader
 from specviz.app.session_outputs import SessionOutputs
 from specviz.app.stopping import StopFlags
+from specviz.choices import AUTO
 from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.settings import GenerationSettings, from_request
+from specviz.settings import GenerationSettings
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +47,19 @@ Progress = Callable[[float, str], None]
 def check_pair(spec: Any, config: PageConfig) -> Any:
     """`spec`, unless the page is reachable beyond this machine and it names local files.
 
-    On a page bound to another address, a visitor's pair may be presets and Hub ids only: a
-    path would let strangers make the server read its disk. The operator's own default pair
-    (set at launch) is always allowed. Anything else is checked when the pair is resolved.
+    A public page loads only its own pairs (`PageConfig.public_pairs`). On a page bound to
+    another address, a visitor's pair may be presets and Hub ids only: a path would let
+    strangers make the server read its disk. The operator's own default pair (set at launch)
+    is always allowed. Anything else is checked when the pair is resolved.
     """
     from specviz.models.catalogue.presets import PRESETS
     from specviz.models.catalogue.sources import ARROW, HUB_ID
 
+    if config.public:
+        if not isinstance(spec, str) or spec.strip() not in config.public_pairs:
+            shown = repr(spec) if isinstance(spec, str) and len(spec) <= 80 else "that pair"
+            raise UserError(f"{shown}: this page loads only {', '.join(config.public_pairs)} (SPECVIZ_PAIRS)")
+        return spec.strip()
     if config.local_only or not isinstance(spec, str) or spec.strip() == config.default_pair:
         return spec
     for part in (s.strip() for s in spec.split(ARROW)):
@@ -58,6 +67,14 @@ def check_pair(spec: Any, config: PageConfig) -> Any:
             raise UserError(f"{part!r}: this page only loads presets and Hub ids; local files and folders can be "
                             "named by the operator (SPECVIZ_DEFAULT_PAIR) or on a page bound to 127.0.0.1")
     return spec
+
+
+def check_runtime(runtime: str, config: PageConfig) -> str:
+    """`runtime`, unless a public page is asked for another than the operator's (`auto`): each
+    runtime loads a pair of its own, and the torch one converts the bundled files for minutes."""
+    if config.public and runtime != AUTO:
+        raise UserError(f"runtime {runtime!r}: this page runs its pairs on the runtime its operator chose ({AUTO})")
+    return runtime
 
 
 def stream(
@@ -85,12 +102,13 @@ def stream(
     finished run's output joins them (`session_outputs`).
     """
     pair_name = check_pair(pair_name, config)  # before the session's previous run is stopped
+    check_runtime(settings.runtime, config)
     flag = FLAGS.begin(session)
     try:
         LOADER.wait(pair_name, with_draft=settings.needs_draft, runtime=settings.runtime, on_progress=on_progress, should_stop=flag.is_set)
         history = OUTPUTS.get(session, str(pair_name)) if remember else []
         last = None
-        for last in newest(_generate(pair_name, prompt, settings.to_dict(), session, run_wall_s(config), history),
+        for last in newest(_generate(pair_name, prompt, settings, session, run_wall_s(config), history),
                            min_interval_s=min_interval_s, stop=flag.set):
             if flag.is_set() and not last.summary.stop_reason:
                 # Stopped, or replaced by a new run: the page already shows the run as it stood,
@@ -113,14 +131,13 @@ def run_wall_s(config: PageConfig, *, zero_gpu: bool | None = None) -> float:
     return min(config.max_wall_s, GPU_SECONDS - GPU_MARGIN_S) if zero_gpu else config.max_wall_s
 
 
-def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wall_s: float | None,
+def _generate(pair_name: str, prompt: str, settings: GenerationSettings, session: str, max_wall_s: float | None,
               history: list[list[int]] | None = None) -> Iterator[Trace]:
     from specviz.engine import start  # torch: imported on first use so the page starts fast
 
-    settings_ = from_request(settings)
-    pair = LOADER.wait(pair_name, with_draft=settings_.needs_draft, runtime=settings_.runtime)
+    pair = LOADER.wait(pair_name, with_draft=settings.needs_draft, runtime=settings.runtime)
     flag = FLAGS.current(session)
-    generation = start(pair, prompt, settings_, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s, history=history)
+    generation = start(pair, prompt, settings, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s, history=history)
     for _ in generation:
         yield generation.trace()
     yield generation.trace()  # the same events, now with the stop reason
@@ -128,9 +145,33 @@ def _generate(pair_name: str, prompt: str, settings: dict, session: str, max_wal
 
 def on_gpu(fn: Callable) -> Callable:
     """`fn`, holding a ZeroGPU grant of GPU_SECONDS while it runs where the `spaces` package
-    is installed; `fn` itself elsewhere. Its arguments must be plain values (no callbacks,
-    no models): ZeroGPU runs it in another process."""
-    return _spaces.GPU(duration=GPU_SECONDS)(fn) if _spaces is not None else fn
+    is installed; `fn` itself elsewhere. ZeroGPU runs it in another process, so its arguments
+    cross as plain values: settings as their dict, made settings again on the other side (they
+    were checked when first made); no callbacks, no models."""
+    if _spaces is None:
+        return fn
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def crossed(*args):
+            yield from fn(*_settings_again(args))
+    else:
+
+        @functools.wraps(fn)
+        def crossed(*args):
+            return fn(*_settings_again(args))
+
+    gpu = _spaces.GPU(duration=GPU_SECONDS)(crossed)
+
+    @functools.wraps(fn)
+    def plain(*args):
+        return gpu(*({"settings": a.to_dict()} if isinstance(a, GenerationSettings) else a for a in args))
+
+    return plain
+
+
+def _settings_again(args: tuple) -> list:
+    return [GenerationSettings(**a["settings"]) if isinstance(a, dict) and a.keys() == {"settings"} else a for a in args]
 
 
 ON_ZERO_GPU = False  # SPACES_ZERO_GPU set: runs hold a ZeroGPU grant (run_wall_s)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
 from collections.abc import Callable
 
 import gradio as gr
@@ -20,16 +21,30 @@ from specviz.errors import UserError
 
 log = logging.getLogger("specviz.app")
 
+# A public page (`PageConfig.public`, set by `hide_details`) shows no server details: an
+# unexpected error's text is left out, and a path in a message is shown as <path>.
+DETAILS = {"shown": True}
+PATH = re.compile(r"(?<![\w:/])(?:~|[A-Za-z]:)?(?:[/\\][\w.+@-]+){2,}[/\\]?")
+
+
+def hide_details(public: bool) -> None:
+    DETAILS["shown"] = not public
+
+
+def redact(message: str) -> str:
+    """`message`, with its paths left out on a public page."""
+    return message if DETAILS["shown"] else PATH.sub("<path>", message)
+
 
 def _as_page_error(e: Exception, html: bool) -> gr.Error:
     if isinstance(e, gr.Error):
         return e
     text = _as_text if html else str
     if isinstance(e, UserError):
-        return gr.Error(text(str(e)), print_exception=False)
+        return gr.Error(text(redact(str(e))), print_exception=False)
     log.exception("unexpected error in a page handler")
-    return gr.Error(text(f"Something went wrong ({type(e).__name__}: {e}). The details are in the server log."),
-                    print_exception=False)
+    what = f"{type(e).__name__}: {e}" if DETAILS["shown"] else type(e).__name__
+    return gr.Error(text(f"Something went wrong ({what}). The details are in the server log."), print_exception=False)
 
 
 def _as_text(message: str) -> str:

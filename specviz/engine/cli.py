@@ -15,9 +15,9 @@ from typing import TextIO
 
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
-from specviz.settings import HELP as SETTING_HELP
-from specviz.choices import COST_AWARE, DRAFTERS, FIXED, MODES, POLICIES, PRECISIONS, RUNTIMES, SPECULATIVE, VOCAB_METHODS, help_line
-from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, default_k, from_request, no_draft_help, DRAFT_FREE_SETTINGS, WHOLE
+from specviz.choices import COST_AWARE, PRECISIONS, RUNTIMES, SPECULATIVE, help_line
+from specviz.settings import (DEFAULTS, PROMPT, SPECS, GenerationSettings, check_prompt, default_words, from_request,
+                              no_draft_help, specs)
 
 # The target placements offered (lm/torch_runtime/devices.py DEVICE_MAPS), named here so --help needs no torch.
 DEVICE_MAPS = ("none", "auto")
@@ -36,36 +36,13 @@ RESET = "\x1b[0m"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """generate's options; defaults, choices and help come from specviz.settings."""
-    d = DEFAULTS
-    parser.add_argument("--prompt", required=True, help="the user message (or raw text with --raw)")
+    """generate's options: the pair, one flag per setting (`add_settings`), and how the pair loads."""
+    parser.add_argument("--prompt", required=True, help=PROMPT.help)
     parser.add_argument("--pair", help="a model pair preset (see `python -m specviz models`); default qwen-coder")
     parser.add_argument("--draft", metavar="SRC", help="draft model: Hub id, local folder or GGUF file (with --target)")
     parser.add_argument("--target", metavar="SRC", help="target model: Hub id, local folder or GGUF file")
-    parser.add_argument("--drafter", choices=DRAFTERS.names, default=d.drafter,
-                        help=f"how tokens are drafted: {help_line(DRAFTERS)} (default: %(default)s)")
-    parser.add_argument("--policy", choices=POLICIES.names, default=None,
-                        help=f"{SETTING_HELP['policy']}: {help_line(POLICIES)} (default: {d.policy})")
+    add_settings(parser)
     parser.add_argument("--adaptive", action="store_true", help=f"the same as --policy {COST_AWARE}")
-    parser.add_argument("--k", type=int, default=None,
-                        help=f"{SETTING_HELP['k']} (default: {default_k(FIXED)} under the {FIXED} policy, else {default_k(d.policy)})")
-    parser.add_argument("--adaptive-threshold", type=float, default=d.adaptive_threshold, help=f"{SETTING_HELP['adaptive_threshold']} (default: %(default)s)")
-    parser.add_argument("--tree-nodes", type=int, default=d.tree_nodes, help=f"{SETTING_HELP['tree_nodes']} (default: %(default)s)")
-    parser.add_argument("--tree-width", type=int, default=d.tree_width, help=f"{SETTING_HELP['tree_width']} (default: %(default)s)")
-    for name in DRAFT_FREE_SETTINGS:
-        parser.add_argument("--" + name.replace("_", "-"), type=int if name in WHOLE else float,
-                            default=getattr(d, name), help=f"{SETTING_HELP[name]} (default: %(default)s)")
-    parser.add_argument("--vocab-method", choices=VOCAB_METHODS.names, default=d.vocab_method,
-                        help=f"{SETTING_HELP['vocab_method']}: {help_line(VOCAB_METHODS)} (default: %(default)s)")
-    parser.add_argument("--early-exit-layers", type=int, default=d.early_exit_layers, help=SETTING_HELP["early_exit_layers"])
-    parser.add_argument("--temperature", type=float, default=d.temperature, help=f"{SETTING_HELP['temperature']} (default: %(default)s)")
-    parser.add_argument("--top-p", type=float, default=d.top_p, help=f"{SETTING_HELP['top_p']} (default: %(default)s)")
-    parser.add_argument("--top-k", type=int, default=d.top_k, help=f"{SETTING_HELP['top_k']} (default: %(default)s)")
-    parser.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="(default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=d.seed, help="(default: %(default)s)")
-    parser.add_argument("--mode", choices=MODES.names, default=d.mode, help=f"{help_line(MODES)} (default: %(default)s)")
-    parser.add_argument("--raw", action="store_true", help=SETTING_HELP["raw"])
-    add_runtime(parser)
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     add_precision(parser)
     parser.add_argument("--fp32-draft", action="store_true", help="keep the draft in the pair's dtype on a CPU (default there: int8)")
@@ -78,10 +55,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object: the whole trace")
 
 
+def add_settings(parser: argparse.ArgumentParser) -> None:
+    """One flag per GenerationSettings field, from its declaration (`settings.SPECS`): --top-p for
+    top_p. Each defaults to None, so `settings_from` takes only what was given (and k follows the
+    policy, as everywhere)."""
+    for name, s in specs().items():
+        flag = "--" + name.replace("_", "-")
+        if s.kind == "flag":
+            parser.add_argument(flag, action="store_true", default=None, help=s.help)
+            continue
+        listed = f": {help_line(s.registry)}" if s.registry else ""
+        parser.add_argument(flag, type=ARG_TYPES[s.kind], default=None, choices=s.registry.names if s.registry else None,
+                            help=f"{s.help}{listed} (default: {default_words(name)})".replace("%", "%%"))
+
+
+ARG_TYPES = {"whole": int, "number": float, "choice": str}
+
+
 def add_runtime(parser: argparse.ArgumentParser, more: str = "") -> None:
-    """--runtime, as generate, the bench and the labs take it."""
+    """--runtime, as the bench takes it."""
     parser.add_argument("--runtime", choices=RUNTIMES.names, default=RUNTIMES.default,
-                        help=f"{SETTING_HELP['runtime']}: {help_line(RUNTIMES)} (default: %(default)s){more}")
+                        help=f"{SPECS['runtime'].help}: {help_line(RUNTIMES)} (default: %(default)s){more}")
 
 
 def add_precision(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +87,7 @@ def settings_from(args: argparse.Namespace) -> GenerationSettings:
     """The settings the arguments name (`--adaptive` is `--policy cost-aware`)."""
     if args.adaptive and args.policy not in (None, COST_AWARE):
         raise UserError(f"--adaptive means --policy {COST_AWARE}: drop one of --adaptive and --policy {args.policy}")
-    values = {name: getattr(args, name) for name in FIELDS if name != "policy" and getattr(args, name) is not None}
+    values = {name: getattr(args, name) for name in specs() if getattr(args, name, None) is not None}
     values["policy"] = COST_AWARE if args.adaptive else (args.policy or DEFAULTS.policy)
     return from_request(values)
 
