@@ -22,7 +22,9 @@ import typing
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator, BeforeValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError, with_config,
+)
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
@@ -271,6 +273,38 @@ TraceSettings = TypedDict("TraceSettings", {name: _SETTING_KINDS.get(kind, Any) 
                                             in typing.get_type_hints(GenerationSettings).items()}, total=False)
 
 
+# The run's notes that views read, typed; the engine's other notes are kept as they are.
+PassSize = Annotated[str, Strict(), Field(pattern=r"^[1-9][0-9]{0,3}$")]  # n new tokens in one pass, as a JSON key
+PassCosts = Annotated[dict[PassSize, Annotated[float, Strict(), Field(gt=0, le=MAX_RUN_S * 1000, allow_inf_nan=False)]],
+                      Field(max_length=MAX_TREE_NODES)]
+
+
+@with_config(ConfigDict(extra="allow"))
+class CostRecord(TypedDict, total=False):
+    """A pair's costs as measured at load (`CostModel.to_dict`): V(n) in ms by n, and D."""
+
+    verify: PassCosts
+    draft: Millis
+
+
+@with_config(ConfigDict(extra="allow"))
+class RuntimeCosts(TypedDict, total=False):
+    """One runtime's V(n) and D, for the Theory tab's comparison of runtimes."""
+
+    V: PassCosts
+    D: Millis | None
+
+
+@with_config(ConfigDict(extra="allow"))
+class TraceMeta(TypedDict, total=False):
+    """How the run was made: runtime, drafter, costs, and the engine's other notes."""
+
+    runtime: Short | None
+    drafter: Short | None
+    cost_model: CostRecord | None
+    runtime_costs: Annotated[dict[Short, RuntimeCosts], Field(max_length=16)]
+
+
 @dataclass
 class Trace:
     """A whole run: what was asked, what came out and every event in between."""
@@ -284,7 +318,7 @@ class Trace:
     mode: Literal[SPECULATIVE, PLAIN] = SPECULATIVE  # the MODES names
     pair: Annotated[str, Strict(), Field(max_length=4096)] = ""
     version: Literal[TRACE_VERSION] = TRACE_VERSION
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: TraceMeta = field(default_factory=dict)
     # A finished speculative run's counts under vLLM's per-request names
     # (`acceptance.request_metrics`), as {"speculative_decoding": {...}}; empty otherwise.
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -372,7 +406,8 @@ EXPECTED = {"int_type": "a whole number", "float_type": "a finite number", "stri
             "dataclass_type": "an object", "model_attributes_type": "an object", "typed_dict_type": "an object"}
 NOUNS = {"events": "events", "tree": "tree nodes", "drafted": "drafted tokens", "positions": "positions",
          "top": "top tokens", "token_ids": "token ids", "messages": "messages", "alignment": "aligned tokens"}
-LIMITS = {"too_long", "string_too_long", "less_than_equal", "less_than", "greater_than_equal", "finite_number"}
+LIMITS = {"too_long", "string_too_long", "less_than_equal", "less_than", "greater_than_equal", "greater_than",
+          "finite_number"}
 
 
 def _refusal(errors: list[dict]) -> str:
@@ -392,6 +427,10 @@ def _refusal(errors: list[dict]) -> str:
         return f"{where} is {_number(value)}; the limit is {_number(ctx['le'])}"
     if kind == "less_than":
         return f"{where} is {_number(value)}; it must be under {_number(ctx['lt'])}"
+    if kind == "greater_than":
+        return f"{where} is {_number(value)}; it must be above {_number(ctx['gt'])}"
+    if kind == "string_pattern_mismatch" and e["loc"][-1:] == ("[key]",):
+        return f"{_where(e['loc'][:-2])} has a key that is not a number of tokens from 1 to 9999"
     if kind == "greater_than_equal":
         return f"{where} is {_number(value)}; the least allowed is {_number(ctx['ge'])}"
     if kind == "finite_number":
@@ -414,7 +453,7 @@ def _where(loc: tuple) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif not (i == 2 and loc[0] == "events" and part in ("round", "plain")):
-            out += f".{part}" if re.fullmatch(r"[a-z_0-9]{1,40}", part) else ".<a key>"
+            out += f".{part}" if re.fullmatch(r"[A-Za-z_0-9]{1,40}", part) else ".<a key>"
     return out
 
 
