@@ -453,7 +453,7 @@ def _where(loc: tuple) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif not (i == 2 and loc[0] == "events" and part in ("round", "plain")):
-            out += f".{part}" if re.fullmatch(r"[A-Za-z_0-9]{1,40}", part) else ".<a key>"
+            out += f".{part}" if re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", part) else ".<a key>"
     return out
 
 
