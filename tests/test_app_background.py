@@ -145,3 +145,40 @@ def test_unread_counts_the_sessions_queued_messages():
         pending.put_nowait(i)
     assert count() == 3
     assert unread(SimpleNamespace(session_hash="s1", request=None))() == 0  # no queue: never abandoned
+
+
+def test_a_call_job_nobody_reads_is_stopped_by_a_real_gradio_queue():
+    """Against Gradio's own queue: a job posted to /call/<api> and not read stops its run."""
+    import gradio as gr
+    import httpx
+
+    from specviz.app.background import unread, while_read
+
+    stop = threading.Event()
+
+    def run():
+        while not stop.is_set():
+            yield str(time.monotonic())
+            time.sleep(0.02)
+
+    def handler(text, request):
+        yield from while_read(newest(run(), min_interval_s=0.0, stop=stop.set), unread(request), limit=20)
+
+    handler.__annotations__["request"] = gr.Request  # this module's annotations are strings
+
+    with gr.Blocks() as demo:
+        box, out = gr.Textbox(), gr.Textbox()
+        box.submit(handler, box, out, api_name="gen")
+    demo.queue(api_open=False)
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
+    try:
+        event = httpx.post(f"{url}gradio_api/call/gen", json={"data": ["x"]}, timeout=WAIT_S).json()["event_id"]
+        deadline = time.monotonic() + WAIT_S
+        while not stop.is_set() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert stop.is_set()  # nobody read: the run was told to stop
+        body = httpx.get(f"{url}gradio_api/call/gen/{event}", timeout=WAIT_S).text
+        kinds = [line for line in body.splitlines() if line.startswith("event:")]
+        assert kinds[-1] == "event: complete" and len(kinds) <= 25  # about the 20 allowed, not every update
+    finally:
+        demo.close()
