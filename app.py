@@ -16,7 +16,6 @@ from specviz.app.config import PageConfig
 from specviz.errors import UserError
 from specviz.events import MAX_TRACE_BYTES
 
-CONCURRENCY = 4  # handlers that run no model (theory, lossless lab, replays); models run one at a time
 
 
 def main() -> None:
@@ -36,10 +35,11 @@ def main() -> None:
         timing.hold()
         runner.LOADER.request(config.default_pair)
     from specviz.app.page import CSS_PATHS, build_page
+    from specviz.app.tab import LIGHT
 
     try:
         demo = build_page(config)
-        demo.queue(api_open=False, default_concurrency_limit=CONCURRENCY, max_size=config.queue_size)
+        demo.queue(api_open=False, default_concurrency_limit=LIGHT["concurrency_limit"], max_size=config.queue_size)
         demo.launch(server_name=config.host, server_port=config.port, css_paths=CSS_PATHS, prevent_thread_lock=True,
                     footer_links=["api", "gradio"], max_file_size=MAX_TRACE_BYTES,
                     state_session_capacity=config.max_sessions, mcp_server=config.mcp)

@@ -157,7 +157,8 @@ class GenerationSettings:
                                         "Lookahead: n-grams verified G", span=(1, 16))
 
     def __post_init__(self) -> None:
-        self.validated()
+        for name, s in specs(type(self)).items():
+            s.check(name, getattr(self, name))
 
     @property
     def greedy(self) -> bool:
@@ -170,12 +171,6 @@ class GenerationSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    def validated(self) -> "GenerationSettings":
-        """Self, or SettingsError naming the first value out of its range (run when made)."""
-        for name, s in specs(type(self)).items():
-            s.check(name, getattr(self, name))
-        return self
 
 
 @functools.cache

@@ -45,7 +45,7 @@ def test_cross_tokenizer_method_names_parse():
         with pytest.raises(UserError):
             parse_method(bad)
     # the two sv methods are the page's defaults (cost-aware, model drafter) with the vocab method pinned
-    base = GenerationSettings(temperature=0.0, max_new_tokens=8).validated()
+    base = GenerationSettings(temperature=0.0, max_new_tokens=8)
     for name, vocab in (("sv-text", "text"), ("sv-intersection", "intersection")):
         s = sv_settings(parse_method(name), base, k_max=4)
         assert (s.mode, s.drafter, s.policy, s.k, s.vocab_method) == ("speculative", "model", "cost-aware", 4, vocab)
@@ -130,7 +130,7 @@ def test_an_int8_draft_runs_transformers_sampling_without_pruning_its_head():
                      device=base.device, dtype=base.dtype, draft_tokenizer=draft_tokenizer())
     head = draft.get_output_embeddings()
     assert type(head) is not torch.nn.Linear  # quantized: transformers' prune_linear_layer cannot read it
-    settings = GenerationSettings(temperature=0.7, max_new_tokens=5).validated()
+    settings = GenerationSettings(temperature=0.7, max_new_tokens=5)
     config = hf_baselines.generation_config(max_new_tokens=5, temperature=0.7, top_k=settings.top_k, top_p=settings.top_p,
                                             eos_ids=eos_ids(pair), pad_id=pair.tokenizer.pad_token_id)
     run = hf_baselines.generate(pair.target, prompt_ids(pair, "def reverse(s):", settings), config, seed=0,

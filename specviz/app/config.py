@@ -55,6 +55,7 @@ class PageConfig:
     public: bool = False
     pairs: tuple[str, ...] = ()  # a public page's presets besides the default pair
     max_runs_per_visitor: int = 2
+    space: bool = False  # on a Hugging Face Space (SPACE_ID set): behind its proxy
 
     @property
     def local_only(self) -> bool:
@@ -84,6 +85,7 @@ class PageConfig:
             public=public,
             pairs=_presets(env, "SPECVIZ_PAIRS"),
             max_runs_per_visitor=_whole(env, "SPECVIZ_MAX_RUNS_PER_VISITOR", 2),
+            space=bool(env.get("SPACE_ID")),
         )
 
 

@@ -138,9 +138,9 @@ def settings_of(trace: Trace) -> GenerationSettings:
         from specviz.settings import from_request
     except ImportError:  # settings before from_request
         def from_request(values):
-            return GenerationSettings(**values).validated()
+            return GenerationSettings(**values)
     s = from_request(trace.settings)
-    return replace(s, max_new_tokens=min(s.max_new_tokens, SWEEP_MAX_NEW_TOKENS)).validated()
+    return replace(s, max_new_tokens=min(s.max_new_tokens, SWEEP_MAX_NEW_TOKENS))
 
 
 def run_k(trace: Trace) -> int:

@@ -22,7 +22,7 @@ from specviz.app.background import unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import DETAILS, hide_details, redact, shown_errors
-from specviz.app.tab import MODELS, Shared, Tab
+from specviz.app.tab import LIGHT, MODELS, Shared, Tab
 from specviz.events import Trace
 from specviz.limits import PAIR_CHARS
 from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, from_request
@@ -181,8 +181,18 @@ def build_page(config: PageConfig) -> gr.Blocks:
         # Callable, but not among the documented endpoints; no limit, so it answers while a run goes on.
         gr.api(shown_errors(status_api(config), html=False), api_name="status", concurrency_limit=None, api_visibility="undocumented")
     hide_details(config.public)
-    visitors.guard(demo, visitors.Admission(config, lambda: getattr(demo, "_queue", None)))
+    one_queue(demo)
+    visitors.guard(demo, visitors.Admission(config, lambda: getattr(demo, "_queue", None), space=config.space))
     return demo
+
+
+def one_queue(demo: gr.Blocks) -> None:
+    """Every queued handler that names no slot of its own shares the LIGHT slots (Gradio's
+    default gives each handler its own); the race replay, which named none, too. The few
+    handlers outside the queue only stop a run, poll the status or set a widget."""
+    for fn in demo.fns.values():
+        if fn.queue and (fn.concurrency_limit == "default" or fn.name == "replay"):
+            fn.concurrency_id, fn.concurrency_limit = LIGHT["concurrency_id"], LIGHT["concurrency_limit"]
 
 
 def _header(config: PageConfig) -> tuple[gr.HTML, gr.Timer]:

@@ -105,6 +105,8 @@ def stream(
     check_runtime(settings.runtime, config)
     flag = FLAGS.begin(session)
     try:
+        if config.public:
+            one_pair_at_a_time(pair_name)
         LOADER.wait(pair_name, with_draft=settings.needs_draft, runtime=settings.runtime, on_progress=on_progress, should_stop=flag.is_set)
         history = OUTPUTS.get(session, str(pair_name)) if remember else []
         last = None
@@ -121,6 +123,17 @@ def stream(
         return
     finally:
         FLAGS.finish(session, flag)
+
+
+def one_pair_at_a_time(pair_name: str) -> None:
+    """On a public page, before a pair that is not loaded loads, the idle loaded ones are
+    unloaded (a pair a run is using stays until that run ends): visitors choosing pairs in
+    turn never make the process hold them all."""
+    from specviz.lm import resident
+
+    state = LOADER.status(pair_name)
+    if state is None or not state.ready or getattr(state.pair, "closed", False):
+        resident.unload_others()
 
 
 def run_wall_s(config: PageConfig, *, zero_gpu: bool | None = None) -> float:

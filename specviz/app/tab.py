@@ -19,6 +19,9 @@ from specviz.events import Trace
 
 # Everything that runs a model shares one slot: one at a time.
 MODELS = {"concurrency_id": "models", "concurrency_limit": 1}
+# Every other queued handler (drawing, the theory and lossless labs, the race replay) shares
+# these few slots, whatever its event (page.one_queue).
+LIGHT = {"concurrency_id": "light", "concurrency_limit": 4}
 
 
 @dataclass

@@ -41,6 +41,7 @@ class Admission:
     """Admits a model request to the queue unless its visitor already has the limit outstanding."""
 
     def __init__(self, config: PageConfig, queue: Callable[[], Any], *, space: bool = False):
+        """`queue`: Gradio's queue once the page has one; `space`: behind a Hugging Face Space's proxy."""
         self.config, self._queue, self._space = config, queue, space
         self._lock = threading.Lock()
         self._admitted: dict[str, list[float]] = {}  # by visitor: when each request was admitted
@@ -86,9 +87,11 @@ class Admission:
         def validate(*args):
             try:
                 self.admit(args[n_inputs] if len(args) > n_inputs else None)
+                verdict = gr.validate(True, "")
             except UserError as e:
-                return gr.validate(False, str(e))
-            return [gr.validate(True, "")] * n_outputs if n_outputs != 1 else gr.validate(True, "")
+                verdict = gr.validate(False, str(e))
+            # One verdict per input, as Gradio checks; a refusal on the first alone, so it reads as one line.
+            return [verdict] + [gr.validate(True, "")] * (n_outputs - 1) if n_outputs != 1 else verdict
 
         P = inspect.Parameter
         params = [P(f"input_{i}", P.POSITIONAL_OR_KEYWORD) for i in range(n_inputs)]

@@ -32,7 +32,7 @@ class BenchOptions:
     warmup: bool = True
 
     def base_settings(self) -> GenerationSettings:
-        return GenerationSettings(temperature=self.temperature, max_new_tokens=self.max_new_tokens, seed=self.seed, k=self.k_max).validated()
+        return GenerationSettings(temperature=self.temperature, max_new_tokens=self.max_new_tokens, seed=self.seed, k=self.k_max)
 
 
 # raw[prompt id][method name] -> one Sample per repeat

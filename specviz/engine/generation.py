@@ -50,7 +50,6 @@ class Generation:
         record: Record = "full",
         history: list[list[int]] | None = None,
     ):
-        settings = settings.validated()
         if record not in ("full", "minimal"):
             raise ValueError(f"record must be 'full' or 'minimal' (got {record!r})")
         self.pair = pair

@@ -70,7 +70,7 @@ def parse_temperatures(text: str) -> list[float]:
     if len(set(temps)) != len(temps):
         raise UserError(f"each temperature once (got {text!r})")
     for t in temps:
-        replace(GenerationSettings(), temperature=t).validated()
+        GenerationSettings(temperature=t)  # refused here, in words, if out of range
     return temps
 
 
@@ -133,7 +133,7 @@ def sweep(
         if wall_s <= 0:
             out.cancelled = out.out_of_time = True
             break
-        run_settings = replace(settings, temperature=float(t)).validated()
+        run_settings = replace(settings, temperature=float(t))
         generation = engine.start(pair, prompt, run_settings, should_stop=should_stop, max_wall_s=wall_s)
         for event in generation:
             if on_progress is not None:

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         what = found.from_trace(found.read_trace(args.trace))
     else:
-        settings = GenerationSettings(drafter=args.drafter, k=args.k).validated()
+        settings = GenerationSettings(drafter=args.drafter, k=args.k)
         what = found.from_settings(args.pair or DEFAULT_PAIR, settings)
     out = export(what, args.format)
     if args.json:
