@@ -80,12 +80,24 @@ def _load_cpu_backend(lib: Path) -> None:
     chosen = choose_variant(scores)
     if chosen is None:
         raise LlamaCppUnavailable(f"none of llama.cpp's CPU backends in {lib} runs on this CPU (scores {scores})")
-    ggml = ctypes.CDLL(str(lib / "libggml.so"))
+    ggml = ctypes.CDLL(str(_loaded_ggml(lib)))
     ggml.ggml_backend_load.restype = ctypes.c_void_p
     ggml.ggml_backend_load.argtypes = [ctypes.c_char_p]
     if not ggml.ggml_backend_load(str(variants[chosen]).encode()):
         raise LlamaCppUnavailable(f"llama.cpp's CPU backend {variants[chosen]} did not load")
     CPU_VARIANT = chosen
+
+
+def _loaded_ggml(lib: Path) -> Path:
+    """The libggml file llama.cpp's library itself loaded. A wheel stores libggml.so,
+    libggml.so.0 and libggml.so.0.x as three copies, not links, each with a backend registry
+    of its own: a backend must be registered in the copy libllama uses."""
+    try:
+        maps = Path("/proc/self/maps").read_text().split()
+    except OSError:
+        maps = []
+    linked = sorted({Path(m) for m in maps if Path(m).name.startswith("libggml.so") and Path(m).parent == lib})
+    return linked[0] if linked else lib / "libggml.so"
 
 
 def extra_buffer_types() -> bool:
