@@ -119,6 +119,18 @@ class TreeNode:
     decision: Decision
 
 
+def _tree_shape(tree: list[TreeNode]) -> list[TreeNode]:
+    """Each node hangs under the root or an earlier node, one level below it, as the engine
+    records them (the views draw and mask the tree from these)."""
+    for i, node in enumerate(tree):
+        if not -1 <= node.parent < i:
+            raise PydanticCustomError("tree", f"node {i} has parent {node.parent}: a parent is -1 or an earlier node")
+        depth = 1 if node.parent == -1 else tree[node.parent].depth + 1
+        if node.depth != depth:
+            raise PydanticCustomError("tree", f"node {i} is at depth {node.depth}; under its parent it is at {depth}")
+    return tree
+
+
 @dataclass
 class CandidateSource:
     """Where a draft-free round's candidates came from, for the Round inspector."""
@@ -168,7 +180,9 @@ class RoundEvent:
     t_end_s: Seconds  # seconds since the run started when this round's tokens were known
     new_tokens: Count  # total new tokens after this round
     type: Literal["round"] = "round"
-    tree: Annotated[list[TreeNode], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)  # empty: a chain
+    # every drafted node of a tree round; empty for a chain
+    tree: Annotated[list[TreeNode], Field(max_length=MAX_TREE_NODES), AfterValidator(_tree_shape)] = \
+        field(default_factory=list)
     # a draft with another tokenizer: its own tokens
     alignment: Annotated[list[AlignedToken], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
     source: CandidateSource | None = None  # a draft-free tree drafter's round: where its candidates came from
