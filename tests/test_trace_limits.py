@@ -224,3 +224,18 @@ def test_the_schema_accepts_every_recorded_trace_and_states_the_limits():
     assert tree["maxItems"] == MAX_TREE_NODES
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(with_round(tree=[node(i) for i in range(600)]), schema)
+
+
+def test_a_replay_of_a_day_long_race_draws_a_bounded_number_of_frames(monkeypatch):
+    """The page's replay loop over two traces whose last round ends a day in: at most
+    MAX_REPLAY_FRAMES + 1 frames, the last one showing both runs done (sleeps skipped here)."""
+    from specviz.app import compare
+
+    slept = []
+    monkeypatch.setattr(compare.time, "sleep", slept.append)
+    spec, plain = recorded("greedy"), recorded("plain")
+    spec["events"][-1]["t_end_s"] = MAX_RUN_S
+    frames = list(compare.Comparisons.replay(load_trace(json.dumps(spec)), load_trace(json.dumps(plain)), 1.0))
+    assert len(frames) == len(slept) == viz.race.MAX_REPLAY_FRAMES + 1
+    assert frames[-1][0].count("done:") == frames[-1][1].count("done:") == 1
+    assert "done:" not in frames[0][0]
