@@ -85,6 +85,42 @@ def test_a_match_that_resumes_a_broken_off_copy_proposes_at_once(make):
     assert len(fresh.propose(resumed, 16, ANY, cost)) == 0
 
 
+@pytest.mark.parametrize("make", [SuffixDrafter, LookupDrafter], ids=["suffix", "lookup"])
+def test_right_after_a_long_copy_breaks_off_the_round_guesses_a_replaced_token(make):
+    # On the priors the guess's first node has 0.5, then 0.75 a node: on a curve where a second token
+    # adds a quarter of a pass (1.5 tokens for 125 ms against 1 for 100), it pays.
+    cost = TreeCost(CostModel(verify={1: 100.0, 2: 125.0, 4: 150.0, 8: 200.0, 17: 300.0}, draft=0.0), 16)
+    d = make()
+    ctx = copy_context(20)
+    d.begin(ctx)
+    p = d.propose(ctx, 16, ANY, cost)
+    d.accepted(3) if p.parents is None else d.accepted_path([0, 1, 2])
+    # The answer wrote 999 where the copy had 123: read on at 124, as if 999 replaced 123.
+    replaced = torch.cat([ctx, torch.tensor([120, 121, 122, 999])])
+    guess = d.propose(replaced, 16, ANY, cost).tokens.tolist()
+    assert len(guess) >= 2 and guess == list(range(124, 124 + len(guess)))
+
+
+def test_a_skip_guess_that_keeps_missing_stops_for_the_run():
+    e = cs.CopyEvidence()
+    start = e.skip_rate()
+    for _ in range(8):
+        e.proposed(cs.RESUMED_BONUS, [-1, 0], [(0, 5), (0, 6)], 50, skip=True)
+        e.heard([])
+    low = e.skip_rate()
+    assert low < start / 2
+    for _ in range(300):  # waiting does not bring it back, unlike a span's rate
+        e.heard([])
+    assert e.skip_rate() == pytest.approx(low)
+    # A failed guess leaves the break where it was: no second skip one token further on.
+    e.proposed(20, [-1, 0, 1], [(0, 5), (0, 6), (0, 7)], 50)
+    e.heard([0])
+    assert e.skip_source(52) == (0, 7)
+    e.proposed(cs.RESUMED_BONUS, [-1], [(0, 7)], 52, skip=True)
+    e.heard([])
+    assert e.skip_source(53) is None and e.resumes((0, 8), 1, 53)
+
+
 def test_misses_teach_the_rate_of_their_own_span_and_waiting_restores_it():
     e = cs.CopyEvidence()
     for _ in range(30):
@@ -119,24 +155,33 @@ def test_sized_proposals_keep_greedy_output_plain(drafter):
 # ---- sampling -------------------------------------------------------------------------------
 
 N_RUNS = 20_000
-CONTEXT = (0, 1, 2, 0, 1, 3, 2, 0, 1, 2, 3, 0, 1)
+# Contexts over the toy language's 4 tokens: short repeats (trees with siblings), and a copy of a
+# 8-token span, so a round proposes behind a long span and, when the copy breaks off, the next
+# round may guess a replaced token or resume it.
+CONTEXTS = {"repeats": (0, 1, 2, 0, 1, 3, 2, 0, 1, 2, 3, 0, 1),
+            "copy": (0, 1, 2, 3, 2, 1, 0, 3, 3, 1, 2, 0, 1, 2, 3, 2, 1, 0, 3)}
 # Mild enough that a proposal's size follows the learnt chances (neither always all nor none).
 MILD = TreeCost(CostModel(verify={1: 100.0, 2: 125.0, 4: 150.0, 8: 200.0, 17: 300.0}, draft=0.0), 16)
 
 
-def first_two(drafter, seed: int, *, retry: bool = False) -> tuple[torch.Tensor, set[int]]:
-    """Counts of the first two output tokens over N_RUNS runs, the drafter's evidence carried
-    from run to run, and the proposal sizes seen. `retry`: a broken sizing that verifies a
-    round a second time when its first guess was rejected."""
+def first_two(drafter, context, seed: int, *, retry: bool = False, fresh: bool = False):
+    """Counts of the first two output tokens over N_RUNS runs, the proposal sizes seen and
+    whether skip guesses were among them; the drafter's evidence is carried from run to run
+    (`fresh`: each run starts from the priors). `retry`: a broken sizing that verifies a round a
+    second time when its first guess was rejected."""
     g = torch.Generator().manual_seed(seed)
-    counts, sizes = torch.zeros(16, dtype=torch.float64), set()
-    drafter.begin(torch.tensor(CONTEXT))
+    counts, sizes, skips = torch.zeros(16, dtype=torch.float64), set(), set()
+    drafter.begin(torch.tensor(context))
     for _ in range(N_RUNS):
-        ctx, out = list(CONTEXT), []
+        ctx, out = list(context), []
+        if fresh:
+            drafter.begin(torch.tensor(ctx))
         while len(out) < 2:
             prop = drafter.propose(torch.tensor(ctx), 3, ANY, MILD)
             tokens = prop.tokens.tolist()
             sizes.add(len(tokens))
+            if tokens:
+                skips.add(drafter.evidence._last[3])
             parents = prop.parents if prop.parents is not None else list(range(-1, len(tokens) - 1))
             p = target_rows(tuple(ctx), tokens, parents)
             v = tv.tree_point_masses(prop.tokens, parents, p, generator=g)
@@ -146,24 +191,39 @@ def first_two(drafter, seed: int, *, retry: bool = False) -> tuple[torch.Tensor,
             out += v.new_tokens
             ctx += v.new_tokens
         counts[out[0] * 4 + out[1]] += 1
-    return counts, sizes
+    return counts, sizes, skips
 
 
-def expected_first_two() -> torch.Tensor:
-    first = toy(0, CONTEXT)
-    return torch.stack([first[a] * toy(0, CONTEXT + (a,)) for a in range(4)]).reshape(-1)
+def expected_first_two(context) -> torch.Tensor:
+    first = toy(0, context)
+    return torch.stack([first[a] * toy(0, context + (a,)) for a in range(4)]).reshape(-1)
 
 
+@pytest.mark.parametrize("variant", ["repeats", "resume", "skip"])
 @pytest.mark.parametrize("make", [lambda: SuffixDrafter(max_nodes=6, min_score=0.0), LookupDrafter],
                          ids=["suffix", "lookup"])
-def test_sized_sampled_output_is_distributed_as_the_target(make):
-    counts, sizes = first_two(make(), seed=11)
-    assert len(sizes - {0}) >= 2, sizes  # the rule did size: proposals of several lengths
-    ok, message = frequencies_match(counts, expected_first_two(), N_RUNS)
+def test_sized_sampled_output_is_distributed_as_the_target(make, variant, monkeypatch):
+    """repeats: the evidence carried over 20,000 runs sizes the proposals; resume and skip: on
+    the copy, each run from the priors, a match that resumes the broken-off copy, or (with no
+    resuming window, and the guess made likely) the guess of a replaced token, is proposed."""
+    resumed = []
+    real = cs.CopyEvidence.resumes
+    monkeypatch.setattr(cs.CopyEvidence, "resumes", lambda *a: resumed.append(real(*a)) or resumed[-1])
+    if variant == "skip":
+        monkeypatch.setattr(cs, "RESUME_WINDOW", -1)
+        monkeypatch.setattr(cs, "SKIP_PRIOR", 0.95)
+    context = CONTEXTS["repeats" if variant == "repeats" else "copy"]
+    counts, sizes, skips = first_two(make(), context, seed=11, fresh=variant != "repeats")
+    if variant == "repeats":
+        assert len(sizes - {0}) >= 2, sizes  # the rule did size: proposals of several lengths
+    else:
+        assert (any(resumed), True in skips) == (variant == "resume", variant == "skip")
+    ok, message = frequencies_match(counts, expected_first_two(context), N_RUNS)
     assert ok, message
 
 
 def test_a_sizing_that_verifies_again_after_a_miss_is_caught():
-    counts, _ = first_two(SuffixDrafter(max_nodes=6, min_score=0.0), seed=11, retry=True)
-    ok, message = frequencies_match(counts, expected_first_two(), N_RUNS)
+    context = CONTEXTS["repeats"]
+    counts, _, _ = first_two(SuffixDrafter(max_nodes=6, min_score=0.0), context, seed=11, retry=True)
+    ok, message = frequencies_match(counts, expected_first_two(context), N_RUNS)
     assert not ok, message

@@ -13,7 +13,11 @@ sizes it from them and the measured V(n): long where the copy is sure, none outs
 A match that picks the copy up just after where the last copied span broke off (an edit
 replaced a few tokens and the answer goes on copying the same text) counts RESUMED_BONUS
 tokens longer: the place it continues is evidence that a bare match of one or two tokens is
-not. So a copy comes back as soon as one token of it agrees again.
+not. So a copy comes back as soon as one token of it agrees again. Right after the answer
+broke off a long copy with one token of its own, the round may also guess that this token replaced
+one of the copy's (a renamed name, a corrected word) and read on after it: a guess with its
+own learnt chance (SKIP_PRIOR to start) that does not drift back while it waits, so edits that
+insert rather than replace stop it for the run.
 
 The chance per span length is counted per bin (accepted over checked nodes, from a prior);
 the counts fade each round the drafter proposes and more slowly each round it waits, so after
@@ -37,6 +41,10 @@ IDLE_MEMORY = 0.98
 RESUMED_BONUS = 8
 RESUME_WINDOW = 8
 RESUME_REACH = 24
+# The chance, to start with, that the token which broke off a copy replaced one of its tokens,
+# guessed only where the copy had run at least SKIP_SPAN tokens (inside a copy, not a chance match).
+SKIP_PRIOR = 0.5
+SKIP_SPAN = 8
 
 Source = tuple[int, int]  # (document, index of the token there)
 
@@ -53,8 +61,9 @@ class CopyEvidence:
 
     def reset(self) -> None:
         self._bins = [[0.0, 0.0] for _ in SPAN_BINS]  # per bin: accepted, checked (beyond the prior)
-        self._last: tuple[int, list[int], list[Source]] | None = None  # span, parents, sources
-        self._anchor: tuple[Source, int] | None = None  # where the copy broke off, context length then
+        self._skip = [0.0, 0.0]  # the same for the first node of a guess that skips a replaced token
+        self._last: tuple[int, list[int], list[Source], bool] | None = None  # span, parents, sources, skip
+        self._anchor: tuple[Source, int, int] | None = None  # where the copy broke off, context length, span then
         self._length = 0
 
     def rate(self, span: int) -> float:
@@ -63,30 +72,45 @@ class CopyEvidence:
         accepted, checked = self._bins[b]
         return (accepted + PRIOR_ACCEPT[b] * PRIOR_WEIGHT) / (checked + PRIOR_WEIGHT)
 
-    def chances(self, span: int, parents: Sequence[int], shares: Sequence[float]) -> list[float]:
+    def skip_rate(self) -> float:
+        """The chance that the token which broke off a copy replaced one of its tokens."""
+        accepted, checked = self._skip
+        return (accepted + SKIP_PRIOR * PRIOR_WEIGHT) / (checked + PRIOR_WEIGHT)
+
+    def chances(self, span: int, parents: Sequence[int], shares: Sequence[float], *, skip: bool = False) -> list[float]:
         """Each node's chance of lying on the accepted path: down its path, the share of its
-        parent's occurrences that continued through it times the rate at its own span."""
+        parent's occurrences that continued through it times the rate at its own span (a
+        skipping guess's first nodes: the skip rate)."""
         out: list[float] = []
         depth: list[int] = []
         for parent, share in zip(parents, shares):
             d = depth[parent] + 1 if parent >= 0 else 1
             depth.append(d)
             above = out[parent] if parent >= 0 else 1.0
-            out.append(above * share * self.rate(span + d - 1))
+            out.append(above * share * (self.skip_rate() if skip and d == 1 else self.rate(span + d - 1)))
         return out
+
+    def skip_source(self, context_len: int) -> Source | None:
+        """Where the copy reads on if the context's last token replaced the one the copy broke
+        off at (only right after a copy of SKIP_SPAN tokens or more broke off), else None."""
+        if self._anchor is None:
+            return None
+        (doc, at), since, span = self._anchor
+        return (doc, at + 1) if context_len == since + 1 and span >= SKIP_SPAN else None
 
     def resumes(self, source: Source, length: int, context_len: int) -> bool:
         """Whether an occurrence of a `length`-token match, ending at `source`, starts just
         after where the last copy broke off (within reach of it)."""
         if self._anchor is None:
             return False
-        (doc, at), since = self._anchor
+        (doc, at), since, _ = self._anchor
         start = source[1] - length + 1
         return source[0] == doc and at <= start <= at + RESUME_WINDOW and context_len - since <= RESUME_REACH
 
-    def proposed(self, span: int, parents: list[int], sources: list[Source], context_len: int) -> None:
-        """The round proposes these nodes (each read at `sources`) behind a span of `span`."""
-        self._last = (span, parents, sources)
+    def proposed(self, span: int, parents: list[int], sources: list[Source], context_len: int, *, skip: bool = False) -> None:
+        """The round proposes these nodes (each read at `sources`) behind a span of `span`
+        (`skip`: guessing that the last token replaced one of the copy's)."""
+        self._last = (span, parents, sources, skip)
         self._length = context_len
 
     def waited(self) -> None:
@@ -101,27 +125,36 @@ class CopyEvidence:
             pair[1] *= memory
         if last is None:
             return
-        span, parents, sources = last
+        self._skip = [self._skip[0] * MEMORY, self._skip[1] * MEMORY]  # fades only as it is tried again
+        span, parents, sources, skip = last
         on_path, depth = set(path), []
         for i, parent in enumerate(parents):
             depth.append(depth[parent] + 1 if parent >= 0 else 1)
             if parent < 0 or parent in on_path:  # checked: its parent was accepted
-                b = self._bins[span_bin(span + depth[i] - 1)]
+                b = self._skip if skip and depth[i] == 1 else self._bins[span_bin(span + depth[i] - 1)]
                 b[0] += i in on_path
                 b[1] += 1
+        if skip and not path:
+            return  # the answer did not replace one token: the copy still broke off where it did
         # Where the copy broke off: the source token after the last accepted one.
         doc, at = sources[path[-1]] if path else sources[0]
-        self._anchor = ((doc, at + 1 if path else at), self._length + len(path))
+        self._anchor = ((doc, at + 1 if path else at), self._length + len(path), span + len(path))
 
 
-def sizing_note(span: int, resumed: bool, rate: float, kept: int, offered: int) -> str:
+RESUMED, SKIPPED = "resumed", "skipped"  # how a round found its copy, beside a plain match
+
+
+def sizing_note(span: int, how: str, rate: float, kept: int, offered: int) -> str:
     """How a round was sized, in the words the Round inspector shows."""
     s = "s" if span != 1 else ""
-    if resumed:
+    if how == SKIPPED:
+        head = ("The last token broke off the copy, so the round guesses it replaced one of the copy's tokens and reads "
+                "on after that token: a guess")
+    elif how == RESUMED:
         head = (f"The match starts just after where the last copied span broke off, so it resumes that copy and "
-                f"counts as a span of {span} token{s}")
+                f"counts as a span of {span} token{s}: a copied token behind a span this long")
     else:
-        head = f"The match is a span of {span} token{s}"
-    return (f"{head}: a copied token behind a span this long is taken to be accepted {rate:.0%} of the time once the "
-            f"token before it is (a prior, then this run's verdicts). Priced on the measured pass costs V(n), the round "
-            f"verified {kept} of the {offered} candidate{'s' if offered != 1 else ''}.")
+        head = f"The match is a span of {span} token{s}: a copied token behind a span this long"
+    return (f"{head} is taken to be accepted {rate:.0%} of the time once the token before it is (a prior, then this "
+            f"run's verdicts). Priced on the measured pass costs V(n), the round verified {kept} of the {offered} "
+            f"candidate{'s' if offered != 1 else ''}.")

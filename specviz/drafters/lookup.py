@@ -37,21 +37,30 @@ class LookupDrafter(ChainDrafting):
 
     def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
         start = time.perf_counter()
-        at = continuation_start(context, self.max_ngram, self.min_ngram) if k > 0 else None
+        at, span, skip = self._find(context) if k > 0 else (None, 0, False)
         tokens = context[at : at + k] if at is not None else context[:0]
         self.evidence.waited()
         chances: list[float] = []
         if tokens.numel():
-            span = agreement(context, at, MAX_SPAN)
-            if self.evidence.resumes((0, at - 1), span, context.numel()):
-                span += RESUMED_BONUS
             parents = list(range(-1, tokens.numel() - 1))
-            chances = self.evidence.chances(span, parents, [1.0] * tokens.numel())
+            chances = self.evidence.chances(span, parents, [1.0] * tokens.numel(), skip=skip)
             n = budget.tree_nodes(chances, 0) if budget is not None else len(chances)
             tokens, chances = tokens[:n], chances[:n]
             if n:
-                self.evidence.proposed(span, parents[:n], [(0, at + i) for i in range(n)], context.numel())
+                self.evidence.proposed(span, parents[:n], [(0, at + i) for i in range(n)], context.numel(), skip=skip)
         return Proposal(tokens=tokens, q=None, ms=(time.perf_counter() - start) * 1000, confidence=chances)
+
+    def _find(self, context: torch.Tensor) -> tuple[int | None, int, bool]:
+        """Where the round's continuation starts, the span behind it, and whether it is the
+        guess that the last token replaced one of the copy's (`copy_span`)."""
+        at = continuation_start(context, self.max_ngram, self.min_ngram)
+        span = agreement(context, at, MAX_SPAN) if at is not None else 0
+        if at is not None and self.evidence.resumes((0, at - 1), span, context.numel()):
+            return at, span + RESUMED_BONUS, False
+        skip = self.evidence.skip_source(context.numel())
+        if skip is not None and skip[1] < context.numel() and self.evidence.skip_rate() > self.evidence.rate(span):
+            return skip[1], RESUMED_BONUS, True
+        return at, span, False
 
     def accepted(self, n: int) -> None:
         self.evidence.heard(list(range(n)))

@@ -20,7 +20,8 @@ A node's chance of acceptance, for the policy's budget, is the product down its 
 (the share of its parent's occurrences that continued through it) x the chance that the
 target accepts a copied node behind a span of its length, learnt from the run's own copied
 spans (`copy_span.CopyEvidence`: long inside a copy, short outside it, back as soon as a
-match resumes the copy where it broke off).
+match resumes the copy where it broke off, or at once on the guess that the answer replaced
+one of the copy's tokens).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, tree_or_chain
-from specviz.drafters.copy_span import RESUMED_BONUS, CopyEvidence, sizing_note
+from specviz.drafters.copy_span import RESUMED, RESUMED_BONUS, SKIPPED, CopyEvidence, sizing_note
 from specviz.drafters.tree_cost import TreeCost
 from specviz.choices import SUFFIX
 
@@ -77,33 +78,52 @@ class SuffixDrafter:
     def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
         start = time.perf_counter()
         ctx = context.detach().cpu().numpy().astype(np.int64, copy=False)
-        docs = [*self._history, ctx]
-        match = longest_match(docs, ctx, MAX_MATCH)
-        span = match.length
-        resumed = [e for e in match.ends if self.evidence.resumes(e, match.length, len(ctx))]
-        if resumed:  # the copy picks up where it broke off: read on from there only
-            match, span = Match(match.length, resumed), match.length + RESUMED_BONUS
-        tree = grow(docs, match, depth=k, max_nodes=self.max_nodes, min_score=self.min_score) if k > 0 else None
+        tree, match, span, how = self._tree([*self._history, ctx], ctx, k)
         source = {"method": SUFFIX, "matched": ctx[len(ctx) - match.length:].tolist() if match.length else [],
                   "occurrences": len(match.ends), "counts": []}
         self.evidence.waited()
         if tree is None or not tree.tokens:
             return self._empty(context, start, source)
-        chances = self.chances(tree, span)
+        skip = how == SKIPPED
+        chances = self.chances(tree, span, skip=skip)
         n = budget.tree_nodes(chances, 0) if budget is not None else len(chances)
         if isinstance(budget, TreeCost):
-            source["note"] = sizing_note(span, bool(resumed), self.evidence.rate(span), n, len(chances))
+            rate = self.evidence.skip_rate() if skip else self.evidence.rate(span)
+            source["note"] = sizing_note(span, how, rate, n, len(chances))
         if n == 0:
             return self._empty(context, start, source)
-        self.evidence.proposed(span, tree.parents[:n], tree.sources[:n], len(ctx))
-        source["counts"] = tree.counts[:n]
+        self.evidence.proposed(span, tree.parents[:n], tree.sources[:n], len(ctx), skip=skip)
+        source.update(counts=tree.counts[:n], occurrences=tree.occurrences)
         return Proposal(tokens=torch.tensor(tree.tokens[:n], dtype=torch.long), q=None, ms=_ms(start),
                         confidence=chances[:n], parents=tree_or_chain(tree.parents[:n]), source=source)
 
-    def chances(self, tree: SuffixTree, span: int) -> list[float]:
+    def _tree(self, docs: list[np.ndarray], ctx: np.ndarray, k: int) -> tuple[SuffixTree | None, Match, int, str]:
+        """The round's tree, the match behind it, its span and how the copy was found: a match
+        that resumes the broken-off copy (read on from there only), the guess that the last
+        token replaced one of the copy's, or the longest match."""
+        match = longest_match(docs, ctx, MAX_MATCH)
+        if k <= 0:
+            return None, match, match.length, ""
+        resumed = [e for e in match.ends if self.evidence.resumes(e, match.length, len(ctx))]
+        if resumed:
+            match = Match(match.length, resumed)
+            return self._grow(docs, match, k), match, match.length + RESUMED_BONUS, RESUMED
+        skip = self.evidence.skip_source(len(ctx))
+        if skip is not None and self.evidence.skip_rate() > self.evidence.rate(match.length):
+            d, at = skip
+            tokens = docs[d][at : at + k].tolist()
+            n = len(tokens)
+            tree = SuffixTree(tokens, list(range(-1, n - 1)), [1] * n, [1.0] * n, 1, [(d, at + i) for i in range(n)])
+            return tree, Match(0), RESUMED_BONUS, SKIPPED
+        return self._grow(docs, match, k), match, match.length, ""
+
+    def _grow(self, docs: list[np.ndarray], match: Match, k: int) -> SuffixTree | None:
+        return grow(docs, match, depth=k, max_nodes=self.max_nodes, min_score=self.min_score)
+
+    def chances(self, tree: SuffixTree, span: int, *, skip: bool = False) -> list[float]:
         """Each node's chance of lying on the accepted path (see the module docstring)."""
         totals = [tree.counts[par] if par >= 0 else tree.occurrences for par in tree.parents]
-        return self.evidence.chances(span, tree.parents, [c / t for c, t in zip(tree.counts, totals)])
+        return self.evidence.chances(span, tree.parents, [c / t for c, t in zip(tree.counts, totals)], skip=skip)
 
     def accepted_path(self, path: list[int]) -> None:
         self.evidence.heard(path)

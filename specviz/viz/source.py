@@ -51,14 +51,18 @@ def _nodes(event: RoundEvent, label) -> str:
 
 
 def _suffix(event: RoundEvent, src: CandidateSource) -> str:
-    if not src.matched:
+    if not src.matched and not src.counts:
         return (f"<p>Round {event.index}: the context's last token occurs nowhere earlier with something after it, "
                 "so suffix decoding had nothing to propose.</p>")
     m = len(src.matched)
-    head = (f"<p>Round {event.index}: the context's last {m} token{'s' if m != 1 else ''} "
-            f"{_seq(src.matched)} occurred {src.occurrences} time{'s' if src.occurrences != 1 else ''} earlier "
-            "(the prompt, the output so far and, on the page, this session's earlier outputs). "
-            "What followed them became the speculation tree, each node counting the occurrences that continued through it:</p>")
+    if not m:  # the guess that the last token replaced one of a broken-off copy's (the note says so)
+        head = f"<p>Round {event.index}: the copy read on after the token the context's last token replaced:</p>"
+    else:
+        head = (f"<p>Round {event.index}: the context's last {m} token{'s' if m != 1 else ''} "
+                f"{_seq(src.matched)} occurred {src.occurrences} time{'s' if src.occurrences != 1 else ''} earlier "
+                "(the prompt, the output so far and, on the page, this session's earlier outputs). "
+                "What followed them became the speculation tree, each node counting the occurrences that continued "
+                "through it:</p>")
 
     def label(i: int) -> str:
         if i >= len(src.counts):

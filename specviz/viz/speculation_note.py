@@ -92,8 +92,8 @@ def _sized_round(rounds: list[RoundEvent]) -> str:
     sized = [e for e in rounds if e.source is not None and e.source.note and e.source.method == SUFFIX]
     if not sized:
         return ""
-    e = next((e for e in reversed(sized) if e.drafted), sized[-1])
-    matched = "".join(e.source.matched)
-    return (f" Round {e.index}, as the Round inspector tells it: the context's last {len(e.source.matched)} token"
-            f"{'s' if len(e.source.matched) != 1 else ''} ({esc(matched)}) occurred {e.source.occurrences} time"
-            f"{'s' if e.source.occurrences != 1 else ''} earlier. {esc(e.source.note)}")
+    e = next((e for e in reversed(sized) if e.drafted and e.source.matched), sized[-1])
+    m, matched = len(e.source.matched), "".join(e.source.matched)
+    where = (f"the context's last {m} token{'s' if m != 1 else ''} ({esc(matched)}) occurred {e.source.occurrences} "
+             f"time{'s' if e.source.occurrences != 1 else ''} earlier. " if m else "")
+    return f" Round {e.index}, as the Round inspector tells it: {where}{esc(e.source.note)}"
