@@ -56,7 +56,7 @@ def write_trace(trace: Trace) -> str:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", trace.prompt[:32]).strip("-").lower() or "run"
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=TRACE_DIR, prefix=f"specviz-{trace.mode}-{slug}-",
                                      suffix=".json", delete=False) as f:
-        f.write(trace.to_json(indent=1))
+        f.write(trace.to_json())  # as `generate --json` writes it: the largest runs stay under MAX_TRACE_BYTES
     return f.name
 
 
