@@ -48,13 +48,15 @@ METRICS = [
 TOOLS = [
     ("best_k k_max 5,000,000", "best_k", {"alpha": 0.8, "target_ms": 30, "draft_ms": 5, "k_max": 5_000_000},
      "SPECVIZ_MAX_K"),
-    ("best_k k_max 4e8", "best_k", {"alpha": 0.8, "target_ms": 30, "draft_ms": 5, "k_max": 400_000_000}, "SPECVIZ_MAX_K"),
+    ("best_k k_max 4e8", "best_k", {"alpha": 0.8, "target_ms": 30, "draft_ms": 5, "k_max": 400_000_000},
+     "SPECVIZ_MAX_K"),
     ("speedup k 10^9", "speedup", {"alpha": 0.8, "k": 10**9, "target_ms": 30, "draft_ms": 5}, "SPECVIZ_MAX_K"),
     ("lossless p and q of 200,000 entries", "lossless_check",
      {"p": ",".join(["0.000005"] * 200_000), "q": ",".join(["0.000005"] * 200_000)}, "SPECVIZ_MAX_DISTRIBUTION_CHARS"),
     ("lossless p and q of 5,000 short entries", "lossless_check", {"p": ",".join(["0"] * 5_000), "q": "1"},
      "SPECVIZ_MAX_DISTRIBUTION"),
-    ("lossless 10^12 samples", "lossless_check", {"p": "0.5,0.5", "q": "0.9,0.1", "samples": 10**12}, "SPECVIZ_MAX_SAMPLES"),
+    ("lossless 10^12 samples", "lossless_check", {"p": "0.5,0.5", "q": "0.9,0.1", "samples": 10**12},
+     "SPECVIZ_MAX_SAMPLES"),
     ("a pair of 100,000 characters", "export_settings", {"format": "vllm", "pair": "a/b" * 33_334},
      "SPECVIZ_MAX_PAIR_CHARS"),
 ]
@@ -79,6 +81,55 @@ class Reply:
     size: int  # bytes of the answer as it came back
     error: str | None  # the refusal, or None where the request was served
     output: object = None
+
+
+def detail(text: str) -> str:
+    """A refusal's message: an HTTP body's JSON detail, where it has one."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    return str(body.get("detail", text)) if isinstance(body, dict) else text
+
+
+def one_line(text: str) -> bool:
+    line = detail(text).strip()
+    return bool(line) and "\n" not in line and "Traceback" not in line
+
+
+def api_reply(client, name: str, **kw) -> Reply:
+    """A named API endpoint called through gradio_client."""
+    from gradio_client.exceptions import AppError, ValidationError
+
+    start = time.perf_counter()
+    try:
+        out = client.predict(api_name=f"/{name}", **kw)
+        return Reply(time.perf_counter() - start, len(str(out)), None, out)
+    except AppError as e:
+        return Reply(time.perf_counter() - start, len(str(e)), str(e))
+    except ValidationError as e:  # refused at the queue's door; the client heads its list of messages with a count
+        lines = [line.split(": ", 1)[-1] for line in str(e).splitlines()[1:]]
+        return Reply(time.perf_counter() - start, len(str(e)), "\n".join(lines))
+    except httpx.HTTPStatusError as e:  # refused before the queue took it
+        text = e.response.text or str(e.response.status_code)
+        return Reply(time.perf_counter() - start, len(e.response.content), text)
+
+
+def requests(url: str, client, fn_index: dict[str, int]) -> list[tuple[str, object]]:
+    """Every case as (name, a call that sends it and returns its Reply), through the API and the
+    page's events: what the soak's hostile client sends over and over."""
+    out = []
+    for case, _, payload in METRICS:
+        out.append((case, lambda p=payload: api_reply(client, "read_metrics", payload=p, target_ms=30.0)))
+        out.append((case, lambda p=payload: page_event(url, fn_index["metrics_views"],
+                                                        [p, None, "typed", 30, 0, 0, None])))
+    out += [(case, lambda t=tool, a=args: api_reply(client, t, **a)) for case, tool, args, _ in TOOLS]
+    out += [(case, lambda e=event, d=data: page_event(url, fn_index[e], d)) for case, event, data, _ in PAGE]
+    for case, content in TRACES:
+        out.append((case, lambda c=content: uploaded_trace(url, fn_index, c)))
+    out.append(("prompt of 1,000,000 characters",
+                lambda: api_reply(client, "generate", prompt="x" * 1_000_000, max_new_tokens=8)))
+    return out
 
 
 def events(url: str) -> dict[str, int]:
@@ -133,6 +184,15 @@ def trace_with(tree_nodes: int = 0, depth: int = 1, t_end_s: float | None = None
 TRACES = [("a flat tree of 600 nodes", trace_with(tree_nodes=600)),
           ("one node at depth 2,000,000", trace_with(depth=2_000_000)),
           ("a round ending at 10^12 s", trace_with(t_end_s=1e12))]
+
+
+def uploaded_trace(url: str, fn_index: dict[str, int], content: bytes) -> Reply:
+    """A trace uploaded, then read by the page's upload event."""
+    r, seconds = upload(url, "trace.json", content)
+    if r.status_code != 200:
+        return Reply(seconds, len(r.content), r.text or str(r.status_code))
+    reply = page_event(url, fn_index["read_upload"], [uploaded(r.json()[0])])
+    return Reply(seconds + reply.seconds, reply.size, reply.error, reply.output)
 
 
 def uploaded(path: str, name: str = "trace.json") -> dict:
