@@ -26,7 +26,7 @@ from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError, Status
 
 from app_server import ARTIFACTS, chromium, launched_app, save_tiny_pair
-from specviz.events import Trace
+from specviz.events import MAX_TRACE_BYTES, Trace
 
 pytestmark = pytest.mark.app
 
@@ -314,6 +314,6 @@ def test_bad_uploads_are_refused_in_words_and_the_page_keeps_serving(app, browse
 
 def test_an_upload_over_the_size_cap_is_refused_before_it_is_stored(app):
     url, _ = app
-    big = b" " * (21 << 20)
+    big = b" " * (MAX_TRACE_BYTES + (1 << 20))
     response = httpx.post(url + "gradio_api/upload", files={"files": ("big.json", big, "application/json")}, timeout=120)
     assert response.status_code == 413, response.text[:200]

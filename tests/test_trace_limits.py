@@ -124,7 +124,7 @@ def test_a_million_rounds_written_compactly_are_refused_by_the_event_limit():
 
 
 def test_a_file_of_empty_containers_is_refused_before_parsing():
-    """20 MB of `[]` would parse into 10^7 lists (hundreds of MB): refused on a count of the
+    """32 MB of `[]` would parse into 10^7 lists (hundreds of MB): refused on a count of the
     brackets, within CPU_S of CPU (generous: the count is one pass over the bytes)."""
     data = b"[" + b"[]," * ((MAX_TRACE_BYTES - 2) // 3 - 1) + b"[]]"
     message, cpu_s = refusal(data)
@@ -135,14 +135,14 @@ def test_a_file_of_empty_containers_is_refused_before_parsing():
 
 def test_a_file_over_the_size_limit_is_refused_before_reading_it(tmp_path):
     """The upload handler checks the file's size on disk before it reads a byte: a sparse
-    file of 21 MB is refused at once."""
+    file 1 MB over the limit is refused at once."""
     from specviz.app import traces
 
     big = tmp_path / "big.json"
     with big.open("wb") as f:
-        f.truncate(21 << 20)
+        f.truncate(MAX_TRACE_BYTES + (1 << 20))
     started = time.process_time()
-    with pytest.raises(Exception, match=r"the trace is 21\.0 MB; the limit is 20\.0 MB"):
+    with pytest.raises(Exception, match=r"the trace is 33\.0 MB; the limit is 32\.0 MB"):
         traces.read_upload(str(big))
     assert time.process_time() - started < CPU_S
     good = tmp_path / "good.json"
@@ -239,3 +239,25 @@ def test_a_replay_of_a_day_long_race_draws_a_bounded_number_of_frames(monkeypatc
     assert len(frames) == len(slept) == viz.race.MAX_REPLAY_FRAMES + 1
     assert frames[-1][0].count("done:") == frames[-1][1].count("done:") == 1
     assert "done:" not in frames[0][0]
+
+
+def test_the_largest_run_the_settings_allow_fits_the_file_limits():
+    """MAX_EVENTS rounds of the biggest lookahead round (G x (N - 1) tree nodes, its window and
+    n-grams, every position's top tokens), texts of typical length: under the byte and
+    container limits, as `generate --json` and a download write it."""
+    g, n, w = largest("lookahead_candidates"), largest("lookahead_ngram"), largest("lookahead_window")
+    word = "token_"
+    tree = [{"parent": -1 if d == 0 else i - 1, "token": 1000, "text": word, "depth": d + 1, "q": 0.5, "p": 0.25,
+             "decision": "unchecked"} for i, d in enumerate(d for _ in range(g) for d in range(n - 1))]
+    top = [{"id": 1000 + i, "text": word, "p": 0.1, "q": 0.1} for i in range(2 * display.TOP)]
+    round_ = {"index": 1000, "k": n - 1, "type": "round", "draft_ms": 10.5, "verify_ms": 100.25, "t_end_s": 100.5,
+              "new_tokens": 1000, "emitted": {"id": 1000, "text": word, "p": 0.5, "kind": "bonus"},
+              "drafted": [{"id": 1000, "text": word, "p": 0.5, "q": 1.0, "u": None, "decision": "accepted"}] * (n - 1),
+              "positions": [{"top": top, "overlap": 0.5, "top2_logit_gap": 1.5}] * n, "tree": tree, "alignment": [],
+              "source": {"method": "lookahead", "window": [[word] * w] * (n - 1), "ngrams": [[word] * n] * w,
+                         "origins": ["context"] * len(tree), "window_on": True, "ride": w * (n - 1), "note": "",
+                         "matched": [], "occurrences": 0, "counts": []}}
+    one = Trace.from_dict({**recorded(), "events": [round_ | {"index": 0}]}).to_json()
+    per_round = len(json.dumps(round_, ensure_ascii=False).encode())
+    assert len(one) + MAX_EVENTS * per_round < MAX_TRACE_BYTES
+    assert MAX_EVENTS * (one.count("{") + one.count("[")) < MAX_JSON_CONTAINERS
