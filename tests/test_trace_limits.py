@@ -191,7 +191,19 @@ def test_the_bounds_hold_what_the_drafters_and_the_engine_produce():
     assert MAX_TREE_NODES >= max(largest("tree_nodes"), largest("suffix_max_nodes"), largest("k"), lookahead)
     assert MAX_EVENTS >= largest("max_new_tokens")
     assert MAX_TOP_TOKENS >= 2 * display.TOP  # the union of p's and q's top tokens
-    assert MAX_TOKEN_CHARS >= 128  # the longest tokens of common vocabularies are under 128 characters
+
+
+def test_the_longest_token_of_a_prepared_vocabulary_fits():
+    """A byte-level vocabulary spells each byte as one character, so its longest entry bounds
+    a token's text (the bundled Qwen's is 128)."""
+    from specviz.models.files.cache import cache_root
+
+    files = sorted(cache_root().glob("models/*/tokenizer.json"))
+    if not files:
+        pytest.skip("no prepared model pair here")
+    for path in files:
+        vocab = json.loads(path.read_text())["model"]["vocab"]
+        assert max(map(len, vocab)) <= MAX_TOKEN_CHARS, path
 
 
 def test_older_traces_still_load():
