@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from specviz.app import runner
+from specviz.app import runner, zero_gpu
 from specviz.app.config import PageConfig
 from specviz.errors import UserError
 from specviz.events import MAX_TRACE_BYTES
@@ -33,13 +33,14 @@ def main() -> None:
 
         # The files load beside the page's build; passes are timed once it is up (lm.timing.hold).
         timing.hold()
-        runner.LOADER.request(config.default_pair)
-    from specviz.app.page import CSS_PATHS, build_page
-    from specviz.app.tab import LIGHT
+        # ZeroGPU takes the models that are on CUDA when the page launches, placed from the main
+        # thread: there the pair loads first, here.
+        runner.LOADER.request(config.default_pair, here=zero_gpu.ON_ZERO_GPU)
+    from specviz.app.page import CSS_PATHS, build_page, queue
 
     try:
         demo = build_page(config)
-        demo.queue(api_open=False, default_concurrency_limit=LIGHT["concurrency_limit"], max_size=config.queue_size)
+        queue(demo, config)
         demo.launch(server_name=config.host, server_port=config.port, css_paths=CSS_PATHS, prevent_thread_lock=True,
                     footer_links=["api", "gradio"], max_file_size=MAX_TRACE_BYTES,
                     state_session_capacity=config.max_sessions, mcp_server=config.mcp)

@@ -4,17 +4,17 @@ page's pairs, runtime and errors, one queue for every handler, and each visitor'
 
 from __future__ import annotations
 
+import asyncio
 import time
 from types import SimpleNamespace
 
 import gradio as gr
 import pytest
 
-from specviz.app import live, runner, shown_errors
+from specviz.app import live, runner, shown_errors, visitors
 from specviz.app.config import PageConfig
 from specviz.app.page import build_page, generate_api
 from specviz.app.tools import generate_api_summary
-from specviz.app.visitors import Admission
 from specviz.cli import main
 from specviz.errors import UserError
 from specviz.settings import DEFAULTS, PROMPT, check_prompt
@@ -157,7 +157,7 @@ def test_every_handler_that_computes_is_queued_under_a_limit():
             assert isinstance(fn.concurrency_limit, int), f"{fn.name} has no concurrency limit"
     models = [fn for fn in demo.fns.values() if fn.concurrency_id == "models"]
     assert {"run", "rerun", "generate", "generate_summary", "sweep", "batching"} <= {fn.name for fn in models}
-    assert all(fn.concurrency_limit == 1 and fn.validator is not None for fn in models)
+    assert all(fn.concurrency_limit == 1 for fn in models)
     replay = next(fn for fn in demo.fns.values() if fn.name == "replay")
     assert replay.concurrency_id == "light" and replay.concurrency_limit >= 1
 
@@ -165,15 +165,12 @@ def test_every_handler_that_computes_is_queued_under_a_limit():
 # --- each visitor's share --------------------------------------------------------------------------
 
 
-def _event(session: str, address: str, queued_at: float, forwarded: str = ""):
-    headers = {"x-forwarded-for": forwarded} if forwarded else {}
-    return SimpleNamespace(concurrency_id="models", session_hash=session, enqueue_time=queued_at,
-                           request=SimpleNamespace(headers=headers, client=SimpleNamespace(host=address)))
+def _event(session: str, address: str, forwarded: str = ""):
+    return SimpleNamespace(concurrency_id="models", session_hash=session, request=_request(address, forwarded))
 
 
-def _request(session: str, address: str = "127.0.0.1", forwarded: str = ""):
-    headers = {"x-forwarded-for": forwarded} if forwarded else {}
-    return SimpleNamespace(session_hash=session, headers=headers, client=SimpleNamespace(host=address))
+def _request(address: str = "127.0.0.1", forwarded: str = ""):
+    return SimpleNamespace(headers={"x-forwarded-for": forwarded} if forwarded else {}, client=SimpleNamespace(host=address))
 
 
 def _queue(waiting=(), running=()):
@@ -181,40 +178,46 @@ def _queue(waiting=(), running=()):
                            active_jobs=[list(running), None])
 
 
-def test_a_visitor_at_the_limit_is_refused_and_others_are_not():
-    queue = _queue(waiting=[_event("a", "127.0.0.1", 1.0)], running=[_event("a", "127.0.0.1", 0.5)])
-    admission = Admission(PageConfig(max_runs_per_visitor=2), lambda: queue)
-    with pytest.raises(UserError, match=r"^you have 2 model requests waiting or running; the limit is 2 per visitor "
-                                        r"\(SPECVIZ_MAX_RUNS_PER_VISITOR\)$"):
-        admission.admit(_request("a"))
-    admission.admit(_request("b"))  # another session on a local page is another visitor
-
-
-def test_requests_admitted_at_once_count_before_they_reach_the_queue():
-    admission = Admission(PageConfig(max_runs_per_visitor=2), lambda: _queue())
-    admission.admit(_request("a"))
-    admission.admit(_request("a"))
-    with pytest.raises(UserError, match="you have 2 model requests"):
-        admission.admit(_request("a"))
-
-
-def test_once_queued_an_admitted_request_counts_once():
-    admission = Admission(PageConfig(max_runs_per_visitor=2), lambda: queue)
-    queue = _queue()
-    admission.admit(_request("a"))
-    queue = _queue(waiting=[_event("a", "127.0.0.1", time.monotonic())])
-    admission.admit(_request("a"))  # the first, now queued, is one request, not two
+def test_a_visitor_at_the_limit_is_refused_in_one_line_and_others_are_not():
+    queue = _queue(waiting=[_event("a", "127.0.0.1")], running=[_event("a", "127.0.0.1")])
+    config = PageConfig(max_runs_per_visitor=2)
+    assert visitors.refusal(queue, _request(), "a", config) == (
+        "you have 2 model requests waiting or running; the limit is 2 per visitor (SPECVIZ_MAX_RUNS_PER_VISITOR)")
+    assert visitors.refusal(queue, _request(), "b", config) is None  # another session on a local page
+    assert visitors.refusal(queue, _request(), "a", PageConfig(max_runs_per_visitor=3)) is None
 
 
 def test_on_a_public_page_a_visitor_is_an_address():
-    queue = _queue(running=[_event("s1", "203.0.113.7", 0.0)])
-    admission = Admission(PageConfig(public=True, max_runs_per_visitor=1), lambda: queue)
-    with pytest.raises(UserError):
-        admission.admit(_request("s2", "203.0.113.7"))  # a new session from the same address
-    admission.admit(_request("s3", "198.51.100.1"))
-    behind = Admission(PageConfig(public=True, max_runs_per_visitor=1),
-                       lambda: _queue(running=[_event("s1", "10.0.0.2", 0.0, forwarded="203.0.113.7, 10.0.0.9")]),
-                       space=True)
-    with pytest.raises(UserError):
-        behind.admit(_request("s2", "10.0.0.3", forwarded="203.0.113.7"))  # a Space's proxy names the visitor
-    behind.admit(_request("s4", "10.0.0.2", forwarded="198.51.100.1"))
+    config = PageConfig(public=True, max_runs_per_visitor=1)
+    queue = _queue(running=[_event("s1", "203.0.113.7")])
+    assert visitors.refusal(queue, _request("203.0.113.7"), "s2", config)  # a new session from the same address
+    assert visitors.refusal(queue, _request("198.51.100.1"), "s3", config) is None
+    space = PageConfig(public=True, space=True, max_runs_per_visitor=1)
+    behind = _queue(running=[_event("s1", "10.0.0.2", forwarded="203.0.113.7, 10.0.0.9")])
+    assert visitors.refusal(behind, _request("10.0.0.3", forwarded="203.0.113.7"), "s2", space)  # the proxy names it
+    assert visitors.refusal(behind, _request("10.0.0.2", forwarded="198.51.100.1"), "s4", space) is None
+
+
+def test_requests_sent_at_once_join_one_after_another_so_each_counts_the_others():
+    config = PageConfig(max_runs_per_visitor=1)
+    queue = _queue()
+    fns = {0: SimpleNamespace(concurrency_id="models"), 1: SimpleNamespace(concurrency_id="light")}
+
+    async def join(body, request, username):
+        await asyncio.sleep(0.01)  # the queue's own join awaits before the request is queued
+        if fns[body.fn_index].concurrency_id == "models":
+            queue.event_queue_per_concurrency_id["models"].queue.append(_event(body.session_hash, "127.0.0.1"))
+        return True, "id", "success"
+
+    queue.push = join
+    visitors.guard(SimpleNamespace(_queue=queue, fns=fns), config)
+
+    async def both():
+        body = SimpleNamespace(fn_index=0, session_hash="a")
+        return await asyncio.gather(queue.push(body, _request(), None), queue.push(body, _request(), None),
+                                    queue.push(SimpleNamespace(fn_index=0, session_hash="b"), _request(), None),
+                                    queue.push(SimpleNamespace(fn_index=1, session_hash="a"), _request(), None))
+
+    first, second, other, light = asyncio.run(both())
+    assert first[2] == "success" and other[2] == "success" and light[2] == "success"
+    assert second[2] == "validator_error" and second[1][0]["message"].startswith("you have 1 model requests")

@@ -182,7 +182,14 @@ def build_page(config: PageConfig) -> gr.Blocks:
         gr.api(shown_errors(status_api(config), html=False), api_name="status", concurrency_limit=None, api_visibility="undocumented")
     hide_details(config.public)
     one_queue(demo)
-    visitors.guard(demo, visitors.Admission(config, lambda: getattr(demo, "_queue", None), space=config.space))
+    return demo
+
+
+def queue(demo: gr.Blocks, config: PageConfig) -> gr.Blocks:
+    """The page's one queue: no endpoint answers outside it (`api_open=False`), at most
+    `queue_size` requests wait, and each visitor has its share of the models (`visitors`)."""
+    demo.queue(api_open=False, default_concurrency_limit=LIGHT["concurrency_limit"], max_size=config.queue_size)
+    visitors.guard(demo, config)
     return demo
 
 

@@ -1,0 +1,80 @@
+"""One queue and each visitor's share, against `python app.py` launched for real on
+127.0.0.1: no endpoint answers outside the queue, a visitor with a model request outstanding
+is refused another in one line while another visitor is served, and a huge prompt is refused
+at once."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from app_server import launched_app, save_tiny_pair
+
+pytestmark = pytest.mark.app
+
+PROMPT = "for i in range(10):"
+LIMIT = "the limit is 1 per visitor (SPECVIZ_MAX_RUNS_PER_VISITOR)"
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
+    env = {"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "SPECVIZ_MAX_RUNS_PER_VISITOR": "1", "SPECVIZ_MCP": "false"}
+    with launched_app(env, "app-queue") as url:
+        yield url, spec
+
+
+def _post(url: str, body: dict) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+@pytest.mark.parametrize("endpoint", ["generate", "generate_summary", "best_k", "status"])
+def test_no_endpoint_answers_outside_the_queue(app, endpoint):
+    url, spec = app
+    status, text = _post(f"{url}gradio_api/run/{endpoint}", {"data": [PROMPT, spec]})
+    assert status == 404 and "join the queue" in text
+
+
+def test_the_mcp_server_is_off_when_told_false(app):
+    url, _ = app
+    status, _ = _post(f"{url}gradio_api/mcp/", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert status == 404
+
+
+def test_a_visitor_has_one_model_request_outstanding_and_another_visitor_is_served(app):
+    url, spec = app
+    first, second = Client(url, verbose=False), Client(url, verbose=False)
+    running = first.submit(PROMPT, spec, api_name="/generate_summary", max_new_tokens=64)
+    deadline = time.monotonic() + 30
+    while running.status().code.name not in ("PROCESSING", "ITERATING", "FINISHED") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(Exception) as refused:
+        first.predict(PROMPT, spec, api_name="/generate_summary", max_new_tokens=4)
+    assert "you have 1 model requests waiting or running; " + LIMIT in str(refused.value)
+    other = second.submit(PROMPT, spec, api_name="/generate_summary", max_new_tokens=4)  # another session: admitted
+    assert json.loads(running.result(timeout=300))["summary"]["new_tokens"] >= 1
+    assert json.loads(other.result(timeout=300))["summary"]["new_tokens"] >= 1
+    again = json.loads(first.predict(PROMPT, spec, api_name="/generate_summary", max_new_tokens=4))
+    assert again["summary"]["new_tokens"] >= 1  # its run over, the visitor is served again
+
+
+def test_a_huge_prompt_is_refused_at_once_and_the_app_keeps_serving(app):
+    url, spec = app
+    client = Client(url, verbose=False)
+    big = "x" * 10_000_000
+    started = time.monotonic()
+    with pytest.raises(AppError, match=r"the prompt is 10,000,000 characters; the limit is 100,000 characters"):
+        client.predict(big, spec, api_name="/generate_summary", max_new_tokens=4)
+    assert time.monotonic() - started < 5  # 10 MB sent, parsed and refused (the check itself: tests/test_public_page.py)
+    assert json.loads(client.predict(PROMPT, spec, api_name="/generate_summary", max_new_tokens=4))["text"] is not None
