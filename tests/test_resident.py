@@ -24,6 +24,7 @@ def fresh(monkeypatch, tmp_path):
     monkeypatch.delenv(resident.ENV, raising=False)
     monkeypatch.delenv("SPECVIZ_MEMORY_BUDGET_GB", raising=False)
     clear_loaded()
+    resident.unload_others()  # pairs earlier tests loaded on other runtimes
     yield
     clear_loaded()
 

@@ -109,3 +109,15 @@ def test_unloading_a_llamacpp_pair_frees_its_models(monkeypatch):
     assert pair.close() and pair.target.closed and pair.draft.closed and len(freed) == 2
     again = load_pair(spec, runtime=LLAMACPP)
     assert again is not pair and engine.run(again, "hi", GREEDY).token_ids
+
+
+def test_idle_contexts_are_freed_after_a_while(monkeypatch):
+    from specviz.lm import resident
+
+    pair = load_pair(f"{tiny_gguf('close')} -> {tiny_gguf('target')}", runtime=LLAMACPP)
+    engine.run(pair, "hi", GREEDY)
+    assert pair.target._idle and pair.draft._idle  # kept for the next run
+    assert resident.release_idle(older_than_s=3600) == 0  # not yet unused that long
+    freed = resident.release_idle(older_than_s=0)
+    assert freed >= 2 and not pair.target._idle and not pair.draft._idle
+    assert engine.run(pair, "hi", GREEDY).token_ids  # new contexts are made as needed
