@@ -289,8 +289,10 @@ TraceSettings = TypedDict("TraceSettings", {name: _SETTING_KINDS.get(kind, Any) 
 
 # The run's notes that views read, typed; the engine's other notes are kept as they are.
 PassSize = Annotated[str, Strict(), Field(pattern=r"^[1-9][0-9]{0,3}$")]  # n new tokens in one pass, as a JSON key
+# V(n) in ms by n: measured, so above 0 (views divide by V(1))
 PassCosts = Annotated[dict[PassSize, Annotated[float, Strict(), Field(gt=0, le=MAX_RUN_S * 1000, allow_inf_nan=False)]],
                       Field(max_length=MAX_TREE_NODES)]
+RoundedCosts = Annotated[dict[PassSize, Millis], Field(max_length=MAX_TREE_NODES)]  # as runtime choice rounds them
 
 
 @with_config(ConfigDict(extra="allow"))
@@ -305,7 +307,7 @@ class CostRecord(TypedDict, total=False):
 class RuntimeCosts(TypedDict, total=False):
     """One runtime's V(n) and D, for the Theory tab's comparison of runtimes."""
 
-    V: PassCosts
+    V: RoundedCosts
     D: Millis | None
 
 
