@@ -225,7 +225,8 @@ PROMPT = PromptSetting(
     "the user message (or raw text with --raw)", "Prompt",
     chars=Limit("the prompt", 100_000, "SPECVIZ_MAX_PROMPT_CHARS",
                 "characters of a prompt, or of a conversation's messages together (page, API, MCP, CLI)", "characters"),
-    messages=Limit("the number of messages", 64, "SPECVIZ_MAX_MESSAGES", "messages of a conversation sent as the prompt"),
+    messages=Limit("the number of messages", 64, "SPECVIZ_MAX_MESSAGES",
+                   "messages of a conversation sent as the prompt"),
 )
 ROLES = ("system", "user", "assistant")
 

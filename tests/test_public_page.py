@@ -55,7 +55,8 @@ def test_a_page_is_public_on_a_space_or_beyond_this_machine_unless_told():
     assert PageConfig.from_env({"SPACE_ID": "me/specviz"}).public
     assert PageConfig.from_env({"GRADIO_SERVER_NAME": "0.0.0.0"}).public
     assert not PageConfig.from_env({"GRADIO_SERVER_NAME": "0.0.0.0", "SPECVIZ_PUBLIC": "0"}).public
-    public = PageConfig.from_env({"SPECVIZ_PUBLIC": "1", "SPECVIZ_ALLOW_CUSTOM_MODELS": "1", "SPECVIZ_PAIRS": "smollm2"})
+    public = PageConfig.from_env({"SPECVIZ_PUBLIC": "1", "SPECVIZ_ALLOW_CUSTOM_MODELS": "1",
+                                  "SPECVIZ_PAIRS": "smollm2"})
     assert public.public and not public.allow_custom  # a public page loads what its operator chose, never what is typed
     assert public.public_pairs == ("qwen-coder", "smollm2")
 
@@ -78,7 +79,8 @@ def test_a_huge_prompt_is_refused_in_one_line_before_any_model_or_tokenizer_work
     assert _refused_fast(lambda: check_prompt(BIG)) == words
     assert _refused_fast(lambda: list(generate_api(config)(BIG))) == words  # the API
     assert _refused_fast(lambda: generate_api_summary(config)(BIG)) == words  # the MCP tool
-    assert _refused_fast(lambda: list(live.LiveRuns(config).run(BIG, "qwen-coder", DEFAULTS, None))) == words  # the page
+    page = live.LiveRuns(config)
+    assert _refused_fast(lambda: list(page.run(BIG, "qwen-coder", DEFAULTS, None))) == words  # the page
     prompt = "x" * (PROMPT.chars.default + 1)
     assert main(["generate", "--prompt", prompt]) == 2  # the CLI, before loading a pair
 
@@ -170,7 +172,8 @@ def _event(session: str, address: str, forwarded: str = ""):
 
 
 def _request(address: str = "127.0.0.1", forwarded: str = ""):
-    return SimpleNamespace(headers={"x-forwarded-for": forwarded} if forwarded else {}, client=SimpleNamespace(host=address))
+    headers = {"x-forwarded-for": forwarded} if forwarded else {}
+    return SimpleNamespace(headers=headers, client=SimpleNamespace(host=address))
 
 
 def _queue(waiting=(), running=()):

@@ -107,8 +107,8 @@ def build(config: PageConfig) -> LiveTab:
     with gr.Row(equal_height=False, elem_id="live-row"):
         with gr.Column(scale=2, min_width=300, elem_id="live-controls"):
             with gr.Column(elem_id="live-prompt"):
-                prompt = gr.Textbox(label=PROMPT.label, lines=4, max_lines=12, value=examples[0]["prompt"], elem_id="prompt",
-                                    max_length=PROMPT.chars.value)
+                prompt = gr.Textbox(label=PROMPT.label, lines=4, max_lines=12, value=examples[0]["prompt"],
+                                    elem_id="prompt", max_length=PROMPT.chars.value)
                 with gr.Row():
                     run = gr.Button("Run", variant="primary", elem_id="run", min_width=80)
                     stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
@@ -289,7 +289,8 @@ def controls_from(trace: Trace, config: PageConfig) -> tuple:
     """
     s = from_request(trace.settings)
     offered = config.allow_custom or trace.pair in {value for _, value in pair_choices(config)}
-    values = [gr.skip() if beyond_slider(spec, getattr(s, name)) else getattr(s, name) for name, spec in specs().items()]
+    values = [gr.skip() if beyond_slider(spec, getattr(s, name)) else getattr(s, name)
+              for name, spec in specs().items()]
     return (trace.prompt, trace.pair if trace.pair and offered else gr.skip(), *values)
 
 

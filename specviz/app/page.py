@@ -179,7 +179,8 @@ def build_page(config: PageConfig) -> gr.Blocks:
         gr.api(generate_api(config), api_name="generate", **MODELS)
         tools.register(config, MODELS)
         # Callable, but not among the documented endpoints; no limit, so it answers while a run goes on.
-        gr.api(shown_errors(status_api(config), html=False), api_name="status", concurrency_limit=None, api_visibility="undocumented")
+        gr.api(shown_errors(status_api(config), html=False), api_name="status", concurrency_limit=None,
+               api_visibility="undocumented")
     hide_details(config.public)
     one_queue(demo)
     return demo
