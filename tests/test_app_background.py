@@ -138,7 +138,8 @@ def test_unread_counts_the_sessions_queued_messages():
 
     pending = asyncio.Queue()
     queue = SimpleNamespace(pending_messages_per_session={"s1": pending})
-    request = SimpleNamespace(session_hash="s1", request=SimpleNamespace(app=SimpleNamespace(get_blocks=lambda: SimpleNamespace(_queue=queue))))
+    app = SimpleNamespace(get_blocks=lambda: SimpleNamespace(_queue=queue))
+    request = SimpleNamespace(session_hash="s1", request=SimpleNamespace(app=app))
     count = unread(request)
     assert count() == 0
     for i in range(3):

@@ -72,7 +72,8 @@ def test_the_wait_for_the_models_is_bounded_and_says_so_in_one_line():
     thread = _hold_models(held, release)
     try:
         start = time.monotonic()
-        with pytest.raises(UserError, match=r"^the models were still busy .* after 0.3 s \(SPECVIZ_MODEL_WAIT_S\)") as e:
+        busy = r"^the models were still busy .* after 0.3 s \(SPECVIZ_MODEL_WAIT_S\)"
+        with pytest.raises(UserError, match=busy) as e:
             with model_lock.models(wait=0.3):
                 pass
         assert "\n" not in str(e.value) and time.monotonic() - start < 5.0

@@ -11,12 +11,13 @@ import torch
 pytest.importorskip("llama_cpp")
 
 from specviz import engine  # noqa: E402
+from specviz.choices import DRAFTERS  # noqa: E402
 from specviz.errors import UserError  # noqa: E402
 from specviz.lm import interrupt, load_pair  # noqa: E402
 from specviz.lm.llamacpp_runtime import abort  # noqa: E402
 from specviz.lm.llamacpp_runtime.lm import BATCH  # noqa: E402
 from specviz.lm.llamacpp_runtime.model import LlamaCppModel  # noqa: E402
-from specviz.lm.runtime import LLAMACPP  # noqa: E402
+from specviz.lm.runtime import LLAMACPP, missing  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 from test_runtime_llamacpp import llamacpp_pair  # noqa: E402
 from test_stop_prefill import long_prompt  # noqa: E402
@@ -75,9 +76,9 @@ def test_stop_during_the_prefill_through_the_engine_then_the_next_run_is_exact()
     generation = engine.start(pair, prompt, GREEDY, should_stop=lambda: generation._decoder.target.length > 0)
     assert list(generation) == [] and generation.trace().summary.stop_reason == "cancelled"
     plain = engine.run(pair, prompt, GenerationSettings(mode="plain", max_new_tokens=10))
-    for drafter in ("model", "lookup"):
+    for drafter in [c.name for c in DRAFTERS if not c.capability or not missing(LLAMACPP, c.capability)]:
         spec = engine.run(pair, prompt, GenerationSettings(max_new_tokens=10, k=3, policy="fixed", drafter=drafter))
-        assert spec.token_ids == plain.token_ids
+        assert spec.token_ids == plain.token_ids, drafter
 
 
 def test_a_closed_model_is_freed_once_its_last_context_is_back(monkeypatch):

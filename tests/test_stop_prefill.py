@@ -11,6 +11,7 @@ import torch
 from tiny_models import CORPUS, single_thread, tiny_pair, tiny_tokenizer  # noqa: F401
 
 from specviz import engine
+from specviz.choices import DRAFTERS
 from specviz.engine.decoder import Decoder
 from specviz.lm import interrupt
 from specviz.lm.runtime import open_lm
@@ -117,7 +118,9 @@ def test_after_an_interrupted_prefill_the_next_run_is_exact(pair, passes):
     assert not list(generation) and generation.trace().summary.stop_reason == "cancelled"
     watch(passes)
     plain = engine.run(pair, prompt, GenerationSettings(mode="plain", max_new_tokens=12))
-    for drafter in ("model", "lookup"):
-        spec = engine.run(pair, prompt, GenerationSettings(max_new_tokens=12, k=3, policy="fixed", drafter=drafter))
-        assert spec.token_ids == plain.token_ids and spec.summary.stop_reason == plain.summary.stop_reason
+    for drafter in [c.name for c in DRAFTERS]:  # each reads the prompt its own way: in chunks, through the LM
+        extra = {"early_exit_layers": 2} if drafter == "early-exit" else {}
+        settings = GenerationSettings(max_new_tokens=12, k=3, policy="fixed", drafter=drafter, **extra)
+        spec = engine.run(pair, prompt, settings)
+        assert spec.token_ids == plain.token_ids and spec.summary.stop_reason == plain.summary.stop_reason, drafter
     assert len(plain.token_ids) == 12 or plain.summary.stop_reason == "eos"

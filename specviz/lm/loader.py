@@ -214,7 +214,8 @@ def loaded_bytes(device: torch.device | None = None) -> int:
 
 
 def _pair_bytes(pair: ModelPair) -> int:
-    return sum(m.nbytes + packed_bytes(m.model) for m in _models.values() if m.model is pair.target or m.model is pair.draft)
+    mine = [m for m in _models.values() if m.model is pair.target or m.model is pair.draft]
+    return sum(m.nbytes + packed_bytes(m.model) for m in mine)
 
 
 def _forget(key: tuple, pair: ModelPair) -> None:
