@@ -12,6 +12,15 @@ first streamed update), the app's memory, threads, open files and temporary fold
 start and end, and whether every greedy run repeated the first run of the same request.
 Exits 1 when a request failed or a greedy run differed.
 
+With --hostile the crowd runs twice, M minutes each: the honest users alone, then the same
+users beside one hostile client that sends tests/hostile_cases.py's requests (metrics
+payloads, k_max, p and q, the sweep, prompts, trace uploads) one after another. The report's
+"hostile" part says how the honest users fared beside it: their failures, their p95 queue
+wait against the soak without it, and the app's memory from the start of that phase to its
+end; and how the hostile requests were answered (refused in one line, how fast). The goals
+(0 honest failures, p95 within 20 %, memory within 5 %, every refusal within 1 s) are reported,
+not asserted.
+
 The target runs in fp32 unless --dtype says otherwise: greedy identity across runs is
 claimed only there (the cost-aware policy times its own rounds, so two runs may verify
 different draft lengths, and in bf16 a different pass size can round a near-tie the other
@@ -313,7 +322,8 @@ def percentile(values: list[float], q: float) -> float | None:
     return values[i]
 
 
-def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str, seed: int, log=print) -> dict:
+def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str, seed: int, log=print,
+         hostile: bool = False) -> dict:
     prompts = load_prompts()
     work = Path(tempfile.mkdtemp(prefix="specviz-soak-"))
     temp = work / "tmp"
@@ -343,15 +353,13 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
         log(f"single run: {single_run_s:.2f} s (mean of {len(solo_times)} one after another); "
             f"{users} users for {minutes:g} min")
 
-        until = time.monotonic() + minutes * 60
-        max_requests = int(minutes * 60 / THINK_S[0]) + 1
-        crowd = [User(i, url, pair, prompts, max_new_tokens, until, max_requests, seed) for i in range(users)]
-        threads = [threading.Thread(target=u.loop, name=f"user {u.index}", daemon=True) for u in crowd]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=minutes * 60 + ANSWER_TIMEOUT_S + 180)
-        stuck = sum(t.is_alive() for t in threads)
+        outcomes, stuck = crowd(url, pair, prompts, max_new_tokens, users, minutes, seed)
+        hostile_report = None
+        if hostile:
+            hostile_report = hostile_phase(url, pair, prompts, max_new_tokens, users, minutes, seed, outcomes,
+                                           lambda: usage(pid, temp), log)
+            outcomes += hostile_report.pop("outcomes")
+            stuck += hostile_report.pop("stuck")
         time.sleep(SETTLE_S)
         end = usage(pid, temp)
         sampler.stop.set()
@@ -359,7 +367,6 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
         rss_max = max(sampler.max_mb, end.rss_mb)
 
     shutil.rmtree(work, ignore_errors=True)  # the app's temporary folder, counted above
-    outcomes = [o for u in crowd for o in u.outcomes]
     counted = [first, *solo, *outcomes]
     reference: dict[tuple, list[int]] = {}
     differing = []
@@ -426,7 +433,123 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
         "queue_wait_p95_within_7_runs_in_a_row_p95": p95 is not None and seven_in_a_row_p95 is not None and p95 <= seven_in_a_row_p95,
         "first_come_first_served": bool(ahead) and percentile(ahead, 0.95) <= users - 1,
     }
+    if hostile_report is not None:
+        report["hostile"] = hostile_report
     return report
+
+
+def crowd(url: str, pair: str, prompts: list[str], max_new_tokens: int, users: int, minutes: float,
+          seed: int) -> tuple[list[Outcome], int]:
+    """U honest users for M minutes: their outcomes, and how many never stopped."""
+    until = time.monotonic() + minutes * 60
+    max_requests = int(minutes * 60 / THINK_S[0]) + 1
+    people = [User(i, url, pair, prompts, max_new_tokens, until, max_requests, seed) for i in range(users)]
+    threads = [threading.Thread(target=u.loop, name=f"user {u.index}", daemon=True) for u in people]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=minutes * 60 + ANSWER_TIMEOUT_S + 180)
+    return [o for u in people for o in u.outcomes], sum(t.is_alive() for t in threads)
+
+
+# --- one hostile client beside the honest users ------------------------------------------------
+
+HOSTILE_PAUSE_S = 0.05  # between the hostile client's requests: it sends one after another
+GOALS = {"p95_within": 0.20, "rss_within": 0.05, "refusal_s": 1.0}
+
+
+@dataclass
+class HostileReply:
+    case: str
+    seconds: float
+    size: int
+    refused: bool  # refused in one line (a hostile request must never be served)
+    error: str | None
+
+
+class HostileClient(threading.Thread):
+    """tests/hostile_cases.py's requests, through the API and the page's events, in turn, until stopped."""
+
+    def __init__(self, url: str):
+        super().__init__(daemon=True, name="hostile client")
+        self.url, self.stop, self.replies = url, threading.Event(), []
+
+    def run(self) -> None:
+        import hostile_cases as hc
+
+        client = Client(self.url, verbose=False)
+        try:
+            calls = hc.requests(self.url, client, hc.events(self.url))
+            while not self.stop.is_set():
+                for case, call in calls:
+                    if self.stop.is_set():
+                        break
+                    try:
+                        r = call()
+                        refused = r.error is not None and hc.one_line(r.error)
+                        shown = None if r.error is None else hc.detail(r.error)[:200]
+                        self.replies.append(HostileReply(case, r.seconds, r.size, refused, shown))
+                    except Exception as e:  # noqa: BLE001 - a request the app could not answer at all
+                        self.replies.append(HostileReply(case, 0.0, 0, False, f"{type(e).__name__}: {e}"[:200]))
+                    time.sleep(HOSTILE_PAUSE_S)
+        finally:
+            client.close()
+
+
+def hostile_phase(url: str, pair: str, prompts: list[str], max_new_tokens: int, users: int, minutes: float, seed: int,
+                  without: list[Outcome], measure, log) -> dict:
+    """The same crowd again, beside one hostile client; compared with the crowd alone (`without`)."""
+    time.sleep(SETTLE_S)
+    before = measure()
+    log(f"the same {users} users for {minutes:g} min beside one hostile client")
+    hostile = HostileClient(url)
+    hostile.start()
+    outcomes, stuck = crowd(url, pair, prompts, max_new_tokens, users, minutes, seed)
+    hostile.stop.set()
+    hostile.join(timeout=ANSWER_TIMEOUT_S)
+    time.sleep(SETTLE_S)
+    after = measure()
+    p95_without = percentile([o.wait_s for o in without if o.wait_s is not None], 0.95)
+    p95_with = percentile([o.wait_s for o in outcomes if o.wait_s is not None], 0.95)
+    replies = hostile.replies
+    times = [r.seconds for r in replies if r.refused]
+    report = {
+        "honest_requests": len(outcomes), "honest_failures": sum(o.kind == "failed" for o in outcomes) + stuck,
+        "honest_failure_details": sorted({o.detail for o in outcomes if o.kind == "failed"})[:10],
+        "queue_wait_p95_without_s": _round(p95_without), "queue_wait_p95_with_s": _round(p95_with),
+        "p95_ratio": _round(p95_with / p95_without) if p95_with and p95_without else None,
+        "rss_start_mb": round(before.rss_mb, 1), "rss_end_mb": round(after.rss_mb, 1),
+        "rss_change_pct": round(100 * (after.rss_mb - before.rss_mb) / before.rss_mb, 2),
+        "hostile_requests": len(replies), "hostile_refused": len(times),
+        "hostile_not_refused": sorted({f"{r.case}: {r.error}" for r in replies if not r.refused})[:10],
+        "refusal_p95_s": _round(percentile(times, 0.95)), "refusal_max_s": _round(max(times) if times else None),
+        "refusal_slowest": [f"{r.case}: {r.seconds:.2f} s" for r in sorted(replies, key=lambda r: -r.seconds)[:3]],
+        "outcomes": outcomes, "stuck": stuck,
+    }
+    report["goals"] = {
+        "honest_failures_0": report["honest_failures"] == 0,
+        "p95_within_20pct": p95_with is not None and p95_without is not None
+                            and p95_with <= (1 + GOALS["p95_within"]) * p95_without,
+        "rss_within_5pct": abs(after.rss_mb - before.rss_mb) <= GOALS["rss_within"] * before.rss_mb,
+        "every_hostile_request_refused": bool(replies) and len(times) == len(replies),
+        "refusals_within_1s": bool(times) and max(times) <= GOALS["refusal_s"],
+    }
+    return report
+
+
+def hostile_summary(h: dict) -> list[str]:
+    lines = [
+        f"  beside one hostile client: {h['honest_requests']} honest requests, {h['honest_failures']} failures; "
+        f"queue wait p95 {h['queue_wait_p95_with_s']} s against {h['queue_wait_p95_without_s']} s without it "
+        f"(x{h['p95_ratio']}); RSS {h['rss_start_mb']} -> {h['rss_end_mb']} MB ({h['rss_change_pct']:+.2f} %)",
+        f"  hostile requests {h['hostile_requests']}: refused in one line {h['hostile_refused']}, "
+        f"p95 {h['refusal_p95_s']} s, max {h['refusal_max_s']} s",
+    ]
+    lines += [f"  slowest hostile request: {d}" for d in h["refusal_slowest"]]
+    lines += [f"  hostile request not refused: {d}" for d in h["hostile_not_refused"]]
+    lines += [f"  honest failure: {d}" for d in h["honest_failure_details"]]
+    lines += [f"  goal {name}: {'met' if ok else 'NOT MET'}" for name, ok in h["goals"].items()]
+    return lines
 
 
 def run_once_with_timeout(client: Client, req: dict) -> Outcome:
@@ -464,6 +587,8 @@ def summary(r: dict) -> str:
     ]
     lines += [f"  failure: {d}" for d in r["failure_details"]]
     lines += [f"  check {name}: {'ok' if ok else 'NOT MET'}" for name, ok in r["checks"].items()]
+    if "hostile" in r:
+        lines += hostile_summary(r["hostile"])
     return "\n".join(lines)
 
 
@@ -476,11 +601,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="float32", help="the target's precision (SPECVIZ_DTYPE); greedy identity holds in float32")
     ap.add_argument("--seed", type=int, default=0, help="seeds every user's choices")
     ap.add_argument("--json", action="store_true", help="print the report as one JSON object (the summary goes to stderr)")
+    ap.add_argument("--hostile", action="store_true",
+                    help="run the crowd twice, the second time beside one hostile client (tests/hostile_cases.py)")
     args = ap.parse_args(argv)
     if args.minutes <= 0 or args.users < 1 or args.max_new_tokens < 1:
         ap.error("--minutes must be above 0, --users and --max-new-tokens at least 1")
     err = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
-    report = soak(args.pair, args.minutes, args.users, args.max_new_tokens, args.dtype, args.seed, log=err)
+    report = soak(args.pair, args.minutes, args.users, args.max_new_tokens, args.dtype, args.seed, log=err,
+                  hostile=args.hostile)
     if args.json:
         print(json.dumps(report))
         err(summary(report))

@@ -42,6 +42,26 @@ def test_a_two_minute_soak_of_four_users_on_the_tiny_pair(tmp_path):
         assert isinstance(report[f"{key}_start"], int) and isinstance(report[f"{key}_end"], int), key
 
 
+def test_a_hostile_client_beside_eight_users_is_refused_and_the_users_are_served(tmp_path):
+    """The soak's --hostile mode, short: the crowd alone, then beside one hostile client. The
+    goals on wait and memory are the script's to report (a short run on a shared machine
+    times nothing reliably); here, that they are reported, and that no honest request failed
+    and no hostile one was served."""
+    spec = save_tiny_pair(tmp_path)
+    done = subprocess.run([str(ROOT / "scripts" / "soak.sh"), "--pair", spec, "--minutes", "0.5", "--users", "8",
+                           "--max-new-tokens", "8", "--hostile", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=SOAK_TIMEOUT_S)
+    assert done.stdout.strip(), done.stderr[-3000:]
+    print(done.stderr[-2500:])
+    h = json.loads(done.stdout)["hostile"]
+    assert h["honest_failures"] == 0, h["honest_failure_details"]
+    assert h["hostile_requests"] >= 10 and h["hostile_refused"] == h["hostile_requests"], h["hostile_not_refused"]
+    for key in ("queue_wait_p95_without_s", "queue_wait_p95_with_s", "p95_ratio", "rss_start_mb", "rss_end_mb",
+                "refusal_p95_s", "refusal_max_s"):
+        assert isinstance(h[key], float) and h[key] > 0, key
+    assert set(h["goals"]) == {"honest_failures_0", "p95_within_20pct", "rss_within_5pct", "every_hostile_request_refused",
+                               "refusals_within_1s"}
+
+
 def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
     """Every raw API call is a session with its own copy of the page's settings in Gradio;
     SPECVIZ_MAX_SESSIONS bounds how many are kept (the soak saw memory grow with them)."""
