@@ -28,7 +28,7 @@ from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, se
 from specviz.bench.summary import summarise
 from specviz.errors import UserError
 from specviz.choices import LLAMACPP, POLICIES
-from specviz.engine.cli import add_precision, add_runtime
+from specviz.engine.cli import add_precision, add_runtime, add_setting
 from specviz.settings import MAX_K, default_k
 
 DEFAULT_KS = "2,4"
@@ -39,10 +39,10 @@ DEFAULT_KS = "2,4"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", default="qwen-coder", help="model pair: a preset name or 'DRAFT -> TARGET' (default: qwen-coder)")
     parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="prompt file, .json or .jsonl (default: the bundled set)")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
+    add_setting(parser, "max_new_tokens", 128)
     parser.add_argument("--k", default=DEFAULT_KS, help=f"fixed draft lengths to compare, comma-separated (default: {DEFAULT_KS})")
     parser.add_argument("--k-max", type=int, default=default_k(POLICIES.default), help="upper bound of adaptive k (default: %(default)s, as the page's)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); above 0 samples")
+    add_setting(parser, "temperature", 0.0)
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per method and prompt; the median counts")
     parser.add_argument("--methods", help="comma-separated subset of: " + ", ".join(dict.fromkeys(default_methods([4]) + default_methods([4], cross_tokenizer=True))).replace("k4", "k<K>")
                         + " (default: all of the first set; for a draft with its own tokenizer, hf-plain, hf-universal*, sv-plain, sv-k<K>, sv-text and sv-intersection)")
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
     parser.add_argument("--fp32-draft", action="store_true",
                         help="keep the draft in the pair's dtype on a CPU (default there: int8, for both libraries)")
-    parser.add_argument("--seed", type=int, default=0)
+    add_setting(parser, "seed", 0)
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each method")
     parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md, bench.png and traces/")
     parser.add_argument("--resume", action="store_true",

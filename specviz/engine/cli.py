@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
@@ -59,14 +59,20 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     """One flag per GenerationSettings field, from its declaration (`settings.SPECS`): --top-p for
     top_p. Each defaults to None, so `settings_from` takes only what was given (and k follows the
     policy, as everywhere)."""
-    for name, s in specs().items():
-        flag = "--" + name.replace("_", "-")
-        if s.kind == "flag":
-            parser.add_argument(flag, action="store_true", default=None, help=s.help)
-            continue
-        listed = f": {help_line(s.registry)}" if s.registry else ""
-        parser.add_argument(flag, type=ARG_TYPES[s.kind], default=None, choices=s.registry.names if s.registry else None,
-                            help=f"{s.help}{listed} (default: {default_words(name)})".replace("%", "%%"))
+    for name in specs():
+        add_setting(parser, name)
+
+
+def add_setting(parser: argparse.ArgumentParser, name: str, default: Any = None) -> None:
+    """The flag of the setting `name`: its type, choices and help from its declaration."""
+    s, flag = specs()[name], "--" + name.replace("_", "-")
+    if s.kind == "flag":
+        parser.add_argument(flag, action="store_true", default=default, help=s.help)
+        return
+    listed = f": {help_line(s.registry)}" if s.registry else ""
+    shown = default_words(name) if default is None else default
+    parser.add_argument(flag, type=ARG_TYPES[s.kind], default=default, choices=s.registry.names if s.registry else None,
+                        help=f"{s.help}{listed} (default: {shown})".replace("%", "%%"))
 
 
 ARG_TYPES = {"whole": int, "number": float, "choice": str}
