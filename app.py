@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from specviz import limits
 from specviz.app import runner, zero_gpu
 from specviz.app.config import PageConfig
 from specviz.errors import UserError
@@ -22,6 +23,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         config = PageConfig.from_env()
+        limits.check_environment()
     except UserError as e:
         raise SystemExit(f"specviz: {e}") from None
     if config.preload:

@@ -6,13 +6,14 @@ limit and the environment variable that changes it:
 
     k_max is 5000000; the limit is 64 (SPECVIZ_MAX_K)
 
-A limit is read from its environment variable each time it is checked, so an operator's
-setting applies at once; an unreadable setting is refused in the same one line.
+A limit is read from its environment variable each time it is checked; the page checks them all
+at launch (`check_environment`), so a bad setting stops it there in one line.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specviz.errors import UserError
@@ -32,7 +33,11 @@ class Limit:
 
     @property
     def value(self) -> float:
-        raw = os.environ.get(self.env)
+        return self.read(os.environ)
+
+    def read(self, env: Mapping[str, str]) -> float:
+        """The limit as `env` sets it, or its default; LimitError for a value that is not a number above 0."""
+        raw = env.get(self.env)
         if raw is None or not raw.strip():
             return self.default
         try:
@@ -93,6 +98,12 @@ PAIR_CHARS = Limit("the pair", 512, "SPECVIZ_MAX_PAIR_CHARS", "characters of a p
 ALL = (METRICS_BYTES, METRICS_LINE, METRICS_POSITIONS, METRICS_OBJECTS, K_MAX, DISTRIBUTION_ENTRIES,
        DISTRIBUTION_CHARS, SAMPLES, TEMPERATURES, TEMPERATURES_CHARS, SWEEP_WALL_S, BATCH_SIZE, BATCH_SIZES, REPEATS,
        PAIR_CHARS)
+
+
+def check_environment(env: Mapping[str, str] | None = None) -> None:
+    """Every limit's variable read once, so a bad one stops a launch in one line."""
+    for lim in ALL:
+        lim.read(os.environ if env is None else env)
 
 
 def table() -> str:
