@@ -58,7 +58,8 @@ def test_metrics_payloads_are_refused_before_the_lists_they_ask_for():
     assert "the limit is 2,000,000 bytes" in refusal(read, "\u00e9" * 1_000_001)  # two bytes each in UTF-8
     long_label = PROM.format(p=0, n=1).replace('"m",', '"' + "a" * 5000 + '",')
     assert "line 4 is 5,0" in refusal(read, long_label) and "the limit is 4,096 characters" in refusal(read, long_label)
-    hist = {"num_spec_steps": 300, "num_draft_tokens": 1, "num_accepted_draft_tokens": 1, "acceptance_histogram": [1] * 300}
+    hist = {"num_spec_steps": 300, "num_draft_tokens": 1, "num_accepted_draft_tokens": 1,
+            "acceptance_histogram": [1] * 300}
     assert "acceptance_histogram's length less one is 299" in refusal(read, json.dumps(hist))
     with pytest.raises(MetricsError, match="nests too deeply"):
         read("[" * 100_000 + "]" * 100_000)

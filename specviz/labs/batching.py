@@ -182,7 +182,7 @@ def _check_sizes(batch_sizes: Sequence[int], pass_sizes: Sequence[int], repeats:
     limits.BATCH_SIZES.check(len(batch_sizes))
     limits.REPEATS.check(repeats)
     if not batch_sizes or any(not isinstance(b, int) or b < 1 for b in batch_sizes):
-        raise UserError(f"batch sizes must be whole numbers, 1 or more (got {list(batch_sizes)[:limits.BATCH_SIZES.value]})")
+        raise UserError(f"batch sizes must be whole numbers, 1 or more (got {list(batch_sizes)})")
     limits.BATCH_SIZE.check(max(batch_sizes))
     if not pass_sizes or 1 not in pass_sizes or any(not isinstance(n, int) or not 1 <= n <= MAX_K + 1 for n in pass_sizes):
         raise UserError(f"pass sizes must include 1 and lie from 1 to {MAX_K + 1} (got {list(pass_sizes)})")

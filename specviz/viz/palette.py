@@ -63,7 +63,8 @@ def whole_dtick(span: float, ticks: int = 8) -> int:
 def empty_figure(message: str, title: str | None = None, height: int = 240) -> go.Figure:
     """A figure that says in words (plain text, escaped) why there is nothing to draw yet."""
     fig = go.Figure()
-    fig.add_annotation(text=plotly_text(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 13})
+    fig.add_annotation(text=plotly_text(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 13})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return style_figure(fig, title, height)

@@ -87,7 +87,8 @@ def accepted_length_figure(events: Iterable[Event], alpha: float | None = None, 
     fig = go.Figure()
     fig.add_bar(x=n, y=measured, name="measured", marker_color=ACCEPTED, hovertemplate="%{x} accepted: %{y} rounds<extra></extra>")
     fig.add_scatter(
-        x=n, y=expected, name=plotly_text(model_name) if model_name else f"predicted (\u03b1 = {alpha:.2f})", mode="lines+markers",
+        x=n, y=expected, mode="lines+markers",
+        name=plotly_text(model_name) if model_name else f"predicted (\u03b1 = {alpha:.2f})",
         line={"color": NEUTRAL, "dash": "dot"}, marker={"color": NEUTRAL},
         hovertemplate="%{x} accepted: %{y:.1f} rounds expected<extra></extra>",
     )
