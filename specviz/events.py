@@ -43,6 +43,7 @@ MAX_TREE_NODES = 128  # per round: the largest drafter tree is lookahead's G x (
 MAX_TOP_TOKENS = 32  # per position: the union of p's and q's top tokens
 MAX_TOKEN_CHARS = 256  # a token's text, and short names
 MAX_TEXT_CHARS = 1 << 18  # a prompt, a message or the output text
+MAX_NOTE_CHARS = 2048  # a drafter's words on how it sized a round (a few hundred characters)
 MAX_MESSAGES = 256
 MAX_RUN_S = 86_400.0  # a day: the bound of every time in a trace
 
@@ -149,7 +150,8 @@ class CandidateSource:
     origins: Shorts = field(default_factory=list)
     window_on: Annotated[bool, Strict()] = False  # lookahead: whether the window rode in this pass
     ride: NodeCount = 0  # nodes that rode in the pass without being candidates (the window's)
-    note: Short = ""  # why nothing was speculated this round, where nothing was
+    # how the round was sized, or why nothing was speculated
+    note: Annotated[str, Strict(), Field(max_length=MAX_NOTE_CHARS)] = ""
 
 
 @dataclass
