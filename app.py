@@ -38,14 +38,18 @@ def main() -> None:
         # ZeroGPU takes the models that are on CUDA when the page launches, placed from the main
         # thread: there the pair loads first, here.
         runner.LOADER.request(config.default_pair, here=zero_gpu.ON_ZERO_GPU)
+    from starlette.middleware import Middleware
+
     from specviz.app.page import CSS_PATHS, build_page, queue
+    from specviz.app.request_size import RequestSize
 
     try:
         demo = build_page(config)
         queue(demo, config)
         demo.launch(server_name=config.host, server_port=config.port, css_paths=CSS_PATHS, prevent_thread_lock=True,
                     footer_links=["api", "gradio"], max_file_size=MAX_TRACE_BYTES,
-                    state_session_capacity=config.max_sessions, mcp_server=config.mcp)
+                    state_session_capacity=config.max_sessions, mcp_server=config.mcp,
+                    app_kwargs={"middleware": [Middleware(RequestSize, max_bytes=config.max_request_bytes)]})
     finally:
         if config.preload:
             timing.release()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from specviz.app import labs_tab, zero_gpu
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.page import status_html
@@ -44,8 +45,10 @@ from specviz.app.page import build_page  # as app.main imports it, after startin
 
 build_page(PageConfig(preload=False))
 print(json.dumps({
-    "calls": [{"fn": f"{f.__module__}.{f.__qualname__}", "kwargs": kw, "is_generate": getattr(f, "__wrapped__", f) is runner._generate.__wrapped__} for f, kw in calls],
-    "gpu_seconds": runner.GPU_SECONDS,
+    # spaces calls a `duration` that is not a number with the function's own arguments
+    "calls": [{"fn": f"{f.__module__}.{f.__qualname__}", "duration": kw["duration"] if isinstance(kw["duration"], int)
+               else kw["duration"](*args)}
+              for (f, kw), args in zip(calls, [("p", "x", {}, "s", 20.0, None), ("p", True, "x", {}, 0.0, "s", 31.5), ()])],
     "spaces_file": spaces.__file__,
 }))
 """
@@ -57,13 +60,15 @@ def test_the_functions_that_run_the_models_and_only_they_are_passed_to_spaces_gp
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert "site-packages" in seen["spaces_file"]  # the installed package, not a stand-in
-    # A generation, a sweep point and the batch timing: each touches the models on the GPU.
+    # A generation, a sweep point and the batch timing: each touches the models on the GPU. The
+    # first two ask for the grant their run limit needs (spaces calls `duration` with the
+    # function's own arguments), the batch timing for a fixed one.
+    margin = zero_gpu.GRANT_MARGIN_S
     assert seen["calls"] == [
-        {"fn": "specviz.app.runner._generate", "kwargs": {"duration": 120}, "is_generate": True},
-        {"fn": "specviz.app.labs_tab._sweep_point", "kwargs": {"duration": 120}, "is_generate": False},
-        {"fn": "specviz.app.labs_tab._batch_costs", "kwargs": {"duration": 120}, "is_generate": False},
+        {"fn": "specviz.app.runner._generate", "duration": 20 + margin},
+        {"fn": "specviz.app.labs_tab._sweep_point", "duration": 32 + margin},
+        {"fn": "specviz.app.labs_tab._batch_costs", "duration": labs_tab.BATCH_GRANT_S},
     ]
-    assert seen["gpu_seconds"] == 120
 
 
 def test_the_cache_defaults_to_persistent_storage_when_it_is_there(tmp_path, monkeypatch):
@@ -97,9 +102,14 @@ def test_specviz_cache_wins_over_persistent_storage(tmp_path, monkeypatch):
     assert cache.where() == (tmp_path / "mine", "SPECVIZ_CACHE")
 
 
-def test_a_run_on_zero_gpu_ends_itself_before_its_gpu_is_taken_back():
+def test_a_run_on_zero_gpu_asks_for_what_its_tokens_need_and_ends_before_its_grant_does():
     from specviz.app import runner
+    from specviz.settings import GenerationSettings
 
-    assert runner.run_wall_s(PageConfig(max_wall_s=300), zero_gpu=True) < runner.GPU_SECONDS
-    assert runner.run_wall_s(PageConfig(max_wall_s=300), zero_gpu=False) == 300  # elsewhere the operator's cap
-    assert runner.run_wall_s(PageConfig(max_wall_s=30), zero_gpu=True) == 30  # a shorter cap stands
+    short, long = GenerationSettings(max_new_tokens=16), GenerationSettings(max_new_tokens=512)
+    config = PageConfig(max_wall_s=300)
+    limit = runner.run_wall_s(config, short, "p", on_zero_gpu=True)
+    assert limit < runner.run_wall_s(config, long, "p", on_zero_gpu=True) < zero_gpu.MAX_GRANT_S
+    assert zero_gpu.grant_for_limit(limit) == zero_gpu.grant_s(16, zero_gpu.RATES.s_per_token("p"))
+    assert runner.run_wall_s(config, long, "p", on_zero_gpu=False) == 300  # elsewhere the operator's cap
+    assert runner.run_wall_s(PageConfig(max_wall_s=12), long, "p", on_zero_gpu=True) <= 12  # a shorter cap stands

@@ -95,7 +95,7 @@ def test_on_zero_gpu_the_labs_pass_only_plain_values_to_the_gpu_functions(tmp_pa
 
         return call
 
-    monkeypatch.setattr(labs_tab.runner, "ON_ZERO_GPU", True)
+    monkeypatch.setattr(labs_tab.zero_gpu, "ON_ZERO_GPU", True)
     monkeypatch.setattr(labs_tab, "SWEEP_POINT", crossing(labs_tab._sweep_point))
     monkeypatch.setattr(labs_tab, "BATCH_COSTS", crossing(labs_tab._batch_costs))
     labs = labs_tab.Labs(PageConfig(default_pair=spec, preload=False))

@@ -1,7 +1,8 @@
 """What the page is launched with, read from the environment once at start-up, in one place.
 
     GRADIO_SERVER_NAME / GRADIO_SERVER_PORT or PORT   where to listen (127.0.0.1:7860)
-    SPECVIZ_DEFAULT_PAIR       the pair selected and preloaded (the bundled qwen-coder)
+    SPECVIZ_DEFAULT_PAIR       the pair selected and preloaded (the bundled qwen-coder; on a GPU,
+                               ZeroGPU's included, qwen-coder-7b: see `default_pair_here`)
     SPECVIZ_PRELOAD=0          do not start loading the default pair at launch
     SPECVIZ_PUBLIC             1: the page is public (`public`, below); 0: it is not. Default: 1
                                on a Hugging Face Space (SPACE_ID set) or when bound beyond this machine
@@ -12,6 +13,8 @@
                                loads what a visitor types, only its pairs.
     SPECVIZ_MAX_WALL_S         stop any one run after this many seconds (300; above 0)
     SPECVIZ_QUEUE_SIZE         requests that may wait in the queue (32)
+    SPECVIZ_MAX_REQUEST_BYTES  bytes of one request's body, file uploads aside (16 MB): larger ones are
+                               refused before the server reads them (app/request_size.py)
     SPECVIZ_MAX_RUNS_PER_VISITOR   model requests one visitor may have waiting or running (2); a
                                visitor is a client address on a public page, else a browser session
     SPECVIZ_MAX_SESSIONS       sessions whose page state is kept (256): Gradio keeps a copy of the
@@ -33,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specviz.errors import UserError
-from specviz.models.catalogue.presets import DEFAULT_PAIR, PRESETS
+from specviz.models.catalogue.presets import DEFAULT_PAIR, GPU_DEFAULT_PAIR, PRESETS
 from specviz.models.catalogue.sources import custom_allowed
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -56,6 +59,7 @@ class PageConfig:
     pairs: tuple[str, ...] = ()  # a public page's presets besides the default pair
     max_runs_per_visitor: int = 2
     space: bool = False  # on a Hugging Face Space (SPACE_ID set): behind its proxy
+    max_request_bytes: int = 16_000_000
 
     @property
     def local_only(self) -> bool:
@@ -75,7 +79,7 @@ class PageConfig:
         return cls(
             host=host,
             port=_whole(env, "GRADIO_SERVER_PORT", _whole(env, "PORT", 7860)),
-            default_pair=env.get("SPECVIZ_DEFAULT_PAIR") or DEFAULT_PAIR,
+            default_pair=env.get("SPECVIZ_DEFAULT_PAIR") or default_pair_here(),
             preload=_flag(env, "SPECVIZ_PRELOAD", True),
             allow_custom=custom_allowed(env) and not public,
             max_wall_s=_seconds(env, "SPECVIZ_MAX_WALL_S", 300.0),
@@ -86,7 +90,21 @@ class PageConfig:
             pairs=_presets(env, "SPECVIZ_PAIRS"),
             max_runs_per_visitor=_whole(env, "SPECVIZ_MAX_RUNS_PER_VISITOR", 2),
             space=bool(env.get("SPACE_ID")),
+            max_request_bytes=_whole(env, "SPECVIZ_MAX_REQUEST_BYTES", 16_000_000),
         )
+
+
+def default_pair_here() -> str:
+    """The bundled pair on a CPU. On a GPU a pass over the 1.5B target costs about what a drafted
+    token of the 0.5B draft does (both bound by kernel launches, not bytes), so drafting cannot
+    pay there; a 7B target's pass costs several drafted tokens."""
+    from specviz.app import zero_gpu
+
+    if zero_gpu.ON_ZERO_GPU:
+        return GPU_DEFAULT_PAIR
+    import torch
+
+    return GPU_DEFAULT_PAIR if torch.cuda.is_available() else DEFAULT_PAIR
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:

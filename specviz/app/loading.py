@@ -66,8 +66,10 @@ class PairLoader:
         self._states: dict[tuple[str, str], LoadState] = {}
         self._latest: dict[str, LoadState] = {}  # per pair name, its load on the runtime asked for last
 
-    def request(self, name: str, *, with_draft: bool = True, runtime: str = AUTO) -> LoadState:
-        """The state of `name`'s load on `runtime`, starting it if nothing usable is loaded or loading."""
+    def request(self, name: str, *, with_draft: bool = True, runtime: str = AUTO, here: bool = False) -> LoadState:
+        """The state of `name`'s load on `runtime`, starting it if nothing usable is loaded or
+        loading; `here`: loaded in the calling thread, done when this returns (ZeroGPU places
+        models on CUDA through a mode that only the main thread has)."""
         with self._lock:
             self._forget_unloaded()
             state = self._states.get((name, runtime))
@@ -79,7 +81,10 @@ class PairLoader:
                 return state
             state = LoadState(name, with_draft, runtime)
             self._states[(name, runtime)] = self._latest[name] = state
-        threading.Thread(target=self._run, args=(state,), name=f"load {name}", daemon=True).start()
+        if here:
+            self._run(state)
+        else:
+            threading.Thread(target=self._run, args=(state,), name=f"load {name}", daemon=True).start()
         return state
 
     def _forget_unloaded(self) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from specviz.app import zero_gpu
 from specviz.app.background import newest
 from specviz.app.config import PageConfig
 from specviz.app.loading import Cancelled, PairLoader
@@ -32,10 +33,6 @@ log = logging.getLogger(__name__)
 LOADER = PairLoader()
 FLAGS = StopFlags()
 OUTPUTS = SessionOutputs()  # the Live tab's earlier outputs per session, for the suffix drafter
-GPU_SECONDS = 120  # ZeroGPU's budget for one run (a shorter request queues ahead of longer ones)
-# A run on ZeroGPU stops itself this long before the GPU is taken back, so it ends with its
-# tokens and a "time_limit" stop reason instead of ZeroGPU's abort.
-GPU_MARGIN_S = 10
 # Rounds closer together than this are sent as one update: a browser redrawing the stream and
 # the timeline cannot keep up with a GPU's tens of rounds a second, and the API's messages
 # (the whole trace so far) would grow as the square of the run's length.
@@ -110,17 +107,25 @@ def stream(
         LOADER.wait(pair_name, with_draft=settings.needs_draft, runtime=settings.runtime, on_progress=on_progress, should_stop=flag.is_set)
         history = OUTPUTS.get(session, str(pair_name)) if remember else []
         last = None
-        for last in newest(_generate(pair_name, prompt, settings, session, run_wall_s(config), history),
-                           min_interval_s=min_interval_s, stop=flag.set):
+        for last in newest(_generate(pair_name, prompt, settings, session, run_wall_s(config, settings, pair_name),
+                                     history), min_interval_s=min_interval_s, stop=flag.set):
             if flag.is_set() and not last.summary.stop_reason:
                 # Stopped, or replaced by a new run: the page already shows the run as it stood,
                 # marked stopped; a round still on its way must not show it running again.
                 continue
             yield last
-        if remember and last is not None and last.summary.stop_reason:
-            OUTPUTS.add(session, str(pair_name), list(last.token_ids))
+        if last is not None and last.summary.stop_reason:
+            if remember:
+                OUTPUTS.add(session, str(pair_name), list(last.token_ids))
+            if zero_gpu.ON_ZERO_GPU:
+                zero_gpu.RATES.observe(str(pair_name), last.summary.wall_s, last.summary.new_tokens)
     except Cancelled:
         return
+    except Exception as e:
+        words = zero_gpu.quota_message(e)
+        if words is None:
+            raise
+        raise zero_gpu.QuotaSpent(words) from None
     finally:
         FLAGS.finish(session, flag)
 
@@ -136,12 +141,14 @@ def one_pair_at_a_time(pair_name: str) -> None:
         resident.unload_others()
 
 
-def run_wall_s(config: PageConfig, *, zero_gpu: bool | None = None) -> float:
-    """How long one page run may take: the operator's cap, and on ZeroGPU no longer than the
-    GPU is granted for (less a margin)."""
-    if zero_gpu is None:
-        zero_gpu = ON_ZERO_GPU
-    return min(config.max_wall_s, GPU_SECONDS - GPU_MARGIN_S) if zero_gpu else config.max_wall_s
+def run_wall_s(config: PageConfig, settings: GenerationSettings, pair_name: str = "", *,
+               on_zero_gpu: bool | None = None) -> float:
+    """How long one page run may take: the operator's cap; on ZeroGPU what its grant, priced
+    from its max_new_tokens and the pair's measured rate there, covers (`zero_gpu.grant_s`)."""
+    if not (zero_gpu.ON_ZERO_GPU if on_zero_gpu is None else on_zero_gpu):
+        return config.max_wall_s
+    rate = zero_gpu.RATES.s_per_token(str(pair_name))
+    return zero_gpu.run_limit_s(zero_gpu.grant_s(settings.max_new_tokens, rate, cap_s=config.max_wall_s))
 
 
 def _generate(pair_name: str, prompt: str, settings: GenerationSettings, session: str, max_wall_s: float | None,
@@ -156,13 +163,15 @@ def _generate(pair_name: str, prompt: str, settings: GenerationSettings, session
     yield generation.trace()  # the same events, now with the stop reason
 
 
-def on_gpu(fn: Callable) -> Callable:
-    """`fn`, holding a ZeroGPU grant of GPU_SECONDS while it runs where the `spaces` package
-    is installed; `fn` itself elsewhere. ZeroGPU runs it in another process, so its arguments
-    cross as plain values: settings as their dict, made settings again on the other side (they
-    were checked when first made); no callbacks, no models."""
-    if _spaces is None:
+def on_gpu(fn: Callable, duration: int | Callable[..., int] | None = None) -> Callable:
+    """`fn`, holding a ZeroGPU grant while it runs where the `spaces` package is installed
+    (`duration` seconds; by default the grant for the `max_wall_s` it is called with); `fn`
+    itself elsewhere. ZeroGPU runs it in another process, so its arguments cross as plain
+    values: settings as their dict, made settings again on the other side (they were checked
+    when first made); no callbacks, no models."""
+    if zero_gpu.installed() is None:
         return fn
+    duration = zero_gpu.duration_from(fn) if duration is None else duration
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
@@ -174,7 +183,7 @@ def on_gpu(fn: Callable) -> Callable:
         def crossed(*args):
             return fn(*_settings_again(args))
 
-    gpu = _spaces.GPU(duration=GPU_SECONDS)(crossed)
+    gpu = zero_gpu.gpu(crossed, duration)
 
     @functools.wraps(fn)
     def plain(*args):
@@ -188,12 +197,4 @@ def _settings_again(args: tuple) -> list:
             for a in args]
 
 
-ON_ZERO_GPU = False  # SPACES_ZERO_GPU set: runs hold a ZeroGPU grant (run_wall_s)
-try:  # pragma: no cover - only on Hugging Face ZeroGPU
-    import spaces as _spaces
-    from spaces.config import Config as _SpacesConfig
-
-    ON_ZERO_GPU = bool(_SpacesConfig.zero_gpu)
-except ImportError:
-    _spaces = None
 _generate = on_gpu(holding(_generate))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import gradio as gr
 
+from specviz.app.zero_gpu import QuotaSpent
 from specviz.errors import UserError
 
 log = logging.getLogger("specviz.app")
@@ -60,6 +61,10 @@ def shown_errors(fn: Callable, *, html: bool = True) -> Callable:
         def gen_wrapper(*args, **kwargs):
             try:
                 yield from fn(*args, **kwargs)
+            except QuotaSpent as e:
+                if not html:  # an API client learns that the run did not happen
+                    raise gr.Error(str(e), title="ZeroGPU quota", print_exception=False) from None
+                gr.Warning(_as_text(str(e)), title="ZeroGPU quota")  # a notice on the page; the run just ends
             except Exception as e:
                 raise _as_page_error(e, html) from None
 

@@ -12,6 +12,7 @@ in words, with when to come back (`quota_message`).
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import threading
@@ -71,6 +72,28 @@ def grant_s(max_new_tokens: int, s_per_token: float, *, cap_s: float = MAX_GRANT
 def run_limit_s(grant: int) -> float:
     """How long a run granted `grant` seconds may take before it stops itself."""
     return max(1.0, grant - GRANT_MARGIN_S)
+
+
+def grant_for_limit(limit_s: float | None) -> int:
+    """The grant a run that stops itself after `limit_s` asks for (the margin on top)."""
+    if limit_s is None or not math.isfinite(limit_s):
+        return MAX_GRANT_S
+    return int(min(MAX_GRANT_S, max(MIN_GRANT_S, math.ceil(limit_s) + GRANT_MARGIN_S)))
+
+
+def duration_from(fn: Callable, arg: str = "max_wall_s") -> Callable[..., int]:
+    """spaces.GPU's `duration` for `fn`: the grant for the run limit `fn` is called with."""
+    signature = inspect.signature(fn)
+
+    def duration(*args, **kwargs) -> int:
+        return grant_for_limit(signature.bind(*args, **kwargs).arguments.get(arg))
+
+    return duration
+
+
+def installed():
+    """The `spaces` module where it can be imported, else None."""
+    return _spaces
 
 
 def gpu(fn: Callable, duration: int | Callable[..., int]) -> Callable:
