@@ -6,6 +6,7 @@ at once."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -79,3 +80,17 @@ def test_a_huge_prompt_is_refused_at_once_and_the_app_keeps_serving(app):
         client.predict(big, spec, api_name="/generate_summary", max_new_tokens=4)
     assert time.monotonic() - started < 5  # sent, parsed and refused; the check alone: tests/test_public_page.py
     assert json.loads(client.predict(PROMPT, spec, api_name="/generate_summary", max_new_tokens=4))["text"] is not None
+
+
+def test_a_request_over_the_size_limit_is_refused_before_its_body_is_read(app):
+    url, spec = app
+    host, port = url.split("//")[1].strip("/").split(":")
+    announced = 100_000_000
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n{\"data\": [\"xxxx" % announced)  # the rest never sent
+        reply = s.recv(4096).decode()
+    assert time.monotonic() - started < 1
+    assert reply.startswith("HTTP/1.1 413")
+    assert reply.endswith('"the request is 100,000,000 bytes; the limit is 16,000,000 bytes (SPECVIZ_MAX_REQUEST_BYTES)"}')

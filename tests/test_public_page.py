@@ -36,6 +36,7 @@ BIG = "x" * 100_000_000  # 100 MB
     ({"SPECVIZ_MAX_RUNS_PER_VISITOR": "1.5"}, "SPECVIZ_MAX_RUNS_PER_VISITOR is '1.5'"),
     ({"GRADIO_SERVER_PORT": "http"}, "GRADIO_SERVER_PORT is 'http'"),
     ({"SPECVIZ_PAIRS": "qwen-coder,/etc"}, "SPECVIZ_PAIRS names '/etc'; it must list presets"),
+    ({"SPECVIZ_MAX_REQUEST_BYTES": "-1"}, "SPECVIZ_MAX_REQUEST_BYTES is '-1'; it must be a whole number, 1 or more"),
 ])
 def test_a_bad_environment_value_is_refused_in_one_line(env, words):
     with pytest.raises(UserError) as e:
@@ -224,3 +225,27 @@ def test_requests_sent_at_once_join_one_after_another_so_each_counts_the_others(
     first, second, other, light = asyncio.run(both())
     assert first[2] == "success" and other[2] == "success" and light[2] == "success"
     assert second[2] == "validator_error" and second[1][0]["message"].startswith("you have 1 model requests")
+
+
+def test_a_body_sent_without_its_length_is_cut_off_at_the_limit():
+    from specviz.app.request_size import RequestSize
+
+    sent, read = [], []
+
+    async def app(scope, receive, send):
+        while True:
+            message = await receive()
+            read.append(len(message["body"]))
+            if not message.get("more_body"):
+                return
+
+    async def chunks():
+        return {"type": "http.request", "body": b"x" * 600, "more_body": True}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "headers": []}
+    asyncio.run(RequestSize(app, max_bytes=1000)(scope, chunks, send))
+    assert read == [600] and sent[0]["status"] == 413
+    assert b"the request is more than 1,200 bytes; the limit is 1,000 bytes (SPECVIZ_MAX_REQUEST_BYTES)" in sent[1]["body"]
