@@ -94,3 +94,24 @@ def test_a_request_over_the_size_limit_is_refused_before_its_body_is_read(app):
     assert time.monotonic() - started < 1
     assert reply.startswith("HTTP/1.1 413")
     assert reply.endswith('"the request is 100,000,000 bytes; the limit is 16,000,000 bytes (SPECVIZ_MAX_REQUEST_BYTES)"}')
+
+
+@pytest.fixture(scope="module")
+def public(tmp_path_factory):
+    spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair-public"))
+    with launched_app({"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "SPECVIZ_PUBLIC": "1"}, "app-public") as url:
+        yield Client(url, verbose=False), spec
+
+
+def test_a_public_page_serves_its_pair_only_on_its_runtime_and_names_no_folder(public):
+    client, spec = public
+    for pair in ("qwen-7b", "Qwen/Qwen2.5-0.5B -> Qwen/Qwen2.5-1.5B", "/etc -> /etc"):
+        with pytest.raises(AppError) as e:
+            client.predict(PROMPT, pair, api_name="/generate_summary", max_new_tokens=4)
+        # the operator's pair here is two folders: a public page names no server path
+        assert str(e.value).endswith("this page loads only <path> -> <path> (SPECVIZ_PAIRS)")
+    with pytest.raises(AppError, match=r"^runtime 'torch': this page runs its pairs on the runtime its operator chose"):
+        client.submit(PROMPT, spec, api_name="/generate", runtime="torch", max_new_tokens=4).result()
+    assert json.loads(client.predict(PROMPT, spec, api_name="/generate_summary", max_new_tokens=4))["text"] is not None
+    status = json.loads(client.predict(spec, api_name="/status"))
+    assert status["state"] == "ready" and status["cache"] == ""
