@@ -17,7 +17,7 @@ from pathlib import Path
 import gradio as gr
 
 from specviz.choices import INTERSECTION, TEXT
-from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, tools, traces, visitors
+from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, tools, traces, visitors, zero_gpu
 from specviz.app.background import unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
@@ -271,7 +271,7 @@ def status_api(config: PageConfig):
         state = runner.LOADER.status(pair)
         folder, why = where() if DETAILS["shown"] else ("", "a public page names no server folders")
         out = {"pair": pair, "state": "idle", "fraction": 0.0, "message": "", "error": None, "seconds": None,
-               "cache": str(folder), "cache_reason": why}
+               "cache": str(folder), "cache_reason": why, "zero_gpu": zero_gpu_status(config, pair)}
         if state is not None:
             out.update(state="error" if state.error is not None else "ready" if state.ready else "loading",
                        fraction=state.fraction, message=state.message,
@@ -289,6 +289,15 @@ def status_api(config: PageConfig):
         return json.dumps(out)
 
     return status
+
+
+def zero_gpu_status(config: PageConfig, pair: str) -> dict | None:
+    """On ZeroGPU, the seconds a run of 16, 128 and 512 new tokens would ask for now; else None."""
+    if not zero_gpu.ON_ZERO_GPU:
+        return None
+    grants = {n: runner.run_wall_s(config, GenerationSettings(max_new_tokens=n), pair) for n in (16, 128, 512)}
+    return {"grant_s": {str(n): zero_gpu.grant_for_limit(limit) for n, limit in grants.items()},
+            "s_per_token": zero_gpu.RATES.s_per_token(pair)}
 
 
 # The API's first parameters after the prompt and the pair, in the order gradio_client callers
