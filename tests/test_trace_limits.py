@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 from specviz import viz
 from specviz.engine import display
@@ -274,3 +275,22 @@ def test_the_largest_run_the_settings_allow_fits_the_file_limits():
     per_round = len(json.dumps(round_, ensure_ascii=False).encode())
     assert len(one) + MAX_EVENTS * per_round < MAX_TRACE_BYTES
     assert MAX_EVENTS * (one.count("{") + one.count("[")) < MAX_JSON_CONTAINERS
+
+
+@pytest.mark.parametrize("settings", [
+    {"drafter": "lookahead", "lookahead_window": 16, "lookahead_ngram": 8, "lookahead_candidates": 16,
+     "policy": "fixed"},
+    {"drafter": "suffix", "suffix_max_nodes": 64, "suffix_min_score": 0.0, "policy": "fixed"},
+    {"drafter": "suffix", "suffix_max_nodes": 64, "policy": "cost-aware"},
+    {"drafter": "tree", "tree_nodes": 64, "tree_width": 8, "k": 16, "policy": "fixed"},
+], ids=["lookahead-16x8", "suffix-64", "suffix-cost-aware", "tree-64x8"])
+@pytest.mark.usefixtures("single_thread")
+def test_real_runs_at_the_largest_settings_load_back_unchanged(settings):
+    """The tiny pair on a repetitive prompt, so the drafters build big trees (lookahead's pass
+    past 64 nodes in longer runs) and the draft-free ones write their notes."""
+    from specviz.engine import run
+
+    prompt = "abc abc abc abc abc def reverse(s): return s[::-1] def reverse(s): return s[::-1] def reverse(s):" * 3
+    trace = run(tiny_pair("same"), prompt, from_request({"max_new_tokens": 32, **settings}))
+    assert any(e.tree or (e.source is not None and e.source.note) for e in trace.events)
+    assert load_trace(trace.to_json()) == trace
