@@ -10,6 +10,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 import pytest
 from gradio_client import Client
@@ -115,3 +116,37 @@ def test_a_public_page_serves_its_pair_only_on_its_runtime_and_names_no_folder(p
     assert json.loads(client.predict(PROMPT, spec, api_name="/generate_summary", max_new_tokens=4))["text"] is not None
     status = json.loads(client.predict(spec, api_name="/status"))
     assert status["state"] == "ready" and status["cache"] == ""
+
+
+def _by_fn_index(url: str, api_name: str, values: dict[str, object]) -> list[dict]:
+    """Run the page's event `api_name` as the browser does: join the queue by fn_index with its
+    inputs' values (the components' own, `values` by elem_id over them), read its messages."""
+    config = json.loads(urllib.request.urlopen(url + "config", timeout=30).read())
+    components = {c["id"]: c.get("props", {}) for c in config["components"]}
+    dep = next(d for d in config["dependencies"] if d.get("api_name") == api_name)
+    data = [values.get(components[i].get("elem_id"), components[i].get("value")) for i in dep["inputs"]]
+    session = uuid.uuid4().hex
+    status, text = _post(f"{url}gradio_api/queue/join", {"data": data, "fn_index": dep["id"], "session_hash": session,
+                                                          "event_data": None, "trigger_id": None})
+    assert status == 200, text
+    messages = []
+    with urllib.request.urlopen(f"{url}gradio_api/queue/data?session_hash={session}", timeout=300) as stream:
+        for line in stream:
+            if line.startswith(b"data:"):
+                messages.append(json.loads(line[5:]))
+                if messages[-1].get("msg") == "process_completed":
+                    return messages
+    return messages
+
+
+def test_the_live_run_called_by_fn_index_runs_and_is_bounded_like_the_api(app):
+    url, spec = app
+    done = _by_fn_index(url, "run", {"prompt": PROMPT, "pair": spec, "max_new_tokens": 8})[-1]
+    assert done["success"], done
+    assert "data-state=\"done\"" in done["output"]["data"][0]  # the stream, finished
+    refused = _by_fn_index(url, "run", {"prompt": "x" * 200_000, "pair": spec})[-1]
+    assert not refused["success"]
+    assert refused["output"]["error"] == (
+        "the prompt is 200,000 characters; the limit is 100,000 characters (SPECVIZ_MAX_PROMPT_CHARS)")
+    bad = _by_fn_index(url, "run", {"prompt": PROMPT, "pair": spec, "k": 1000})[-1]["output"]["error"]
+    assert "1000" in bad and "16" in bad and "\n" not in bad  # the slider's own check, or the setting's
