@@ -36,7 +36,7 @@ TRACE_VERSION = 1
 
 # What a trace may hold. A trace from outside is checked against these before anything
 # draws it, so no view does work that grows past them.
-MAX_TRACE_BYTES = 32 << 20  # the largest run the settings allow is about 22 MB (tests/test_trace_limits.py)
+MAX_TRACE_BYTES = 32 << 20  # the largest run the settings allow fits (tests/test_trace_limits.py builds one)
 MAX_JSON_CONTAINERS = 1 << 20  # objects and lists: a file of empty ones costs parsing memory, not bytes
 MAX_EVENTS = MAX_NEW_TOKENS_CAP  # every round adds a token
 MAX_TREE_NODES = 128  # per round: the largest drafter tree is lookahead's G x (N - 1) = 16 x 7
