@@ -41,6 +41,7 @@ def main() -> int:
     ap.add_argument("--work", type=Path, required=True, help="a fresh folder for HOME, the log and the result")
     ap.add_argument("--label", default="requirements.txt")
     ap.add_argument("--port", type=int, default=7860)
+    ap.add_argument("--zero-gpu", action="store_true", help="as on ZeroGPU: SPACES_ZERO_GPU set (see main's comments)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     home = args.work / "home"
@@ -52,6 +53,11 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECVIZ_", "GRADIO_", "HF_", "XDG_")) and k != "CI"}
     env.update(HOME=str(home), SPACE_ID="specviz/space-check", GRADIO_SERVER_NAME="0.0.0.0", GRADIO_SERVER_PORT=str(port),
                PYTHONUNBUFFERED="1")
+    if args.zero_gpu:
+        # The real spaces package in its ZeroGPU mode: CUDA emulated in this process, models placed
+        # there at start. No ZeroGPU service runs here: its address is one nothing listens on. The
+        # GPU default pair comes from the Hub, which is not reachable here: the bundled pair stands in.
+        env.update(SPACES_ZERO_GPU="true", SPACES_ZERO_DEVICE_API_URL="http://127.0.0.1:9", SPECVIZ_DEFAULT_PAIR="qwen-coder")
     data = Path("/data")
     if data.is_dir() and os.access(data, os.W_OK):  # never fill this machine's own persistent storage
         env["SPECVIZ_CACHE"] = str(home / ".cache" / "specviz")
@@ -89,6 +95,9 @@ def main() -> int:
               f"cache {status['cache']} ({status['cache_reason']}); background: {status.get('preparing') or 'none'}", flush=True)
 
         memory.phase = "run"
+        if args.zero_gpu:
+            zero_gpu_run(client, app, url, result, failures)
+            return finish(result, failures, args.work, memory, app)
         run_start = time.monotonic()
         job = client.submit(prompt=PROMPT, api_name="/generate")
         job.result(timeout=RUN_LIMIT_S)
@@ -109,6 +118,27 @@ def main() -> int:
     except Exception as e:  # whatever went wrong is a failed check, with the app's log kept
         failures.append(f"{type(e).__name__}: {e}")
         return finish(result, failures, args.work, memory, app)
+
+
+def zero_gpu_run(client, app: subprocess.Popen, url: str, result: dict, failures: list[str]) -> None:
+    """On ZeroGPU's emulation: the pair must be on CUDA with the torch runtime, the status must
+    say what runs would ask for, and a run (which no GPU service here can grant) must end in
+    ZeroGPU's refusal, with the page still serving after it."""
+    status = result.get("status") or {}
+    if status.get("runtime") != "torch":
+        failures.append(f"the pair runs on {status.get('runtime')!r}, not torch, under ZeroGPU")
+    if not (status.get("zero_gpu") or {}).get("grant_s"):
+        failures.append("the status says no ZeroGPU grants")
+    print(f"ZeroGPU grants a run would ask for, by new tokens: {(status.get('zero_gpu') or {}).get('grant_s')}")
+    start = time.monotonic()
+    try:
+        client.predict(prompt=PROMPT, api_name="/generate")
+        result["run"] = {"outcome": "a trace (a GPU service answered)"}
+    except Exception as e:  # expected: ZeroGPU's client finds no service to ask for a GPU
+        result["run"] = {"outcome": "refused", "error": str(e)[:300], "seconds": round(time.monotonic() - start, 1)}
+    print(f"one run: {result['run']}", flush=True)
+    if app.poll() is not None or wait_for_page(url, app, 10) is None:
+        failures.append("the page stopped serving after the run")
 
 
 def finish(result: dict, failures: list[str], work: Path, memory: "MemorySampler", app: subprocess.Popen) -> int:
