@@ -89,7 +89,10 @@ def detail(text: str) -> str:
         body = json.loads(text)
     except ValueError:
         return text
-    return str(body.get("detail", text)) if isinstance(body, dict) else text
+    found = body.get("detail", text) if isinstance(body, dict) else text
+    if isinstance(found, list):  # a validator's verdicts, one per input: the refusals among them
+        return "; ".join(v.get("message", "") for v in found if isinstance(v, dict) and v.get("is_valid") is False)
+    return str(found)
 
 
 def one_line(text: str) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import httpx
@@ -183,14 +184,11 @@ def test_a_model_name_with_markup_reaches_the_figure_escaped(app, events):
 
 def test_prompt_size_is_refused_before_tokenizing(client):
     """The prompt's limit (a public page's): a 1 MB and a 20 MB prompt."""
-    from specviz.app.visitors import IN_FLIGHT_S
-
-    # Model requests refused a moment ago still count against this visitor (one address on a
-    # public page) for IN_FLIGHT_S, as admitted but not yet queued: the refusal here must be the prompt's.
-    time.sleep(IN_FLIGHT_S + 1)
-    for size in (1_000_000, 20_000_000):
-        refused(api(client, f"prompt of {size:,} characters", "generate", prompt="x" * size, max_new_tokens=8),
-                "prompt")
+    refused(api(client, "prompt of 1,000,000 characters", "generate", prompt="x" * 1_000_000, max_new_tokens=8),
+            "SPECVIZ_MAX_PROMPT_CHARS")
+    # Past the request's own limit the body is refused before anything reads it.
+    refused(api(client, "prompt of 20,000,000 characters", "generate", prompt="x" * 20_000_000, max_new_tokens=8),
+            "SPECVIZ_MAX_")
     still_serving(client)
 
 
@@ -221,6 +219,35 @@ def test_an_upload_too_large_is_refused_before_it_is_kept(app, client):
     assert r.status_code in (400, 413), (r.status_code, r.text[:300])
     assert seconds < 10 * REFUSAL_S  # the bytes themselves have to arrive first
     still_serving(client)
+
+
+@contextmanager
+def model_busy(client: Client):
+    """A long run holding the model's one slot meanwhile."""
+    job = client.submit(api_name="/generate", prompt="hello range", max_new_tokens=1024)
+    deadline = time.monotonic() + 120
+    while not job.outputs() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert job.outputs() and not job.done(), "the long run should hold the model slot"
+        yield
+    finally:
+        job.cancel()
+
+
+def test_a_sweep_is_refused_without_waiting_behind_the_run_that_holds_the_model(app, events, client):
+    """Events that run a model wait for its one slot: the sweep's temperatures are checked as
+    its request asks to join the queue (a validator), not after the runs ahead of it."""
+    with model_busy(client):
+        refused(page(app, events, "sweep of 9 temperatures, model busy", "sweep",
+                     [None, None, ",".join(str(t / 10) for t in range(9))]), "SPECVIZ_MAX_TEMPERATURES")
+
+
+def test_a_prompt_is_refused_without_waiting_behind_the_run_that_holds_the_model(client):
+    """The prompt's size (the public page's queue), as the sweep's temperatures above."""
+    with model_busy(client):
+        refused(api(client, "prompt of 1,000,000 characters, model busy", "generate", prompt="x" * 1_000_000,
+                    max_new_tokens=8), "prompt")
 
 
 def test_stop_ends_a_long_run_and_the_next_run_is_served(client):

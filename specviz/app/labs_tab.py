@@ -298,12 +298,23 @@ def batching_views(r) -> tuple:
     return fig, ap.batch_costs_figure(c.batch_sizes, c.pass_sizes, c.target_ms), ap.words_html(explanation(r), muted)
 
 
+def check_sweep(trace, pair_name, temperatures) -> list:
+    """The sweep's temperatures checked as its request asks to join the queue, so a list over
+    the limits is refused at once, not after waiting for the model slot."""
+    try:
+        parse_temperatures(temperatures)
+        verdict = gr.validate(True, "")
+    except UserError as e:
+        verdict = gr.validate(False, str(e))
+    return [gr.validate(True, ""), gr.validate(True, ""), verdict]
+
+
 def wire(tab: LabsTab, trace: gr.State, pair: gr.components.Component, config: PageConfig) -> Labs:
     """Connect the sweep (cancellable) and batching buttons; the views are the page's to
     refresh when the current trace changes (`views` into `tab.outputs`)."""
     labs = Labs(config)
     sweep = tab.sweep.click(labs.sweep, [trace, pair, tab.temperatures], tab.sweep_outputs, **MODELS,
-                            api_visibility="private")
+                            validator=check_sweep, api_visibility="private")
     tab.sweep_stop.click(labs.stop, None, None, queue=False, cancels=[sweep], api_visibility="private")
     tab.batching.click(labs.batching, [trace, pair], tab.batching_outputs, **MODELS, api_visibility="private")
     return labs
