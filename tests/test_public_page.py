@@ -37,6 +37,7 @@ BIG = "x" * 100_000_000  # 100 MB
     ({"GRADIO_SERVER_PORT": "http"}, "GRADIO_SERVER_PORT is 'http'"),
     ({"SPECVIZ_PAIRS": "qwen-coder,/etc"}, "SPECVIZ_PAIRS names '/etc'; it must list presets"),
     ({"SPECVIZ_MAX_REQUEST_BYTES": "-1"}, "SPECVIZ_MAX_REQUEST_BYTES is '-1'; it must be a whole number, 1 or more"),
+    ({"SPECVIZ_MAX_PROMPT_CHARS": "0"}, "SPECVIZ_MAX_PROMPT_CHARS is '0'; it must be a number above 0"),
 ])
 def test_a_bad_environment_value_is_refused_in_one_line(env, words):
     with pytest.raises(UserError) as e:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from specviz.errors import UserError
 from specviz.models.catalogue.presets import DEFAULT_PAIR, GPU_DEFAULT_PAIR, PRESETS
 from specviz.models.catalogue.sources import custom_allowed
+from specviz.settings import PROMPT
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -74,6 +75,8 @@ class PageConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "PageConfig":
         env = os.environ if env is None else env
+        for limit in (PROMPT.chars, PROMPT.messages):  # read when checked; a bad value stops the launch here
+            limit.read(env)
         host = env.get("GRADIO_SERVER_NAME") or "127.0.0.1"
         public = _flag(env, "SPECVIZ_PUBLIC", bool(env.get("SPACE_ID")) or host not in LOOPBACK)
         return cls(
