@@ -1,12 +1,16 @@
 """Tab 1, the live run: prompt and settings, the coloured token stream, stats, the timeline.
 
-`LiveRuns.run` is the Run button's handler: a generator that sends one update per round
-(the stream, the stats and the timeline, each drawn once; a run with token trees or a draft
-with another tokenizer also shows its latest round's tree or alignment, redrawn with the
-timeline; rounds closer together than
-runner.MIN_UPDATE_S share an update, so a fast GPU does not flood the browser) and keeps
-the trace so far in the session's state, so Stop leaves a trace to inspect.
-`LiveRuns.rerun` is the same run after a slider is released or the pair changes.
+`LiveRuns.run` takes the prompt, the pair and a `GenerationSettings` and is a generator that
+sends one update per round (the stream, the stats and the timeline, each drawn once; a run
+with token trees or a draft with another tokenizer also shows its latest round's tree or
+alignment, redrawn with the timeline; rounds closer together than runner.MIN_UPDATE_S share
+an update, so a fast GPU does not flood the browser) and keeps the trace so far in the
+session's state, so Stop leaves a trace to inspect. `LiveRuns.rerun` is the same run after a
+slider is released or the pair changes. The page calls both through `LiveRuns.handler`, which
+reads the tab's inputs once (`LiveTab.read`: the settings validated as they are made).
+
+Each setting's control is made from its declaration in `specviz/settings.py` (`control`);
+`STACKED` and `ROWS` only place the known ones.
 """
 
 from __future__ import annotations
