@@ -84,7 +84,7 @@ def test_a_huge_prompt_is_refused_at_once_and_the_app_keeps_serving(app):
 
 
 def test_a_request_over_the_size_limit_is_refused_before_its_body_is_read(app):
-    url, spec = app
+    url, _ = app
     host, port = url.split("//")[1].strip("/").split(":")
     announced = 100_000_000
     started = time.monotonic()
