@@ -434,6 +434,9 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
         "first_come_first_served": bool(ahead) and percentile(ahead, 0.95) <= users - 1,
     }
     if hostile_report is not None:
+        # The crowd alone over the same minutes: how much of the memory change is the hostile client's.
+        before = hostile_report["rss_start_mb"]
+        hostile_report["rss_change_without_pct"] = round(100 * (before - start.rss_mb) / start.rss_mb, 2)
         report["hostile"] = hostile_report
     return report
 
@@ -541,7 +544,8 @@ def hostile_summary(h: dict) -> list[str]:
     lines = [
         f"  beside one hostile client: {h['honest_requests']} honest requests, {h['honest_failures']} failures; "
         f"queue wait p95 {h['queue_wait_p95_with_s']} s against {h['queue_wait_p95_without_s']} s without it "
-        f"(x{h['p95_ratio']}); RSS {h['rss_start_mb']} -> {h['rss_end_mb']} MB ({h['rss_change_pct']:+.2f} %)",
+        f"(x{h['p95_ratio']}); RSS {h['rss_start_mb']} -> {h['rss_end_mb']} MB ({h['rss_change_pct']:+.2f} %; "
+        f"the crowd alone: {h.get('rss_change_without_pct', float('nan')):+.2f} %)",
         f"  hostile requests {h['hostile_requests']}: refused in one line {h['hostile_refused']}, "
         f"p95 {h['refusal_p95_s']} s, max {h['refusal_max_s']} s",
     ]

@@ -70,8 +70,10 @@ PAGE = [  # (case, event, its inputs, what the refusal names)
     ("sweep of 9 temperatures", "sweep", [None, None, ",".join(str(t / 10) for t in range(9))],
      "SPECVIZ_MAX_TEMPERATURES"),
     ("sweep list of 100,000 characters", "sweep", [None, None, "0," * 50_000], "SPECVIZ_MAX_TEMPERATURES_CHARS"),
-    # Draws outside the page's own choices: refused by the dropdown's choices, else by the limit.
+    # Values outside a widget's own range or choices: Gradio refuses them before the handler.
     ("lossless 10^12 draws", "simulate", ["0.5,0.5", "0.9,0.1", 10**12, 0], None),
+    ("theory k of 5,000,000", "views", [0.8, 5_000_000, 40, 4, None, None], "maximum value"),
+    ("export format of 100,000 characters", "export_views", [None, "x" * 100_000], "not in the list of choices"),
 ]
 
 
