@@ -80,7 +80,7 @@ METRICS_LINE = Limit("a Prometheus line", 4_096, "SPECVIZ_MAX_METRICS_LINE",
 METRICS_POSITIONS = Limit("the position label", 256, "SPECVIZ_MAX_POSITIONS",
                           "draft positions in a metrics payload: the largest `position` label, an "
                           "`acceptance_histogram`'s entries less one")
-METRICS_OBJECTS = Limit("JSON objects in the payload", 10_000, "SPECVIZ_MAX_METRICS_OBJECTS",
+METRICS_OBJECTS = Limit("the number of JSON objects", 10_000, "SPECVIZ_MAX_METRICS_OBJECTS",
                         "JSON responses read at once (a list, JSON lines or a stream)")
 K_MAX = Limit("k_max", 64, "SPECVIZ_MAX_K", "the longest draft `best_k` searches, and `speedup`'s k")
 DISTRIBUTION_ENTRIES = Limit("entries", 1_024, "SPECVIZ_MAX_DISTRIBUTION",

@@ -160,6 +160,7 @@ def _json_objects(text: str) -> list | None:
             line = line.strip().removeprefix("data:").strip()
             if not line or line == "[DONE]":
                 continue
+            limits.METRICS_OBJECTS.check(len(values) + 1)
             try:
                 values.append(_loads(line))
             except MetricsError:
