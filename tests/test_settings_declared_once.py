@@ -41,8 +41,7 @@ tab = None
 with gr.Blocks():
     tab = live.build(PageConfig(default_pair="qwen-coder", preload=False))
 control = tab.settings["toy_level"]
-values = {c: getattr(c, "value", None) for c in tab.inputs}
-values[control] = 5
+values = [5 if c is control else getattr(c, "value", None) for c in tab.inputs]
 _, _, read = tab.read(values)
 param = api_signature(PageConfig()).parameters["toy_level"]
 print(json.dumps({

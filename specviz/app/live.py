@@ -15,10 +15,11 @@ Each setting's control is made from its declaration in `specviz/settings.py` (`c
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,9 +78,10 @@ class LiveTab:
         trace sets (`controls_from`)."""
         return [self.prompt, self.pair, *self.settings.values()]
 
-    def read(self, values: dict) -> tuple[object, object, GenerationSettings]:
-        """The prompt, the pair and the validated settings from an event's {component: value}."""
-        return values[self.prompt], values[self.pair], from_request({n: values[c] for n, c in self.settings.items()})
+    def read(self, values: Sequence) -> tuple[object, object, GenerationSettings]:
+        """The prompt, the pair and the validated settings from the values of `inputs`, in order."""
+        prompt, pair, *settings = values
+        return prompt, pair, from_request(dict(zip(self.settings, settings, strict=True)))
 
     @property
     def outputs(self) -> list[gr.components.Component]:
@@ -270,13 +272,22 @@ class LiveRuns:
         yield from self.run(prompt, pair, settings, request, progress)
 
     def handler(self, method: Callable) -> Callable:
-        """`method` (run or rerun) as the page's handler: it takes the tab's inputs as one
-        {component: value} dict (the event's inputs given as a set) and reads them once."""
+        """`method` (run or rerun) as the page's handler: it takes the values of the tab's
+        `inputs` (its signature says how many, so Gradio adds the request and the progress after
+        them) and reads them once (`LiveTab.read`)."""
+        n = len(self.ui.inputs)
 
-        def handle(values: dict, request: gr.Request, progress=gr.Progress()) -> Iterator[tuple]:
-            prompt, pair, settings = self.ui.read(values)
-            yield from method(prompt, pair, settings, request, progress)
+        def handle(*args) -> Iterator[tuple]:
+            prompt, pair, settings = self.ui.read(args[:n])
+            yield from method(prompt, pair, settings, args[n], args[n + 1])
 
+        P = inspect.Parameter
+        handle.__signature__ = inspect.Signature([
+            *(P(f"input_{i}", P.POSITIONAL_ONLY) for i in range(n)),
+            P("request", P.POSITIONAL_ONLY, annotation=gr.Request),
+            P("progress", P.POSITIONAL_ONLY, default=gr.Progress()),
+        ])
+        handle.__annotations__ = {"request": gr.Request}
         handle.__name__ = handle.__qualname__ = method.__name__
         return shown_errors(handle)
 
@@ -327,7 +338,7 @@ class LivePage(Tab):
         ui, runs, private = self.ui, self.runs, {"api_visibility": "private"}
         outputs = [*ui.outputs, shared.trace]
         running = {**MODELS, "show_progress_on": [ui.tokens], **private}
-        inputs = set(ui.inputs)  # the handler gets one {component: value} dict
+        inputs = ui.inputs  # the prompt first: a refusal as the run joins the queue is shown there
         run = ui.run.click(runs.stop, None, None, queue=False, **private).then(runs.handler(runs.run), inputs, outputs,
                                                                                 **running)
         reruns = []
