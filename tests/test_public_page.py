@@ -17,7 +17,7 @@ from specviz.app.page import build_page, generate_api
 from specviz.app.tools import generate_api_summary
 from specviz.cli import main
 from specviz.errors import UserError
-from specviz.settings import DEFAULTS, PROMPT, check_prompt
+from specviz.settings import DEFAULTS, PROMPT, check_prompt, from_request
 
 BIG = "x" * 100_000_000  # 100 MB
 
@@ -121,10 +121,14 @@ def test_a_public_page_loads_only_its_pairs(pair):
     assert [value for _, value in live.pair_choices(PUBLIC)] == ["qwen-coder"]
 
 
-def test_a_public_page_runs_on_its_operators_runtime():
+def test_a_public_page_runs_on_its_operators_runtime(monkeypatch):
     assert runner.check_runtime("auto", PUBLIC) == "auto"
     assert _refused_fast(lambda: runner.check_runtime("torch", PUBLIC)).startswith("runtime 'torch': this page runs")
     assert runner.check_runtime("torch", PageConfig()) == "torch"
+    # a pair change with no prompt only loads, and is checked as a run is
+    monkeypatch.setattr(runner.LOADER, "request", lambda *a, **k: pytest.fail("a load began"))
+    rerun = live.LiveRuns(PUBLIC).rerun("", "qwen-coder", from_request({"runtime": "torch"}), None)
+    assert _refused_fast(lambda: list(rerun)).startswith("runtime 'torch'")
 
 
 def test_a_public_page_shows_no_server_details():

@@ -266,7 +266,7 @@ class LiveRuns:
               progress: gr.Progress | None = None) -> Iterator[tuple]:
         """A setting changed or the pair changed: run again if there is a prompt, else only load."""
         if not (isinstance(prompt, str) and prompt.strip()):
-            runner.LOADER.request(runner.check_pair(pair, self.config), runtime=settings.runtime)
+            runner.load(pair, settings, self.config)
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
         yield from self.run(prompt, pair, settings, request, progress)

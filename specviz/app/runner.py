@@ -98,8 +98,7 @@ def stream(
     tab) the session's earlier outputs on this pair join the suffix drafter's corpus and a
     finished run's output joins them (`session_outputs`).
     """
-    pair_name = check_pair(pair_name, config)  # before the session's previous run is stopped
-    check_runtime(settings.runtime, config)
+    pair_name = checked(pair_name, settings, config)  # before the session's previous run is stopped
     flag = FLAGS.begin(session)
     try:
         if config.public:
@@ -128,6 +127,20 @@ def stream(
         raise zero_gpu.QuotaSpent(words) from None
     finally:
         FLAGS.finish(session, flag)
+
+
+def checked(pair_name: Any, settings: GenerationSettings, config: PageConfig) -> Any:
+    """The pair, once it and the runtime the settings ask for are allowed here."""
+    check_runtime(settings.runtime, config)
+    return check_pair(pair_name, config)
+
+
+def load(pair_name: Any, settings: GenerationSettings, config: PageConfig) -> Any:
+    """Start loading the pair a run with `settings` would need (checked as for a run); its state."""
+    pair_name = checked(pair_name, settings, config)
+    if config.public:
+        one_pair_at_a_time(pair_name)
+    return LOADER.request(pair_name, runtime=settings.runtime)
 
 
 def one_pair_at_a_time(pair_name: str) -> None:
