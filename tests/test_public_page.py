@@ -125,6 +125,11 @@ def test_a_public_page_runs_on_its_operators_runtime(monkeypatch):
     assert runner.check_runtime("auto", PUBLIC) == "auto"
     assert _refused_fast(lambda: runner.check_runtime("torch", PUBLIC)).startswith("runtime 'torch': this page runs")
     assert runner.check_runtime("torch", PageConfig()) == "torch"
+    # the runtime `auto` loaded the pair on: side by side reruns a run on it
+    loaded = SimpleNamespace(ready=True, pair=SimpleNamespace(runtime="llama.cpp"))
+    monkeypatch.setattr(runner.LOADER, "status", lambda name: loaded if name == "qwen-coder" else None)
+    assert runner.check_runtime("llama.cpp", PUBLIC, "qwen-coder") == "llama.cpp"
+    assert _refused_fast(lambda: runner.check_runtime("torch", PUBLIC, "qwen-coder")).startswith("runtime 'torch'")
     # a pair change with no prompt only loads, and is checked as a run is
     monkeypatch.setattr(runner.LOADER, "request", lambda *a, **k: pytest.fail("a load began"))
     rerun = live.LiveRuns(PUBLIC).rerun("", "qwen-coder", from_request({"runtime": "torch"}), None)

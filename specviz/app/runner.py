@@ -66,12 +66,17 @@ def check_pair(spec: Any, config: PageConfig) -> Any:
     return spec
 
 
-def check_runtime(runtime: str, config: PageConfig) -> str:
-    """`runtime`, unless a public page is asked for another than the operator's (`auto`): each
-    runtime loads a pair of its own, and the torch one converts the bundled files for minutes."""
-    if config.public and runtime != AUTO:
-        raise UserError(f"runtime {runtime!r}: this page runs its pairs on the runtime its operator chose ({AUTO})")
-    return runtime
+def check_runtime(runtime: str, config: PageConfig, pair_name: Any = None) -> str:
+    """`runtime`, unless a public page is asked for another than the operator's (`auto`) or
+    the one `auto` loaded `pair_name` on (side by side reruns a run on the runtime it used):
+    each runtime loads a pair of its own, and the torch one converts the bundled files for
+    minutes."""
+    if not config.public or runtime == AUTO:
+        return runtime
+    state = LOADER.status(pair_name) if isinstance(pair_name, str) else None
+    if state is not None and state.ready and getattr(state.pair, "runtime", None) == runtime:
+        return runtime
+    raise UserError(f"runtime {runtime!r}: this page runs its pairs on the runtime its operator chose ({AUTO})")
 
 
 def stream(
@@ -131,8 +136,9 @@ def stream(
 
 def checked(pair_name: Any, settings: GenerationSettings, config: PageConfig) -> Any:
     """The pair, once it and the runtime the settings ask for are allowed here."""
-    check_runtime(settings.runtime, config)
-    return check_pair(pair_name, config)
+    pair_name = check_pair(pair_name, config)
+    check_runtime(settings.runtime, config, pair_name)
+    return pair_name
 
 
 def load(pair_name: Any, settings: GenerationSettings, config: PageConfig) -> Any:
