@@ -105,6 +105,13 @@ ALL = (METRICS_BYTES, METRICS_LINE, METRICS_POSITIONS, METRICS_OBJECTS, K_MAX, D
        PAIR_CHARS)
 
 
+def check_distribution_text(text: str, name: str) -> str:
+    """A distribution as typed ('0.5,0.2,...'), bounded before it is split or parsed."""
+    DISTRIBUTION_CHARS.check_text(text, name)
+    DISTRIBUTION_ENTRIES.check(text.count(",") + 1, f"{name}'s length")
+    return text
+
+
 def check_environment(env: Mapping[str, str] | None = None) -> None:
     """Every limit's variable read once, so a bad one stops a launch in one line."""
     for lim in ALL:

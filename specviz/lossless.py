@@ -76,8 +76,7 @@ def parse_distribution(text: str, name: str) -> np.ndarray:
     """'0.5,0.2,0.2,0.1' -> a checked distribution."""
     if not isinstance(text, str):
         raise UserError(f"{name} must be comma-separated numbers, like 0.5,0.2,0.2,0.1")
-    limits.DISTRIBUTION_CHARS.check_text(text, name)
-    limits.DISTRIBUTION_ENTRIES.check(text.count(",") + 1, f"{name}'s length")
+    limits.check_distribution_text(text, name)
     try:
         values = [float(part) for part in text.split(",")]
     except ValueError:

@@ -22,6 +22,7 @@ from specviz.app.inspector import rounds_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import RoundEvent, Trace
+from specviz.limits import check_distribution_text
 from specviz.viz.lossless_plots import bug_frequencies_figure, bug_table_html, bug_tv_figure
 from specviz.app.tab import Shared, Tab
 
@@ -110,8 +111,21 @@ def build() -> LosslessTab:
                       position_frequencies, position_acceptance, temperature, bugs_run, bugs_table, bugs_frequencies,
                       bugs_tv)
     tab.bugs_run.click(simulate_bugs, tab.bugs_inputs, tab.bugs_outputs, concurrency_id="lossless", concurrency_limit=1,
-                       api_visibility="private")
+                       validator=check_distributions, api_visibility="private")
     return tab
+
+
+def check_distributions(p_text, q_text, *others) -> list:
+    """p and q bounded as the request asks to join the queue: refused at once, not after the
+    Monte Carlo runs ahead of it (one at a time)."""
+    verdicts = []
+    for text, name in ((p_text, "p"), (q_text, "q")):
+        try:
+            check_distribution_text(str(text or ""), name)
+            verdicts.append(gr.validate(True, ""))
+        except UserError as e:
+            verdicts.append(gr.validate(False, str(e)))
+    return verdicts + [gr.validate(True, "")] * len(others)
 
 
 @shown_errors
@@ -176,6 +190,6 @@ class LosslessPage(Tab):
     def wire(self, shared: Shared) -> None:
         ui, one = self.ui, {"concurrency_id": "lossless", "concurrency_limit": 1, "api_visibility": "private"}
         ins = shared.built["inspector"].ui
-        ui.run.click(simulate, ui.inputs, ui.outputs, **one)
+        ui.run.click(simulate, ui.inputs, ui.outputs, validator=check_distributions, **one)
         ui.run_position.click(simulate_position, [shared.trace, ins.round, ins.position, ui.samples, ui.seed],
                               ui.position_outputs, **one)
