@@ -11,6 +11,7 @@ when made. The prompt's bounds (`PROMPT`) are declared here too.
 from __future__ import annotations
 
 import functools
+import reprlib
 import typing
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -68,6 +69,17 @@ def _check(ok: bool, message: str) -> None:
         raise SettingsError(message)
 
 
+def _got(value: Any) -> str:
+    """A refused value as a message shows it: cut short, however long (`reprlib`)."""
+    return _SHORT.repr(value)
+
+
+_SHORT = reprlib.Repr()  # its limits set one by one: Python 3.11's Repr takes no arguments
+_SHORT.maxstring = _SHORT.maxother = 40
+_SHORT.maxlist = _SHORT.maxtuple = 6
+_SHORT.maxdict, _SHORT.maxlevel = 4, 2
+
+
 # A setting's kind follows from its field's type.
 KINDS = {"bool": "flag", "int": "whole", "float": "number", "str": "choice"}
 
@@ -92,20 +104,20 @@ class Setting:
         """Raise SettingsError naming the setting, its range and the value, unless it fits."""
         what = self.words or (self.registry.kind if self.registry else name.replace("_", " "))
         if self.kind == "choice":
-            _check(value in self.registry, f"{what} must be one of {', '.join(self.registry.names)} (got {value!r})")
+            _check(value in self.registry, f"{what} must be one of {', '.join(self.registry.names)} (got {_got(value)})")
         elif self.kind == "flag":
-            _check(isinstance(value, bool), f"{what} must be true or false (got {value!r})")
+            _check(isinstance(value, bool), f"{what} must be true or false (got {_got(value)})")
         elif self.kind == "whole":
             lo, hi = self.span
             upto = (f", {lo} or more" if hi is None else f", {lo} or more (below 2**63)" if hi == MAX_SEED
                     else f" from {lo} to {hi}")
             _check(_whole(value) and lo <= value and (hi is None or value <= hi),
-                   f"{what} must be a whole number{upto} (got {value!r})")
+                   f"{what} must be a whole number{upto} (got {_got(value)})")
         else:
             lo, hi = self.span
             words = f"above {lo:g} and at most {hi:g}" if self.open_low else f"between {lo:g} and {hi:g}"
             above = _num(value) and (value > lo if self.open_low else value >= lo)
-            _check(above and value <= hi, f"{what} must be {words} (got {value!r})")
+            _check(above and value <= hi, f"{what} must be {words} (got {_got(value)})")
 
 
 def setting(default: Any, help: str, label: str, **more: Any) -> Any:
