@@ -21,6 +21,8 @@ from typing import Any
 import gradio as gr
 
 from specviz.app.config import PageConfig
+from specviz.errors import UserError
+from specviz.settings import PROMPT
 
 MODELS_ID = "models"  # the concurrency id every model-running event shares (tab.MODELS)
 ENV = "SPECVIZ_MAX_RUNS_PER_VISITOR"
@@ -51,6 +53,18 @@ def refusal(queue: Any, request: Any, session_hash: str | None, config: PageConf
     return f"you have {outstanding} model requests waiting or running; the limit is {limit} per visitor ({ENV})"
 
 
+def oversized(data: Any) -> str | None:
+    """Why a model request's inputs are refused as it joins the queue: a text longer than any
+    prompt may be (the handler's own check would come only after the runs ahead of it)."""
+    for value in data if isinstance(data, list) else []:
+        if isinstance(value, str):
+            try:
+                PROMPT.chars.check_text(value, "the prompt")
+            except UserError as e:
+                return str(e)
+    return None
+
+
 def guard(demo: gr.Blocks, config: PageConfig) -> None:
     """Put `demo`'s queue (once `demo.queue()` has made it) under each visitor's share."""
     queue = demo._queue
@@ -66,7 +80,7 @@ def guard(demo: gr.Blocks, config: PageConfig) -> None:
         lock, users[key] = locks.setdefault(key, asyncio.Lock()), users[key] + 1
         try:
             async with lock:  # this visitor's requests join one at a time, each counting the ones before it
-                why = refusal(queue, request, body.session_hash, config)
+                why = oversized(body.data) or refusal(queue, request, body.session_hash, config)
                 if why is not None:
                     return False, [{"__type__": "validate", "is_valid": False, "message": why}], "validator_error"
                 return await join(body=body, request=request, username=username)
