@@ -38,8 +38,10 @@ def model(path, threads: int, *, lookup: bool = False, context: int = 4096):
         import llama_cpp.llama_cpp as low  # the module `Llama` takes its default parameters from
 
         with _same_model_params(low):
+            # logits_all with a drafter: Llama sizes its score rows from the argument (n_batch rows without it)
+            # while a drafter makes it keep every position's, which overflows once a run passes n_batch tokens.
             _models[key] = Llama(model_path=str(path), n_threads=threads, n_threads_batch=threads, n_ctx=context,
-                                 n_gpu_layers=0, verbose=False, draft_model=draft)
+                                 n_gpu_layers=0, verbose=False, draft_model=draft, logits_all=lookup)
     return _models[key]
 
 
