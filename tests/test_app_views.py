@@ -232,9 +232,9 @@ def test_an_uploaded_trace_fills_the_controls_that_can_show_it(trace):
 def test_user_and_model_text_is_escaped(trace):
     state = LoadState(HOSTILE, True, error=HOSTILE)
     state.done.set()
-    for html in (status_html(HOSTILE, None), status_html(HOSTILE, state),
-                 traces.summary_html(Trace.from_dict({**trace.to_dict(), "prompt": HOSTILE, "pair": HOSTILE}))):
-        assert "<img" not in html and "&lt;img" in html
+    for shown in (status_html(HOSTILE, None), status_html(HOSTILE, state),
+                  traces.summary_html(Trace.from_dict({**trace.to_dict(), "prompt": HOSTILE, "pair": HOSTILE}))):
+        assert "<img" not in shown and "&lt;img" in shown
 
 
 def test_a_message_quoting_user_input_is_shown_as_text():

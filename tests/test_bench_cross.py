@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from test_cross_vocab import cross_pair, draft_model, draft_tokenizer, encode, plain_greedy
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 from specviz.bench import hf_baselines
 from specviz.bench.cli import bench

@@ -16,7 +16,7 @@ PAYLOAD = Path(__file__).parent / "data" / "production" / "llamacpp_metrics.prom
 RUN_TIMEOUT_MS = 300_000  # a bound for a busy machine, not a speed requirement
 
 
-def test_a_run_exports_to_each_engine_and_an_engines_metrics_read_back(browser, tiny_url):
+def test_a_run_exports_to_each_engine_and_an_engines_metrics_read_back(browser, tiny_url):  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(tiny_url)

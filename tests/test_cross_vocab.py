@@ -19,7 +19,7 @@ import functools
 import pytest
 import torch
 from test_verify import SIGMAS, assert_matches  # the chain rule's check, with its tolerance
-from tiny_models import CHAT_TEMPLATE, CORPUS, single_thread, tiny_model, tiny_tokenizer  # single_thread: a fixture
+from tiny_models import CHAT_TEMPLATE, CORPUS, single_thread, tiny_model, tiny_tokenizer  # noqa: F401 (single_thread: a fixture)
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 

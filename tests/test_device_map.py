@@ -17,7 +17,7 @@ from specviz.lm.torch_runtime.precision import choose_precision
 from specviz.models.errors import DeviceError
 from specviz.lm.torch_runtime.small_batch import _few_rows_forward
 from specviz.settings import GenerationSettings
-from tiny_models import CLOSE_NOISE, single_thread, tiny_model, tiny_tokenizer  # single_thread: a fixture
+from tiny_models import CLOSE_NOISE, single_thread, tiny_model, tiny_tokenizer  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

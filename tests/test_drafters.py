@@ -9,7 +9,7 @@ from specviz.drafters.early_exit import EarlyExitForward, default_layers
 from specviz.drafters.lookup import LookupDrafter, find_continuation
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -11,7 +11,7 @@ from specviz.engine.speculative import SpeculativeDecoder
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RoundEvent, Trace
 from specviz.settings import GenerationSettings, SettingsError
-from tiny_models import DEVICE, single_thread, tiny_model, tiny_pair, tiny_tokenizer  # single_thread: a fixture
+from tiny_models import DEVICE, single_thread, tiny_model, tiny_pair, tiny_tokenizer  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -5,7 +5,7 @@ import json
 from dataclasses import fields, replace
 
 import pytest
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 from specviz.cli import main
 from specviz.errors import UserError

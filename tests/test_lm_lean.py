@@ -37,7 +37,10 @@ def same_logits_through_a_run(model, capacity_steps: bool, tolerance: float = TO
     """Feed both LMs the same sequence of operations; every step's logits must agree."""
     model = model.to(DEVICE)
     g = torch.Generator().manual_seed(0)
-    ids = lambda n: torch.randint(0, model.config.vocab_size, (n,), generator=g)
+
+    def ids(n):
+        return torch.randint(0, model.config.vocab_size, (n,), generator=g)
+
     ref = CachedLM(model_forward(model), model.config, DEVICE)
     new = LeanLM(model, DEVICE)
     steps = 0

@@ -14,7 +14,7 @@ import torch
 from specviz.lm.torch_runtime.cached import cached_lm, float_mask
 from specviz.lm.torch_runtime.lean import LeanLM
 from specviz.lm.tree import ancestry, depths
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 LOOPS = {"transformers": cached_lm, "lean": LeanLM}

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from specviz import engine
 from specviz.lm.torch_runtime.small_batch import FEW_ROWS, cheapest_rows, use_few_rows_product
 from specviz.settings import GenerationSettings
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -21,7 +21,7 @@ from specviz.drafters.cost_model import CostModel
 from specviz.engine import cli
 from specviz.events import RoundEvent
 from specviz.settings import DEFAULTS, GenerationSettings
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -1,12 +1,12 @@
 """The deploy files say what the Hub and a Spacefile host need, and the pins stay exact."""
 
-# What ZeroGPU runs (huggingface/hub-docs, Spaces ZeroGPU page): these Pythons and these torches.
-ZERO_GPU_PYTHONS = {"3.10", "3.12"}
-ZERO_GPU_TORCHES = {"2.8.0", "2.9.1", "2.10.0", "2.11.0"}
-
 from pathlib import Path
 
 import yaml
+
+# What ZeroGPU runs (huggingface/hub-docs, Spaces ZeroGPU page): these Pythons and these torches.
+ZERO_GPU_PYTHONS = {"3.10", "3.12"}
+ZERO_GPU_TORCHES = {"2.8.0", "2.9.1", "2.10.0", "2.11.0"}
 
 ROOT = Path(__file__).resolve().parent.parent
 

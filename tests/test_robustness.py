@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tiny_models import CORPUS, single_thread, tiny_model, tiny_pair, tiny_tokenizer  # single_thread: a fixture
+from tiny_models import CORPUS, single_thread, tiny_model, tiny_pair, tiny_tokenizer  # noqa: F401 (single_thread: a fixture)
 
 from specviz import engine
 from specviz.cli import main

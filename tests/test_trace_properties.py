@@ -16,7 +16,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 from specviz import viz
 from specviz.engine import run

@@ -14,7 +14,7 @@ from specviz.lm.torch_runtime.lean import model_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.settings import GenerationSettings
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -14,7 +14,7 @@ import torch
 from specviz.lm.sampling import Sampler
 from specviz.engine.verify import residual_distribution, verify
 from specviz.settings import GenerationSettings
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

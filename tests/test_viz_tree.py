@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import single_thread, tiny_pair  # single_thread: a fixture
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 from specviz.engine import run
 from specviz.events import AlignedToken, DraftToken, EmittedToken, RoundEvent, Trace, TreeNode

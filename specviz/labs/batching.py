@@ -170,7 +170,6 @@ def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = CO
     a = torch.randn(matmul_n, matmul_n, device=dev).to(dt)
     bm = torch.randn(matmul_n, matmul_n, device=dev).to(dt)
     mm_s = best_s(lambda: a @ bm, dev, repeats)
-    del src, dst, a, bm
     fig = MachineFigures(str(dev), 2 * copy_bytes / copy_s / 1e9, 2 * matmul_n**3 / mm_s / 1e9, str(dt).removeprefix("torch."))
     if target is not None:
         fig.weight_params = sum(p.numel() for p in target.parameters())

@@ -97,8 +97,8 @@ def from_trace(trace: Trace) -> Found:
         k, why = max(1, round(mean_k or 1)), "the run's mean k (no fixed k paid in it)"
     else:
         k = default_k(FIXED)
-        why = (f"the run drafted nothing to learn from (its policy found plain decoding faster), so the fixed policy's "
-               f"default")
+        why = ("the run drafted nothing to learn from (its policy found plain decoding faster), so the fixed policy's "
+               "default")
     target, draft = models_of(trace.pair)
     return Found(pair=trace.pair, target=target, draft=draft, drafter=drafter, k=k, k_reason=why, policy_mean_k=mean_k,
                  hindsight_k=hindsight, temperature=float(s.get("temperature", 0.0)), tree_nodes=int(s.get("tree_nodes", 0)),
