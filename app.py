@@ -15,6 +15,7 @@ from specviz import limits
 from specviz.app import runner, zero_gpu
 from specviz.app.config import PageConfig
 from specviz.errors import UserError
+from specviz.settings import GenerationSettings
 from specviz.events import MAX_TRACE_BYTES
 
 
@@ -37,7 +38,10 @@ def main() -> None:
         timing.hold()
         # ZeroGPU takes the models that are on CUDA when the page launches, placed from the main
         # thread: there the pair loads first, here.
-        runner.LOADER.request(config.default_pair, here=zero_gpu.ON_ZERO_GPU)
+        state = runner.LOADER.request(config.default_pair, here=zero_gpu.ON_ZERO_GPU)
+        if zero_gpu.ON_ZERO_GPU:
+            zero_gpu.log_start(config.default_pair, state, lambda n: runner.run_wall_s(
+                config, GenerationSettings(max_new_tokens=n), config.default_pair))
     from starlette.middleware import Middleware
 
     from specviz.app.page import CSS_PATHS, build_page, queue

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -76,6 +77,9 @@ def main() -> int:
         # On ZeroGPU the pair is on CUDA before the page launches (app.py), so the page answers once it has loaded.
         page_limit = READY_LIMIT_S if args.zero_gpu else PAGE_LIMIT_S
         page_s = wait_for_page(url, app, page_limit)
+        if page_s is None and args.zero_gpu and app.poll() is not None:
+            zero_gpu_start(args.work / "app.log", result, failures)
+            return finish(result, failures, args.work, memory, app)
         if page_s is None:
             failures.append(f"the page did not answer within {page_limit} s")
             return finish(result, failures, args.work, memory, app)
@@ -120,6 +124,27 @@ def main() -> int:
     except Exception as e:  # whatever went wrong is a failed check, with the app's log kept
         failures.append(f"{type(e).__name__}: {e}")
         return finish(result, failures, args.work, memory, app)
+
+
+def zero_gpu_start(log_path: Path, result: dict, failures: list[str]) -> None:
+    """The app ended at launch: as far as ZeroGPU runs without its service, if the pair was on
+    CUDA before launch and what ended it was the spaces package reporting to the ZeroGPU service
+    (its startup report), which no machine here can reach."""
+    log = log_path.read_text(errors="replace")
+    placed = re.search(r"ZeroGPU: (\S+) loaded on (\S+) \((\S+)\) before launch; grants by new tokens: (\{.*\})", log)
+    if placed is None:
+        failures.append("the app ended before the page answered, without the pair on CUDA")
+        return
+    result["zero_gpu"] = {"pair": placed.group(1), "device": placed.group(2), "runtime": placed.group(3),
+                          "grants_by_new_tokens": placed.group(4)}
+    print(f"ZeroGPU: {placed.group(1)} on {placed.group(2)} ({placed.group(3)}) before launch; grants {placed.group(4)}")
+    if not placed.group(2).startswith("cuda") or placed.group(3) != "torch":
+        failures.append(f"under ZeroGPU the pair went to {placed.group(2)} on {placed.group(3)}, not cuda on torch")
+    if "startup_report" not in log:
+        failures.append("the app ended at launch, and not at ZeroGPU's startup report")
+        return
+    result["zero_gpu"]["ended"] = "at spaces' startup report to the ZeroGPU service, which cannot be reached here"
+    print(f"the app then ended as expected here: {result['zero_gpu']['ended']}")
 
 
 def zero_gpu_run(client, app: subprocess.Popen, url: str, result: dict, failures: list[str]) -> None:

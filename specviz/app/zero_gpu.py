@@ -13,12 +13,15 @@ in words, with when to come back (`quota_message`).
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import re
 import threading
 from collections.abc import Callable
 
 from specviz.errors import UserError
+
+log = logging.getLogger(__name__)
 
 # Before the first run on the GPU: a 7B bf16 target decodes a token in about 30 ms when
 # launches, not bytes, bound it; twice that, so a first run does not end early.
@@ -89,6 +92,18 @@ def duration_from(fn: Callable, arg: str = "max_wall_s") -> Callable[..., int]:
         return grant_for_limit(signature.bind(*args, **kwargs).arguments.get(arg))
 
     return duration
+
+
+def log_start(pair: str, state, limit_for: Callable[[int], float]) -> None:
+    """Say in the log where the pair went before launch and what runs of a few lengths would ask
+    for, `limit_for(max_new_tokens)` being a run's limit (a Space's log, and the dry run in
+    scripts/space_check.py, read it)."""
+    if state.error is not None:
+        log.error("ZeroGPU: %s did not load before launch: %s", pair, state.error)
+        return
+    grants = {n: grant_for_limit(limit_for(n)) for n in (16, 128, 512)}
+    log.info("ZeroGPU: %s loaded on %s (%s) before launch; grants by new tokens: %s", pair,
+             getattr(state.pair, "device", "?"), getattr(state.pair, "runtime", "?"), grants)
 
 
 def installed():
