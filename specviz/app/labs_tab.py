@@ -25,6 +25,7 @@ from specviz import acceptance
 from specviz.app import production, runner, zero_gpu
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
+from specviz.engine import model_lock
 from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
 from specviz.events import Trace
@@ -255,7 +256,9 @@ def _batch_costs(pair_name: str, session: str, on_progress=None):
         if on_progress is not None:
             on_progress(0.9 * f, m)
 
-    costs = lab.measure_batch_costs(pair, repeats=BATCH_REPEATS, should_stop=flag.is_set if flag else None, on_progress=report)
+    stop = flag.is_set if flag else None
+    with model_lock.models(stop):  # one pass of the models at a time, as a run's passes are
+        costs = lab.measure_batch_costs(pair, repeats=BATCH_REPEATS, should_stop=stop, on_progress=report)
     if on_progress is not None:
         on_progress(0.95, "a large copy and a large matrix product")
     return costs, lab.machine(str(pair.device), pair.precision, target=pair.target)
