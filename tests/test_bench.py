@@ -189,7 +189,7 @@ def test_llamacpp_ngram_methods_run_the_tool_without_a_draft_model(monkeypatch, 
     r = llamacpp_tools.speculative_simple(tmp_path / "t.gguf", None, "PROMPT", max_new_tokens=64, threads=2,
                                           spec_type="ngram-simple")
     args = seen["args"]
-    assert "-md" not in args and args[args.index("--spec-type") + 1] == "ngram-simple"
+    assert "-md" not in args and args[args.index("--spec-type") + 1] == "ngram-simple" and "--no-escape" in args
     assert r == {"text": " and the answer", "new_tokens": 64, "wall_s": 2.5, "drafted": 40, "accepted": 30}
 
 

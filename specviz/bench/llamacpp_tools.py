@@ -58,7 +58,8 @@ def speculative_simple(target: Path, draft: Path | None, prompt_text: str, *, ma
     `spec_type` draft-simple drafts with `draft` up to `draft_max` tokens; an n-gram type
     (NGRAM_TYPES) drafts from the context alone."""
     args = [str(tools_dir() / "llama-speculative-simple"), "-m", str(target), "-p", prompt_text,
-            "-n", str(max_new_tokens), "--spec-type", spec_type, "-t", str(threads), "--temp", "0", "-c", "4096", "-ngl", "0"]
+            "-n", str(max_new_tokens), "--spec-type", spec_type, "-t", str(threads), "--temp", "0", "-c", "4096", "-ngl", "0",
+            "--no-escape"]  # the prompt as given: a code prompt's "\\n" is not a newline
     if spec_type in NGRAM_TYPES:
         args += NGRAM_TYPES[spec_type]
     else:
