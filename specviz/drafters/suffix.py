@@ -40,6 +40,10 @@ from specviz.drafters.tree_cost import TreeCost
 from specviz.choices import SUFFIX
 
 MAX_MATCH = 32  # the longest context suffix looked up
+# Inside a copy (a match this long, or one that resumes a broken-off copy) the round verifies the
+# likeliest continuation as a chain: a sibling there adds little and turns the pass into a tree
+# pass, which on llama.cpp costs more than the chain pass V(n) prices.
+CHAIN_SPAN = 8
 
 
 @dataclass
@@ -107,7 +111,7 @@ class SuffixDrafter:
         resumed = [e for e in match.ends if self.evidence.resumes(e, match.length, len(ctx))]
         if resumed:
             match = Match(match.length, resumed)
-            return self._grow(docs, match, k), match, match.length + RESUMED_BONUS, RESUMED
+            return chain_of(self._grow(docs, match, k)), match, match.length + RESUMED_BONUS, RESUMED
         skip = self.evidence.skip_source(len(ctx))
         if skip is not None and self.evidence.skip_rate() > self.evidence.rate(match.length):
             d, at = skip
@@ -115,7 +119,8 @@ class SuffixDrafter:
             n = len(tokens)
             tree = SuffixTree(tokens, list(range(-1, n - 1)), [1] * n, [1.0] * n, 1, [(d, at + i) for i in range(n)])
             return tree, Match(0), RESUMED_BONUS, SKIPPED
-        return self._grow(docs, match, k), match, match.length, ""
+        tree = self._grow(docs, match, k)
+        return (chain_of(tree) if match.length >= CHAIN_SPAN else tree), match, match.length, ""
 
     def _grow(self, docs: list[np.ndarray], match: Match, k: int) -> SuffixTree | None:
         return grow(docs, match, depth=k, max_nodes=self.max_nodes, min_score=self.min_score)
@@ -202,6 +207,19 @@ def grow(docs: Sequence[np.ndarray], match: Match, *, depth: int, max_nodes: int
         for c in children[node].values():
             heapq.heappush(heap, (-count[c] / total, c, node))
     return out
+
+
+def chain_of(tree: SuffixTree | None) -> SuffixTree | None:
+    """The tree's first-child path from the root: its likeliest continuation as a chain."""
+    if tree is None:
+        return None
+    keep, at = [], -1
+    for i, parent in enumerate(tree.parents):
+        if parent == at:
+            keep.append(i)
+            at = i
+    return SuffixTree([tree.tokens[i] for i in keep], list(range(-1, len(keep) - 1)), [tree.counts[i] for i in keep],
+                      [tree.scores[i] for i in keep], tree.occurrences, [tree.sources[i] for i in keep])
 
 
 def _ms(start: float) -> float:
