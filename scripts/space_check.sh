@@ -55,6 +55,7 @@ for pass in "${passes[@]}"; do
   zero=(); if [ "$pass" = spaces ]; then zero=(--zero-gpu); fi
   "$py" "$repo/scripts/space_check.py" --work "$work/$pass" --label "$label" "${zero[@]}" || status=1
   cp "$work/$pass/result.json" "/tmp/space-check-$pass.json" 2>/dev/null && echo "figures: /tmp/space-check-$pass.json"
+  cp "$work/$pass/app.log" "/tmp/space-check-$pass.log" 2>/dev/null && echo "the app's log: /tmp/space-check-$pass.log"
 done
 step "done"
 exit $status

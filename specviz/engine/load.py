@@ -14,6 +14,7 @@ from specviz.engine import runtime_choice, runtime_prepare
 from specviz import lm
 from specviz.lm.pair import ModelPair
 from specviz.models.progress import Progress
+from specviz.lm.torch_runtime.devices import cuda_emulated
 
 # Share of the progress bar for the models; the cost model takes the rest.
 MODELS_SHARE = 0.9
@@ -67,12 +68,3 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
         progress(1.0, "ready")
     return pair
 
-
-def cuda_emulated() -> bool:
-    """On Hugging Face ZeroGPU CUDA is emulated outside the functions that hold a GPU: the
-    models are placed there at load, but no pass can be timed until a run holds one."""
-    try:
-        from spaces.config import Config
-    except ImportError:
-        return False
-    return bool(Config.zero_gpu)

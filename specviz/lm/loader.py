@@ -32,7 +32,18 @@ from specviz.models.files.bundled import parts_installed
 from specviz.models.files.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
 from specviz.lm.torch_runtime import precision as measured_precision
 from specviz.lm.torch_runtime.precision import choose_precision
-from specviz.lm.torch_runtime.devices import INT8, Placement, Precision, choose_device, choose_dtype, choose_placement, dtype_name, room_for, spread_over
+from specviz.lm.torch_runtime.devices import (
+    INT8,
+    Placement,
+    Precision,
+    choose_device,
+    choose_dtype,
+    choose_placement,
+    cuda_emulated,
+    dtype_name,
+    room_for,
+    spread_over,
+)
 from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
@@ -476,10 +487,13 @@ def _load_folder(
 
             limits = get_max_memory(dict(placement.max_memory) if placement.max_memory else None)  # in bytes
             kwargs["max_memory"] = room_for(limits, dev, reserve)
-    elif dev.type == "cuda":
+    elif dev.type == "cuda" and not cuda_emulated():
         kwargs["device_map"] = {"": dev}
     with _weights_progress(progress):
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    if dev.type == "cuda" and cuda_emulated():
+        # ZeroGPU's emulated CUDA sees a module moved there, not weights read straight onto it.
+        model.to(dev)
     model.eval()
     model.requires_grad_(False)
     return model, tokenizer
