@@ -24,6 +24,9 @@ from specviz.limits import Limit
 MAX_K = 16
 MAX_NEW_TOKENS_CAP = 1024
 MAX_SEED = 2**63 - 1
+# Above any vocabulary (top-k past it keeps every token) and any model's depth: bounds, not choices.
+MAX_TOP_K = 2**20
+MAX_LAYERS = 1024
 
 
 def no_draft_help(*, flag: bool = False) -> str:
@@ -130,7 +133,7 @@ class GenerationSettings:
     # The API takes these after its leading parameters in this order (app.page.api_signature):
     # a new field goes last.
     temperature: float = setting(0.0, "0 is greedy", "Temperature", span=(0.0, 2.0), step=0.05)
-    top_k: int = setting(0, "keep the k most likely tokens; 0 disables", "Top-k", span=(0, None), box=True,
+    top_k: int = setting(0, "keep the k most likely tokens; 0 disables", "Top-k", span=(0, MAX_TOP_K), box=True,
                          info="0 = off", words="top-k")
     top_p: float = setting(1.0, "nucleus sampling mass; 1 disables", "Top-p", span=(0.0, 1.0), open_low=True, step=0.05,
                            info="", words="top-p")
@@ -146,7 +149,7 @@ class GenerationSettings:
     mode: str = setting(MODES.default, "how the target decodes", "Decoding", registry=MODES, info="")
     raw: bool = setting(False, "send the prompt as-is, without the chat template", "Raw prompt")
     early_exit_layers: int = setting(0, "layers of the target the early-exit drafter uses (0: a quarter)",
-                                     "Early-exit layers", span=(0, None), box=True, words="early-exit layers")
+                                     "Early-exit layers", span=(0, MAX_LAYERS), box=True, words="early-exit layers")
     adaptive_threshold: float = setting(0.4, "heuristic policy: draft confidence below which a round's drafting stops",
                                         "Heuristic confidence cut", span=(0.0, 1.0), step=0.05)
     tree_nodes: int = setting(8, "tree drafter: the most drafted nodes per round (all verified in one target pass)",

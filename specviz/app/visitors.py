@@ -80,7 +80,7 @@ def guard(demo: gr.Blocks, config: PageConfig) -> None:
         lock, users[key] = locks.setdefault(key, asyncio.Lock()), users[key] + 1
         try:
             async with lock:  # this visitor's requests join one at a time, each counting the ones before it
-                why = oversized(body.data) or refusal(queue, request, body.session_hash, config)
+                why = oversized(getattr(body, "data", None)) or refusal(queue, request, body.session_hash, config)
                 if why is not None:
                     return False, [{"__type__": "validate", "is_valid": False, "message": why}], "validator_error"
                 return await join(body=body, request=request, username=username)
