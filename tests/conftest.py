@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+# Files of the full suite left out of the fast tier (README, "Tests"), each 10 s or more here:
+# command-line runs in subprocesses, Monte Carlo over trees and copy spans, model loads.
+SLOW = {"test_robustness.py", "test_copy_span.py", "test_models_loader.py", "test_tree_verify.py", "test_resident.py",
+        "test_browser_gate.py"}
 SHARED = ("models", "gguf", "wheels", "locks", "tokenizers", "llama.cpp-tools")  # linked: built once, reused by every run
 MEASURED = ("cost-models", "precision", "runtime-choice")  # copied: tests add their own entries
 
@@ -35,6 +39,12 @@ def pytest_configure(config: pytest.Config) -> None:
             shutil.copytree(real / name, mine / name)
     os.environ["SPECVIZ_CACHE"] = str(mine)
     config.add_cleanup(lambda: shutil.rmtree(mine, ignore_errors=True))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SLOW:
+            item.add_marker(pytest.mark.slow)
 
 
 def in_ci(env=os.environ) -> bool:
