@@ -79,7 +79,7 @@ BAD_API_INPUT = [
     ({"temperature": 2.1}, "temperature must be between 0 and 2"),
     ({"top_p": 0.0}, "top-p must be above 0 and at most 1"),
     ({"top_p": 1.1}, "top-p must be above 0 and at most 1"),
-    ({"top_k": -1}, "top-k must be a whole number, 0 or more"),
+    ({"top_k": -1}, "top-k must be a whole number from 0 to 1048576"),
     ({"max_new_tokens": 0}, "max new tokens must be a whole number from 1 to 1024"),
     ({"max_new_tokens": 1025}, "max new tokens must be a whole number from 1 to 1024"),
     ({"seed": 1.5}, "seed must be a whole number"),
