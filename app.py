@@ -19,7 +19,6 @@ from specviz.settings import GenerationSettings
 from specviz.events import MAX_TRACE_BYTES
 
 
-
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -40,8 +39,11 @@ def main() -> None:
         # thread: there the pair loads first, here.
         state = runner.LOADER.request(config.default_pair, here=zero_gpu.ON_ZERO_GPU)
         if zero_gpu.ON_ZERO_GPU:
-            zero_gpu.log_start(config.default_pair, state, lambda n: runner.run_wall_s(
-                config, GenerationSettings(max_new_tokens=n), config.default_pair))
+            zero_gpu.log_start(
+                config.default_pair,
+                state,
+                lambda n: runner.run_wall_s(config, GenerationSettings(max_new_tokens=n), config.default_pair),
+            )
     from starlette.middleware import Middleware
 
     from specviz.app.page import CSS_PATHS, build_page, queue
@@ -50,10 +52,17 @@ def main() -> None:
     try:
         demo = build_page(config)
         queue(demo, config)
-        demo.launch(server_name=config.host, server_port=config.port, css_paths=CSS_PATHS, prevent_thread_lock=True,
-                    footer_links=["api", "gradio"], max_file_size=MAX_TRACE_BYTES,
-                    state_session_capacity=config.max_sessions, mcp_server=config.mcp,
-                    app_kwargs={"middleware": [Middleware(RequestSize, max_bytes=config.max_request_bytes)]})
+        demo.launch(
+            server_name=config.host,
+            server_port=config.port,
+            css_paths=CSS_PATHS,
+            prevent_thread_lock=True,
+            footer_links=["api", "gradio"],
+            max_file_size=MAX_TRACE_BYTES,
+            state_session_capacity=config.max_sessions,
+            mcp_server=config.mcp,
+            app_kwargs={"middleware": [Middleware(RequestSize, max_bytes=config.max_request_bytes)]},
+        )
     finally:
         if config.preload:
             timing.release()

@@ -21,8 +21,24 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 FILES = ("pre-requirements.txt", "requirements.txt", "requirements-dev.txt")
-TARGET = ["--python-version", "3.12", "--implementation", "cp", "--abi", "cp312", "--abi", "abi3", "--abi", "none",
-          "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64", "--platform", "any"]
+TARGET = [
+    "--python-version",
+    "3.12",
+    "--implementation",
+    "cp",
+    "--abi",
+    "cp312",
+    "--abi",
+    "abi3",
+    "--abi",
+    "none",
+    "--platform",
+    "manylinux_2_28_x86_64",
+    "--platform",
+    "manylinux2014_x86_64",
+    "--platform",
+    "any",
+]
 SDIST_ONLY = {"llama-cpp-python"}  # built from source on the Space (see requirements.txt)
 PIN = re.compile(r"^([A-Za-z0-9_.\[\]-]+)==([^\s;]+)")
 
@@ -39,8 +55,23 @@ def pins() -> dict[str, str]:
 
 
 def check_wheel(name: str, version: str, folder: Path) -> str:
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *TARGET,
-                           "-d", str(folder), f"{name}=={version}"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            *TARGET,
+            "-d",
+            str(folder),
+            f"{name}=={version}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "pip found no wheel")
     wheel = next(folder.glob("*.whl")).name
@@ -48,8 +79,22 @@ def check_wheel(name: str, version: str, folder: Path) -> str:
 
 
 def check_sdist(name: str, version: str, folder: Path) -> str:
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary=:all:",
-                           "-d", str(folder), f"{name}=={version}"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary=:all:",
+            "-d",
+            str(folder),
+            f"{name}=={version}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "pip found no sdist")
     sdist = next(folder.glob("*.tar.gz"))

@@ -48,7 +48,10 @@ def main() -> None:
     context = torch.randint(0, vocab, (MEASURE_CONTEXT,), generator=gen)
     times: dict[str, list[float]] = {"transformers": [], "lean": []}
     with torch.inference_mode():
-        lms = {"transformers": CachedLM(model_forward(draft), draft.config, pair.device), "lean": LeanLM(draft, pair.device)}
+        lms = {
+            "transformers": CachedLM(model_forward(draft), draft.config, pair.device),
+            "lean": LeanLM(draft, pair.device),
+        }
         for lm in lms.values():
             lm.feed(context)
         for rep in range(WARMUP + args.repeats):
@@ -59,7 +62,9 @@ def main() -> None:
                     lm.crop(MEASURE_CONTEXT)
                 if rep >= WARMUP:
                     times[name].append((time.perf_counter() - t0) * 1000 / FEEDS)
-    print(f"pair {pair.name}, draft {pair.draft_precision}, {torch.get_num_threads()} threads, {args.repeats} x {FEEDS} tokens each")
+    print(
+        f"pair {pair.name}, draft {pair.draft_precision}, {torch.get_num_threads()} threads, {args.repeats} x {FEEDS} tokens each"
+    )
     for name, v in times.items():
         print(f"{name:>12}: median {statistics.median(v):.1f} ms a drafted token (range {min(v):.1f}-{max(v):.1f})")
     print(f"lean / transformers: {statistics.median(times['lean']) / statistics.median(times['transformers']):.3f}")

@@ -69,16 +69,26 @@ def main() -> int:
     args = ap.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     sizes = [int(s) for s in args.sizes.split(",")]
-    report: dict = {"what": "random-weight timings: the bundled pair's configs with random weights (no acceptance, no speedup)",
-                    "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-                    "dtype": args.dtype, "torch": torch.__version__, "runtime": "torch", "sizes": sizes, "models": {}}
+    report: dict = {
+        "what": "random-weight timings: the bundled pair's configs with random weights (no acceptance, no speedup)",
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "dtype": args.dtype,
+        "torch": torch.__version__,
+        "runtime": "torch",
+        "sizes": sizes,
+        "models": {},
+    }
     models = {}
     for role, name in PAIR.items():
         t0 = time.perf_counter()
         model = models[role] = random_model(name, device, dtype)
         lm = open_lm(model, device)
-        report["models"][role] = {"config": name, "parameters": sum(p.numel() for p in model.parameters()),
-                                  "loop": type(lm).__name__, "build_s": round(time.perf_counter() - t0, 1)}
+        report["models"][role] = {
+            "config": name,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "loop": type(lm).__name__,
+            "build_s": round(time.perf_counter() - t0, 1),
+        }
     vocab = models["target"].config.vocab_size
     target = SimpleNamespace(target=models["target"], device=device, vocab_size=vocab)  # what target_pass_ms reads
     verify = timing.target_pass_ms(target, sizes, repeats=args.repeats)
@@ -87,7 +97,9 @@ def main() -> int:
     report["V_over_V1"] = {str(n): round(v / verify[sizes[0]], 3) for n, v in verify.items()}
     report["D_ms"] = round(draft, 2)
     report["D_over_T"] = round(draft / verify[sizes[0]], 3)
-    report["hf_generate_ms_per_token"] = {role: round(hf_generate_ms_per_token(m, device), 2) for role, m in models.items()}
+    report["hf_generate_ms_per_token"] = {
+        role: round(hf_generate_ms_per_token(m, device), 2) for role, m in models.items()
+    }
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:

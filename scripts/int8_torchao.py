@@ -67,8 +67,12 @@ def main() -> int:
     t0 = time.perf_counter()
     drafts["torchao Int8DynamicActivationInt8Weight"] = (torchao_int8(fp32), time.perf_counter() - t0)
 
-    plain = {p.id: engine.run(pair, p.prompt, GenerationSettings(max_new_tokens=args.max_new_tokens, mode="plain", temperature=0.0)).token_ids
-             for p in prompts}
+    plain = {
+        p.id: engine.run(
+            pair, p.prompt, GenerationSettings(max_new_tokens=args.max_new_tokens, mode="plain", temperature=0.0)
+        ).token_ids
+        for p in prompts
+    }
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens, k=args.k, policy="fixed", temperature=0.0)
     rows = {}
     for name, (model, quantize_s) in drafts.items():
@@ -81,20 +85,38 @@ def main() -> int:
             drafted += trace.summary.drafted
             accepted += trace.summary.accepted
             same += trace.token_ids == plain[p.id]
-        rows[name] = {"quantize_s": round(quantize_s, 1), "draft_ms_1": round(d[1], 1), "draft_ms_2": round(d[2], 1),
-                      "acceptance": round(accepted / max(drafted, 1), 4), "accepted": accepted, "drafted": drafted,
-                      "outputs_equal_plain": f"{same}/{len(prompts)}"}
+        rows[name] = {
+            "quantize_s": round(quantize_s, 1),
+            "draft_ms_1": round(d[1], 1),
+            "draft_ms_2": round(d[2], 1),
+            "acceptance": round(accepted / max(drafted, 1), 4),
+            "accepted": accepted,
+            "drafted": drafted,
+            "outputs_equal_plain": f"{same}/{len(prompts)}",
+        }
         print(f"{name}: {rows[name]}", file=sys.stderr, flush=True)
-    result = {"pair": args.pair, "target_precision": pair.precision, "k": args.k, "prompts": [p.id for p in prompts],
-              "max_new_tokens": args.max_new_tokens, "threads": torch.get_num_threads(), "torch": torch.__version__,
-              "torchao": torchao.__version__, "drafts": rows}
+    result = {
+        "pair": args.pair,
+        "target_precision": pair.precision,
+        "k": args.k,
+        "prompts": [p.id for p in prompts],
+        "max_new_tokens": args.max_new_tokens,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "torchao": torchao.__version__,
+        "drafts": rows,
+    }
     if args.json:
         print(json.dumps(result, indent=1))
     else:
         for name, r in rows.items():
-            print(f"{name:42} D(1) {r['draft_ms_1']:6.1f} ms  D(2) {r['draft_ms_2']:6.1f} ms  acceptance {r['acceptance']:.3f} "
-                  f"({r['accepted']}/{r['drafted']})  quantize {r['quantize_s']} s  outputs = plain: {r['outputs_equal_plain']}")
-        print(f"(target in {pair.precision}, k={args.k}, {len(prompts)} prompts x {args.max_new_tokens} tokens, {result['threads']} threads)")
+            print(
+                f"{name:42} D(1) {r['draft_ms_1']:6.1f} ms  D(2) {r['draft_ms_2']:6.1f} ms  acceptance {r['acceptance']:.3f} "
+                f"({r['accepted']}/{r['drafted']})  quantize {r['quantize_s']} s  outputs = plain: {r['outputs_equal_plain']}"
+            )
+        print(
+            f"(target in {pair.precision}, k={args.k}, {len(prompts)} prompts x {args.max_new_tokens} tokens, {result['threads']} threads)"
+        )
     return 0
 
 

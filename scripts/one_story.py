@@ -42,7 +42,9 @@ def ks(trace: Trace) -> list[int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pair", default="qwen-coder")
-    ap.add_argument("--prompt", default=json.loads((ROOT / "assets" / "examples.json").read_text())["examples"][0]["prompt"])
+    ap.add_argument(
+        "--prompt", default=json.loads((ROOT / "assets" / "examples.json").read_text())["examples"][0]["prompt"]
+    )
     ap.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -58,7 +60,9 @@ def main() -> int:
     out = io.StringIO()
     cli.generate(pair, args.prompt, settings, as_json=True, out=out)
     traces["cli"] = Trace.from_json(out.getvalue())
-    *_, traces["page/api"] = runner.stream(args.pair, args.prompt, settings, "one-story", PageConfig(preload=False), min_interval_s=0.0)
+    *_, traces["page/api"] = runner.stream(
+        args.pair, args.prompt, settings, "one-story", PageConfig(preload=False), min_interval_s=0.0
+    )
     method = parse_method("sv-adaptive")
     traces["bench"] = run_specviz(pair, args.prompt, method, sv_settings(method, settings, settings.k)).trace
     plain = run(pair, args.prompt, replace(settings, mode="plain"))
@@ -69,26 +73,43 @@ def main() -> int:
         s = t.summary
         same_k = sum(a == b for a, b in zip(ks(t), ks(ref)))
         rows[name] = {
-            "policy": s.policy, "tokens": s.new_tokens, "rounds": s.rounds, "same_tokens": t.token_ids == ref.token_ids,
-            "rounds_with_the_librarys_k": f"{same_k}/{max(len(ks(t)), len(ks(ref)))}", "tokens_per_s": round(s.tokens_per_s, 3),
-            "speedup_vs_plain": round(s.speedup_vs_plain, 3), "acceptance": round(s.acceptance_rate, 3),
+            "policy": s.policy,
+            "tokens": s.new_tokens,
+            "rounds": s.rounds,
+            "same_tokens": t.token_ids == ref.token_ids,
+            "rounds_with_the_librarys_k": f"{same_k}/{max(len(ks(t)), len(ks(ref)))}",
+            "tokens_per_s": round(s.tokens_per_s, 3),
+            "speedup_vs_plain": round(s.speedup_vs_plain, 3),
+            "acceptance": round(s.acceptance_rate, 3),
         }
     page = traces["page/api"]
     pred = prediction(page, plain)
     stats = viz.live_stats(page.events)
     result = {
-        "pair": pair.name, "dtype": str(pair.dtype), "draft": pair.draft_precision, "prompt": args.prompt,
+        "pair": pair.name,
+        "dtype": str(pair.dtype),
+        "draft": pair.draft_precision,
+        "prompt": args.prompt,
         "entry_points": rows,
         "plain_ms_per_token (cost model, at load)": round(page.summary.plain_ms_per_token, 1),
         "plain speed predicted by it (tok/s)": round(1000 / page.summary.plain_ms_per_token, 3),
         "plain run measured (tok/s)": round(plain.summary.tokens_per_s, 3),
         "plain run / cost model": round(plain.summary.tokens_per_s * page.summary.plain_ms_per_token / 1000, 3),
         "plain run same tokens as speculative": plain.token_ids == ref.token_ids,
-        "page stats": {"tokens_per_s": round(stats.tokens_per_s, 3), "acceptance": round(stats.acceptance, 3),
-                       "tokens_per_round": round(stats.tokens_per_round, 3)},
-        "theory tab": None if pred is None else {
-            "alpha": round(pred.alpha, 3), "k": pred.k, "T_ms": round(pred.target_ms, 1), "T_source": pred.target_ms_source,
-            "D_ms": round(pred.draft_ms, 1), "V_ms": round(pred.verify_ms, 1),
+        "page stats": {
+            "tokens_per_s": round(stats.tokens_per_s, 3),
+            "acceptance": round(stats.acceptance, 3),
+            "tokens_per_round": round(stats.tokens_per_round, 3),
+        },
+        "theory tab": None
+        if pred is None
+        else {
+            "alpha": round(pred.alpha, 3),
+            "k": pred.k,
+            "T_ms": round(pred.target_ms, 1),
+            "T_source": pred.target_ms_source,
+            "D_ms": round(pred.draft_ms, 1),
+            "V_ms": round(pred.verify_ms, 1),
             "predicted_speedup_flat_T": round(pred.predicted_speedup, 3),
             "predicted_speedup_measured_V": round(pred.predicted_speedup_measured_cost, 3),
             "measured_speedup_vs_T": round(pred.measured_speedup or 0, 3),

@@ -58,8 +58,9 @@ def main() -> int:
     try:
         url = f"http://127.0.0.1:{port}/"
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                        args=["--no-sandbox", "--disable-background-networking"])
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"]
+            )
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             t0 = time.monotonic()
             while True:
@@ -111,8 +112,11 @@ def main() -> int:
                 page.fill("#labs-temperatures textarea, #labs-temperatures input", "0, 0.7")
                 page.click("#labs-sweep")
                 # while it runs, the text ends with "temperatures run…"
-                page.wait_for_function("() => { const t = document.querySelector('#labs-sweep-text').innerText;"
-                                       " return t.includes('T = 0.7') && !t.includes('\\u2026'); }", timeout=1_200_000)
+                page.wait_for_function(
+                    "() => { const t = document.querySelector('#labs-sweep-text').innerText;"
+                    " return t.includes('T = 0.7') && !t.includes('\\u2026'); }",
+                    timeout=1_200_000,
+                )
                 page.wait_for_timeout(2000)
                 page.locator("#labs-sweep-plot").screenshot(path=str(out / "lab-sweep.png"))
                 figures["sweep"] = page.inner_text("#labs-sweep-text").replace("\n", " ")[:600]

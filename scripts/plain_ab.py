@@ -33,7 +33,9 @@ def main() -> int:
     ap.add_argument("--pair", default="qwen-coder")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--prompt-id", help="a prompt of the bench's set (assets/bench_prompts.json) instead of the first example")
+    ap.add_argument(
+        "--prompt-id", help="a prompt of the bench's set (assets/bench_prompts.json) instead of the first example"
+    )
     args = ap.parse_args()
     if args.prompt_id:
         prompt = select(load_prompts(DEFAULT_PROMPTS), ids=[args.prompt_id])[0].prompt
@@ -46,8 +48,13 @@ def main() -> int:
     def transformers_plain() -> tuple[float, int]:
         with torch.inference_mode():
             t = time.perf_counter()
-            out = pair.target.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False,
-                                       eos_token_id=sorted(stop_ids(pair)), pad_token_id=0)
+            out = pair.target.generate(
+                ids,
+                max_new_tokens=args.max_new_tokens,
+                do_sample=False,
+                eos_token_id=sorted(stop_ids(pair)),
+                pad_token_id=0,
+            )
             n = out.shape[1] - ids.shape[1]
             return n / (time.perf_counter() - t), n
 
@@ -57,10 +64,15 @@ def main() -> int:
         return trace.summary.new_tokens / (time.perf_counter() - t), trace.summary.new_tokens
 
     transformers_plain(), specviz_plain()  # warm-up
-    print(f"{pair.name}, target {pair.precision}, {torch.get_num_threads()} threads, {args.max_new_tokens} new tokens at most")
+    print(
+        f"{pair.name}, target {pair.precision}, {torch.get_num_threads()} threads, {args.max_new_tokens} new tokens at most"
+    )
     for _ in range(args.pairs):
         (a, na), (b, nb) = transformers_plain(), specviz_plain()
-        print(f"transformers {a:.2f} tok/s ({na} tokens)  specviz {b:.2f} tok/s ({nb} tokens)  ratio {b / a:.3f}", flush=True)
+        print(
+            f"transformers {a:.2f} tok/s ({na} tokens)  specviz {b:.2f} tok/s ({nb} tokens)  ratio {b / a:.3f}",
+            flush=True,
+        )
     return 0
 
 

@@ -35,7 +35,9 @@ RATIOS = (0.05, 0.1, 0.3)
 ALPHAS = (0.3, 0.5, 0.7, 0.9)
 
 
-def simulate(verify: dict[int, float], d_over_t: float, alpha: float, rounds: int, seed: int = 0, k_max: int | None = None) -> dict:
+def simulate(
+    verify: dict[int, float], d_over_t: float, alpha: float, rounds: int, seed: int = 0, k_max: int | None = None
+) -> dict:
     """The policy over `rounds` simulated rounds: mean k, plain share, tokens per T."""
     k_max = k_max or default_k("cost-aware")
     t = verify[1]
@@ -60,8 +62,15 @@ def simulate(verify: dict[int, float], d_over_t: float, alpha: float, rounds: in
         drafted_total += drafted
         plain += drafted == 0
     best_k, best = theory.best_k_with_cost(alpha, cost.verify_ms, cost.draft, k_max=k_max)
-    return {"d_over_t": d_over_t, "alpha": alpha, "mean_k": drafted_total / rounds, "plain_rounds": plain / rounds,
-            "speedup": tokens / now[0], "best_fixed_k": int(best_k), "best_fixed_speedup": float(best)}
+    return {
+        "d_over_t": d_over_t,
+        "alpha": alpha,
+        "mean_k": drafted_total / rounds,
+        "plain_rounds": plain / rounds,
+        "speedup": tokens / now[0],
+        "best_fixed_k": int(best_k),
+        "best_fixed_speedup": float(best),
+    }
 
 
 def main() -> int:
@@ -81,8 +90,10 @@ def main() -> int:
     print("| D/T | alpha | policy: mean k | plain rounds | speedup (simulated) | best fixed k | its speedup |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['d_over_t']} | {r['alpha']} | {r['mean_k']:.1f} | {r['plain_rounds']:.0%} | {r['speedup']:.2f}x | "
-              f"{r['best_fixed_k']} | {r['best_fixed_speedup']:.2f}x |")
+        print(
+            f"| {r['d_over_t']} | {r['alpha']} | {r['mean_k']:.1f} | {r['plain_rounds']:.0%} | {r['speedup']:.2f}x | "
+            f"{r['best_fixed_k']} | {r['best_fixed_speedup']:.2f}x |"
+        )
     return 0
 
 

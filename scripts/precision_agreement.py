@@ -108,10 +108,14 @@ def main() -> int:
     for r in rows:
         gap = f", fp32 top-2 gap there {r['fp32_top2_gap_at_difference']}" if "fp32_top2_gap_at_difference" in r else ""
         verdict = "identical" if r["identical"] else f"first differs at token {r['agreeing_prefix']}{gap}"
-        print(f"{r['dtype']:9} {r['prompt']:16} {r['agreeing_prefix']:3}/{r['tokens']} leading tokens agree with fp32: {verdict}")
+        print(
+            f"{r['dtype']:9} {r['prompt']:16} {r['agreeing_prefix']:3}/{r['tokens']} leading tokens agree with fp32: {verdict}"
+        )
     for dtype, s in result["summary"].items():
-        print(f"{dtype}: {s['identical_prompts']}/{s['prompts']} prompts identical to fp32, "
-              f"{s['agreeing_tokens']}/{s['tokens']} tokens before the first difference")
+        print(
+            f"{dtype}: {s['identical_prompts']}/{s['prompts']} prompts identical to fp32, "
+            f"{s['agreeing_tokens']}/{s['tokens']} tokens before the first difference"
+        )
     print(f"({result['wall_s']} s, {result['threads']} threads)")
     return 0
 

@@ -65,15 +65,62 @@ P_CANCEL, P_ABANDON, P_INVALID = 0.05, 0.04, 0.03
 P_PLAIN = 1 / 6
 BUSY_WORDS = ("queue is full", "busy")
 # The generate endpoint's positional inputs (for the raw HTTP call of an abandoned request).
-API_ORDER = ("prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode", "adaptive", "top_k",
-             "policy", "raw", "early_exit_layers", "adaptive_threshold", "tree_nodes", "tree_width", "vocab_method",
-             "runtime", "suffix_max_nodes", "suffix_min_score", "lookahead_window", "lookahead_ngram", "lookahead_candidates")
-API_DEFAULTS = dict(drafter="model", k=8, temperature=0.0, top_p=1.0, max_new_tokens=32, seed=0, mode="speculative",
-                    adaptive=None, top_k=0, policy="cost-aware", raw=False, early_exit_layers=0, adaptive_threshold=0.4,
-                    tree_nodes=8, tree_width=2, vocab_method="auto", runtime="auto", suffix_max_nodes=16,
-                    suffix_min_score=0.1, lookahead_window=4, lookahead_ngram=3, lookahead_candidates=4)
-INVALID = [({"k": 99}, "k must be"), ({"temperature": -1.0}, "temperature must be"), ({"prompt": "   "}, "prompt is empty"),
-           ({"top_p": 0.0}, "top-p must be")]
+API_ORDER = (
+    "prompt",
+    "pair",
+    "drafter",
+    "k",
+    "temperature",
+    "top_p",
+    "max_new_tokens",
+    "seed",
+    "mode",
+    "adaptive",
+    "top_k",
+    "policy",
+    "raw",
+    "early_exit_layers",
+    "adaptive_threshold",
+    "tree_nodes",
+    "tree_width",
+    "vocab_method",
+    "runtime",
+    "suffix_max_nodes",
+    "suffix_min_score",
+    "lookahead_window",
+    "lookahead_ngram",
+    "lookahead_candidates",
+)
+API_DEFAULTS = dict(
+    drafter="model",
+    k=8,
+    temperature=0.0,
+    top_p=1.0,
+    max_new_tokens=32,
+    seed=0,
+    mode="speculative",
+    adaptive=None,
+    top_k=0,
+    policy="cost-aware",
+    raw=False,
+    early_exit_layers=0,
+    adaptive_threshold=0.4,
+    tree_nodes=8,
+    tree_width=2,
+    vocab_method="auto",
+    runtime="auto",
+    suffix_max_nodes=16,
+    suffix_min_score=0.1,
+    lookahead_window=4,
+    lookahead_ngram=3,
+    lookahead_candidates=4,
+)
+INVALID = [
+    ({"k": 99}, "k must be"),
+    ({"temperature": -1.0}, "temperature must be"),
+    ({"prompt": "   "}, "prompt is empty"),
+    ({"top_p": 0.0}, "top-p must be"),
+]
 
 
 # --- the app process, seen from /proc -------------------------------------------------------
@@ -155,17 +202,31 @@ def plan_request(rng: random.Random, prompts: list[str], max_new_tokens: int) ->
     """A normal run: an example prompt, greedy or sampled, fixed or cost-aware, now and then plain."""
     greedy = rng.random() < 0.5
     fixed = rng.random() < 0.5
-    return dict(prompt=rng.choice(prompts), temperature=0.0 if greedy else 0.7, top_p=1.0 if greedy else 0.9,
-                seed=rng.randrange(4), policy="fixed" if fixed else "cost-aware", k=4 if fixed else 8,
-                mode="plain" if rng.random() < P_PLAIN else "speculative", max_new_tokens=max_new_tokens)
+    return dict(
+        prompt=rng.choice(prompts),
+        temperature=0.0 if greedy else 0.7,
+        top_p=1.0 if greedy else 0.9,
+        seed=rng.randrange(4),
+        policy="fixed" if fixed else "cost-aware",
+        k=4 if fixed else 8,
+        mode="plain" if rng.random() < P_PLAIN else "speculative",
+        max_new_tokens=max_new_tokens,
+    )
 
 
 def solo_request(i: int, prompts: list[str], max_new_tokens: int) -> dict:
     """The i-th of the single runs: the mix of plan_request, in equal parts rather than by chance."""
     greedy, fixed = i % 2 == 0, (i // 2) % 2 == 0
-    return dict(prompt=prompts[i % len(prompts)], temperature=0.0 if greedy else 0.7, top_p=1.0 if greedy else 0.9, seed=i % 4,
-                policy="fixed" if fixed else "cost-aware", k=4 if fixed else 8,
-                mode="plain" if i % 6 == 5 else "speculative", max_new_tokens=max_new_tokens)
+    return dict(
+        prompt=prompts[i % len(prompts)],
+        temperature=0.0 if greedy else 0.7,
+        top_p=1.0 if greedy else 0.9,
+        seed=i % 4,
+        policy="fixed" if fixed else "cost-aware",
+        k=4 if fixed else 8,
+        mode="plain" if i % 6 == 5 else "speculative",
+        max_new_tokens=max_new_tokens,
+    )
 
 
 def greedy_key(req: dict) -> tuple | None:
@@ -232,11 +293,21 @@ def run_once(client: Client, req: dict, *, cancel_after_s: float | None = None) 
         trace = json.loads(outputs[-1])
         ended = trace["summary"]["stop_reason"]
     except (IndexError, ValueError, KeyError, TypeError):
-        return Outcome("failed", wait_s=wait_s, detail=f"the last answer is not a finished trace: {str(outputs[-1:])[:200]}")
+        return Outcome(
+            "failed", wait_s=wait_s, detail=f"the last answer is not a finished trace: {str(outputs[-1:])[:200]}"
+        )
     if ended not in ("eos", "max_new_tokens"):
         return Outcome("failed", wait_s=wait_s, detail=f"a run ended by {ended!r}")
-    return Outcome("completed", key=key, tokens=trace["token_ids"], wait_s=wait_s, run_s=time.monotonic() - t0,
-                   wall_s=trace["summary"].get("wall_s"), submitted=t0, first_at=first)
+    return Outcome(
+        "completed",
+        key=key,
+        tokens=trace["token_ids"],
+        wait_s=wait_s,
+        run_s=time.monotonic() - t0,
+        wall_s=trace["summary"].get("wall_s"),
+        submitted=t0,
+        first_at=first,
+    )
 
 
 def run_invalid(client: Client, rng: random.Random, req: dict) -> Outcome:
@@ -258,7 +329,9 @@ def run_abandoned(url: str, req: dict, pair: str) -> Outcome:
     t0 = time.monotonic()
     try:
         with httpx.Client(base_url=url, timeout=ANSWER_TIMEOUT_S) as http:
-            event_id = http.post("gradio_api/call/generate", json={"data": [values[n] for n in API_ORDER]}).json()["event_id"]
+            event_id = http.post("gradio_api/call/generate", json={"data": [values[n] for n in API_ORDER]}).json()[
+                "event_id"
+            ]
             with http.stream("GET", f"gradio_api/call/generate/{event_id}") as stream:
                 error = False
                 for line in stream.iter_lines():
@@ -322,14 +395,21 @@ def percentile(values: list[float], q: float) -> float | None:
     return values[i]
 
 
-def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str, seed: int, log=print,
-         hostile: bool = False) -> dict:
+def soak(
+    pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str, seed: int, log=print, hostile: bool = False
+) -> dict:
     prompts = load_prompts()
     work = Path(tempfile.mkdtemp(prefix="specviz-soak-"))
     temp = work / "tmp"
     temp.mkdir()
-    env = {"SPECVIZ_DEFAULT_PAIR": pair, "SPECVIZ_PRELOAD": "1", "SPECVIZ_DTYPE": dtype, "TMPDIR": str(temp),
-           "GRADIO_TEMP_DIR": str(temp / "gradio"), "GRADIO_SERVER_NAME": "127.0.0.1"}
+    env = {
+        "SPECVIZ_DEFAULT_PAIR": pair,
+        "SPECVIZ_PRELOAD": "1",
+        "SPECVIZ_DTYPE": dtype,
+        "TMPDIR": str(temp),
+        "GRADIO_TEMP_DIR": str(temp / "gradio"),
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+    }
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with launched_app(env, "soak") as url:
         pid = app_pid()
@@ -350,14 +430,17 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
         client.close()
         solo_times = [o.run_s for o in solo if o.kind == "completed"]
         single_run_s = statistics.mean(solo_times) if solo_times else None
-        log(f"single run: {single_run_s:.2f} s (mean of {len(solo_times)} one after another); "
-            f"{users} users for {minutes:g} min")
+        log(
+            f"single run: {single_run_s:.2f} s (mean of {len(solo_times)} one after another); "
+            f"{users} users for {minutes:g} min"
+        )
 
         outcomes, stuck = crowd(url, pair, prompts, max_new_tokens, users, minutes, seed)
         hostile_report = None
         if hostile:
-            hostile_report = hostile_phase(url, pair, prompts, max_new_tokens, users, minutes, seed, outcomes,
-                                           lambda: usage(pid, temp), log)
+            hostile_report = hostile_phase(
+                url, pair, prompts, max_new_tokens, users, minutes, seed, outcomes, lambda: usage(pid, temp), log
+            )
             outcomes += hostile_report.pop("outcomes")
             stuck += hostile_report.pop("stuck")
         time.sleep(SETTLE_S)
@@ -387,10 +470,15 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
     # The same yardstick run for run: 7 consecutive runs of the soak itself, one after another
     # at the server, in the order they started. Runs differ in length (plain decoding, sampled
     # text of another length), so a wait behind 7 of them varies as these sums do.
-    in_order = [o.wall_s for o in sorted(outcomes, key=lambda o: o.first_at or 0.0) if o.kind == "completed" and o.wall_s]
+    in_order = [
+        o.wall_s for o in sorted(outcomes, key=lambda o: o.first_at or 0.0) if o.kind == "completed" and o.wall_s
+    ]
     seven_in_a_row = [sum(in_order[i : i + 7]) for i in range(len(in_order) - 6)]
     seven_in_a_row_p95 = percentile(seven_in_a_row, 0.95)
-    count = {kind: sum(o.kind == kind for o in counted) for kind in ("completed", "cancelled", "abandoned", "refused", "failed")}
+    count = {
+        kind: sum(o.kind == kind for o in counted)
+        for kind in ("completed", "cancelled", "abandoned", "refused", "failed")
+    }
     failures = count["failed"] + stuck
     p95 = percentile(waits, 0.95)
     seven = 7 * single_run_s if single_run_s else None
@@ -398,26 +486,50 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
     samples = sampler.by_minute
     first_half_threads = max(u.threads for u in samples[: max(2, (len(samples) + 1) // 2)])
     report = {
-        "pair": pair, "dtype": dtype, "minutes": minutes, "users": users, "max_new_tokens": max_new_tokens, "seed": seed,
-        "started_at": started_at, "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "requests": len(counted), "completed": count["completed"], "cancelled": count["cancelled"],
-        "abandoned": count["abandoned"], "refused": count["refused"], "failures": failures,
-        "failure_details": sorted({o.detail for o in counted if o.kind == "failed"})[:20] + ([f"{stuck} users never stopped"] if stuck else []),
-        "queue_wait_p50_s": _round(percentile(waits, 0.5)), "queue_wait_p95_s": _round(p95),
+        "pair": pair,
+        "dtype": dtype,
+        "minutes": minutes,
+        "users": users,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "started_at": started_at,
+        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "requests": len(counted),
+        "completed": count["completed"],
+        "cancelled": count["cancelled"],
+        "abandoned": count["abandoned"],
+        "refused": count["refused"],
+        "failures": failures,
+        "failure_details": sorted({o.detail for o in counted if o.kind == "failed"})[:20]
+        + ([f"{stuck} users never stopped"] if stuck else []),
+        "queue_wait_p50_s": _round(percentile(waits, 0.5)),
+        "queue_wait_p95_s": _round(p95),
         "queue_wait_max_s": _round(max(waits) if waits else None),
-        "single_run_s": _round(single_run_s), "seven_runs_s": _round(seven),
-        "run_under_load_s": _round(run_under_load_s), "seven_runs_under_load_s": _round(seven_under_load),
-        "seven_in_a_row_p50_s": _round(percentile(seven_in_a_row, 0.5)), "seven_in_a_row_p95_s": _round(seven_in_a_row_p95),
-        "runs_ahead_p95": percentile(ahead, 0.95), "runs_ahead_max": max(ahead) if ahead else None,
-        "rss_start_mb": round(start.rss_mb, 1), "rss_end_mb": round(end.rss_mb, 1), "rss_max_mb": round(rss_max, 1),
-        "greedy_identical": not differing, "greedy_keys": len(reference),
+        "single_run_s": _round(single_run_s),
+        "seven_runs_s": _round(seven),
+        "run_under_load_s": _round(run_under_load_s),
+        "seven_runs_under_load_s": _round(seven_under_load),
+        "seven_in_a_row_p50_s": _round(percentile(seven_in_a_row, 0.5)),
+        "seven_in_a_row_p95_s": _round(seven_in_a_row_p95),
+        "runs_ahead_p95": percentile(ahead, 0.95),
+        "runs_ahead_max": max(ahead) if ahead else None,
+        "rss_start_mb": round(start.rss_mb, 1),
+        "rss_end_mb": round(end.rss_mb, 1),
+        "rss_max_mb": round(rss_max, 1),
+        "greedy_identical": not differing,
+        "greedy_keys": len(reference),
         "greedy_runs": sum(o.kind == "completed" and o.key is not None for o in counted),
         "greedy_differing": [list(k[1:]) + [k[0][:40]] for k in sorted(set(differing))][:10],
         "rss_by_minute_mb": [round(u.rss_mb, 1) for u in sampler.by_minute],
-        "threads_start": start.threads, "threads_end": end.threads, "threads_max": sampler.max_threads,
-        "threads_by_minute": [u.threads for u in sampler.by_minute], "threads_first_half_max": first_half_threads,
-        "open_files_start": start.open_files, "open_files_end": end.open_files,
-        "temp_dirs_start": start.temp_dirs, "temp_dirs_end": end.temp_dirs,
+        "threads_start": start.threads,
+        "threads_end": end.threads,
+        "threads_max": sampler.max_threads,
+        "threads_by_minute": [u.threads for u in sampler.by_minute],
+        "threads_first_half_max": first_half_threads,
+        "open_files_start": start.open_files,
+        "open_files_end": end.open_files,
+        "temp_dirs_start": start.temp_dirs,
+        "temp_dirs_end": end.temp_dirs,
     }
     report["checks"] = {
         "no_failures": failures == 0,
@@ -429,8 +541,12 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
         "open_files_not_growing": end.open_files <= start.open_files,
         "temp_dirs_not_growing": end.temp_dirs <= start.temp_dirs,
         "queue_wait_p95_within_7_runs": p95 is not None and seven is not None and p95 <= seven,
-        "queue_wait_p95_within_7_runs_under_load": p95 is not None and seven_under_load is not None and p95 <= seven_under_load,
-        "queue_wait_p95_within_7_runs_in_a_row_p95": p95 is not None and seven_in_a_row_p95 is not None and p95 <= seven_in_a_row_p95,
+        "queue_wait_p95_within_7_runs_under_load": p95 is not None
+        and seven_under_load is not None
+        and p95 <= seven_under_load,
+        "queue_wait_p95_within_7_runs_in_a_row_p95": p95 is not None
+        and seven_in_a_row_p95 is not None
+        and p95 <= seven_in_a_row_p95,
         "first_come_first_served": bool(ahead) and percentile(ahead, 0.95) <= users - 1,
     }
     if hostile_report is not None:
@@ -441,8 +557,9 @@ def soak(pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str,
     return report
 
 
-def crowd(url: str, pair: str, prompts: list[str], max_new_tokens: int, users: int, minutes: float,
-          seed: int) -> tuple[list[Outcome], int]:
+def crowd(
+    url: str, pair: str, prompts: list[str], max_new_tokens: int, users: int, minutes: float, seed: int
+) -> tuple[list[Outcome], int]:
     """U honest users for M minutes: their outcomes, and how many never stopped."""
     until = time.monotonic() + minutes * 60
     max_requests = int(minutes * 60 / THINK_S[0]) + 1
@@ -499,8 +616,18 @@ class HostileClient(threading.Thread):
             client.close()
 
 
-def hostile_phase(url: str, pair: str, prompts: list[str], max_new_tokens: int, users: int, minutes: float, seed: int,
-                  without: list[Outcome], measure, log) -> dict:
+def hostile_phase(
+    url: str,
+    pair: str,
+    prompts: list[str],
+    max_new_tokens: int,
+    users: int,
+    minutes: float,
+    seed: int,
+    without: list[Outcome],
+    measure,
+    log,
+) -> dict:
     """The same crowd again, beside one hostile client; compared with the crowd alone (`without`)."""
     time.sleep(SETTLE_S)
     before = measure()
@@ -517,22 +644,29 @@ def hostile_phase(url: str, pair: str, prompts: list[str], max_new_tokens: int, 
     replies = hostile.replies
     times = [r.seconds for r in replies if r.refused]
     report = {
-        "honest_requests": len(outcomes), "honest_failures": sum(o.kind == "failed" for o in outcomes) + stuck,
+        "honest_requests": len(outcomes),
+        "honest_failures": sum(o.kind == "failed" for o in outcomes) + stuck,
         "honest_failure_details": sorted({o.detail for o in outcomes if o.kind == "failed"})[:10],
-        "queue_wait_p95_without_s": _round(p95_without), "queue_wait_p95_with_s": _round(p95_with),
+        "queue_wait_p95_without_s": _round(p95_without),
+        "queue_wait_p95_with_s": _round(p95_with),
         "p95_ratio": _round(p95_with / p95_without) if p95_with and p95_without else None,
-        "rss_start_mb": round(before.rss_mb, 1), "rss_end_mb": round(after.rss_mb, 1),
+        "rss_start_mb": round(before.rss_mb, 1),
+        "rss_end_mb": round(after.rss_mb, 1),
         "rss_change_pct": round(100 * (after.rss_mb - before.rss_mb) / before.rss_mb, 2),
-        "hostile_requests": len(replies), "hostile_refused": len(times),
+        "hostile_requests": len(replies),
+        "hostile_refused": len(times),
         "hostile_not_refused": sorted({f"{r.case}: {r.error}" for r in replies if not r.refused})[:10],
-        "refusal_p95_s": _round(percentile(times, 0.95)), "refusal_max_s": _round(max(times) if times else None),
+        "refusal_p95_s": _round(percentile(times, 0.95)),
+        "refusal_max_s": _round(max(times) if times else None),
         "refusal_slowest": [f"{r.case}: {r.seconds:.2f} s" for r in sorted(replies, key=lambda r: -r.seconds)[:3]],
-        "outcomes": outcomes, "stuck": stuck,
+        "outcomes": outcomes,
+        "stuck": stuck,
     }
     report["goals"] = {
         "honest_failures_0": report["honest_failures"] == 0,
-        "p95_within_20pct": p95_with is not None and p95_without is not None
-                            and p95_with <= (1 + GOALS["p95_within"]) * p95_without,
+        "p95_within_20pct": p95_with is not None
+        and p95_without is not None
+        and p95_with <= (1 + GOALS["p95_within"]) * p95_without,
         "rss_within_5pct": abs(after.rss_mb - before.rss_mb) <= GOALS["rss_within"] * before.rss_mb,
         "every_hostile_request_refused": bool(replies) and len(times) == len(replies),
         "refusals_within_1s": bool(times) and max(times) <= GOALS["refusal_s"],
@@ -598,21 +732,31 @@ def summary(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pair", default=DEFAULT_PAIR, help="a preset, or 'DRAFT -> TARGET' of Hub ids, folders or .gguf files")
+    ap.add_argument(
+        "--pair", default=DEFAULT_PAIR, help="a preset, or 'DRAFT -> TARGET' of Hub ids, folders or .gguf files"
+    )
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--users", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--dtype", default="float32", help="the target's precision (SPECVIZ_DTYPE); greedy identity holds in float32")
+    ap.add_argument(
+        "--dtype", default="float32", help="the target's precision (SPECVIZ_DTYPE); greedy identity holds in float32"
+    )
     ap.add_argument("--seed", type=int, default=0, help="seeds every user's choices")
-    ap.add_argument("--json", action="store_true", help="print the report as one JSON object (the summary goes to stderr)")
-    ap.add_argument("--hostile", action="store_true",
-                    help="run the crowd twice, the second time beside one hostile client (tests/hostile_cases.py)")
+    ap.add_argument(
+        "--json", action="store_true", help="print the report as one JSON object (the summary goes to stderr)"
+    )
+    ap.add_argument(
+        "--hostile",
+        action="store_true",
+        help="run the crowd twice, the second time beside one hostile client (tests/hostile_cases.py)",
+    )
     args = ap.parse_args(argv)
     if args.minutes <= 0 or args.users < 1 or args.max_new_tokens < 1:
         ap.error("--minutes must be above 0, --users and --max-new-tokens at least 1")
     err = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
-    report = soak(args.pair, args.minutes, args.users, args.max_new_tokens, args.dtype, args.seed, log=err,
-                  hostile=args.hostile)
+    report = soak(
+        args.pair, args.minutes, args.users, args.max_new_tokens, args.dtype, args.seed, log=err, hostile=args.hostile
+    )
     if args.json:
         print(json.dumps(report))
         err(summary(report))

@@ -51,25 +51,41 @@ def main() -> int:
     port = args.port if port_free(args.port) else free_port()
     if port != args.port:
         print(f"port {args.port} is taken here: using {port}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECVIZ_", "GRADIO_", "HF_", "XDG_")) and k != "CI"}
-    env.update(HOME=str(home), SPACE_ID="specviz/space-check", GRADIO_SERVER_NAME="0.0.0.0", GRADIO_SERVER_PORT=str(port),
-               PYTHONUNBUFFERED="1")
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SPECVIZ_", "GRADIO_", "HF_", "XDG_")) and k != "CI"
+    }
+    env.update(
+        HOME=str(home),
+        SPACE_ID="specviz/space-check",
+        GRADIO_SERVER_NAME="0.0.0.0",
+        GRADIO_SERVER_PORT=str(port),
+        PYTHONUNBUFFERED="1",
+    )
     if args.zero_gpu:
         # The real spaces package in its ZeroGPU mode: CUDA emulated in this process, models placed
         # there at start. No ZeroGPU service runs here: its address is one nothing listens on. The
         # GPU default pair comes from the Hub, which is not reachable here: the bundled pair stands in.
-        env.update(SPACES_ZERO_GPU="true", SPACES_ZERO_DEVICE_API_URL="http://127.0.0.1:9", SPECVIZ_DEFAULT_PAIR="qwen-coder")
+        env.update(
+            SPACES_ZERO_GPU="true", SPACES_ZERO_DEVICE_API_URL="http://127.0.0.1:9", SPECVIZ_DEFAULT_PAIR="qwen-coder"
+        )
     data = Path("/data")
     if data.is_dir() and os.access(data, os.W_OK):  # never fill this machine's own persistent storage
         env["SPECVIZ_CACHE"] = str(home / ".cache" / "specviz")
 
-    result: dict = {"label": args.label, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-                    "python": sys.version.split()[0], "port": port, "packages": versions()}
+    result: dict = {
+        "label": args.label,
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "python": sys.version.split()[0],
+        "port": port,
+        "packages": versions(),
+    }
     failures: list[str] = []
     log = open(args.work / "app.log", "wb")
     start = time.monotonic()
-    app = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                           start_new_session=True)
+    app = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     memory = MemorySampler(app.pid)
     memory.start()
     try:
@@ -97,8 +113,11 @@ def main() -> int:
             return finish(result, failures, args.work, memory, app)
         result["ready_s"] = round(ready_s, 1)
         result["ready_memory"] = memory.report()
-        print(f"pair {status['pair']} ready after {ready_s:.1f} s on {status.get('runtime')} ({status.get('runtime_reason')}); "
-              f"cache {status['cache']} ({status['cache_reason']}); background: {status.get('preparing') or 'none'}", flush=True)
+        print(
+            f"pair {status['pair']} ready after {ready_s:.1f} s on {status.get('runtime')} ({status.get('runtime_reason')}); "
+            f"cache {status['cache']} ({status['cache_reason']}); background: {status.get('preparing') or 'none'}",
+            flush=True,
+        )
 
         memory.phase = "run"
         if args.zero_gpu:
@@ -111,15 +130,27 @@ def main() -> int:
         run_s = time.monotonic() - run_start
         trace = json.loads(outputs[-1]) if outputs else {}
         summary = trace.get("summary") or {}
-        result["run"] = {"run_s": round(run_s, 1), "messages": len(outputs), "events": len(trace.get("events") or []),
-                         "new_tokens": summary.get("new_tokens"), "rounds": summary.get("rounds"),
-                         "acceptance_rate": summary.get("acceptance_rate"), "tokens_per_s": summary.get("tokens_per_s"),
-                         "wall_s": summary.get("wall_s"), "stop_reason": summary.get("stop_reason"),
-                         "settings": {k: trace.get("settings", {}).get(k) for k in ("drafter", "policy", "k", "max_new_tokens", "temperature")},
-                         "text": (trace.get("text") or "")[:200]}
+        result["run"] = {
+            "run_s": round(run_s, 1),
+            "messages": len(outputs),
+            "events": len(trace.get("events") or []),
+            "new_tokens": summary.get("new_tokens"),
+            "rounds": summary.get("rounds"),
+            "acceptance_rate": summary.get("acceptance_rate"),
+            "tokens_per_s": summary.get("tokens_per_s"),
+            "wall_s": summary.get("wall_s"),
+            "stop_reason": summary.get("stop_reason"),
+            "settings": {
+                k: trace.get("settings", {}).get(k) for k in ("drafter", "policy", "k", "max_new_tokens", "temperature")
+            },
+            "text": (trace.get("text") or "")[:200],
+        }
         if not trace.get("events") or not summary.get("stop_reason"):
             failures.append("the run returned no finished trace")
-        print(f"one run: {result['run']['new_tokens']} tokens in {run_s:.1f} s ({result['run']['stop_reason']})", flush=True)
+        print(
+            f"one run: {result['run']['new_tokens']} tokens in {run_s:.1f} s ({result['run']['stop_reason']})",
+            flush=True,
+        )
         return finish(result, failures, args.work, memory, app)
     except Exception as e:  # whatever went wrong is a failed check, with the app's log kept
         failures.append(f"{type(e).__name__}: {e}")
@@ -135,9 +166,15 @@ def zero_gpu_start(log_path: Path, result: dict, failures: list[str]) -> None:
     if placed is None:
         failures.append("the app ended before the page answered, without the pair on CUDA")
         return
-    result["zero_gpu"] = {"pair": placed.group(1), "device": placed.group(2), "runtime": placed.group(3),
-                          "grants_by_new_tokens": placed.group(4)}
-    print(f"ZeroGPU: {placed.group(1)} on {placed.group(2)} ({placed.group(3)}) before launch; grants {placed.group(4)}")
+    result["zero_gpu"] = {
+        "pair": placed.group(1),
+        "device": placed.group(2),
+        "runtime": placed.group(3),
+        "grants_by_new_tokens": placed.group(4),
+    }
+    print(
+        f"ZeroGPU: {placed.group(1)} on {placed.group(2)} ({placed.group(3)}) before launch; grants {placed.group(4)}"
+    )
     if not placed.group(2).startswith("cuda") or placed.group(3) != "torch":
         failures.append(f"under ZeroGPU the pair went to {placed.group(2)} on {placed.group(3)}, not cuda on torch")
     if "startup_report" not in log:
@@ -175,10 +212,14 @@ def finish(result: dict, failures: list[str], work: Path, memory: "MemorySampler
     if (result.get("status") or {}).get("runtime") == "llama.cpp" and "ready_s" in result:
         app_peak = result["memory"]["app_peak_bytes"]
         result["llamacpp_goals"] = {
-            "ready_s": result["ready_s"], "ready_goal_s": LLAMACPP_READY_GOAL_S, "ready_met": result["ready_s"] <= LLAMACPP_READY_GOAL_S,
-            "app_peak_gb": round(app_peak / 1e9, 2), "memory_goal_gb": LLAMACPP_MEMORY_GOAL / 1e9,
+            "ready_s": result["ready_s"],
+            "ready_goal_s": LLAMACPP_READY_GOAL_S,
+            "ready_met": result["ready_s"] <= LLAMACPP_READY_GOAL_S,
+            "app_peak_gb": round(app_peak / 1e9, 2),
+            "memory_goal_gb": LLAMACPP_MEMORY_GOAL / 1e9,
             "memory_met": app_peak <= LLAMACPP_MEMORY_GOAL,
-            "note": "the app's own process; a background timing of torch (a child process) is in the tree's peak"}
+            "note": "the app's own process; a background timing of torch (a child process) is in the tree's peak",
+        }
     if result["memory"]["peak_bytes"] > MEMORY_LIMIT:
         failures.append(f"peak memory {result['memory']['peak_gb']} GB is over CPU basic's {MEMORY_LIMIT / 1e9:.0f} GB")
     result["failures"] = failures
@@ -255,10 +296,15 @@ class MemorySampler(threading.Thread):
         peak = max((p["rss"] for p in self.peak.values()), default=0)
         by_phase = {phase: {k: round(v / 1e9, 2) for k, v in p.items()} for phase, p in self.peak.items()}
         app_peak = getattr(self, "app_peak", 0)
-        return {"peak_bytes": peak, "peak_gb": round(peak / 1e9, 2), "by_phase_gb": by_phase,
-                "app_peak_bytes": app_peak, "app_peak_gb": round(app_peak / 1e9, 2),
-                "note": "RSS of the app's process tree (rss = anon + file-backed pages such as memory-mapped weights); "
-                        "app_peak: the app's own process"}
+        return {
+            "peak_bytes": peak,
+            "peak_gb": round(peak / 1e9, 2),
+            "by_phase_gb": by_phase,
+            "app_peak_bytes": app_peak,
+            "app_peak_gb": round(app_peak / 1e9, 2),
+            "note": "RSS of the app's process tree (rss = anon + file-backed pages such as memory-mapped weights); "
+            "app_peak: the app's own process",
+        }
 
 
 def tree(root: int) -> list[int]:

@@ -104,7 +104,12 @@ def replay(rows: list[Row], rule, cost: CostModel, overhead_ms: float, now: list
         at += accepted + 1
         rounds += 1
         drafted_total += drafted
-    return {"tokens_per_s": len(rows) / now[0] * 1000, "rounds": rounds, "tokens_per_round": len(rows) / rounds, "mean_k": drafted_total / rounds}
+    return {
+        "tokens_per_s": len(rows) / now[0] * 1000,
+        "rounds": rounds,
+        "tokens_per_round": len(rows) / rounds,
+        "mean_k": drafted_total / rounds,
+    }
 
 
 def cost_aware(rows: list[Row], cost: CostModel, overhead_ms: float, k_max: int) -> dict:
@@ -127,7 +132,9 @@ def table(prompts: dict[str, list[Row]], cost: CostModel, overhead_ms: float, k_
         per[pid] = r
     overall = {name: geomean(r[name] for r in per.values()) for name in next(iter(per.values()))}
     best_t = max(THRESHOLDS, key=lambda t: overall[f"threshold {t}"])
-    overall["best threshold in hindsight, per prompt"] = geomean(max(r[f"threshold {t}"] for t in THRESHOLDS) for r in per.values())
+    overall["best threshold in hindsight, per prompt"] = geomean(
+        max(r[f"threshold {t}"] for t in THRESHOLDS) for r in per.values()
+    )
     return {"per_prompt": per, "overall": overall, "best_threshold": best_t}
 
 
@@ -140,7 +147,7 @@ def loop_costs(traces: list[dict]) -> tuple[float, float]:
         events = t["events"]
         first = next((i for i, e in enumerate(events) if e.get("drafted")), len(events))
         ends = [e["t_end_s"] for e in events]
-        for e, start, end in zip(events[first + 1:], ends[first:], ends[first + 1:]):
+        for e, start, end in zip(events[first + 1 :], ends[first:], ends[first + 1 :]):
             draft_ms += e.get("draft_ms") or 0.0
             drafted += len(e.get("drafted") or [])
             other += (end - start) * 1000 - (e.get("draft_ms") or 0.0) - (e.get("verify_ms") or 0.0)
@@ -156,7 +163,9 @@ def collect(pair, trace: dict) -> list[Row]:
     from specviz.lm.prompt import encode_prompt
     from specviz.settings import GenerationSettings
 
-    settings = GenerationSettings(**{k: v for k, v in trace["settings"].items() if k in GenerationSettings.__dataclass_fields__})
+    settings = GenerationSettings(
+        **{k: v for k, v in trace["settings"].items() if k in GenerationSettings.__dataclass_fields__}
+    )
     lm = CachedLM(model_forward(pair.draft), pair.draft.config, torch.device("cpu"))
     rows: list[Row] = []
     with torch.inference_mode():
@@ -181,7 +190,10 @@ def main() -> None:
     meta = json.loads((Path(args.bench_out) / "bench.json").read_text())["meta"]
     if meta["temperature"] > 0:
         sys.exit("a greedy run is needed: at temperature > 0 acceptance is a draw, not a match")
-    traces = {Path(f).name.split(".")[0]: json.loads(Path(f).read_text()) for f in sorted(glob.glob(f"{args.bench_out}/traces/*.sv-adaptive.json"))}
+    traces = {
+        Path(f).name.split(".")[0]: json.loads(Path(f).read_text())
+        for f in sorted(glob.glob(f"{args.bench_out}/traces/*.sv-adaptive.json"))
+    }
     if not traces:
         sys.exit(f"no sv-adaptive traces in {args.bench_out}/traces")
     if args.threads:
@@ -190,13 +202,17 @@ def main() -> None:
     prompts = {pid: collect(pair, t) for pid, t in traces.items()}
     d, overhead = loop_costs(list(traces.values()))
     verify = {int(n): v for n, v in meta["cost_model"]["verify"].items()}
-    result = table(prompts, CostModel(verify=verify, draft=d), overhead, int(meta.get("k_max") or default_k("cost-aware")))
+    result = table(
+        prompts, CostModel(verify=verify, draft=d), overhead, int(meta.get("k_max") or default_k("cost-aware"))
+    )
     result.update(draft_ms=d, overhead_ms=overhead, verify_ms=verify, bench_out=args.bench_out)
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(f"Replay of {len(prompts)} prompts from {args.bench_out}: D {d:.1f} ms, loop {overhead:.1f} ms a round, "
-          f"V(1) {verify[1]:.0f} ms (simulated tokens/s, prefill left out)")
+    print(
+        f"Replay of {len(prompts)} prompts from {args.bench_out}: D {d:.1f} ms, loop {overhead:.1f} ms a round, "
+        f"V(1) {verify[1]:.0f} ms (simulated tokens/s, prefill left out)"
+    )
     for name, v in result["overall"].items():
         print(f"  {name:<42} {v:6.2f}  ({v / result['overall']['cost-aware']:.3f}x cost-aware)")
     print(f"  best single threshold: {result['best_threshold']}")

@@ -60,7 +60,9 @@ def main() -> None:
     engine = target_pass_ms(pair, sizes, repeats=args.repeats)
     stock = measure_pass_ms(pair.target, sizes, vocab_size=pair.vocab_size, repeats=args.repeats)
     loop = model_lm(pair.target, pair.device).loop
-    print(f"pair {pair.name}, target {pair.precision} on {pair.device}, {torch.get_num_threads()} threads; ms a pass by new tokens")
+    print(
+        f"pair {pair.name}, target {pair.precision} on {pair.device}, {torch.get_num_threads()} threads; ms a pass by new tokens"
+    )
     print("| new tokens | " + " | ".join(str(n) for n in sizes) + " |")
     print("|---|" + "---|" * len(sizes))
     print("| transformers' forward | " + " | ".join(f"{stock[n]:.0f}" for n in sizes) + " |")

@@ -97,7 +97,7 @@ class PositionStats:
 
     @property
     def predicted_unconditional(self) -> np.ndarray:
-        return self.alpha ** self.positions
+        return self.alpha**self.positions
 
 
 def position_stats(events: Iterable[Event]) -> PositionStats:
@@ -183,10 +183,13 @@ def length_stats(events: Iterable[Event], alpha: float | None = None) -> LengthS
     rounds = [r for r in rounds_of(events) if finished(r) and r.drafted]
     if alpha is None:
         alpha = position_stats(events).alpha
-    return LengthStats(np.array([r.accepted for r in rounds], int), np.array([len(r.drafted) for r in rounds], int), alpha)
+    return LengthStats(
+        np.array([r.accepted for r in rounds], int), np.array([len(r.drafted) for r in rounds], int), alpha
+    )
 
 
 # --- the run's counts under an engine's names ------------------------------------------------
+
 
 def request_metrics(events: Iterable[Event]) -> dict:
     """The run's speculative counts under vLLM's per-request names (`--per-request-spec-decode-
@@ -246,8 +249,10 @@ def departure_words(events: Iterable[Event]) -> list[str]:
     a = ps.alpha
     words = []
     if a in (0.0, 1.0):
-        words.append(f"Every judged draft was {'accepted' if a == 1 else 'rejected'} (\u03b1 = {a:.0%}): "
-                     "the model has nothing left to predict.")
+        words.append(
+            f"Every judged draft was {'accepted' if a == 1 else 'rejected'} (\u03b1 = {a:.0%}): "
+            "the model has nothing left to predict."
+        )
         return words
     found = departures(ps)
     for d in found:
@@ -259,28 +264,38 @@ def departure_words(events: Iterable[Event]) -> list[str]:
     rising = [d for d in found if d.position > 1 and d.z > 0]
     falling = [d for d in found if d.position > 1 and d.z < 0]
     if rising:
-        words.append("Later positions accept more often than the first: acceptances come in runs (easy stretches of "
-                     "text, where the draft keeps agreeing), not independently as the model assumes.")
+        words.append(
+            "Later positions accept more often than the first: acceptances come in runs (easy stretches of "
+            "text, where the draft keeps agreeing), not independently as the model assumes."
+        )
     if falling:
-        words.append("Later positions accept less often: the draft drifts from the target the further it guesses, so "
-                     "each token is harder than the one before.")
+        words.append(
+            "Later positions accept less often: the draft drifts from the target the further it guesses, so "
+            "each token is harder than the one before."
+        )
     hist, pred = ls.histogram, ls.predicted_histogram
     k_top = int(ls.k.max())
     full = int(np.sum(ls.accepted == ls.k))
-    full_pred = float(np.sum(a ** ls.k))
+    full_pred = float(np.sum(a**ls.k))
     if full_pred > 0 and abs(full - full_pred) > DEPARTURE_SE * math.sqrt(full_pred * (1 - full_pred / ls.rounds)):
         more = "more" if full > full_pred else "fewer"
-        words.append(f"{full} rounds accepted every draft against {full_pred:.1f} expected: {more} whole drafts kept "
-                     f"than independent acceptances give.")
+        words.append(
+            f"{full} rounds accepted every draft against {full_pred:.1f} expected: {more} whole drafts kept "
+            f"than independent acceptances give."
+        )
     zero_pred = float(pred[0])
     if zero_pred > 0 and abs(hist[0] - zero_pred) > DEPARTURE_SE * math.sqrt(zero_pred * (1 - zero_pred / ls.rounds)):
         more = "more" if hist[0] > zero_pred else "fewer"
-        words.append(f"{int(hist[0])} rounds lost their first draft against {zero_pred:.1f} expected: {more} rounds "
-                     "that gain nothing from drafting.")
+        words.append(
+            f"{int(hist[0])} rounds lost their first draft against {zero_pred:.1f} expected: {more} rounds "
+            "that gain nothing from drafting."
+        )
     if not words:
-        words.append(f"Within noise of the geometric model at \u03b1 = {a:.2f}: no position's rate is more than "
-                     f"{DEPARTURE_SE:g} standard errors from \u03b1, and the accepted lengths (0 to {k_top}) follow the "
-                     "truncated geometric.")
+        words.append(
+            f"Within noise of the geometric model at \u03b1 = {a:.2f}: no position's rate is more than "
+            f"{DEPARTURE_SE:g} standard errors from \u03b1, and the accepted lengths (0 to {k_top}) follow the "
+            "truncated geometric."
+        )
     return words
 
 

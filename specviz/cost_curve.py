@@ -49,8 +49,10 @@ class CostCurve:
         if self.sizes[0] <= n <= self.sizes[-1]:
             return float(np.interp(n, self.sizes, self.costs))
         if not self.extrapolate or n < self.sizes[0]:
-            raise UserError(f"verify cost measured for {self.sizes[0]:g} to {self.sizes[-1]:g} tokens only; "
-                            f"a pass over {n} tokens was asked for")
+            raise UserError(
+                f"verify cost measured for {self.sizes[0]:g} to {self.sizes[-1]:g} tokens only; "
+                f"a pass over {n} tokens was asked for"
+            )
         return self.costs[-1] + self.slope * (n - self.sizes[-1])
 
 

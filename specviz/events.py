@@ -23,7 +23,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
-    AfterValidator, BeforeValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError, with_config,
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    with_config,
 )
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
@@ -161,8 +168,9 @@ class AlignedToken:
 
     id: TokenId
     text: Short
-    candidates: Annotated[list[Annotated[int, Strict(), Field(ge=0, lt=MAX_TREE_NODES)]],
-                          Field(max_length=MAX_TREE_NODES)]
+    candidates: Annotated[
+        list[Annotated[int, Strict(), Field(ge=0, lt=MAX_TREE_NODES)]], Field(max_length=MAX_TREE_NODES)
+    ]
 
 
 @dataclass
@@ -183,8 +191,9 @@ class RoundEvent:
     new_tokens: Count  # total new tokens after this round
     type: Literal["round"] = "round"
     # every drafted node of a tree round; empty for a chain
-    tree: Annotated[list[TreeNode], Field(max_length=MAX_TREE_NODES), AfterValidator(_tree_shape)] = \
-        field(default_factory=list)
+    tree: Annotated[list[TreeNode], Field(max_length=MAX_TREE_NODES), AfterValidator(_tree_shape)] = field(
+        default_factory=list
+    )
     # a draft with another tokenizer: its own tokens
     alignment: Annotated[list[AlignedToken], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
     source: CandidateSource | None = None  # a draft-free tree drafter's round: where its candidates came from
@@ -241,8 +250,9 @@ class RunSummary:
     speedup_vs_plain: Ratio = 0.0  # tokens_per_s over 1000 / plain_ms_per_token (0 when unknown)
     # Filled when a speculative run has ended (empty in the traces streamed while it runs):
     # accepted / reached at each draft position
-    acceptance_by_position: Annotated[list[Probability], Field(max_length=MAX_TREE_NODES + 1)] = \
-        field(default_factory=list)
+    acceptance_by_position: Annotated[list[Probability], Field(max_length=MAX_TREE_NODES + 1)] = field(
+        default_factory=list
+    )
     # per round: the best k in hindsight (`specviz.acceptance`)
     hindsight_k: Annotated[list[NodeCount], Field(max_length=MAX_EVENTS)] = field(default_factory=list)
 
@@ -282,18 +292,27 @@ def _conversation(messages: list) -> list:
     return messages
 
 
-_SETTING_KINDS = {int: Annotated[int, Strict(), Field(ge=-(2**63), le=2**63)], str: Short,
-                  float: Annotated[float, Strict(), Field(allow_inf_nan=False)], bool: Annotated[bool, Strict()]}
+_SETTING_KINDS = {
+    int: Annotated[int, Strict(), Field(ge=-(2**63), le=2**63)],
+    str: Short,
+    float: Annotated[float, Strict(), Field(allow_inf_nan=False)],
+    bool: Annotated[bool, Strict()],
+}
 # GenerationSettings' fields as a trace stores them: the JSON types here, the ranges in `from_request`.
-TraceSettings = TypedDict("TraceSettings", {name: _SETTING_KINDS.get(kind, Any) for name, kind
-                                            in typing.get_type_hints(GenerationSettings).items()}, total=False)
+TraceSettings = TypedDict(
+    "TraceSettings",
+    {name: _SETTING_KINDS.get(kind, Any) for name, kind in typing.get_type_hints(GenerationSettings).items()},
+    total=False,
+)
 
 
 # The run's notes that views read, typed; the engine's other notes are kept as they are.
 PassSize = Annotated[str, Strict(), Field(pattern=r"^[1-9][0-9]{0,3}$")]  # n new tokens in one pass, as a JSON key
 # V(n) in ms by n: measured, so above 0 (views divide by V(1))
-PassCosts = Annotated[dict[PassSize, Annotated[float, Strict(), Field(gt=0, le=MAX_RUN_S * 1000, allow_inf_nan=False)]],
-                      Field(max_length=MAX_TREE_NODES)]
+PassCosts = Annotated[
+    dict[PassSize, Annotated[float, Strict(), Field(gt=0, le=MAX_RUN_S * 1000, allow_inf_nan=False)]],
+    Field(max_length=MAX_TREE_NODES),
+]
 RoundedCosts = Annotated[dict[PassSize, Millis], Field(max_length=MAX_TREE_NODES)]  # as runtime choice rounds them
 
 
@@ -342,8 +361,9 @@ class Trace:
     metrics: dict[str, Any] = field(default_factory=dict)
     # A conversation's messages ({"role", "content"}) where the run was given one; `prompt`
     # is then its last user message.
-    messages: Annotated[list[dict[str, Long]], Field(max_length=MAX_MESSAGES), AfterValidator(_conversation)] = \
-        field(default_factory=list)
+    messages: Annotated[list[dict[str, Long]], Field(max_length=MAX_MESSAGES), AfterValidator(_conversation)] = field(
+        default_factory=list
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -419,13 +439,36 @@ def _validated(d: Any) -> Trace:
 
 # --- one line for a refusal ------------------------------------------------------------------
 
-EXPECTED = {"int_type": "a whole number", "float_type": "a finite number", "string_type": "a string",
-            "bool_type": "true or false", "list_type": "a list", "dict_type": "an object",
-            "dataclass_type": "an object", "model_attributes_type": "an object", "typed_dict_type": "an object"}
-NOUNS = {"events": "events", "tree": "tree nodes", "drafted": "drafted tokens", "positions": "positions",
-         "top": "top tokens", "token_ids": "token ids", "messages": "messages", "alignment": "aligned tokens"}
-LIMITS = {"too_long", "string_too_long", "less_than_equal", "less_than", "greater_than_equal", "greater_than",
-          "finite_number"}
+EXPECTED = {
+    "int_type": "a whole number",
+    "float_type": "a finite number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "dataclass_type": "an object",
+    "model_attributes_type": "an object",
+    "typed_dict_type": "an object",
+}
+NOUNS = {
+    "events": "events",
+    "tree": "tree nodes",
+    "drafted": "drafted tokens",
+    "positions": "positions",
+    "top": "top tokens",
+    "token_ids": "token ids",
+    "messages": "messages",
+    "alignment": "aligned tokens",
+}
+LIMITS = {
+    "too_long",
+    "string_too_long",
+    "less_than_equal",
+    "less_than",
+    "greater_than_equal",
+    "greater_than",
+    "finite_number",
+}
 
 
 def _refusal(errors: list[dict]) -> str:
@@ -498,8 +541,12 @@ def trace_schema() -> dict[str, Any]:
         doc = getattr(globals().get(name), "__doc__", None)
         if doc and "description" not in part:
             part["description"] = inspect.cleandoc(doc)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "specviz trace",
-            "description": Trace.__doc__, **{k: v for k, v in schema.items() if k != "title"}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "specviz trace",
+        "description": Trace.__doc__,
+        **{k: v for k, v in schema.items() if k != "title"},
+    }
 
 
 def schema_text() -> str:

@@ -53,8 +53,9 @@ class Limit:
         limit = self.value
         if value > limit:
             unit = f" {self.unit}" if self.unit else ""
-            raise LimitError(f"{name or self.name} is {_show(value)}{unit}; "
-                             f"the limit is {_show(limit)}{unit} ({self.env})")
+            raise LimitError(
+                f"{name or self.name} is {_show(value)}{unit}; the limit is {_show(limit)}{unit} ({self.env})"
+            )
         return value
 
     def check_text(self, text: str, name: str | None = None) -> str:
@@ -72,37 +73,81 @@ def _show(x: float) -> str:
     return f"{x:,}" if isinstance(x, int) else f"{x:g}"
 
 
-METRICS_BYTES = Limit("the metrics payload", 2_000_000, "SPECVIZ_MAX_METRICS_BYTES",
-                      "bytes of a metrics payload (Prometheus text or JSON) read by the Production tab, API and CLI",
-                      "bytes")
-METRICS_LINE = Limit("a Prometheus line", 4_096, "SPECVIZ_MAX_METRICS_LINE",
-                     "characters of one Prometheus sample line, its labels included", "characters")
-METRICS_POSITIONS = Limit("the position label", 256, "SPECVIZ_MAX_POSITIONS",
-                          "draft positions in a metrics payload: the largest `position` label, an "
-                          "`acceptance_histogram`'s entries less one")
-METRICS_OBJECTS = Limit("the number of JSON objects", 10_000, "SPECVIZ_MAX_METRICS_OBJECTS",
-                        "JSON responses read at once (a list, JSON lines or a stream)")
+METRICS_BYTES = Limit(
+    "the metrics payload",
+    2_000_000,
+    "SPECVIZ_MAX_METRICS_BYTES",
+    "bytes of a metrics payload (Prometheus text or JSON) read by the Production tab, API and CLI",
+    "bytes",
+)
+METRICS_LINE = Limit(
+    "a Prometheus line",
+    4_096,
+    "SPECVIZ_MAX_METRICS_LINE",
+    "characters of one Prometheus sample line, its labels included",
+    "characters",
+)
+METRICS_POSITIONS = Limit(
+    "the position label",
+    256,
+    "SPECVIZ_MAX_POSITIONS",
+    "draft positions in a metrics payload: the largest `position` label, an `acceptance_histogram`'s entries less one",
+)
+METRICS_OBJECTS = Limit(
+    "the number of JSON objects",
+    10_000,
+    "SPECVIZ_MAX_METRICS_OBJECTS",
+    "JSON responses read at once (a list, JSON lines or a stream)",
+)
 K_MAX = Limit("k_max", 64, "SPECVIZ_MAX_K", "the longest draft `best_k` searches, and `speedup`'s k")
-DISTRIBUTION_ENTRIES = Limit("entries", 1_024, "SPECVIZ_MAX_DISTRIBUTION",
-                             "entries of the Lossless lab's p and q (page, API, CLI)")
-DISTRIBUTION_CHARS = Limit("the distribution", 65_536, "SPECVIZ_MAX_DISTRIBUTION_CHARS",
-                           "characters of the Lossless lab's p or q as typed", "characters")
-SAMPLES = Limit("samples", 20_000_000, "SPECVIZ_MAX_SAMPLES",
-                "draws of one Lossless lab run (each rule's, in the bug gallery)")
+DISTRIBUTION_ENTRIES = Limit(
+    "entries", 1_024, "SPECVIZ_MAX_DISTRIBUTION", "entries of the Lossless lab's p and q (page, API, CLI)"
+)
+DISTRIBUTION_CHARS = Limit(
+    "the distribution",
+    65_536,
+    "SPECVIZ_MAX_DISTRIBUTION_CHARS",
+    "characters of the Lossless lab's p or q as typed",
+    "characters",
+)
+SAMPLES = Limit(
+    "samples", 20_000_000, "SPECVIZ_MAX_SAMPLES", "draws of one Lossless lab run (each rule's, in the bug gallery)"
+)
 TEMPERATURES = Limit("the number of temperatures", 8, "SPECVIZ_MAX_TEMPERATURES", "temperatures in one sweep")
-TEMPERATURES_CHARS = Limit("the temperatures", 200, "SPECVIZ_MAX_TEMPERATURES_CHARS", "characters of the sweep's list",
-                           "characters")
-SWEEP_WALL_S = Limit("the sweep's wall time", 600, "SPECVIZ_MAX_SWEEP_S",
-                     "seconds one temperature sweep may hold the model, all its runs together", "s")
+TEMPERATURES_CHARS = Limit(
+    "the temperatures", 200, "SPECVIZ_MAX_TEMPERATURES_CHARS", "characters of the sweep's list", "characters"
+)
+SWEEP_WALL_S = Limit(
+    "the sweep's wall time",
+    600,
+    "SPECVIZ_MAX_SWEEP_S",
+    "seconds one temperature sweep may hold the model, all its runs together",
+    "s",
+)
 BATCH_SIZE = Limit("the batch size", 64, "SPECVIZ_MAX_BATCH", "sequences in one pass of the batching lab")
 BATCH_SIZES = Limit("the number of batch sizes", 8, "SPECVIZ_MAX_BATCH_SIZES", "batch sizes the batching lab times")
 REPEATS = Limit("repeats", 20, "SPECVIZ_MAX_REPEATS", "timed passes per size in the batching lab")
-PAIR_CHARS = Limit("the pair", 512, "SPECVIZ_MAX_PAIR_CHARS", "characters of a pair: a preset, or 'DRAFT -> TARGET'",
-                   "characters")
+PAIR_CHARS = Limit(
+    "the pair", 512, "SPECVIZ_MAX_PAIR_CHARS", "characters of a pair: a preset, or 'DRAFT -> TARGET'", "characters"
+)
 
-ALL = (METRICS_BYTES, METRICS_LINE, METRICS_POSITIONS, METRICS_OBJECTS, K_MAX, DISTRIBUTION_ENTRIES,
-       DISTRIBUTION_CHARS, SAMPLES, TEMPERATURES, TEMPERATURES_CHARS, SWEEP_WALL_S, BATCH_SIZE, BATCH_SIZES, REPEATS,
-       PAIR_CHARS)
+ALL = (
+    METRICS_BYTES,
+    METRICS_LINE,
+    METRICS_POSITIONS,
+    METRICS_OBJECTS,
+    K_MAX,
+    DISTRIBUTION_ENTRIES,
+    DISTRIBUTION_CHARS,
+    SAMPLES,
+    TEMPERATURES,
+    TEMPERATURES_CHARS,
+    SWEEP_WALL_S,
+    BATCH_SIZE,
+    BATCH_SIZES,
+    REPEATS,
+    PAIR_CHARS,
+)
 
 
 def check_distribution_text(text: str, name: str) -> str:

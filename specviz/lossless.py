@@ -141,13 +141,13 @@ RULE_TITLES = {
 IN_PRACTICE = {
     "exact": "The output is what the target alone would sample, only faster: the reference the others are measured against.",
     "argmax-accept": "Sampling quietly turns greedy: every seed gives much the same text, repetition loops appear and "
-                     "temperature, top-k and top-p stop mattering, while greedy identity checks still pass.",
+    "temperature, top-k and top-p stop mattering, while greedy identity checks still pass.",
     "replacement-from-p": "Tokens the draft also likes come out too often and those only the target likes too rarely, "
-                          "so the text drifts toward the draft model; greedy runs are unaffected, so identity tests pass.",
+    "so the text drifts toward the draft model; greedy runs are unaffected, so identity tests pass.",
     "q-before-temperature": "Exact at temperature 1 and wrong at any other: below 1 the draft's favourite tokens are "
-                            "accepted too often (the output is too sharp), above 1 too rarely; tests at T = 1 never see it.",
+    "accepted too often (the output is too sharp), above 1 too rarely; tests at T = 1 never see it.",
     "p-without-temperature": "The output follows the target at temperature 1 whatever temperature is asked for: below 1 "
-                             "speculative text is more random than plain decoding at the same setting, above 1 less.",
+    "speculative text is more random than plain decoding at the same setting, above 1 less.",
 }
 
 
@@ -192,13 +192,19 @@ def at_temperature(dist, temperature: float) -> np.ndarray:
 
 
 def check_temperature(temperature) -> float:
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
-            or not 0 < temperature <= MAX_TEMPERATURE:
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not math.isfinite(temperature)
+        or not 0 < temperature <= MAX_TEMPERATURE
+    ):
         raise UserError(f"temperature must be a number above 0 and at most {MAX_TEMPERATURE:g} (got {temperature!r})")
     return float(temperature)
 
 
-def rule_parts(rule: str, p: np.ndarray, q: np.ndarray, temperature: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rule_parts(
+    rule: str, p: np.ndarray, q: np.ndarray, temperature: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(draft, keep, replacement) of a rule: drafts x ~ draft are kept with probability
     keep[x], otherwise a replacement ~ replacement is emitted. p and q are at temperature 1."""
     p_t, q_t = at_temperature(p, temperature), at_temperature(q, temperature)
@@ -224,8 +230,9 @@ def expected_output(draft: np.ndarray, keep: np.ndarray, replacement: np.ndarray
     return kept + (1 - kept.sum()) * replacement
 
 
-def bug_gallery(p, q, temperature: float = DEFAULT_TEMPERATURE, samples: int = 1_000_000,
-                seed: int = 0) -> dict[str, RuleResult]:
+def bug_gallery(
+    p, q, temperature: float = DEFAULT_TEMPERATURE, samples: int = 1_000_000, seed: int = 0
+) -> dict[str, RuleResult]:
     """Every rule of RULES run `samples` times on the same p and q (read as distributions at
     temperature 1; drafts are sampled at `temperature`), each from the same seed."""
     p, q = _check_inputs(p, q, samples, seed)
@@ -242,12 +249,26 @@ def bug_gallery(p, q, temperature: float = DEFAULT_TEMPERATURE, samples: int = 1
         expected = expected_output(draft, keep, replacement)
         max_z = float(np.max(_z(np.abs(measured - target), se)))
         out[rule] = RuleResult(
-            rule=rule, title=RULE_TITLES[rule], in_practice=IN_PRACTICE[rule], p=p.tolist(), q=q.tolist(),
-            temperature=temperature, target=target.tolist(), draft=draft.tolist(), measured=measured.tolist(),
-            expected=expected.tolist(), tv=total_variation(measured, target),
-            tv_std_error=tv_std_error(measured, target, samples), tv_expected=total_variation(expected, target),
-            tv_noise=tv_noise(target, samples), max_z=max_z, within_noise=max_z <= Z_TOLERANCE,
-            acceptance_rate=accepted / samples, samples=samples, seed=seed, seconds=seconds,
+            rule=rule,
+            title=RULE_TITLES[rule],
+            in_practice=IN_PRACTICE[rule],
+            p=p.tolist(),
+            q=q.tolist(),
+            temperature=temperature,
+            target=target.tolist(),
+            draft=draft.tolist(),
+            measured=measured.tolist(),
+            expected=expected.tolist(),
+            tv=total_variation(measured, target),
+            tv_std_error=tv_std_error(measured, target, samples),
+            tv_expected=total_variation(expected, target),
+            tv_noise=tv_noise(target, samples),
+            max_z=max_z,
+            within_noise=max_z <= Z_TOLERANCE,
+            acceptance_rate=accepted / samples,
+            samples=samples,
+            seed=seed,
+            seconds=seconds,
         )
     return out
 
@@ -299,8 +320,9 @@ def _keep(p: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.where(q > 0, np.minimum(1.0, p / q), 0.0)
 
 
-def _run(rng: np.random.Generator, draft: np.ndarray, keep: np.ndarray, replacement: np.ndarray,
-         samples: int) -> tuple[np.ndarray, int]:
+def _run(
+    rng: np.random.Generator, draft: np.ndarray, keep: np.ndarray, replacement: np.ndarray, samples: int
+) -> tuple[np.ndarray, int]:
     """Draw x ~ draft, keep it with probability keep[x], else emit a draw from replacement,
     `samples` times: (counts per token, drafts kept)."""
     draft_cdf, rep_cdf = _cdf(draft), _cdf(replacement)

@@ -18,15 +18,24 @@ TOLERANCE_SE = 5  # what counts as a match, in standard errors
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--q", default=DEFAULT_Q, help=f"draft distribution, comma-separated (default {DEFAULT_Q})")
     parser.add_argument("--p", default=DEFAULT_P, help=f"target distribution, comma-separated (default {DEFAULT_P})")
-    parser.add_argument("--samples", type=int, default=1_000_000, help="number of drafted tokens to simulate (default 1,000,000)")
+    parser.add_argument(
+        "--samples", type=int, default=1_000_000, help="number of drafted tokens to simulate (default 1,000,000)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--bugs", action="store_true",
-                        help="run the exact rule beside the mistakes people ship (argmax-accept, replacement-from-p, "
-                             "q-before-temperature, p-without-temperature); --json keys them by rule name")
-    parser.add_argument("--temperature", type=float, default=None,
-                        help="with --bugs: the sampling temperature; p and q are read as the distributions at "
-                             "temperature 1 (default 0.7: the temperature mistakes are invisible at 1)")
+    parser.add_argument(
+        "--bugs",
+        action="store_true",
+        help="run the exact rule beside the mistakes people ship (argmax-accept, replacement-from-p, "
+        "q-before-temperature, p-without-temperature); --json keys them by rule name",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="with --bugs: the sampling temperature; p and q are read as the distributions at "
+        "temperature 1 (default 0.7: the temperature mistakes are invisible at 1)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,8 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bugs:
         temperature = DEFAULT_TEMPERATURE if args.temperature is None else args.temperature
-        rules = bug_gallery(parse_distribution(args.p, "p"), parse_distribution(args.q, "q"), temperature,
-                            args.samples, args.seed)
+        rules = bug_gallery(
+            parse_distribution(args.p, "p"), parse_distribution(args.q, "q"), temperature, args.samples, args.seed
+        )
         print(json.dumps({name: r.to_dict() for name, r in rules.items()}) if args.json else _bugs_table(rules))
         return 0
     if args.temperature is not None:
@@ -50,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(r) -> str:
-    lines = [f"{'token':>5}  {'p':>8}  {'q':>8}  {'min(p,q)':>8}  {'residual':>8}  {'measured':>9}  {'|error|':>9}  {'error/SE':>8}"]
+    lines = [
+        f"{'token':>5}  {'p':>8}  {'q':>8}  {'min(p,q)':>8}  {'residual':>8}  {'measured':>9}  {'|error|':>9}  {'error/SE':>8}"
+    ]
     for i, (p, q, res, m, e, se) in enumerate(zip(r.p, r.q, r.residual, r.measured, r.abs_error, r.std_error)):
         z = e / se if se > 0 else (0.0 if e == 0 else float("inf"))
         lines.append(f"{i:>5}  {p:>8.4f}  {q:>8.4f}  {min(p, q):>8.4f}  {res:>8.4f}  {m:>9.6f}  {e:>9.6f}  {z:>8.2f}")
@@ -87,8 +99,10 @@ def _bugs_table(rules: dict) -> str:
     ]
     for name, r in rules.items():
         verdict = "within noise" if r.within_noise else "measurably off"
-        lines.append(f"{name:<22}  {dist(r.measured):<{width}}  {r.tv:>8.5f}  {r.tv_std_error:>8.5f}  "
-                     f"{r.tv_expected:>8.5f}  {r.max_z:>7.1f}  {verdict}")
+        lines.append(
+            f"{name:<22}  {dist(r.measured):<{width}}  {r.tv:>8.5f}  {r.tv_std_error:>8.5f}  "
+            f"{r.tv_expected:>8.5f}  {r.max_z:>7.1f}  {verdict}"
+        )
     lines += [
         "",
         f"TV: total variation distance of the output frequencies from p at T = {t:g}, with its standard error (SE);",

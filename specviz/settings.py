@@ -107,15 +107,24 @@ class Setting:
         """Raise SettingsError naming the setting, its range and the value, unless it fits."""
         what = self.words or (self.registry.kind if self.registry else name.replace("_", " "))
         if self.kind == "choice":
-            _check(value in self.registry, f"{what} must be one of {', '.join(self.registry.names)} (got {_got(value)})")
+            _check(
+                value in self.registry, f"{what} must be one of {', '.join(self.registry.names)} (got {_got(value)})"
+            )
         elif self.kind == "flag":
             _check(isinstance(value, bool), f"{what} must be true or false (got {_got(value)})")
         elif self.kind == "whole":
             lo, hi = self.span
-            upto = (f", {lo} or more" if hi is None else f", {lo} or more (below 2**63)" if hi == MAX_SEED
-                    else f" from {lo} to {hi}")
-            _check(_whole(value) and lo <= value and (hi is None or value <= hi),
-                   f"{what} must be a whole number{upto} (got {_got(value)})")
+            upto = (
+                f", {lo} or more"
+                if hi is None
+                else f", {lo} or more (below 2**63)"
+                if hi == MAX_SEED
+                else f" from {lo} to {hi}"
+            )
+            _check(
+                _whole(value) and lo <= value and (hi is None or value <= hi),
+                f"{what} must be a whole number{upto} (got {_got(value)})",
+            )
         else:
             lo, hi = self.span
             words = f"above {lo:g} and at most {hi:g}" if self.open_low else f"between {lo:g} and {hi:g}"
@@ -133,43 +142,103 @@ class GenerationSettings:
     # The API takes these after its leading parameters in this order (app.page.api_signature):
     # a new field goes last.
     temperature: float = setting(0.0, "0 is greedy", "Temperature", span=(0.0, 2.0), step=0.05)
-    top_k: int = setting(0, "keep the k most likely tokens; 0 disables", "Top-k", span=(0, MAX_TOP_K), box=True,
-                         info="0 = off", words="top-k")
-    top_p: float = setting(1.0, "nucleus sampling mass; 1 disables", "Top-p", span=(0.0, 1.0), open_low=True, step=0.05,
-                           info="", words="top-p")
-    max_new_tokens: int = setting(128, "the most tokens generated", "Max new tokens", span=(1, MAX_NEW_TOKENS_CAP),
-                                  shown=(1, 512), info="")
+    top_k: int = setting(
+        0,
+        "keep the k most likely tokens; 0 disables",
+        "Top-k",
+        span=(0, MAX_TOP_K),
+        box=True,
+        info="0 = off",
+        words="top-k",
+    )
+    top_p: float = setting(
+        1.0,
+        "nucleus sampling mass; 1 disables",
+        "Top-p",
+        span=(0.0, 1.0),
+        open_low=True,
+        step=0.05,
+        info="",
+        words="top-p",
+    )
+    max_new_tokens: int = setting(
+        128, "the most tokens generated", "Max new tokens", span=(1, MAX_NEW_TOKENS_CAP), shown=(1, 512), info=""
+    )
     seed: int = setting(0, "the random seed of sampling", "Seed", span=(0, MAX_SEED), box=True, info="")
     # The fixed k, or the cap of the heuristic and cost-aware policies: default_k(policy) when none is given.
-    k: int = setting(MAX_K, "tokens drafted per round: the fixed k, or the most a round may draft under the other "
-                     "policies", "k: the fixed k, or the most a round drafts", span=(1, MAX_K), info="")
-    policy: str = setting(POLICIES.default, "how many tokens each round drafts", "Draft length per round",
-                          registry=POLICIES)
+    k: int = setting(
+        MAX_K,
+        "tokens drafted per round: the fixed k, or the most a round may draft under the other policies",
+        "k: the fixed k, or the most a round drafts",
+        span=(1, MAX_K),
+        info="",
+    )
+    policy: str = setting(
+        POLICIES.default, "how many tokens each round drafts", "Draft length per round", registry=POLICIES
+    )
     drafter: str = setting(DRAFTERS.default, "how tokens are drafted", "Drafter", registry=DRAFTERS, info="")
     mode: str = setting(MODES.default, "how the target decodes", "Decoding", registry=MODES, info="")
     raw: bool = setting(False, "send the prompt as-is, without the chat template", "Raw prompt")
-    early_exit_layers: int = setting(0, "layers of the target the early-exit drafter uses (0: a quarter)",
-                                     "Early-exit layers", span=(0, MAX_LAYERS), box=True, words="early-exit layers")
-    adaptive_threshold: float = setting(0.4, "heuristic policy: draft confidence below which a round's drafting stops",
-                                        "Heuristic confidence cut", span=(0.0, 1.0), step=0.05)
-    tree_nodes: int = setting(8, "tree drafter: the most drafted nodes per round (all verified in one target pass)",
-                              "Tree: nodes per round", span=(1, 64))
-    tree_width: int = setting(2, "tree drafter: the most children per node (the draft's most likely tokens there)",
-                              "Tree: children per node", span=(1, 8))
-    vocab_method: str = setting(VOCAB_METHODS.default, "a draft with another tokenizer: how it drafts for the target",
-                                "Draft with another tokenizer", registry=VOCAB_METHODS)
+    early_exit_layers: int = setting(
+        0,
+        "layers of the target the early-exit drafter uses (0: a quarter)",
+        "Early-exit layers",
+        span=(0, MAX_LAYERS),
+        box=True,
+        words="early-exit layers",
+    )
+    adaptive_threshold: float = setting(
+        0.4,
+        "heuristic policy: draft confidence below which a round's drafting stops",
+        "Heuristic confidence cut",
+        span=(0.0, 1.0),
+        step=0.05,
+    )
+    tree_nodes: int = setting(
+        8,
+        "tree drafter: the most drafted nodes per round (all verified in one target pass)",
+        "Tree: nodes per round",
+        span=(1, 64),
+    )
+    tree_width: int = setting(
+        2,
+        "tree drafter: the most children per node (the draft's most likely tokens there)",
+        "Tree: children per node",
+        span=(1, 8),
+    )
+    vocab_method: str = setting(
+        VOCAB_METHODS.default,
+        "a draft with another tokenizer: how it drafts for the target",
+        "Draft with another tokenizer",
+        registry=VOCAB_METHODS,
+    )
     runtime: str = setting(RUNTIMES.default, "what runs the models", "Runtime", registry=RUNTIMES)
-    suffix_max_nodes: int = setting(16, "suffix drafter: the most nodes of its speculation tree per round",
-                                    "Suffix: most tree nodes", span=(1, 64))
-    suffix_min_score: float = setting(0.1, "suffix drafter: a node joins the tree only if at least this share of the "
-                                      "earlier matches continued that way", "Suffix: least score of a node",
-                                      span=(0.0, 1.0), step=0.05)
-    lookahead_window: int = setting(4, "lookahead drafter: W, the Jacobi window's columns (guessed future positions)",
-                                    "Lookahead: window W", span=(1, 16))
-    lookahead_ngram: int = setting(3, "lookahead drafter: N, the n-gram size (the window has N - 1 levels)",
-                                   "Lookahead: n-gram size N", span=(3, 8), words="lookahead n-gram size")
-    lookahead_candidates: int = setting(4, "lookahead drafter: G, the most n-grams verified per round",
-                                        "Lookahead: n-grams verified G", span=(1, 16))
+    suffix_max_nodes: int = setting(
+        16, "suffix drafter: the most nodes of its speculation tree per round", "Suffix: most tree nodes", span=(1, 64)
+    )
+    suffix_min_score: float = setting(
+        0.1,
+        "suffix drafter: a node joins the tree only if at least this share of the earlier matches continued that way",
+        "Suffix: least score of a node",
+        span=(0.0, 1.0),
+        step=0.05,
+    )
+    lookahead_window: int = setting(
+        4,
+        "lookahead drafter: W, the Jacobi window's columns (guessed future positions)",
+        "Lookahead: window W",
+        span=(1, 16),
+    )
+    lookahead_ngram: int = setting(
+        3,
+        "lookahead drafter: N, the n-gram size (the window has N - 1 levels)",
+        "Lookahead: n-gram size N",
+        span=(3, 8),
+        words="lookahead n-gram size",
+    )
+    lookahead_candidates: int = setting(
+        4, "lookahead drafter: G, the most n-grams verified per round", "Lookahead: n-grams verified G", span=(1, 16)
+    )
 
     def __post_init__(self) -> None:
         for name, s in specs(type(self)).items():
@@ -237,11 +306,18 @@ class PromptSetting:
 
 
 PROMPT = PromptSetting(
-    "the user message (or raw text with --raw)", "Prompt",
-    chars=Limit("the prompt", 100_000, "SPECVIZ_MAX_PROMPT_CHARS",
-                "characters of a prompt, or of a conversation's messages together (page, API, MCP, CLI)", "characters"),
-    messages=Limit("the number of messages", 64, "SPECVIZ_MAX_MESSAGES",
-                   "messages of a conversation sent as the prompt"),
+    "the user message (or raw text with --raw)",
+    "Prompt",
+    chars=Limit(
+        "the prompt",
+        100_000,
+        "SPECVIZ_MAX_PROMPT_CHARS",
+        "characters of a prompt, or of a conversation's messages together (page, API, MCP, CLI)",
+        "characters",
+    ),
+    messages=Limit(
+        "the number of messages", 64, "SPECVIZ_MAX_MESSAGES", "messages of a conversation sent as the prompt"
+    ),
 )
 ROLES = ("system", "user", "assistant")
 
@@ -254,10 +330,17 @@ def check_prompt(prompt: object) -> str | list[dict]:
     if isinstance(prompt, list):
         PROMPT.messages.check(len(prompt))
         for i, m in enumerate(prompt):
-            if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str) \
-                    or not m["content"].strip() or set(m) - {"role", "content"}:
-                raise UserError(f"message {i + 1} of the conversation needs a role ({', '.join(ROLES)}) and some "
-                                "content, nothing else")
+            if (
+                not isinstance(m, dict)
+                or m.get("role") not in ROLES
+                or not isinstance(m.get("content"), str)
+                or not m["content"].strip()
+                or set(m) - {"role", "content"}
+            ):
+                raise UserError(
+                    f"message {i + 1} of the conversation needs a role ({', '.join(ROLES)}) and some "
+                    "content, nothing else"
+                )
         PROMPT.chars.check(sum(len(m["content"]) for m in prompt), "the conversation")
         if not prompt or prompt[-1]["role"] != "user":
             raise UserError("a conversation must end with the user's message, for the model to answer")
@@ -272,4 +355,3 @@ def check_prompt(prompt: object) -> str | list[dict]:
 def prompt_text(prompt: str | list[dict]) -> str:
     """What a reader sees of a prompt: itself, or a conversation's last user message."""
     return prompt if isinstance(prompt, str) else prompt[-1]["content"]
-

@@ -181,7 +181,9 @@ def _cost_fn(verify_ms: VerifyCosts) -> Callable[[int], float]:
 
     def tabulated(n: int) -> float:
         if not 1 <= n <= len(table):
-            raise UserError(f"verify cost measured for 1 to {len(table)} tokens only; a pass over {n} tokens was asked for")
+            raise UserError(
+                f"verify cost measured for 1 to {len(table)} tokens only; a pass over {n} tokens was asked for"
+            )
         return _checked_cost(table[n - 1], n)
 
     return tabulated

@@ -45,8 +45,9 @@ def chromium():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-background-networking"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"]
+        )
         try:
             yield browser
         finally:
@@ -85,11 +86,23 @@ def launched_app(env: dict[str, str], log_name: str = "app"):
     log_path = ARTIFACTS / f"{log_name}.log"
     # fp32 unless a test asks otherwise: tests compare tokens, which a multi-token pass gives
     # exactly as one-token passes do only in fp32 (and the choice of precision is timed).
-    full_env = {"SPECVIZ_DTYPE": "float32", **os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_SERVER_PORT": str(port), **env}
+    full_env = {
+        "SPECVIZ_DTYPE": "float32",
+        **os.environ,
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "GRADIO_SERVER_PORT": str(port),
+        **env,
+    }
     full_env.pop("PORT", None)
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "app.py"],
+            cwd=ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         url = f"http://127.0.0.1:{port}/"
         try:
             deadline = time.monotonic() + START_TIMEOUT_S

@@ -18,9 +18,22 @@ import pytest
 
 # Files of the full suite left out of the fast tier (README, "Tests"), each 10 s or more here:
 # command-line runs in subprocesses, Monte Carlo over trees and copy spans, model loads.
-SLOW = {"test_robustness.py", "test_copy_span.py", "test_models_loader.py", "test_tree_verify.py", "test_resident.py",
-        "test_browser_gate.py"}
-SHARED = ("models", "gguf", "wheels", "locks", "tokenizers", "llama.cpp-tools")  # linked: built once, reused by every run
+SLOW = {
+    "test_robustness.py",
+    "test_copy_span.py",
+    "test_models_loader.py",
+    "test_tree_verify.py",
+    "test_resident.py",
+    "test_browser_gate.py",
+}
+SHARED = (
+    "models",
+    "gguf",
+    "wheels",
+    "locks",
+    "tokenizers",
+    "llama.cpp-tools",
+)  # linked: built once, reused by every run
 MEASURED = ("cost-models", "precision", "runtime-choice")  # copied: tests add their own entries
 
 

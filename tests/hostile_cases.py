@@ -18,57 +18,108 @@ import httpx
 from viz_sample import spec_trace
 
 GOOD_SPEEDUP = {"alpha": 0.8, "k": 4, "target_ms": 30.0, "draft_ms": 5.0}
-PROM = ('vllm:spec_decode_num_drafts_total{{model_name="{m}"}} 10\n'
-        'vllm:spec_decode_num_draft_tokens_total{{model_name="{m}"}} 40\n'
-        'vllm:spec_decode_num_accepted_tokens_total{{model_name="{m}"}} 20\n')
+PROM = (
+    'vllm:spec_decode_num_drafts_total{{model_name="{m}"}} 10\n'
+    'vllm:spec_decode_num_draft_tokens_total{{model_name="{m}"}} 40\n'
+    'vllm:spec_decode_num_accepted_tokens_total{{model_name="{m}"}} 20\n'
+)
 
 
 def per_position(position: str, model: str = "m") -> str:
-    return PROM.format(m=model) + (f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="{model}",'
-                                   f'position="{position}"}} 3\n')
+    return PROM.format(m=model) + (
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="{model}",position="{position}"}} 3\n'
+    )
 
 
 def histogram(n: int) -> str:
-    return json.dumps({"metrics": {"speculative_decoding": {"num_spec_steps": n, "num_draft_tokens": n,
-                                                            "num_accepted_draft_tokens": 0,
-                                                            "acceptance_histogram": [1] * n}}})
+    return json.dumps(
+        {
+            "metrics": {
+                "speculative_decoding": {
+                    "num_spec_steps": n,
+                    "num_draft_tokens": n,
+                    "num_accepted_draft_tokens": 0,
+                    "acceptance_histogram": [1] * n,
+                }
+            }
+        }
+    )
 
 
 # (case, what the refusal names, read_metrics' payload)
 METRICS = [
     ("position label 10^10", "SPECVIZ_MAX_POSITIONS", per_position("10000000000")),
     ("position label 10^6", "SPECVIZ_MAX_POSITIONS", per_position("1000000")),
-    ("label of 20,000 characters", "SPECVIZ_MAX_METRICS_LINE",
-     PROM.format(m="m") + 'vllm:spec_decode_num_drafts_total{model_name="' + "a" * 20_000 + '"} 1\n'),
+    (
+        "label of 20,000 characters",
+        "SPECVIZ_MAX_METRICS_LINE",
+        PROM.format(m="m") + 'vllm:spec_decode_num_drafts_total{model_name="' + "a" * 20_000 + '"} 1\n',
+    ),
     ("acceptance_histogram of 30,000 entries", "SPECVIZ_MAX_POSITIONS", histogram(30_000)),
     ("payload of 3 MB", "SPECVIZ_MAX_METRICS_BYTES", "#" + "x" * 3_000_000),
     ("JSON nested a million deep", "nests too deeply", "[" * 1_000_000 + "]" * 1_000_000),
 ]
 # (case, tool, arguments, what the refusal names)
 TOOLS = [
-    ("best_k k_max 5,000,000", "best_k", {"alpha": 0.8, "target_ms": 30, "draft_ms": 5, "k_max": 5_000_000},
-     "SPECVIZ_MAX_K"),
-    ("best_k k_max 4e8", "best_k", {"alpha": 0.8, "target_ms": 30, "draft_ms": 5, "k_max": 400_000_000},
-     "SPECVIZ_MAX_K"),
+    (
+        "best_k k_max 5,000,000",
+        "best_k",
+        {"alpha": 0.8, "target_ms": 30, "draft_ms": 5, "k_max": 5_000_000},
+        "SPECVIZ_MAX_K",
+    ),
+    (
+        "best_k k_max 4e8",
+        "best_k",
+        {"alpha": 0.8, "target_ms": 30, "draft_ms": 5, "k_max": 400_000_000},
+        "SPECVIZ_MAX_K",
+    ),
     ("speedup k 10^9", "speedup", {"alpha": 0.8, "k": 10**9, "target_ms": 30, "draft_ms": 5}, "SPECVIZ_MAX_K"),
-    ("lossless p and q of 200,000 entries", "lossless_check",
-     {"p": ",".join(["0.000005"] * 200_000), "q": ",".join(["0.000005"] * 200_000)}, "SPECVIZ_MAX_DISTRIBUTION_CHARS"),
-    ("lossless p and q of 5,000 short entries", "lossless_check", {"p": ",".join(["0"] * 5_000), "q": "1"},
-     "SPECVIZ_MAX_DISTRIBUTION"),
-    ("lossless 10^12 samples", "lossless_check", {"p": "0.5,0.5", "q": "0.9,0.1", "samples": 10**12},
-     "SPECVIZ_MAX_SAMPLES"),
-    ("a pair of 100,000 characters", "export_settings", {"format": "vllm", "pair": "a/b" * 33_334},
-     "SPECVIZ_MAX_PAIR_CHARS"),
+    (
+        "lossless p and q of 200,000 entries",
+        "lossless_check",
+        {"p": ",".join(["0.000005"] * 200_000), "q": ",".join(["0.000005"] * 200_000)},
+        "SPECVIZ_MAX_DISTRIBUTION_CHARS",
+    ),
+    (
+        "lossless p and q of 5,000 short entries",
+        "lossless_check",
+        {"p": ",".join(["0"] * 5_000), "q": "1"},
+        "SPECVIZ_MAX_DISTRIBUTION",
+    ),
+    (
+        "lossless 10^12 samples",
+        "lossless_check",
+        {"p": "0.5,0.5", "q": "0.9,0.1", "samples": 10**12},
+        "SPECVIZ_MAX_SAMPLES",
+    ),
+    (
+        "a pair of 100,000 characters",
+        "export_settings",
+        {"format": "vllm", "pair": "a/b" * 33_334},
+        "SPECVIZ_MAX_PAIR_CHARS",
+    ),
 ]
 
 
 PAGE = [  # (case, event, its inputs, what the refusal names)
-    ("lossless p of 200,000 entries", "simulate", [",".join(["0.000005"] * 200_000)] * 2 + [1_000_000, 0],
-     "SPECVIZ_MAX_DISTRIBUTION_CHARS"),
-    ("bug gallery q of 5,000 entries", "simulate_bugs", ["1", ",".join(["0"] * 5_000), 1_000_000, 0, 0.7],
-     "SPECVIZ_MAX_DISTRIBUTION"),
-    ("sweep of 9 temperatures", "sweep", [None, None, ",".join(str(t / 10) for t in range(9))],
-     "SPECVIZ_MAX_TEMPERATURES"),
+    (
+        "lossless p of 200,000 entries",
+        "simulate",
+        [",".join(["0.000005"] * 200_000)] * 2 + [1_000_000, 0],
+        "SPECVIZ_MAX_DISTRIBUTION_CHARS",
+    ),
+    (
+        "bug gallery q of 5,000 entries",
+        "simulate_bugs",
+        ["1", ",".join(["0"] * 5_000), 1_000_000, 0, 0.7],
+        "SPECVIZ_MAX_DISTRIBUTION",
+    ),
+    (
+        "sweep of 9 temperatures",
+        "sweep",
+        [None, None, ",".join(str(t / 10) for t in range(9))],
+        "SPECVIZ_MAX_TEMPERATURES",
+    ),
     ("sweep list of 100,000 characters", "sweep", [None, None, "0," * 50_000], "SPECVIZ_MAX_TEMPERATURES_CHARS"),
     # Values outside a widget's own range or choices: Gradio refuses them before the handler.
     ("lossless 10^12 draws", "simulate", ["0.5,0.5", "0.9,0.1", 10**12, 0], None),
@@ -126,14 +177,19 @@ def requests(url: str, client, fn_index: dict[str, int]) -> list[tuple[str, obje
     out = []
     for case, _, payload in METRICS:
         out.append((case, lambda p=payload: api_reply(client, "read_metrics", payload=p, target_ms=30.0)))
-        out.append((case, lambda p=payload: page_event(url, fn_index["metrics_views"],
-                                                        [p, None, "typed", 30, 0, 0, None])))
+        out.append(
+            (case, lambda p=payload: page_event(url, fn_index["metrics_views"], [p, None, "typed", 30, 0, 0, None]))
+        )
     out += [(case, lambda t=tool, a=args: api_reply(client, t, **a)) for case, tool, args, _ in TOOLS]
     out += [(case, lambda e=event, d=data: page_event(url, fn_index[e], d)) for case, event, data, _ in PAGE]
     for case, content in TRACES:
         out.append((case, lambda c=content: uploaded_trace(url, fn_index, c)))
-    out.append(("prompt of 1,000,000 characters",
-                lambda: api_reply(client, "generate", prompt="x" * 1_000_000, max_new_tokens=8)))
+    out.append(
+        (
+            "prompt of 1,000,000 characters",
+            lambda: api_reply(client, "generate", prompt="x" * 1_000_000, max_new_tokens=8),
+        )
+    )
     return out
 
 
@@ -149,8 +205,10 @@ def page_event(url: str, fn_index: int, data: list) -> Reply:
     session = uuid.uuid4().hex
     start = time.perf_counter()
     with httpx.Client(base_url=f"{url}gradio_api/", timeout=60) as http:
-        joined = http.post("queue/join", json={"data": data, "fn_index": fn_index, "session_hash": session,
-                                               "event_data": None, "trigger_id": None})
+        joined = http.post(
+            "queue/join",
+            json={"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None},
+        )
         if joined.status_code != 200:
             return Reply(time.perf_counter() - start, len(joined.content), joined.text or str(joined.status_code))
         body, last = b"", None
@@ -176,19 +234,24 @@ def trace_with(tree_nodes: int = 0, depth: int = 1, t_end_s: float | None = None
     trace = spec_trace().to_dict()
     first = trace["events"][0]
     if tree_nodes:
-        first["tree"] = [{"parent": -1, "token": i + 1, "text": "a", "depth": 1, "q": 0.1, "p": None,
-                          "decision": "unchecked"} for i in range(tree_nodes)]
+        first["tree"] = [
+            {"parent": -1, "token": i + 1, "text": "a", "depth": 1, "q": 0.1, "p": None, "decision": "unchecked"}
+            for i in range(tree_nodes)
+        ]
     if depth > 1:
-        first["tree"] = [{"parent": -1, "token": 1, "text": "a", "depth": depth, "q": 0.1, "p": None,
-                          "decision": "unchecked"}]
+        first["tree"] = [
+            {"parent": -1, "token": 1, "text": "a", "depth": depth, "q": 0.1, "p": None, "decision": "unchecked"}
+        ]
     if t_end_s is not None:
         trace["events"][-1]["t_end_s"] = t_end_s
     return json.dumps(trace).encode()
 
 
-TRACES = [("a flat tree of 600 nodes", trace_with(tree_nodes=600)),
-          ("one node at depth 2,000,000", trace_with(depth=2_000_000)),
-          ("a round ending at 10^12 s", trace_with(t_end_s=1e12))]
+TRACES = [
+    ("a flat tree of 600 nodes", trace_with(tree_nodes=600)),
+    ("one node at depth 2,000,000", trace_with(depth=2_000_000)),
+    ("a round ending at 10^12 s", trace_with(t_end_s=1e12)),
+]
 
 
 def uploaded_trace(url: str, fn_index: dict[str, int], content: bytes) -> Reply:

@@ -10,7 +10,13 @@ from viz_sample import bonus_round, draft, emitted, sample_rounds
 
 from specviz import acceptance
 from specviz.acceptance import (
-    acceptance_by_position, best_speed, departure_words, hindsight, hindsight_k, length_stats, position_stats,
+    acceptance_by_position,
+    best_speed,
+    departure_words,
+    hindsight,
+    hindsight_k,
+    length_stats,
+    position_stats,
 )
 from specviz.events import RoundEvent
 
@@ -22,9 +28,17 @@ def chain(decisions: str, index: int = 0, end: str | None = "resampled") -> Roun
     """A round from a string of decisions: a accepted, r rejected, u unchecked."""
     names = {"a": "accepted", "r": "rejected", "u": "unchecked"}
     drafted = [draft(f"t{i}", 0.5, 0.5, 0.1, names[c]) for i, c in enumerate(decisions)]
-    return RoundEvent(index=index, k=len(decisions), drafted=drafted, emitted=emitted("x", 0.5, end) if end else None,
-                      positions=[], draft_ms=10.0 * len(decisions), verify_ms=100.0, t_end_s=float(index + 1),
-                      new_tokens=0)
+    return RoundEvent(
+        index=index,
+        k=len(decisions),
+        drafted=drafted,
+        emitted=emitted("x", 0.5, end) if end else None,
+        positions=[],
+        draft_ms=10.0 * len(decisions),
+        verify_ms=100.0,
+        t_end_s=float(index + 1),
+        new_tokens=0,
+    )
 
 
 def test_both_per_position_rates_count_by_hand():

@@ -22,7 +22,9 @@ def tiny(tmp_path_factory):
     spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
     # fp32: greedy speculative and plain outputs are compared token for token, and only there
     # does a multi-token pass round like a one-token pass
-    with launched_app({"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "SPECVIZ_DTYPE": "float32"}, "app-client") as url:
+    with launched_app(
+        {"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "SPECVIZ_DTYPE": "float32"}, "app-client"
+    ) as url:
         yield Client(url, verbose=False), spec
 
 
@@ -34,8 +36,18 @@ def stream(client: Client, **kw) -> list[Trace]:
 
 def test_generate_streams_the_trace_round_by_round_and_ends_with_the_whole_trace(tiny):
     client, spec = tiny
-    traces = stream(client, prompt=PROMPT, pair=spec, drafter="model", k=4, temperature=0.0, top_p=1.0,
-                    max_new_tokens=24, seed=0, mode="speculative")
+    traces = stream(
+        client,
+        prompt=PROMPT,
+        pair=spec,
+        drafter="model",
+        k=4,
+        temperature=0.0,
+        top_p=1.0,
+        max_new_tokens=24,
+        seed=0,
+        mode="speculative",
+    )
     final = traces[-1]
     # A message per round (rounds closer than runner.MIN_UPDATE_S share one), then the finished trace.
     assert len(traces) >= 2
@@ -88,10 +100,14 @@ def test_bad_input_is_refused_with_a_clear_message_and_the_app_keeps_serving(tin
 
 def test_status_says_how_the_load_stands_and_where_the_cache_is(tiny):
     client, spec = tiny
-    stream(client, prompt=PROMPT, pair=spec, drafter="model", k=2, temperature=0.0, max_new_tokens=4, mode="speculative")
+    stream(
+        client, prompt=PROMPT, pair=spec, drafter="model", k=2, temperature=0.0, max_new_tokens=4, mode="speculative"
+    )
     status = json.loads(client.predict(spec, api_name="/status"))
     assert json.loads(client.predict("", api_name="/status"))["pair"] == spec  # the page's own pair
-    assert status["pair"] == spec and status["state"] == "ready" and status["fraction"] == 1.0 and status["error"] is None
+    assert (
+        status["pair"] == spec and status["state"] == "ready" and status["fraction"] == 1.0 and status["error"] is None
+    )
     assert status["cache"] and status["cache_reason"]
     # Each runtime's measured rates, and the warning exactly when some plain rate beats every drafting one.
     rates = status["rates"]

@@ -38,7 +38,9 @@ def test_the_export_panel_writes_the_runs_pair_drafter_and_k_for_each_engine(tra
 def test_the_metrics_section_draws_an_engines_positions_and_judges_them(trace):
     payload = (DATA / "vllm_two_models.prom").read_text()
     fig, words = production.metrics_views(payload, None, "typed", 10.0, 0.0, None, None)
-    assert [list(b.y) for b in fig.data if b.type == "bar"][0] == pytest.approx([0.9, 30 / 45, 0.5])  # model-a, conditional
+    assert [list(b.y) for b in fig.data if b.type == "bar"][0] == pytest.approx(
+        [0.9, 30 / 45, 0.5]
+    )  # model-a, conditional
     assert "model-a" in words and "model-b" in words and "This drafter helps: 2.80x" in words
     # With the run's measured costs, the source is named.
     _, words = production.metrics_views(None, str(DATA / "vllm_request.json"), "run", None, None, None, trace)
@@ -68,7 +70,9 @@ def test_the_launched_app_lists_its_tools_over_mcp_and_answers_two_calls():
     with launched_app({"SPECVIZ_PRELOAD": "0"}, "app-mcp") as url:
         tools, speed, bad = asyncio.run(talk(f"{url}gradio_api/mcp/"))
     names = set(tools)
-    assert {"speedup", "best_k", "lossless_check", "export_settings", "read_metrics", "generate_summary"} <= names, names
+    assert {"speedup", "best_k", "lossless_check", "export_settings", "read_metrics", "generate_summary"} <= names, (
+        names
+    )
     assert "Returns" in tools["speedup"].description or "speedup" in tools["speedup"].description
     # (1 - 0.8^5) / 0.2 = 3.3616 tokens a round for 4 * 5 + 30 = 50 ms against 30 a token: 2.017x.
     got = json.loads(speed.content[0].text)

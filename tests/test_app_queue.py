@@ -27,8 +27,12 @@ LIMIT = "the limit is 1 per visitor (SPECVIZ_MAX_RUNS_PER_VISITOR)"
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
-    env = {"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "SPECVIZ_MAX_RUNS_PER_VISITOR": "1",
-           "SPECVIZ_MCP": "false"}
+    env = {
+        "SPECVIZ_DEFAULT_PAIR": spec,
+        "SPECVIZ_PRELOAD": "0",
+        "SPECVIZ_MAX_RUNS_PER_VISITOR": "1",
+        "SPECVIZ_MCP": "false",
+    }
     with launched_app(env, "app-queue") as url:
         yield url, spec
 
@@ -90,8 +94,10 @@ def test_a_request_over_the_size_limit_is_refused_before_its_body_is_read(app):
     announced = 100_000_000
     started = time.monotonic()
     with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n{\"data\": [\"xxxx" % announced)  # the rest never sent
+        s.sendall(
+            b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: %d\r\n\r\n{"data": ["xxxx' % announced
+        )  # the rest never sent
         reply = b""
         while not reply.endswith(b"}"):  # the headers and the body may come apart
             chunk = s.recv(4096)
@@ -101,13 +107,17 @@ def test_a_request_over_the_size_limit_is_refused_before_its_body_is_read(app):
         reply = reply.decode()
     assert time.monotonic() - started < 1
     assert reply.startswith("HTTP/1.1 413")
-    assert reply.endswith('"the request is 100,000,000 bytes; the limit is 16,000,000 bytes (SPECVIZ_MAX_REQUEST_BYTES)"}')
+    assert reply.endswith(
+        '"the request is 100,000,000 bytes; the limit is 16,000,000 bytes (SPECVIZ_MAX_REQUEST_BYTES)"}'
+    )
 
 
 @pytest.fixture(scope="module")
 def public(tmp_path_factory):
     spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair-public"))
-    with launched_app({"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "SPECVIZ_PUBLIC": "1"}, "app-public") as url:
+    with launched_app(
+        {"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "SPECVIZ_PUBLIC": "1"}, "app-public"
+    ) as url:
         yield Client(url, verbose=False), spec
 
 
@@ -133,8 +143,10 @@ def _by_fn_index(url: str, api_name: str, values: dict[str, object]) -> list[dic
     dep = next(d for d in config["dependencies"] if d.get("api_name") == api_name)
     data = [values.get(components[i].get("elem_id"), components[i].get("value")) for i in dep["inputs"]]
     session = uuid.uuid4().hex
-    status, text = _post(f"{url}gradio_api/queue/join", {"data": data, "fn_index": dep["id"], "session_hash": session,
-                                                          "event_data": None, "trigger_id": None})
+    status, text = _post(
+        f"{url}gradio_api/queue/join",
+        {"data": data, "fn_index": dep["id"], "session_hash": session, "event_data": None, "trigger_id": None},
+    )
     if status == 422:  # refused at the queue's door: the answer is the refusal, as a finished event's would be
         (verdict,) = json.loads(text)["detail"]
         return [{"msg": "process_completed", "success": False, "output": {"error": verdict["message"]}}]
@@ -153,10 +165,11 @@ def test_the_live_run_called_by_fn_index_runs_and_is_bounded_like_the_api(app):
     url, spec = app
     done = _by_fn_index(url, "run", {"prompt": PROMPT, "pair": spec, "max_new_tokens": 8})[-1]
     assert done["success"], done
-    assert "data-state=\"done\"" in done["output"]["data"][0]  # the stream, finished
+    assert 'data-state="done"' in done["output"]["data"][0]  # the stream, finished
     refused = _by_fn_index(url, "run", {"prompt": "x" * 200_000, "pair": spec})[-1]
     assert not refused["success"]
     assert refused["output"]["error"] == (
-        "the prompt is 200,000 characters; the limit is 100,000 characters (SPECVIZ_MAX_PROMPT_CHARS)")
+        "the prompt is 200,000 characters; the limit is 100,000 characters (SPECVIZ_MAX_PROMPT_CHARS)"
+    )
     bad = _by_fn_index(url, "run", {"prompt": PROMPT, "pair": spec, "k": 1000})[-1]["output"]["error"]
     assert "1000" in bad and "16" in bad and "\n" not in bad  # the slider's own check, or the setting's

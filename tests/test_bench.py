@@ -35,7 +35,13 @@ def test_prompt_files_are_checked(tmp_path):
     good = tmp_path / "p.jsonl"
     good.write_text('{"id": "a", "kind": "code", "prompt": "x"}\n\n{"id": "b", "prompt": "y"}\n')
     assert [p.id for p in load_prompts(good)] == ["a", "b"]
-    for bad in ('{"prompts": []}', '[{"id": "a"}]', '[{"prompt": "x", "kind": "poem"}]', '[{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}]', "{"):
+    for bad in (
+        '{"prompts": []}',
+        '[{"id": "a"}]',
+        '[{"prompt": "x", "kind": "poem"}]',
+        '[{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}]',
+        "{",
+    ):
         path = tmp_path / "bad.json"
         path.write_text(bad)
         with pytest.raises(UserError):
@@ -45,7 +51,9 @@ def test_prompt_files_are_checked(tmp_path):
 
 
 def test_select_alternates_kinds_and_keeps_file_order():
-    prompts = [BenchPrompt(f"c{i}", "code", "x") for i in range(3)] + [BenchPrompt(f"p{i}", "prose", "x") for i in range(3)]
+    prompts = [BenchPrompt(f"c{i}", "code", "x") for i in range(3)] + [
+        BenchPrompt(f"p{i}", "prose", "x") for i in range(3)
+    ]
     assert [p.id for p in select(prompts, limit=3)] == ["c0", "c1", "p0"]
     assert [p.id for p in select(prompts, ids=["p2", "c1"])] == ["c1", "p2"]
     with pytest.raises(UserError, match="unknown prompt"):
@@ -62,7 +70,11 @@ def test_method_names_parse_and_reject_typos():
     assert [m.name for m in methods] == names
     assert [m.family for m in methods] == [n.split("-")[0] for n in names]
     assert {n: m.k for n, m in zip(names, methods) if m.k is not None} == {
-        "hf-assisted-k2": 2, "hf-assisted-k4": 4, "sv-k2": 2, "sv-k4": 4}
+        "hf-assisted-k2": 2,
+        "hf-assisted-k4": 4,
+        "sv-k2": 2,
+        "sv-k4": 4,
+    }
     for bad in ("sv-k0", "sv-k17", "hf-plane", "sv-adaptive-k"):
         with pytest.raises(UserError):
             parse_method(bad)
@@ -111,13 +123,19 @@ def test_theory_goal_is_judged_against_the_measured_verify_cost():
     measured = 2.0 / 1.4
     targets = {t["target"]: t for t in s["targets"]}
     goal = targets["sv-adaptive: measured / predicted speedup (measured V(n))"]
-    assert goal["value"] == pytest.approx(measured / (2.44 * 120 / 200)) and goal["met"] is True and goal["goal"] == ">= 0.90"
+    assert (
+        goal["value"] == pytest.approx(measured / (2.44 * 120 / 200))
+        and goal["met"] is True
+        and goal["goal"] == ">= 0.90"
+    )
     flat = targets["sv-adaptive: measured / predicted speedup (flat-T formula)"]
     assert flat["value"] == pytest.approx(measured / (2.44 * 120 / 140)) and flat["value"] < 0.9 and flat["met"] is None
 
 
 def test_summary_speedups_medians_mismatches_and_targets():
-    methods = [parse_method(n) for n in ("hf-plain", "hf-assisted", "sv-plain", "sv-k2", "sv-adaptive", "sv-adaptive-min")]
+    methods = [
+        parse_method(n) for n in ("hf-plain", "hf-assisted", "sv-plain", "sv-k2", "sv-adaptive", "sv-adaptive-min")
+    ]
     prompts = [BenchPrompt("a", "code", "x"), BenchPrompt("b", "prose", "y")]
     same = [5, 6, 7, 8]
     spec = dict(acceptance=0.8, tokens_per_round=2.0, mean_k=2.0, target_ms=120.0, draft_ms=10.0)
@@ -158,7 +176,11 @@ def test_summary_speedups_medians_mismatches_and_targets():
     assert targets["adaptive k vs best fixed k in hindsight (geomean)"]["value"] == pytest.approx(math.sqrt(1.2 * 0.4))
     # against hf-assisted: 4 tokens in 1 s vs 1.5 s on a, in 2.5 s vs 2 s on b
     assisted = targets["adaptive k vs best transformers assisted (geomean tokens/s)"]
-    assert assisted["value"] == pytest.approx(math.sqrt(1.5 * 0.8)) and assisted["goal"] == ">= 1.25" and assisted["met"] is False
+    assert (
+        assisted["value"] == pytest.approx(math.sqrt(1.5 * 0.8))
+        and assisted["goal"] == ">= 1.25"
+        and assisted["met"] is False
+    )
     # sv-plain: 5 tokens in 3 s against hf-plain's 4 in 3 s on a, level on b
     plain = targets["sv-plain vs hf-plain (geomean tokens/s)"]
     assert plain["value"] == pytest.approx(math.sqrt(1.25)) and plain["met"] is True
@@ -177,8 +199,10 @@ def test_llamacpp_ngram_methods_run_the_tool_without_a_draft_model(monkeypatch, 
     with pytest.raises(UserError, match="ll-ngram-map-k4v"):
         parse_method("ll-ngram-typo")
     seen = {}
-    log = ("encoded   30 tokens in    0.500 seconds\ndecoded   64 tokens in    2.000 seconds\n"
-           "n_predict = 64\nn_drafted = 40\nn_accept  = 30\n")
+    log = (
+        "encoded   30 tokens in    0.500 seconds\ndecoded   64 tokens in    2.000 seconds\n"
+        "n_predict = 64\nn_drafted = 40\nn_accept  = 30\n"
+    )
 
     def fake_run(args, **kw):
         seen["args"] = args
@@ -186,8 +210,9 @@ def test_llamacpp_ngram_methods_run_the_tool_without_a_draft_model(monkeypatch, 
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     monkeypatch.setattr(llamacpp_tools, "tools_dir", lambda: tmp_path)
-    r = llamacpp_tools.speculative_simple(tmp_path / "t.gguf", None, "PROMPT", max_new_tokens=64, threads=2,
-                                          spec_type="ngram-simple")
+    r = llamacpp_tools.speculative_simple(
+        tmp_path / "t.gguf", None, "PROMPT", max_new_tokens=64, threads=2, spec_type="ngram-simple"
+    )
     args = seen["args"]
     assert "-md" not in args and args[args.index("--spec-type") + 1] == "ngram-simple" and "--no-escape" in args
     assert r == {"text": " and the answer", "new_tokens": 64, "wall_s": 2.5, "drafted": 40, "accepted": 30}
@@ -196,12 +221,20 @@ def test_llamacpp_ngram_methods_run_the_tool_without_a_draft_model(monkeypatch, 
 def test_edit_goals_compare_the_best_copying_method_with_llamacpp_and_plain():
     names = ("lc-plain", "ll-ngram-simple", "ll-ngram-mod", "sv-plain", "sv-lookup", "sv-suffix")
     methods = [parse_method(n) for n in names]
-    prompts = [BenchPrompt("c", "code", "x"), BenchPrompt("p", "prose", "y"), BenchPrompt("e1", "edit", "z"),
-               BenchPrompt("e2", "edit", "w")]
+    prompts = [
+        BenchPrompt("c", "code", "x"),
+        BenchPrompt("p", "prose", "y"),
+        BenchPrompt("e1", "edit", "z"),
+        BenchPrompt("e2", "edit", "w"),
+    ]
     same = list(range(12))
     # seconds for 12 tokens: on the edit prompts suffix takes 1 s, lookup 1.5 s, plain 3 s, the n-gram tools 2 s and 2.4 s
-    secs = {"c": dict(zip(names, (1, 1, 1, 1.0, 1.1, 1.02))), "p": dict(zip(names, (1, 1, 1, 1.0, 1.0, 1.0))),
-            "e1": dict(zip(names, (3, 2, 2.4, 3, 1.5, 1.0))), "e2": dict(zip(names, (3, 2, 2.4, 3, 1.5, 1.0)))}
+    secs = {
+        "c": dict(zip(names, (1, 1, 1, 1.0, 1.1, 1.02))),
+        "p": dict(zip(names, (1, 1, 1, 1.0, 1.0, 1.0))),
+        "e1": dict(zip(names, (3, 2, 2.4, 3, 1.5, 1.0))),
+        "e2": dict(zip(names, (3, 2, 2.4, 3, 1.5, 1.0))),
+    }
     raw = {pid: {n: [_sample(same, t)] for n, t in row.items()} for pid, row in secs.items()}
     targets = {t["target"]: t for t in summarise(raw, prompts, methods, BenchOptions(), stop=set())["targets"]}
     assert targets["sv-suffix vs lc-plain on the edit group (geomean)"]["value"] == pytest.approx(3.0)
@@ -215,7 +248,14 @@ def test_gathered_transformers_runs_are_shown_beside_the_goals_not_in_them():
     names = ("hf-plain", "hf-plain-gathered", "hf-assisted", "hf-assisted-gathered", "sv-plain", "sv-adaptive")
     methods = [parse_method(n) for n in names]
     ids = [5, 6, 7, 8]
-    walls = {"hf-plain": 4.0, "hf-plain-gathered": 3.2, "hf-assisted": 2.0, "hf-assisted-gathered": 1.0, "sv-plain": 3.0, "sv-adaptive": 1.25}
+    walls = {
+        "hf-plain": 4.0,
+        "hf-plain-gathered": 3.2,
+        "hf-assisted": 2.0,
+        "hf-assisted-gathered": 1.0,
+        "sv-plain": 3.0,
+        "sv-adaptive": 1.25,
+    }
     raw = {"a": {n: [_sample(ids, w)] for n, w in walls.items()}}
     s = summarise(raw, [BenchPrompt("a", "code", "x")], methods, BenchOptions(), stop=set())
     # the goal is against transformers as shipped, even where the gathered run is faster
@@ -223,19 +263,30 @@ def test_gathered_transformers_runs_are_shown_beside_the_goals_not_in_them():
     targets = {t["target"]: t for t in s["targets"]}
     assert targets["adaptive k vs best transformers assisted (geomean tokens/s)"]["value"] == pytest.approx(2.0 / 1.25)
     info = targets["adaptive k vs best transformers assisted, LM-head slow path removed (geomean)"]
-    assert info["value"] == pytest.approx(1.0 / 1.25) and info["met"] is None and "hf-assisted-gathered" in info["detail"]
+    assert (
+        info["value"] == pytest.approx(1.0 / 1.25) and info["met"] is None and "hf-assisted-gathered" in info["detail"]
+    )
     assert targets["sv-plain vs hf-plain-gathered (geomean tokens/s)"]["value"] == pytest.approx(3.2 / 3.0)
 
 
 def test_packed_transformers_runs_are_shown_beside_the_goals_not_in_them():
     names = ("hf-plain", "hf-plain-packed", "hf-assisted-k2", "hf-assisted-k2-packed", "sv-plain", "sv-adaptive")
-    walls = {"hf-plain": 4.0, "hf-plain-packed": 2.5, "hf-assisted-k2": 2.0, "hf-assisted-k2-packed": 1.6, "sv-plain": 3.0, "sv-adaptive": 1.25}
+    walls = {
+        "hf-plain": 4.0,
+        "hf-plain-packed": 2.5,
+        "hf-assisted-k2": 2.0,
+        "hf-assisted-k2-packed": 1.6,
+        "sv-plain": 3.0,
+        "sv-adaptive": 1.25,
+    }
     raw = {"a": {n: [_sample([5, 6, 7, 8], w)] for n, w in walls.items()}}
     s = summarise(raw, [BenchPrompt("a", "code", "x")], [parse_method(n) for n in names], BenchOptions(), stop=set())
     assert s["best_assisted"] == "hf-assisted-k2"
     targets = {t["target"]: t for t in s["targets"]}
     info = targets["adaptive k vs best transformers assisted, through packed weights (geomean)"]
-    assert info["value"] == pytest.approx(1.6 / 1.25) and info["met"] is None and "hf-assisted-k2-packed" in info["detail"]
+    assert (
+        info["value"] == pytest.approx(1.6 / 1.25) and info["met"] is None and "hf-assisted-k2-packed" in info["detail"]
+    )
     assert targets["sv-plain vs hf-plain-packed (geomean tokens/s)"]["value"] == pytest.approx(2.5 / 3.0)
 
 
@@ -252,7 +303,9 @@ def test_packed_layers_compute_through_the_packed_copies_and_put_the_layers_back
     product = table[layer]
     table[layer] = lambda x: calls.append(x.shape) or product(x)
     ids = torch.tensor([[3, 4, 5, 6, 7, 8]])
-    config = hf_baselines.generation_config(max_new_tokens=8, temperature=0.0, top_k=0, top_p=1.0, eos_ids=[99], pad_id=None)
+    config = hf_baselines.generation_config(
+        max_new_tokens=8, temperature=0.0, top_k=0, top_p=1.0, eos_ids=[99], pad_id=None
+    )
     try:
         stock = hf_baselines.generate(pair.target, ids, config, assistant=pair.draft)
         assert calls == []
@@ -281,7 +334,9 @@ def test_gathered_heads_feed_the_head_dense_rows_and_change_no_token(one_thread)
     hidden = pair.target.config.hidden_size
     assert seen[0][0] == ids.shape[1] * hidden and seen[2] == seen[0]  # the batch stride of all six positions
     assert seen[1] == (hidden, hidden, 1)
-    config = hf_baselines.generation_config(max_new_tokens=8, temperature=0.0, top_k=0, top_p=1.0, eos_ids=[99], pad_id=None)
+    config = hf_baselines.generation_config(
+        max_new_tokens=8, temperature=0.0, top_k=0, top_p=1.0, eos_ids=[99], pad_id=None
+    )
     stock = hf_baselines.generate(pair.target, ids, config, assistant=pair.draft)
     gathered = hf_baselines.generate(pair.target, ids, config, assistant=pair.draft, gathered=True)
     assert gathered.token_ids == stock.token_ids and len(stock.token_ids) == 8
@@ -307,7 +362,18 @@ def test_bench_end_to_end_on_tiny_models(tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     pair = tiny_pair("close")
     prompts = [BenchPrompt("code", "code", "def reverse(s):"), BenchPrompt("prose", "prose", "The quick brown fox")]
-    names = ["hf-plain", "hf-assisted", "hf-assisted-k2", "hf-lookup", "sv-plain", "sv-k2", "sv-adaptive", "sv-adaptive-min", "sv-lookup", "sv-early-exit"]
+    names = [
+        "hf-plain",
+        "hf-assisted",
+        "hf-assisted-k2",
+        "hf-lookup",
+        "sv-plain",
+        "sv-k2",
+        "sv-adaptive",
+        "sv-adaptive-min",
+        "sv-lookup",
+        "sv-early-exit",
+    ]
     methods = [parse_method(n) for n in names]
     result = bench(pair, prompts, methods, BenchOptions(max_new_tokens=12, k_max=4), command="test", load_s=0.0)
     paths = write_all(result, tmp_path / "out")
@@ -338,7 +404,11 @@ def test_bench_end_to_end_on_tiny_models(tmp_path, monkeypatch, one_thread):
 def test_a_run_cut_short_keeps_the_prompts_it_finished(tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     pair = tiny_pair("close")
-    prompts = [BenchPrompt("c1", "code", "def f(x):"), BenchPrompt("c2", "code", "import os"), BenchPrompt("p1", "prose", "The sea")]
+    prompts = [
+        BenchPrompt("c1", "code", "def f(x):"),
+        BenchPrompt("c2", "code", "import os"),
+        BenchPrompt("p1", "prose", "The sea"),
+    ]
     methods = [parse_method(n) for n in ("hf-plain", "sv-k2")]
     partials = []
 
@@ -346,7 +416,15 @@ def test_a_run_cut_short_keeps_the_prompts_it_finished(tmp_path, monkeypatch, on
         partials.append(result)
         write_traces(raw, tmp_path)
 
-    result = bench(pair, prompts, methods, BenchOptions(max_new_tokens=6, k_max=2, warmup=False), command="test", load_s=0.0, partial=save)
+    result = bench(
+        pair,
+        prompts,
+        methods,
+        BenchOptions(max_new_tokens=6, k_max=2, warmup=False),
+        command="test",
+        load_s=0.0,
+        partial=save,
+    )
 
     # code and prose in turn, each partial result a complete report of the prompts done
     assert [[p["id"] for p in r["prompts"]] for r in partials] == [["c1"], ["c1", "p1"], ["c1", "c2", "p1"]]
@@ -357,7 +435,11 @@ def test_a_run_cut_short_keeps_the_prompts_it_finished(tmp_path, monkeypatch, on
     assert [p["id"] for p in result["prompts"]] == ["c1", "c2", "p1"]  # the final report keeps file order
 
     # each specviz run's trace is saved once, in the page's trace format
-    assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == ["c1.sv-k2.json", "c2.sv-k2.json", "p1.sv-k2.json"]
+    assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == [
+        "c1.sv-k2.json",
+        "c2.sv-k2.json",
+        "p1.sv-k2.json",
+    ]
     trace = load_trace((tmp_path / "traces" / "p1.sv-k2.json").read_bytes())
     assert trace.prompt == "The sea" and trace.settings["k"] == 2
     assert len(trace.token_ids) == result["samples"]["p1"]["sv-k2"][0]["new_tokens"]
@@ -373,14 +455,28 @@ def test_the_command_writes_its_outputs_and_the_traces(tmp_path, monkeypatch, ca
     monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: tiny_pair("close"))
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
-    args = parser.parse_args(["--limit", "2", "--max-new-tokens", "4", "--methods", "hf-plain,sv-k2", "--no-warmup", "--out", str(tmp_path / "out")])
+    args = parser.parse_args(
+        [
+            "--limit",
+            "2",
+            "--max-new-tokens",
+            "4",
+            "--methods",
+            "hf-plain,sv-k2",
+            "--no-warmup",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert cli.run(args) == 0
 
     out = tmp_path / "out"
     data = json.loads((out / "bench.json").read_text())
     assert data["meta"]["prompts_done"] == "2 of 2" and len(data["prompts"]) == 2
     assert (out / "bench.md").read_text() in capsys.readouterr().out
-    assert sorted(p.name for p in (out / "traces").iterdir()) == [f"{p['id']}.sv-k2.json" for p in sorted(data["prompts"], key=lambda p: p["id"])]
+    assert sorted(p.name for p in (out / "traces").iterdir()) == [
+        f"{p['id']}.sv-k2.json" for p in sorted(data["prompts"], key=lambda p: p["id"])
+    ]
 
 
 def _cli(tmp_path, monkeypatch, *argv):
@@ -393,7 +489,9 @@ def _cli(tmp_path, monkeypatch, *argv):
     monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: tiny_pair("close"))
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
-    return cli.run(parser.parse_args([*argv, "--methods", "hf-plain,sv-k2", "--no-warmup", "--out", str(tmp_path / "out")]))
+    return cli.run(
+        parser.parse_args([*argv, "--methods", "hf-plain,sv-k2", "--no-warmup", "--out", str(tmp_path / "out")])
+    )
 
 
 def test_resume_keeps_the_finished_prompts_and_runs_the_rest(tmp_path, monkeypatch, one_thread):
@@ -420,7 +518,11 @@ def test_resume_prices_its_runs_with_the_earlier_processs_costs(tmp_path, monkey
     path = tmp_path / "out" / "bench.json"
     data = json.loads(path.read_text())
     measured = data["meta"]["cost_model"]
-    earlier = {**measured, "verify": {n: v * 1.3 for n, v in measured["verify"].items()}, "draft": measured["draft"] * 1.3}
+    earlier = {
+        **measured,
+        "verify": {n: v * 1.3 for n, v in measured["verify"].items()},
+        "draft": measured["draft"] * 1.3,
+    }
     data["meta"]["cost_model"] = earlier
     path.write_text(json.dumps(data))
 
@@ -431,7 +533,10 @@ def test_resume_prices_its_runs_with_the_earlier_processs_costs(tmp_path, monkey
 
     # costs measured for another load (here: another thread count) are not taken over
     data = json.loads(path.read_text())
-    data["meta"]["cost_model"] = {**earlier, "meta": {**earlier["meta"], "key": {**earlier["meta"]["key"], "threads": 99}}}
+    data["meta"]["cost_model"] = {
+        **earlier,
+        "meta": {**earlier["meta"], "key": {**earlier["meta"]["key"], "threads": 99}},
+    }
     path.write_text(json.dumps(data))
     monkeypatch.delitem(tiny_pair("close").info, "cost_model")  # as a new process would load it
     with pytest.raises(UserError, match="measured for another load of it \\(threads 99 then, 1 now\\)"):

@@ -33,7 +33,9 @@ def browser():
 def tiny_url(tmp_path_factory):
     spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
     # One thread, like the in-process tiny-model tests: the greedy text (and LONG_PROMPT's length) is the same.
-    with launched_app({"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "OMP_NUM_THREADS": "1"}, "app-browser") as url:
+    with launched_app(
+        {"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "OMP_NUM_THREADS": "1"}, "app-browser"
+    ) as url:
         yield url
 
 
@@ -92,12 +94,17 @@ def test_releasing_a_slider_reruns_and_stop_ends_the_run(browser, tiny_url):
     page = open_page(browser, tiny_url, 1280)
     run(page, LONG_PROMPT)
     set_slider(page, "k", 1)  # the same prompt and seed again, drafting one token a round
-    page.wait_for_function("""() => document.querySelector('#tokens [data-state=done]') &&
+    page.wait_for_function(
+        """() => document.querySelector('#tokens [data-state=done]') &&
         [...document.querySelectorAll('#tokens .sv-round')].every(r => r.querySelectorAll('.tok').length <= 2)""",
-                           timeout=RUN_TIMEOUT_MS)
+        timeout=RUN_TIMEOUT_MS,
+    )
     set_slider(page, "max_new_tokens", 512)  # a long run, then Stop once it is past the 128 tokens of the runs before
-    page.wait_for_function("""() => document.querySelector('#tokens [data-state=running]') &&
-        parseInt(document.querySelector('#stats .sv-stat-value').innerText) > 128""", timeout=RUN_TIMEOUT_MS)
+    page.wait_for_function(
+        """() => document.querySelector('#tokens [data-state=running]') &&
+        parseInt(document.querySelector('#stats .sv-stat-value').innerText) > 128""",
+        timeout=RUN_TIMEOUT_MS,
+    )
     page.click("#stop")
     page.wait_for_selector("#tokens [data-state=done]", timeout=60_000)
     assert "it was stopped" in page.inner_text("#tokens")
@@ -107,7 +114,9 @@ def test_releasing_a_slider_reruns_and_stop_ends_the_run(browser, tiny_url):
 
 def test_the_page_fits_a_phone_and_reads_in_the_dark_theme(browser, tiny_url):
     page = open_page(browser, tiny_url, 390, dark=True)
-    assert page.evaluate("document.body.classList.contains('dark') || document.documentElement.classList.contains('dark')")
+    assert page.evaluate(
+        "document.body.classList.contains('dark') || document.documentElement.classList.contains('dark')"
+    )
     run(page)
     assert page.locator("#tokens .tok-accepted").count() > 0
     assert no_sideways_scroll(page)

@@ -19,8 +19,14 @@ def run_browser_test_without_chromium(tmp_path, ci: str | None) -> subprocess.Co
     if ci is not None:
         env["CI"] = ci
     test = f"{TESTS / 'test_browser.py'}::test_the_page_fits_a_phone_and_reads_in_the_dark_theme"
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "hide_chromium", test],
-                          cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "hide_chromium", test],
+        cwd=TESTS.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_missing_browser_fails_the_browser_tests_in_ci(tmp_path):

@@ -37,7 +37,9 @@ def labs_url(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"]
+        )
         yield b
         b.close()
 
@@ -58,10 +60,14 @@ def test_an_uploaded_trace_draws_the_acceptance_views_and_the_buttons_measure(br
     assert "no cost model" in page.inner_text("#labs-hindsight-text")
     page.fill("#labs-temperatures textarea", "0,1")
     page.click("#labs-sweep")
-    page.wait_for_function("() => document.querySelector('#labs-sweep-text').innerText.includes('T = 1')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.querySelector('#labs-sweep-text').innerText.includes('T = 1')", timeout=TIMEOUT_MS
+    )
     assert page.locator("#labs-sweep-plot .scatterlayer .trace").count() >= 3
     page.click("#labs-batching")
-    page.wait_for_function("() => document.querySelector('#labs-batching-text').innerText.includes('GB/s')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.querySelector('#labs-batching-text').innerText.includes('GB/s')", timeout=TIMEOUT_MS
+    )
     assert page.locator("#labs-batch-costs .scatterlayer .trace").count() == 5
     page.screenshot(path=str(ARTIFACTS / "labs-desktop-1280.png"), full_page=True)
     page.close()

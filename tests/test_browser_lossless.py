@@ -22,8 +22,9 @@ RUN_TIMEOUT_MS = 120_000  # five million draws and two figures on a busy machine
 @pytest.fixture(scope="module")
 def browser():
     with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                              args=["--no-sandbox", "--disable-background-networking"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"]
+        )
         yield b
         b.close()
 

@@ -30,7 +30,9 @@ def traces(tmp_path_factory):
     tree = run(tiny_pair("close"), "for i in range(10):", TREE)
     pair = cross_pair()
     pair.info["cost_model"] = for_pair(tiny_pair("close"))  # the same target's costs
-    cross = run(pair, "def reverse(s):", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=16))
+    cross = run(
+        pair, "def reverse(s):", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=16)
+    )
     (folder / "tree.json").write_text(tree.to_json())
     (folder / "cross.json").write_text(cross.to_json())
     return {"tree": (folder / "tree.json", tree), "cross": (folder / "cross.json", cross)}

@@ -78,7 +78,9 @@ def test_predicted_speedup_interpolates_a_fractional_mean_k():
     assert cost.predicted_speedup(0.8, 2.25) == pytest.approx(0.75 * 2.44 * 100 / 140 + 0.25 * 2.952 * 100 / 160)
 
 
-def _play(cost: CostModel, rounds: int, accept: float, confidence: float, *, true_cost: CostModel | None = None, **kw) -> tuple[list[int], CostAwareLength]:
+def _play(
+    cost: CostModel, rounds: int, accept: float, confidence: float, *, true_cost: CostModel | None = None, **kw
+) -> tuple[list[int], CostAwareLength]:
     """Run a policy through rounds where drafted tokens are accepted at the given rate
     (deterministically: accepted while the running credit lasts) and each round takes the
     time `true_cost` (default: `cost`) says, on a fake clock."""
@@ -112,7 +114,9 @@ def test_policy_drafts_long_when_everything_is_accepted_and_verify_is_flat():
 
 
 def test_policy_stops_drafting_when_drafts_are_never_accepted_but_keeps_probing():
-    ks, policy = _play(CostModel(verify={n: 100.0 + 20 * n for n in range(1, 10)}, draft=30.0), 40, accept=0.0, confidence=0.2)
+    ks, policy = _play(
+        CostModel(verify={n: 100.0 + 20 * n for n in range(1, 10)}, draft=30.0), 40, accept=0.0, confidence=0.2
+    )
     assert policy.alpha < 0.3
     tail = ks[10:]
     assert tail.count(0) >= len(tail) - len(tail) // PROBE_EVERY - 1  # plain rounds, bar the probes
@@ -267,8 +271,9 @@ def test_a_short_run_where_drafting_cannot_pay_stays_within_a_few_percent_of_pla
     assert sum(rates) / len(rates) >= 0.97 and min(rates) >= 0.93, (sum(rates) / len(rates), min(rates))
 
 
-def test_the_check_times_a_short_context_pass_and_compares_it_with_the_same_pass_in_the_cache(tmp_path, one_thread,
-                                                                                             monkeypatch):
+def test_the_check_times_a_short_context_pass_and_compares_it_with_the_same_pass_in_the_cache(
+    tmp_path, one_thread, monkeypatch
+):
     # Filling MEASURE_CONTEXT tokens before the check cost 4 s of every warm load on llama.cpp
     # on a 2-core CPU, so the check's pass follows CHECK_CONTEXT tokens, and the cache keeps
     # that pass's time for comparison.
@@ -300,7 +305,9 @@ def test_the_load_says_whether_it_times_the_passes_or_checks_a_cache(tmp_path, o
         messages = []
         load("tiny", progress=lambda f, m: messages.append(m))
         said.append(messages)
-    assert any("timing the target's and the draft's passes" in m for m in said[0]) and not any("checking" in m for m in said[0])
+    assert any("timing the target's and the draft's passes" in m for m in said[0]) and not any(
+        "checking" in m for m in said[0]
+    )
     assert any("checking the cached pass costs" in m for m in said[1]) and not any("timing" in m for m in said[1]), said
 
 
@@ -327,8 +334,9 @@ def test_timings_wait_while_the_process_holds_them(monkeypatch):
     done = threading.Event()
     timing.hold()
     try:
-        worker = threading.Thread(target=lambda: timing.median_ms(lambda n: None, [1], device=torch.device("cpu"), repeats=1)
-                                  and done.set())
+        worker = threading.Thread(
+            target=lambda: timing.median_ms(lambda n: None, [1], device=torch.device("cpu"), repeats=1) and done.set()
+        )
         worker.start()
         assert not done.wait(0.5)  # held: nothing is timed
     finally:
@@ -354,8 +362,10 @@ def test_a_full_timing_slower_than_the_cache_does_not_replace_it(tmp_path, one_t
     assert json.loads(path.read_text()) == slow
 
 
-LLAMACPP_COST = CostModel(verify={1: 84.0, 2: 132.0, 3: 183.0, 4: 203.0, 5: 245.0, 6: 279.0, 8: 355.0, 10: 355.0, 13: 355.0,
-                                  17: 548.0}, draft=48.0)
+LLAMACPP_COST = CostModel(
+    verify={1: 84.0, 2: 132.0, 3: 183.0, 4: 203.0, 5: 245.0, 6: 279.0, 8: 355.0, 10: 355.0, 13: 355.0, 17: 548.0},
+    draft=48.0,
+)
 
 
 def test_policy_stops_drafting_when_its_drafting_rounds_give_fewer_tokens_per_ms_than_plain_ones(monkeypatch):
@@ -369,8 +379,10 @@ def test_policy_stops_drafting_when_its_drafting_rounds_give_fewer_tokens_per_ms
     # give: drafting at up to k rounds realised 0.925x plain before the policy checked its clock.
     # With the check, the run is within 5 % of decoding plainly (the rounds it takes to notice,
     # and its probes, cost a little).
-    cost = CostModel(verify={1: 84.0, 2: 132.0, 3: 183.0, 4: 203.0, 5: 245.0, 6: 279.0, 8: 355.0, 10: 355.0, 13: 355.0, 17: 548.0},
-                     draft=48.0)
+    cost = CostModel(
+        verify={1: 84.0, 2: 132.0, 3: 183.0, 4: 203.0, 5: 245.0, 6: 279.0, 8: 355.0, 10: 355.0, 13: 355.0, 17: 548.0},
+        draft=48.0,
+    )
     now = [0.0]
     policy = CostAwareLength(cost, 8, clock=lambda: now[0])
     tokens, drafting_rounds = 0, 0

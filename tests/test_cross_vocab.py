@@ -29,7 +29,13 @@ from specviz.errors import UserError
 from specviz.lm.torch_runtime.cached import CachedLM, model_forward
 from specviz.lm.sampling import Sampler
 from specviz.lm.pair import ModelPair
-from specviz.models.alignment.vocab_map import INTERSECTION_MIN_OVERLAP, TokenText, default_method, token_bytes, vocab_map
+from specviz.models.alignment.vocab_map import (
+    INTERSECTION_MIN_OVERLAP,
+    TokenText,
+    default_method,
+    token_bytes,
+    vocab_map,
+)
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -51,16 +57,26 @@ def draft_tokenizer() -> PreTrainedTokenizerFast:
         show_progress=False,
     )
     tok.train_from_iterator(CORPUS, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE
+    )
 
 
 @functools.lru_cache(maxsize=None)
 def draft_model(seed: int = 7) -> Qwen2ForCausalLM:
     tok = draft_tokenizer()
     config = Qwen2Config(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, initializer_range=0.6, tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
-        bos_token_id=None, pad_token_id=tok.pad_token_id,
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        initializer_range=0.6,
+        tie_word_embeddings=True,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+        pad_token_id=tok.pad_token_id,
     )
     torch.manual_seed(seed)
     return Qwen2ForCausalLM(config).eval()
@@ -69,8 +85,14 @@ def draft_model(seed: int = 7) -> Qwen2ForCausalLM:
 def cross_pair() -> ModelPair:
     tok = tiny_tokenizer()
     return ModelPair(
-        name="tiny-cross", tokenizer=tok, target=tiny_model(0), draft=draft_model(), vocab_size=len(tok),
-        device=torch.device("cpu"), dtype=torch.float32, draft_tokenizer=draft_tokenizer(),
+        name="tiny-cross",
+        tokenizer=tok,
+        target=tiny_model(0),
+        draft=draft_model(),
+        vocab_size=len(tok),
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        draft_tokenizer=draft_tokenizer(),
     )
 
 
@@ -270,7 +292,15 @@ def oracle_drafter(method: str, reference_ids: list[int]):
     lm = OracleLM(d_text, t_text.bytes(reference_ids), len(draft_tokenizer()))
     sampler = Sampler(GREEDY, len(draft_tokenizer()))
     if method == "text":
-        return TextDrafter(lm, d_text, t_text, sampler, None, draft_eos={draft_tokenizer().eos_token_id}, target_eos=tiny_tokenizer().eos_token_id)
+        return TextDrafter(
+            lm,
+            d_text,
+            t_text,
+            sampler,
+            None,
+            draft_eos={draft_tokenizer().eos_token_id},
+            target_eos=tiny_tokenizer().eos_token_id,
+        )
     vmap = vocab_map(draft_tokenizer(), tiny_tokenizer())
     return IntersectionDrafter(lm, vmap, d_text, t_text, sampler, None, target_eos={pair.tokenizer.eos_token_id})
 
@@ -402,7 +432,15 @@ def first_tokens(cls) -> tuple[torch.Tensor, float]:
     d_tok, t_tok = word_tokenizer(DRAFT_WORDS), word_tokenizer(TARGET_WORDS)
     vmap = vocab_map(d_tok, t_tok)
     g = torch.Generator().manual_seed(0)
-    drafter = cls(FixedLM(), vmap, TokenText(d_tok), TokenText(t_tok), Sampler(GenerationSettings(temperature=1.0), 6), g, target_eos=set())
+    drafter = cls(
+        FixedLM(),
+        vmap,
+        TokenText(d_tok),
+        TokenText(t_tok),
+        Sampler(GenerationSettings(temperature=1.0), 6),
+        g,
+        target_eos=set(),
+    )
     context = torch.tensor([3, 5])
     drafter.begin(context)
     p = torch.stack([P, P]).double()
@@ -442,7 +480,14 @@ def test_make_cross_drafter_follows_the_pairs_default_and_refuses_unknown_method
     assert isinstance(make_cross_drafter(pair, GREEDY, method="text"), TextDrafter)
     with pytest.raises(UserError, match="vocab method must be one of text, intersection"):
         make_cross_drafter(pair, GREEDY, method="bytes")
-    same = ModelPair(name="same", tokenizer=tiny_tokenizer(), target=tiny_model(0), draft=tiny_model(1), vocab_size=len(tiny_tokenizer()),
-                     device=torch.device("cpu"), dtype=torch.float32)
+    same = ModelPair(
+        name="same",
+        tokenizer=tiny_tokenizer(),
+        target=tiny_model(0),
+        draft=tiny_model(1),
+        vocab_size=len(tiny_tokenizer()),
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+    )
     with pytest.raises(UserError, match="no draft with its own tokenizer"):
         make_cross_drafter(same, GREEDY)

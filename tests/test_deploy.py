@@ -56,7 +56,9 @@ print(json.dumps({
 
 def test_the_functions_that_run_the_models_and_only_they_are_passed_to_spaces_gpu():
     env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "SPACES_ZERO_GPU": ""}
-    out = subprocess.run([sys.executable, "-c", RECORD_GPU], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", RECORD_GPU], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert "site-packages" in seen["spaces_file"]  # the installed package, not a stand-in

@@ -30,7 +30,13 @@ def fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SPECVIZ_DEVICE", "cpu")
     monkeypatch.setenv("SPECVIZ_DTYPE", "float32")  # greedy outputs are compared token for token
-    for name in ("SPECVIZ_DEVICE_MAP", "SPECVIZ_MAX_MEMORY", "SPECVIZ_INT8_DRAFT", "SPECVIZ_MEMORY_BUDGET_GB", "SPECVIZ_ALLOW_CUSTOM_MODELS"):
+    for name in (
+        "SPECVIZ_DEVICE_MAP",
+        "SPECVIZ_MAX_MEMORY",
+        "SPECVIZ_INT8_DRAFT",
+        "SPECVIZ_MEMORY_BUDGET_GB",
+        "SPECVIZ_ALLOW_CUSTOM_MODELS",
+    ):
         monkeypatch.delenv(name, raising=False)
     clear_loaded()
     yield
@@ -40,7 +46,10 @@ def fresh(monkeypatch, tmp_path):
 @pytest.fixture(scope="module")
 def spec(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pair")
-    for name, model in (("target", tiny_model(0, layers=LAYERS)), ("draft", tiny_model(1000, layers=LAYERS, noise_from=0, noise=CLOSE_NOISE))):
+    for name, model in (
+        ("target", tiny_model(0, layers=LAYERS)),
+        ("draft", tiny_model(1000, layers=LAYERS, noise_from=0, noise=CLOSE_NOISE)),
+    ):
         model.save_pretrained(folder / name)
         tiny_tokenizer().save_pretrained(folder / name)
     return f"{folder / 'draft'} -> {folder / 'target'}"
@@ -59,7 +68,13 @@ def settings(**kw) -> GenerationSettings:
 
 def test_a_target_split_between_cpu_and_disk_decodes_exactly_as_plain(spec):
     seen = []
-    pair = load(spec, device_map="auto", max_memory={"cpu": cpu_room(2)}, int8_draft=False, progress=lambda f, m: seen.append((f, m)))
+    pair = load(
+        spec,
+        device_map="auto",
+        max_memory={"cpu": cpu_room(2)},
+        int8_draft=False,
+        progress=lambda f, m: seen.append((f, m)),
+    )
     placed = pair.info["target"]["placement"]
     assert placed["device_map"] == "auto" and set(placed["modules"]) == {"cpu", "disk"}
     assert spread_over(pair.target) == placed["modules"]
@@ -72,7 +87,12 @@ def test_a_target_split_between_cpu_and_disk_decodes_exactly_as_plain(spec):
     assert 0 < pair.info["target"]["bytes"] < sum(p.numel() * 4 for p in tiny_model(0, layers=LAYERS).parameters())
 
     plain = engine.run(pair, PROMPT, settings(mode="plain"))
-    for kw in ({"k": 1}, {"k": 4}, {"k": 4, "drafter": "tree"}, {"k": 3, "drafter": "early-exit", "early_exit_layers": 2}):
+    for kw in (
+        {"k": 1},
+        {"k": 4},
+        {"k": 4, "drafter": "tree"},
+        {"k": 3, "drafter": "early-exit", "early_exit_layers": 2},
+    ):
         spec_trace = engine.run(pair, PROMPT, settings(**kw))
         assert spec_trace.token_ids == plain.token_ids, kw
         assert spec_trace.summary.rounds == len(spec_trace.events) >= 1
@@ -114,7 +134,9 @@ def test_the_placement_comes_from_the_argument_or_the_environment(monkeypatch):
 def test_a_spread_target_is_not_timed_per_precision_and_is_never_int8():
     cpu = torch.device("cpu")
     chosen = choose_precision(cpu, "auto", placement=Placement("auto"), measure=lambda dts: pytest.fail("timed"))
-    assert chosen.dtype in (torch.bfloat16, torch.float32) and ("device map" in chosen.reason or chosen.dtype == torch.float32)
+    assert chosen.dtype in (torch.bfloat16, torch.float32) and (
+        "device map" in chosen.reason or chosen.dtype == torch.float32
+    )
     with pytest.raises(DeviceError, match="device map"):
         choose_precision(cpu, "int8", placement=Placement("auto"))
 
@@ -126,9 +148,30 @@ def test_generate_on_the_command_line_spreads_the_target(spec, capsys):
 
     assert cli.DEVICE_MAPS == devices.DEVICE_MAPS
     draft, target = (s.strip() for s in spec.split("->"))
-    code = main(["generate", "--prompt", PROMPT, "--draft", draft, "--target", target, "--temperature", "0", "--k", "3",
-                 "--max-new-tokens", "8", "--fp32-draft", "--device-map", "auto", "--max-memory", f"cpu={cpu_room(3)}",
-                 "--no-warmup", "--json"])
+    code = main(
+        [
+            "generate",
+            "--prompt",
+            PROMPT,
+            "--draft",
+            draft,
+            "--target",
+            target,
+            "--temperature",
+            "0",
+            "--k",
+            "3",
+            "--max-new-tokens",
+            "8",
+            "--fp32-draft",
+            "--device-map",
+            "auto",
+            "--max-memory",
+            f"cpu={cpu_room(3)}",
+            "--no-warmup",
+            "--json",
+        ]
+    )
     assert code in (0, None)
     out = json.loads(capsys.readouterr().out)
     assert out["summary"]["new_tokens"] == 8

@@ -106,7 +106,9 @@ def test_greedy_model_drafter_proposes_the_drafts_own_greedy_continuation():
     with torch.inference_mode():
         d.begin(context)
         p = d.propose(context, 5, ALWAYS)
-        expected = pair.draft.generate(context[None], max_new_tokens=5, do_sample=False, eos_token_id=None)[0, context.numel() :]
+        expected = pair.draft.generate(context[None], max_new_tokens=5, do_sample=False, eos_token_id=None)[
+            0, context.numel() :
+        ]
     assert p.tokens.tolist() == expected.tolist()
     assert p.q is None and p.passes == 5 and len(p.confidence) == 5
 

@@ -58,7 +58,7 @@ def check_consistent(trace: Trace) -> None:
         assert all(d == "unchecked" for d in decisions[n + 1 :])
         if e.emitted is not None:
             assert e.emitted.kind == ("bonus" if n == e.k else "resampled")
-            assert decisions[n:n + 1] == ([] if n == e.k else ["rejected"])
+            assert decisions[n : n + 1] == ([] if n == e.k else ["rejected"])
         out += [d.id for d in e.drafted[:n]] + ([e.emitted.id] if e.emitted else [])
         assert e.new_tokens == len(out)
     assert out == trace.token_ids
@@ -153,7 +153,11 @@ def test_same_seed_same_run(mode):
     b = engine.run(tiny_pair("close"), PROMPT, s)
     c = engine.run(tiny_pair("close"), PROMPT, dataclasses.replace(s, seed=6))
     assert a.token_ids == b.token_ids and a.text == b.text
-    strip = lambda t: [dataclasses.replace(e, t_end_s=0, **({"draft_ms": 0, "verify_ms": 0} if mode == "speculative" else {"ms": 0})) for e in t.events]  # noqa: E731
+    clocks = {"draft_ms": 0, "verify_ms": 0} if mode == "speculative" else {"ms": 0}
+
+    def strip(t):
+        return [dataclasses.replace(e, t_end_s=0, **clocks) for e in t.events]
+
     assert strip(a) == strip(b)
     assert a.token_ids != c.token_ids
     check_consistent(a)
@@ -227,7 +231,9 @@ def test_minimal_record_skips_display_data_only():
     assert minimal.summary.mean_overlap == pytest.approx(full.summary.mean_overlap)
 
 
-@pytest.mark.parametrize("s", [settings(), settings(temperature=0.7, top_p=0.9), settings(mode="plain", temperature=1.0)])
+@pytest.mark.parametrize(
+    "s", [settings(), settings(temperature=0.7, top_p=0.9), settings(mode="plain", temperature=1.0)]
+)
 def test_trace_round_trips_through_json(s):
     trace = engine.run(tiny_pair("close"), PROMPT, s)
     assert Trace.from_json(trace.to_json()) == trace
@@ -261,7 +267,9 @@ def test_chat_template_and_raw_prompts():
 def test_multibyte_characters_are_never_split():
     # A raw prompt ending inside a multi-byte run; whatever the random model emits, each
     # token's text is whole characters and the pieces join to the decoded output.
-    trace = engine.run(tiny_pair("close"), "日本語のテキスト 🙂", settings(raw=True, temperature=1.0, seed=4, max_new_tokens=60))
+    trace = engine.run(
+        tiny_pair("close"), "日本語のテキスト 🙂", settings(raw=True, temperature=1.0, seed=4, max_new_tokens=60)
+    )
     check_consistent(trace)
 
 
@@ -312,7 +320,8 @@ def test_greedy_tree_equals_plain(nodes, width, plain_greedy):
         path = [n.token for n in r.tree if n.decision == "accepted"]
         # the accepted path, then the emitted token, is what the round added
         assert path + ([r.emitted.id] if r.emitted else []) == [d.id for d in r.drafted if d.decision == "accepted"] + (
-            [r.emitted.id] if r.emitted else [])
+            [r.emitted.id] if r.emitted else []
+        )
 
 
 def test_a_one_wide_tree_is_the_chain():
@@ -325,7 +334,9 @@ def test_a_one_wide_tree_is_the_chain():
 
 
 def test_a_sampled_tree_trace_round_trips():
-    trace = engine.run(tiny_pair("close"), PROMPT, settings(k=8, drafter="tree", tree_nodes=8, tree_width=2, temperature=0.8, seed=1))
+    trace = engine.run(
+        tiny_pair("close"), PROMPT, settings(k=8, drafter="tree", tree_nodes=8, tree_width=2, temperature=0.8, seed=1)
+    )
     again = Trace.from_json(trace.to_json())
     assert [r.tree for r in again.events] == [r.tree for r in trace.events]
     assert any(n.decision == "rejected" for r in trace.events for n in r.tree)

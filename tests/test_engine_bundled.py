@@ -13,10 +13,7 @@ from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.bundled
 
-PROMPTS = [
-    "Write a function that reverses a string",
-    "Explain in two sentences why the sky is blue.",
-]
+PROMPTS = ["Write a function that reverses a string", "Explain in two sentences why the sky is blue."]
 NEW_TOKENS = 32
 
 

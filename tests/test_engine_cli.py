@@ -15,7 +15,20 @@ from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-SUMMARY_KEYS = {"new_tokens", "rounds", "target_passes", "draft_passes", "acceptance_rate", "mean_overlap", "tokens_per_round", "wall_s", "tokens_per_s", "target_ms", "draft_ms", "load_s"}
+SUMMARY_KEYS = {
+    "new_tokens",
+    "rounds",
+    "target_passes",
+    "draft_passes",
+    "acceptance_rate",
+    "mean_overlap",
+    "tokens_per_round",
+    "wall_s",
+    "tokens_per_s",
+    "target_ms",
+    "draft_ms",
+    "load_s",
+}
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -25,8 +38,35 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_arguments_become_settings():
-    args = parse("--k", "6", "--adaptive", "--temperature", "0.7", "--top-p", "0.9", "--top-k", "20", "--max-new-tokens", "5", "--seed", "3", "--drafter", "lookup", "--raw")
-    assert cli.settings_from(args) == GenerationSettings(k=6, policy="cost-aware", temperature=0.7, top_p=0.9, top_k=20, max_new_tokens=5, seed=3, drafter="lookup", raw=True)
+    args = parse(
+        "--k",
+        "6",
+        "--adaptive",
+        "--temperature",
+        "0.7",
+        "--top-p",
+        "0.9",
+        "--top-k",
+        "20",
+        "--max-new-tokens",
+        "5",
+        "--seed",
+        "3",
+        "--drafter",
+        "lookup",
+        "--raw",
+    )
+    assert cli.settings_from(args) == GenerationSettings(
+        k=6,
+        policy="cost-aware",
+        temperature=0.7,
+        top_p=0.9,
+        top_k=20,
+        max_new_tokens=5,
+        seed=3,
+        drafter="lookup",
+        raw=True,
+    )
     assert cli.pair_spec(parse()) == "qwen-coder"
     assert cli.pair_spec(parse("--draft", "a", "--target", "b")) == ("a", "b")
     assert cli.pair_spec(parse("--target", "b")) == "b"
@@ -86,7 +126,14 @@ def test_text_output_then_a_summary_line(mode):
 
 def test_terminal_colours_every_decision():
     out = io.StringIO()
-    cli.generate(tiny_pair("close"), "Write a function", GenerationSettings(max_new_tokens=30, k=4, policy="fixed"), as_json=False, out=out, color=True)
+    cli.generate(
+        tiny_pair("close"),
+        "Write a function",
+        GenerationSettings(max_new_tokens=30, k=4, policy="fixed"),
+        as_json=False,
+        out=out,
+        color=True,
+    )
     shown = out.getvalue()
     for kind in ("accepted", "rejected", "resampled", "bonus"):
         assert cli.STYLES[kind] in shown, kind

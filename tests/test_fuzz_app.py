@@ -29,10 +29,25 @@ PROMPT = "for i in range(10):"
 GOOD = dict(prompt=PROMPT, k=3, temperature=0.0, max_new_tokens=12, seed=0, policy="fixed")
 ANSWER_TIMEOUT_S = 60  # no answer by then is a hang (a fuzzed run makes at most 12 tokens on the tiny pair)
 UNEXPECTED = "Something went wrong"  # shown_errors' words for an exception that is not a UserError
-HOSTILE = ["<script>window.__pwned=1</script>", '<img src=x onerror="window.__pwned=1">', "\u202eevil\u202c", "a\u200bb",
-           "\x00\x07\x1b[31m\r\n", "\U0001f680", "' OR 1=1 --", "{{7*7}}", "../../etc/passwd"]
-API = settings(max_examples=200, derandomize=True, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
-               suppress_health_check=list(HealthCheck))
+HOSTILE = [
+    "<script>window.__pwned=1</script>",
+    '<img src=x onerror="window.__pwned=1">',
+    "\u202eevil\u202c",
+    "a\u200bb",
+    "\x00\x07\x1b[31m\r\n",
+    "\U0001f680",
+    "' OR 1=1 --",
+    "{{7*7}}",
+    "../../etc/passwd",
+]
+API = settings(
+    max_examples=200,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 UPLOADS = settings(API, max_examples=12)
 
 
@@ -63,9 +78,16 @@ def finished(job) -> Trace:
 # --- the generate API -----------------------------------------------------------------------
 
 # JSON has no NaN or infinity: a client cannot send them.
-weird = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2**70), 2**70),
-                  st.text(max_size=12), st.sampled_from(HOSTILE), st.lists(st.integers(), max_size=2),
-                  st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+weird = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=12),
+    st.sampled_from(HOSTILE),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 
 
 # Per parameter: values in range, and values at or past an edge of it (or of the wrong type).
@@ -106,8 +128,10 @@ EDGE = {
     "tree_width": [0, 9],
     "vocab_method": ["none", "TEXT"],
 }
-good_prompts = st.one_of(st.sampled_from([PROMPT, "hello", "def reverse(s):", *HOSTILE[:4]]),
-                         st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=60).filter(str.strip))
+good_prompts = st.one_of(
+    st.sampled_from([PROMPT, "hello", "def reverse(s):", *HOSTILE[:4]]),
+    st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=60).filter(str.strip),
+)
 odd_prompts = st.one_of(st.sampled_from([" ", "", "\n\t", "The quick brown fox. " * 400]), st.text(max_size=80), weird)
 
 
@@ -120,10 +144,26 @@ def requests(draw, spec: str):
     for n in draw(st.lists(st.sampled_from(names), unique=True, max_size=2)):
         kw[n] = draw(st.one_of(st.sampled_from(EDGE[n]), weird))
     kw["prompt"] = draw(st.one_of(good_prompts, good_prompts, odd_prompts))
-    odd_pairs = st.one_of(st.sampled_from(
-        [f"  {spec} ", spec.replace(" -> ", "->"), "", "->", "no-such-pair", "a -> b", "/etc -> /tmp", "/ -> /",
-         "Qwen/none-such -> Qwen/none-such-either", "qwen-coder -> x", spec.split(" -> ")[1], "<b>x</b> -> y"]),
-        st.text(max_size=30).filter(lambda s: s.strip() not in PRESETS), weird)
+    odd_pairs = st.one_of(
+        st.sampled_from(
+            [
+                f"  {spec} ",
+                spec.replace(" -> ", "->"),
+                "",
+                "->",
+                "no-such-pair",
+                "a -> b",
+                "/etc -> /tmp",
+                "/ -> /",
+                "Qwen/none-such -> Qwen/none-such-either",
+                "qwen-coder -> x",
+                spec.split(" -> ")[1],
+                "<b>x</b> -> y",
+            ]
+        ),
+        st.text(max_size=30).filter(lambda s: s.strip() not in PRESETS),
+        weird,
+    )
     choice = draw(st.integers(0, 5))  # left out (the default pair is the tiny pair too), the pair, or an odd one
     if choice in (1, 2, 3):
         kw["pair"] = spec
@@ -249,8 +289,12 @@ def test_fuzzed_trace_uploads_replay_or_are_refused_in_one_line(app, browser, tm
         if page.locator("#trace-upload button[aria-label=Clear]").count():
             page.click("#trace-upload button[aria-label=Clear]")
         page.set_input_files("#trace-upload input[type=file]", str(path))
-        page.wait_for_function("([m]) => document.querySelector('#trace-summary').innerText.includes(m) || "
-                               "document.querySelector('[data-testid=toast-text]')", arg=[marker], timeout=60_000)
+        page.wait_for_function(
+            "([m]) => document.querySelector('#trace-summary').innerText.includes(m) || "
+            "document.querySelector('[data-testid=toast-text]')",
+            arg=[marker],
+            timeout=60_000,
+        )
         time.sleep(0.5)  # an error later in the upload's chain would show by now
         toasts = [t.strip() for t in page.locator("[data-testid=toast-text]").all_inner_texts()]
         replayed = marker in page.inner_text("#trace-summary")

@@ -62,8 +62,13 @@ def refused(a: Answer, names: str | None = None) -> None:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
-    env = {"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "SPECVIZ_PUBLIC": "1", "SPECVIZ_MCP": "1",
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        "SPECVIZ_DEFAULT_PAIR": spec,
+        "SPECVIZ_PRELOAD": "0",
+        "SPECVIZ_PUBLIC": "1",
+        "SPECVIZ_MCP": "1",
+        "OMP_NUM_THREADS": "1",
+    }
     with launched_app(env, "app-hostile") as url:
         yield url
     ARTIFACTS.mkdir(exist_ok=True)
@@ -154,8 +159,10 @@ def test_a_path_in_a_pair_gets_one_answer_whether_it_exists_or_not(client, tmp_p
     (there / "config.json").write_text("{}")
     # Each existing path beside a missing one of the same length: the answers must match but for the path.
     for real, missing in ((str(there), str(tmp_path / "nodel")), ("/etc", "/etx"), ("/etc/passwd", "/etc/passwx")):
-        answers = [api(client, f"export_settings with {what} path", "export_settings", format="vllm",
-                       pair=f"{p} -> {p}") for what, p in (("an existing", real), ("a missing", missing))]
+        answers = [
+            api(client, f"export_settings with {what} path", "export_settings", format="vllm", pair=f"{p} -> {p}")
+            for what, p in (("an existing", real), ("a missing", missing))
+        ]
         for a in answers:
             refused(a)
         assert answers[0].error.replace(real, "X") == answers[1].error.replace(missing, "X"), answers
@@ -163,8 +170,13 @@ def test_a_path_in_a_pair_gets_one_answer_whether_it_exists_or_not(client, tmp_p
 
 
 def test_a_file_path_the_visitor_did_not_upload_is_not_read(app, events, client):
-    a = page(app, events, "metrics file /etc/passwd", "metrics_views",
-             [None, hc.uploaded("/etc/passwd"), "typed", 30, 0, 0, None])
+    a = page(
+        app,
+        events,
+        "metrics file /etc/passwd",
+        "metrics_views",
+        [None, hc.uploaded("/etc/passwd"), "typed", 30, 0, 0, None],
+    )
     refused(a)
     assert "root:" not in a.error
     still_serving(client)
@@ -172,8 +184,13 @@ def test_a_file_path_the_visitor_did_not_upload_is_not_read(app, events, client)
 
 def test_a_model_name_with_markup_reaches_the_figure_escaped(app, events):
     link = '<a href="https://example.invalid/x">click</a>'
-    a = page(app, events, "model_name with a link", "metrics_views",
-             [hc.per_position("1", model=link.replace('"', '\\"')), None, "typed", 30, 0, 0, None])
+    a = page(
+        app,
+        events,
+        "model_name with a link",
+        "metrics_views",
+        [hc.per_position("1", model=link.replace('"', '\\"')), None, "typed", 30, 0, 0, None],
+    )
     assert a.error is None, a.error
     figure = json.dumps(a.output[0])
     assert "&lt;a href=" in figure and "<a href" not in figure.replace("\\u003c", "<")
@@ -184,11 +201,15 @@ def test_a_model_name_with_markup_reaches_the_figure_escaped(app, events):
 
 def test_prompt_size_is_refused_before_tokenizing(client):
     """The prompt's limit (a public page's): a 1 MB and a 20 MB prompt."""
-    refused(api(client, "prompt of 1,000,000 characters", "generate", prompt="x" * 1_000_000, max_new_tokens=8),
-            "SPECVIZ_MAX_PROMPT_CHARS")
+    refused(
+        api(client, "prompt of 1,000,000 characters", "generate", prompt="x" * 1_000_000, max_new_tokens=8),
+        "SPECVIZ_MAX_PROMPT_CHARS",
+    )
     # Past the request's own limit the body is refused before anything reads it.
-    refused(api(client, "prompt of 20,000,000 characters", "generate", prompt="x" * 20_000_000, max_new_tokens=8),
-            "SPECVIZ_MAX_")
+    refused(
+        api(client, "prompt of 20,000,000 characters", "generate", prompt="x" * 20_000_000, max_new_tokens=8),
+        "SPECVIZ_MAX_",
+    )
     still_serving(client)
 
 
@@ -197,8 +218,11 @@ def test_no_endpoint_answers_outside_the_queue(app, client):
     for name in ("generate", "speedup", "best_k", "read_metrics", "lossless_check", "export_settings"):
         start = time.perf_counter()
         r = httpx.post(f"{app}gradio_api/run/{name}", json={"data": [0.8, 4, 30, 5]}, timeout=30)
-        record(f"POST /run/{name}", "http", hc.Reply(time.perf_counter() - start, len(r.content),
-                                                     None if r.status_code == 200 else r.text))
+        record(
+            f"POST /run/{name}",
+            "http",
+            hc.Reply(time.perf_counter() - start, len(r.content), None if r.status_code == 200 else r.text),
+        )
         assert r.status_code in (403, 404, 405), (name, r.status_code, r.text[:300])
     still_serving(client)
 
@@ -239,15 +263,31 @@ def test_a_sweep_is_refused_without_waiting_behind_the_run_that_holds_the_model(
     """Events that run a model wait for its one slot: the sweep's temperatures are checked as
     its request asks to join the queue (a validator), not after the runs ahead of it."""
     with model_busy(client):
-        refused(page(app, events, "sweep of 9 temperatures, model busy", "sweep",
-                     [None, None, ",".join(str(t / 10) for t in range(9))]), "SPECVIZ_MAX_TEMPERATURES")
+        refused(
+            page(
+                app,
+                events,
+                "sweep of 9 temperatures, model busy",
+                "sweep",
+                [None, None, ",".join(str(t / 10) for t in range(9))],
+            ),
+            "SPECVIZ_MAX_TEMPERATURES",
+        )
 
 
 def test_a_prompt_is_refused_without_waiting_behind_the_run_that_holds_the_model(client):
     """The prompt's size (the public page's queue), as the sweep's temperatures above."""
     with model_busy(client):
-        refused(api(client, "prompt of 1,000,000 characters, model busy", "generate", prompt="x" * 1_000_000,
-                    max_new_tokens=8), "prompt")
+        refused(
+            api(
+                client,
+                "prompt of 1,000,000 characters, model busy",
+                "generate",
+                prompt="x" * 1_000_000,
+                max_new_tokens=8,
+            ),
+            "prompt",
+        )
 
 
 def test_stop_ends_a_long_run_and_the_next_run_is_served(client):
@@ -259,6 +299,9 @@ def test_stop_ends_a_long_run_and_the_next_run_is_served(client):
     job.cancel()
     start = time.perf_counter()
     out = client.predict(api_name="/generate_summary", prompt="for i in range(10):", max_new_tokens=8)
-    record("a run after a cancelled long run", "api /generate_summary",
-           hc.Reply(time.perf_counter() - start, len(out), None))
+    record(
+        "a run after a cancelled long run",
+        "api /generate_summary",
+        hc.Reply(time.perf_counter() - start, len(out), None),
+    )
     assert json.loads(out)["summary"]["new_tokens"] >= 1

@@ -30,7 +30,9 @@ def fixed(**kw) -> GenerationSettings:
 def test_a_sweep_runs_each_temperature_with_everything_else_kept():
     settings = fixed(k=3, max_new_tokens=10, seed=7)
     progress = []
-    result = sweep(tiny_pair("close"), PROMPT, settings, [0.0, 1.0], cost_model=COST, on_progress=lambda f, m: progress.append(f))
+    result = sweep(
+        tiny_pair("close"), PROMPT, settings, [0.0, 1.0], cost_model=COST, on_progress=lambda f, m: progress.append(f)
+    )
     assert not result.cancelled
     assert [r.temperature for r in result.rows] == [0.0, 1.0]
     for row, trace in zip(result.rows, result.traces):
@@ -53,8 +55,15 @@ def test_a_sweep_stops_between_rounds_and_keeps_the_finished_runs():
         seen.append(message.split(":")[0])
 
     # Stop as soon as the second temperature's first round is in.
-    result = sweep(tiny_pair("close"), PROMPT, fixed(k=3, max_new_tokens=12), [0.0, 0.5], cost_model=COST,
-                   on_progress=on_progress, should_stop=lambda: "temperature 0.5" in seen)
+    result = sweep(
+        tiny_pair("close"),
+        PROMPT,
+        fixed(k=3, max_new_tokens=12),
+        [0.0, 0.5],
+        cost_model=COST,
+        on_progress=on_progress,
+        should_stop=lambda: "temperature 0.5" in seen,
+    )
     assert result.cancelled
     assert [r.temperature for r in result.rows] == [0.0]
 
@@ -68,7 +77,12 @@ def test_temperatures_parse_and_refuse_what_the_settings_refuse():
 
 def test_the_sweep_command_prints_json_rows(capsys):
     out = io.StringIO()
-    assert report(tiny_pair("close"), PROMPT, fixed(k=2, max_new_tokens=6), [0.0, 0.9], as_json=True, out=out, cost_model=COST) == 0
+    assert (
+        report(
+            tiny_pair("close"), PROMPT, fixed(k=2, max_new_tokens=6), [0.0, 0.9], as_json=True, out=out, cost_model=COST
+        )
+        == 0
+    )
     d = json.loads(out.getvalue())
     assert [r["temperature"] for r in d["rows"]] == [0.0, 0.9] and d["cancelled"] is False
     assert {"acceptance", "tokens_per_round", "speedup"} <= d["rows"][0].keys()
@@ -103,7 +117,9 @@ def test_predicted_speedup_by_batch_size_by_hand():
 def test_batch_costs_are_measured_on_the_tiny_pair():
     pair = tiny_pair("close")
     progress = []
-    costs = batching.measure_batch_costs(pair, [1, 2], [1, 3], repeats=1, context=16, on_progress=lambda f, m: progress.append(f))
+    costs = batching.measure_batch_costs(
+        pair, [1, 2], [1, 3], repeats=1, context=16, on_progress=lambda f, m: progress.append(f)
+    )
     assert len(costs.target_ms) == 2 and all(len(row) == 2 for row in costs.target_ms)
     assert all(ms > 0 for row in costs.target_ms for ms in row) and all(ms > 0 for ms in costs.draft_ms)
     assert progress[-1] == 1.0

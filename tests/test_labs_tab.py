@@ -46,8 +46,13 @@ def test_views_use_the_cost_model_a_trace_carries():
 
 def test_the_pass_costs_show_every_runtime_a_run_measured():
     trace = greedy_trace()
-    trace.meta.update(runtime="llama.cpp", runtime_costs={"llama.cpp": {"V": {"1": 80.0, "8": 360.0}, "D": 40.0},
-                                                           "torch": {"V": {"1": 300.0, "8": 330.0}, "D": 70.0}})
+    trace.meta.update(
+        runtime="llama.cpp",
+        runtime_costs={
+            "llama.cpp": {"V": {"1": 80.0, "8": 360.0}, "D": 40.0},
+            "torch": {"V": {"1": 300.0, "8": 330.0}, "D": 70.0},
+        },
+    )
     pass_costs = labs_tab.views(trace)[-1]
     curves = {t.name: list(t.y) for t in pass_costs.data}
     assert curves["llama.cpp"] == pytest.approx([1.0, 4.5]) and curves["torch"] == pytest.approx([1.0, 1.1])

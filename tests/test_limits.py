@@ -18,10 +18,12 @@ from specviz.models.catalogue.sources import check_typed, resolve
 from specviz.production.metrics import MetricsError, read
 
 ROOT = Path(__file__).resolve().parents[1]
-PROM = ('vllm:spec_decode_num_drafts_total{{model_name="m"}} 10\n'
-        'vllm:spec_decode_num_draft_tokens_total{{model_name="m"}} 40\n'
-        'vllm:spec_decode_num_accepted_tokens_total{{model_name="m"}} 20\n'
-        'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="m",position="{p}"}} {n}\n')
+PROM = (
+    'vllm:spec_decode_num_drafts_total{{model_name="m"}} 10\n'
+    'vllm:spec_decode_num_draft_tokens_total{{model_name="m"}} 40\n'
+    'vllm:spec_decode_num_accepted_tokens_total{{model_name="m"}} 20\n'
+    'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="m",position="{p}"}} {n}\n'
+)
 ONE_LINE = re.compile(r"^[^\n]+ is [\d,.e+]+( \w+)?; the limit is [\d,.]+( \w+)? \(SPECVIZ_[A-Z_]+\)$")
 
 
@@ -58,8 +60,12 @@ def test_metrics_payloads_are_refused_before_the_lists_they_ask_for():
     assert "the limit is 2,000,000 bytes" in refusal(read, "\u00e9" * 1_000_001)  # two bytes each in UTF-8
     long_label = PROM.format(p=0, n=1).replace('"m",', '"' + "a" * 5000 + '",')
     assert "line 4 is 5,0" in refusal(read, long_label) and "the limit is 4,096 characters" in refusal(read, long_label)
-    hist = {"num_spec_steps": 300, "num_draft_tokens": 1, "num_accepted_draft_tokens": 1,
-            "acceptance_histogram": [1] * 300}
+    hist = {
+        "num_spec_steps": 300,
+        "num_draft_tokens": 1,
+        "num_accepted_draft_tokens": 1,
+        "acceptance_histogram": [1] * 300,
+    }
     assert "acceptance_histogram's length less one is 299" in refusal(read, json.dumps(hist))
     with pytest.raises(MetricsError, match="nests too deeply"):
         read("[" * 100_000 + "]" * 100_000)
@@ -68,8 +74,12 @@ def test_metrics_payloads_are_refused_before_the_lists_they_ask_for():
 
 
 def test_a_histogram_gives_the_counts_by_position_it_always_gave():
-    hist = {"num_spec_steps": 10, "num_draft_tokens": 30, "num_accepted_draft_tokens": 14,
-            "acceptance_histogram": [3, 2, 3, 2]}
+    hist = {
+        "num_spec_steps": 10,
+        "num_draft_tokens": 30,
+        "num_accepted_draft_tokens": 14,
+        "acceptance_histogram": [3, 2, 3, 2],
+    }
     # Steps that accepted at least i drafts: 7 at position 1, 5 at 2, 2 at 3.
     assert read(json.dumps(hist))[0].per_position == [7, 5, 2]
 
@@ -78,7 +88,7 @@ def test_labels_are_read_one_after_another_and_an_unclosed_one_ends_them():
     text = PROM.format(p=1, n=4).replace('position="1"', 'position="1", other="a\\"b"')
     assert read(text)[0].per_position == [0, 4]
     # An unclosed label's line names no model (its labels are not read): a series of no model's own.
-    unclosed = PROM.format(p=1, n=4) + 'vllm:spec_decode_num_drafts_total{model_name="' + "a" * 4000 + '} 1\n'
+    unclosed = PROM.format(p=1, n=4) + 'vllm:spec_decode_num_drafts_total{model_name="' + "a" * 4000 + "} 1\n"
     with pytest.raises(MetricsError, match="^vLLM: no spec_decode_num_draft_tokens series"):
         read(unclosed)
 
@@ -102,8 +112,9 @@ def test_lossless_inputs_are_bounded_before_they_are_parsed():
 
 def test_the_sweep_and_the_batching_lab_are_bounded():
     assert sweep.parse_temperatures("0,0.5") == [0.0, 0.5]
-    assert "the number of temperatures is 9; the limit is 8" in refusal(sweep.parse_temperatures,
-                                                                       ",".join(str(t / 10) for t in range(9)))
+    assert "the number of temperatures is 9; the limit is 8" in refusal(
+        sweep.parse_temperatures, ",".join(str(t / 10) for t in range(9))
+    )
     assert "the temperatures is 300 characters" in refusal(sweep.parse_temperatures, "0" * 300)
     assert "the batch size is 100" in refusal(batching._check_sizes, [1, 100], [1, 2])
     assert "the number of batch sizes is 9" in refusal(batching._check_sizes, list(range(1, 10)), [1, 2])

@@ -34,15 +34,22 @@ def test_the_exported_llama_server_command_serves_the_pair_and_its_counts_read_b
     command = export(what, "llamacpp").text
     assert "--spec-draft-n-max 3" in command
     port = free_port()
-    with llamacpp_tools.Server(llamacpp_tools.server_args(command, port, default_threads()), port, tmp_path / "server.log") as server:
-        response = server.post("/completion", {"prompt": PROMPT, "n_predict": 48, "temperature": 0, "seed": 0,
-                                               "cache_prompt": False})
+    with llamacpp_tools.Server(
+        llamacpp_tools.server_args(command, port, default_threads()), port, tmp_path / "server.log"
+    ) as server:
+        response = server.post(
+            "/completion", {"prompt": PROMPT, "n_predict": 48, "temperature": 0, "seed": 0, "cache_prompt": False}
+        )
         scrape = server.get("/metrics")
     t = response["timings"]
-    assert t["draft_n"] > 0 and 0 <= t["draft_n_accepted"] <= t["draft_n"], t  # it drafted with the exported draft model
+    assert t["draft_n"] > 0 and 0 <= t["draft_n_accepted"] <= t["draft_n"], (
+        t
+    )  # it drafted with the exported draft model
     (c,) = metrics.read(json.dumps(response))
     assert (c.engine, c.draft_tokens, c.accepted) == ("llama.cpp", t["draft_n"], t["draft_n_accepted"])
-    assert c.passes == t["predicted_n"] - t["draft_n_accepted"] and c.mean_length_with_bonus == t["predicted_n"] / c.passes
+    assert (
+        c.passes == t["predicted_n"] - t["draft_n_accepted"] and c.mean_length_with_bonus == t["predicted_n"] / c.passes
+    )
     served = metrics.read(scrape)
     assert [s.engine for s in served] == ["llama.cpp"]
     # One request served: the server's counters hold what its response said.

@@ -36,7 +36,8 @@ def test_the_installed_build_is_the_portable_one_and_loads_a_backend_this_cpu_ru
     variants = library.cpu_variants(Path(llama_cpp.__file__).parent / "lib")
     assert "haswell" in variants and "x64" in variants, (
         "llama-cpp-python was not built as requirements.txt asks (a CPU backend per instruction set): "
-        "a wheel cached from another build? pip install --no-cache-dir --force-reinstall -r requirements.txt")
+        "a wheel cached from another build? pip install --no-cache-dir --force-reinstall -r requirements.txt"
+    )
     library.llama()
     assert library.CPU_VARIANT in variants and library.CPU_VARIANT not in ("sapphirerapids",)
     assert library.build_kind() == f"portable (CPU backend {library.CPU_VARIANT})"
@@ -78,8 +79,11 @@ def test_every_bundled_model_survives_a_pass_over_several_tokens():
     specs = [s for s in ("qwen-coder", "smol-qwen") if ready(s)]
     if not specs:
         pytest.skip("no bundled pair prepared (python -m specviz models --prepare qwen-coder)")
-    done = subprocess.run([sys.executable, "-c", SEVERAL_TOKENS, *specs], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, f"exit {done.returncode} (a negative one is the signal that ended it): {done.stderr[-2000:]}"
+    done = subprocess.run(
+        [sys.executable, "-c", SEVERAL_TOKENS, *specs], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, (
+        f"exit {done.returncode} (a negative one is the signal that ended it): {done.stderr[-2000:]}"
+    )
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen and all(v["rows"] > 1 and v["finite"] for v in seen.values()), seen

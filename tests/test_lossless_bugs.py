@@ -120,8 +120,13 @@ def test_acceptance_rates_match_the_rules(galleries):
     # exact: sum min(p_T, q_T) = 17/38; argmax-accept: q_T(0) = 4/38; q-before-temperature: 311/722
     # (docstring); p-without-temperature: sum min(p, q_T) = 4/38 + 9/38 + 0.2; replacement-from-p
     # keeps the same drafts as the exact rule.
-    rates = {"exact": 17 / 38, "argmax-accept": 4 / 38, "replacement-from-p": 17 / 38,
-             "q-before-temperature": 311 / 722, "p-without-temperature": 13 / 38 + 0.2}
+    rates = {
+        "exact": 17 / 38,
+        "argmax-accept": 4 / 38,
+        "replacement-from-p": 17 / 38,
+        "q-before-temperature": 311 / 722,
+        "p-without-temperature": 13 / 38 + 0.2,
+    }
     for rule, rate in rates.items():
         got = galleries[0.5][rule].acceptance_rate
         assert abs(got - rate) <= TOL * math.sqrt(rate * (1 - rate) / N), rule
@@ -143,7 +148,7 @@ def test_the_tv_standard_error_and_noise_floor_are_honest():
     n, reps = 20_000, 200
     runs = [bug_gallery(P, Q, 1.0, n, seed) for seed in range(reps)]
     wrong = np.array([g["replacement-from-p"].tv for g in runs])
-    sd = math.sqrt((1 - 0.3 ** 2) / 4 / n)
+    sd = math.sqrt((1 - 0.3**2) / 4 / n)
     assert abs(wrong.mean() - 0.15) <= TOL * sd / math.sqrt(reps)
     assert 0.75 * sd <= wrong.std(ddof=1) <= 1.25 * sd  # sd of a 200-sample sd: about 5 %
     assert np.mean([g["replacement-from-p"].tv_std_error for g in runs]) == pytest.approx(sd, rel=0.05)
@@ -186,12 +191,32 @@ def test_default_distributions_show_every_mistake():
 
 # --- command line --------------------------------------------------------------------
 
+
 def test_cli_bugs_json(capsys):
-    args = ["lossless", "--bugs", "--p", "0.5,0.3,0.2", "--q", "0.2,0.3,0.5", "--temperature", "0.5",
-            "--samples", "200000", "--seed", "3", "--json"]
+    args = [
+        "lossless",
+        "--bugs",
+        "--p",
+        "0.5,0.3,0.2",
+        "--q",
+        "0.2,0.3,0.5",
+        "--temperature",
+        "0.5",
+        "--samples",
+        "200000",
+        "--seed",
+        "3",
+        "--json",
+    ]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
-    assert list(out) == ["exact", "argmax-accept", "replacement-from-p", "q-before-temperature", "p-without-temperature"]
+    assert list(out) == [
+        "exact",
+        "argmax-accept",
+        "replacement-from-p",
+        "q-before-temperature",
+        "p-without-temperature",
+    ]
     for rule in out.values():
         assert len(rule["measured"]) == 3 and rule["samples"] == 200_000 and rule["temperature"] == 0.5
     assert out["argmax-accept"]["measured"] == [1.0, 0.0, 0.0] and out["argmax-accept"]["tv"] == pytest.approx(13 / 38)
@@ -201,12 +226,30 @@ def test_cli_bugs_json(capsys):
 
 
 def test_cli_bugs_table_and_errors(capsys):
-    assert main(["lossless", "--bugs", "--p", "0.5,0.3,0.2", "--q", "0.2,0.3,0.5", "--temperature", "0.5",
-                 "--samples", "100000"]) == 0
+    assert (
+        main(
+            [
+                "lossless",
+                "--bugs",
+                "--p",
+                "0.5,0.3,0.2",
+                "--q",
+                "0.2,0.3,0.5",
+                "--temperature",
+                "0.5",
+                "--samples",
+                "100000",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "p at T = 0.5" in out and "0.6579 0.2368 0.1053" in out  # [25, 9, 4] / 38
-    rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[0] in RULES
-            and ":" not in line}  # not the notes below the table
+    rows = {
+        line.split()[0]: line
+        for line in out.splitlines()
+        if line.split() and line.split()[0] in RULES and ":" not in line
+    }  # not the notes below the table
     assert set(rows) == set(RULES)
     assert rows["exact"].endswith("within noise") and rows["argmax-accept"].endswith("measurably off")
     assert "1.0000 0.0000 0.0000" in rows["argmax-accept"] and "0.34211" in rows["argmax-accept"]  # 13/38
@@ -220,9 +263,21 @@ def test_cli_bugs_table_and_errors(capsys):
 # --- page ----------------------------------------------------------------------------
 
 HAND_RULES = {  # a hand-written gallery, as JSON, for the drawing functions
-    name: {"rule": name, "target": [0.6, 0.4], "temperature": 0.5, "measured": measured, "tv": tv, "tv_std_error": se,
-           "tv_expected": exact, "tv_noise": 0.0007, "max_z": z, "within_noise": z <= 5, "samples": 1_000_000,
-           "title": f"{name} & co", "in_practice": f"<{name}> shows"}
+    name: {
+        "rule": name,
+        "target": [0.6, 0.4],
+        "temperature": 0.5,
+        "measured": measured,
+        "tv": tv,
+        "tv_std_error": se,
+        "tv_expected": exact,
+        "tv_noise": 0.0007,
+        "max_z": z,
+        "within_noise": z <= 5,
+        "samples": 1_000_000,
+        "title": f"{name} & co",
+        "in_practice": f"<{name}> shows",
+    }
     for name, measured, tv, se, exact, z in [
         ("exact", [0.6004, 0.3996], 0.0004, 0.0005, 0.0, 0.8),
         ("argmax-accept", [1.0, 0.0], 0.4, 0.0, 0.4, 816.5),
@@ -249,7 +304,10 @@ def test_bug_table_says_which_rules_are_off_and_escapes():
     html = bug_table_html(HAND_RULES)
     assert "1,000,000 draws per rule" in html and "T = 0.5" in html
     assert "The exact rule is within noise. 2 of 2 mistakes are measurably off here." in html
-    assert "<b>argmax-accept</b> (argmax-accept &amp; co): &lt;argmax-accept&gt; shows" in html and "<argmax-accept>" not in html
+    assert (
+        "<b>argmax-accept</b> (argmax-accept &amp; co): &lt;argmax-accept&gt; shows" in html
+        and "<argmax-accept>" not in html
+    )
     assert html.count("<tr>") == 4
     assert "<td>0.05000 \u00b1 0.00050</td><td>0.05000</td><td>measurably off (102.1 SE)</td>" in html
     assert "<td>within noise (0.8 SE)</td>" in html

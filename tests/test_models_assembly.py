@@ -49,7 +49,9 @@ def _install_fake_parts(site, prefix: str, parts: list[bytes], skip: int | None 
         info = site / f"{pkg}-0.1.0.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1.0\n")
-        (info / "RECORD").write_text(f"{pkg}/__init__.py,,\n{pkg}/data/part{i:02d}.bin,,{len(data)}\n{info.name}/METADATA,,\n")
+        (info / "RECORD").write_text(
+            f"{pkg}/__init__.py,,\n{pkg}/data/part{i:02d}.bin,,{len(data)}\n{info.name}/METADATA,,\n"
+        )
 
 
 @pytest.fixture
@@ -81,7 +83,9 @@ def test_assembly_with_the_right_hash_gives_the_concatenation(site, tmp_path):
     gguf = _fake_gguf(PART_BYTES)
     _install_fake_parts(site, gguf.package_prefix, PART_BYTES)
     seen = []
-    dest = assemble(gguf, find_parts(gguf), tmp_path / "out" / gguf.name, label="fake", progress=lambda f, m: seen.append(f))
+    dest = assemble(
+        gguf, find_parts(gguf), tmp_path / "out" / gguf.name, label="fake", progress=lambda f, m: seen.append(f)
+    )
     assert dest.read_bytes() == b"".join(PART_BYTES)
     assert os.listdir(dest.parent) == [gguf.name]  # no temporary file left behind
     assert seen and seen[-1] == 1.0

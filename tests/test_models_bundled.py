@@ -39,7 +39,9 @@ def test_both_models_score_the_same_vocabulary(pair):
 def test_the_tokenizer_round_trips_code_and_the_chat_template(pair):
     text = "for i in range(10):\n    print(f'{i:>3} ✓ 日本')\n"
     assert pair.tokenizer.decode(pair.tokenizer(text).input_ids) == text
-    chat = pair.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    chat = pair.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
     assert chat.endswith("<|im_start|>assistant\n")
     assert pair.tokenizer.eos_token == "<|im_end|>"
 

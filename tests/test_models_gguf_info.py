@@ -45,7 +45,9 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path):
         read_header(path)
 
 
-def _with_tokenizer(path, *, tokens=("<unk>", "a", "b", "ab"), merges=("a b",), eos=0, template=None, name="m", weights=0.0):
+def _with_tokenizer(
+    path, *, tokens=("<unk>", "a", "b", "ab"), merges=("a b",), eos=0, template=None, name="m", weights=0.0
+):
     w = GGUFWriter(str(path), "qwen2")
     w.add_name(name)
     w.add_tokenizer_model("gpt2")
@@ -65,7 +67,10 @@ def _with_tokenizer(path, *, tokens=("<unk>", "a", "b", "ab"), merges=("a b",), 
 def test_files_that_turn_text_into_the_same_ids_share_a_vocabulary_digest(tmp_path):
     base = vocabulary_digest(_with_tokenizer(tmp_path / "base.gguf", template="{{ a }}"))
     # other weights, name and chat template: the ids are the same
-    assert vocabulary_digest(_with_tokenizer(tmp_path / "same.gguf", template="{{ b }}", name="other", weights=1.0)) == base
+    assert (
+        vocabulary_digest(_with_tokenizer(tmp_path / "same.gguf", template="{{ b }}", name="other", weights=1.0))
+        == base
+    )
     assert vocabulary_digest(_with_tokenizer(tmp_path / "none.gguf")) == base
     # any change to what maps text to ids is a different vocabulary
     for changed in ({"tokens": ("<unk>", "a", "b", "ba")}, {"merges": ("b a",)}, {"eos": 1}):

@@ -21,7 +21,9 @@ def test_layers_quantized_a_few_at_a_time_match_one_pass_and_report_progress():
     copy = quantized(model, lambda f, m: seen.append((f, m)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        whole = quantization.quantize_dynamic(model, {torch.nn.Linear: quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8)
+        whole = quantization.quantize_dynamic(
+            model, {torch.nn.Linear: quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8
+        )
     assert sum(isinstance(m, Int8Linear) for m in copy.modules()) == linears
     assert not any(isinstance(m, Int8Linear) for m in model.modules())  # the original is left as is
     ids = torch.tensor([[5, 17, 42, 8, 99, 3]])

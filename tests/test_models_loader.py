@@ -14,7 +14,13 @@ from specviz.lm import clear_loaded, load_pair, loaded_bytes
 from specviz.lm.torch_runtime import devices
 from specviz.lm.torch_runtime.devices import choose_device, choose_dtype
 from specviz.lm.torch_runtime.precision import choose_precision
-from specviz.models.errors import CustomModelsDisabledError, DeviceError, MemoryBudgetError, UnsafeWeightsError, VocabMismatchError
+from specviz.models.errors import (
+    CustomModelsDisabledError,
+    DeviceError,
+    MemoryBudgetError,
+    UnsafeWeightsError,
+    VocabMismatchError,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +74,9 @@ def test_on_a_cpu_the_draft_runs_in_int8_and_the_target_in_fp32(folders, monkeyp
     spec = " -> ".join(folders)
     seen = []
     pair = load_pair(spec, progress=lambda f, m: seen.append(m))
-    assert pair.draft_precision == "int8" and any(m.startswith("quantizing") and m.endswith("linear layers") for m in seen)
+    assert pair.draft_precision == "int8" and any(
+        m.startswith("quantizing") and m.endswith("linear layers") for m in seen
+    )
     assert any(isinstance(m, Int8Linear) for m in pair.draft.modules())
     assert not any(type(m) is torch.nn.Linear for m in pair.draft.modules())
     assert not any(isinstance(m, Int8Linear) for m in pair.target.modules())
@@ -150,15 +158,24 @@ def test_a_draft_with_another_vocabulary_loads_with_its_own_tokenizer(tmp_path, 
     assert pair.vocab_size == len(tiny_tokenizer())  # the target's ids
     vocab_info = pair.info["vocab"]
     assert vocab_info["method"] == pair.vocab_map.method == "text"  # few whole words are target tokens
-    assert vocab_info["draft_entries"] == len(pair.draft_tokenizer.get_vocab()) and vocab_info["target_entries"] == len(tiny_tokenizer())
+    assert vocab_info["draft_entries"] == len(pair.draft_tokenizer.get_vocab()) and vocab_info["target_entries"] == len(
+        tiny_tokenizer()
+    )
     assert "odd-draft and target have different vocabularies" in vocab_info["message"]
     same = load_pair(" -> ".join(folders), int8_draft=False)
     assert not same.cross_tokenizer and same.draft_tokenizer is None and same.info["vocab"]["method"] == "same"
 
 
 def test_a_draft_whose_head_is_smaller_than_its_own_tokenizer_is_refused(tmp_path, folders):
-    config = Qwen2Config(vocab_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False)
+    config = Qwen2Config(
+        vocab_size=8,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=False,
+    )
     small = save(tmp_path / "small-draft", Qwen2ForCausalLM(config), tiny_tokenizer(chat_template=False))
     with pytest.raises(VocabMismatchError, match="model scores only 8 ids"):
         load_pair(f"{small} -> {folders[1]}", int8_draft=False)
@@ -168,8 +185,15 @@ def test_padded_lm_heads_use_the_shared_rows(tmp_path):
     tok = tiny_tokenizer()
 
     def padded(rows):
-        config = Qwen2Config(vocab_size=rows, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                             num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False)
+        config = Qwen2Config(
+            vocab_size=rows,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            tie_word_embeddings=False,
+        )
         return Qwen2ForCausalLM(config)
 
     pair = load_pair((save(tmp_path / "d", padded(len(tok) + 16)), save(tmp_path / "t", padded(len(tok) + 64))))
@@ -244,7 +268,11 @@ def test_auto_picks_the_precision_with_the_cheaper_round_and_caches_it(tmp_path,
     cpu = torch.device("cpu")
     chosen = choose_precision(cpu, "auto", cache_file=path, measure=measure)
     assert chosen.dtype == torch.bfloat16 and chosen.name == "bfloat16" and asked == [(torch.float32, torch.bfloat16)]
-    assert chosen.reason.startswith("measured faster") and "V(1) 400 ms" in chosen.reason and "V(8) 230 ms" in chosen.reason
+    assert (
+        chosen.reason.startswith("measured faster")
+        and "V(1) 400 ms" in chosen.reason
+        and "V(8) 230 ms" in chosen.reason
+    )
     again = choose_precision(cpu, cache_file=path, measure=lambda d: pytest.fail("measured twice"))
     assert again.dtype == torch.bfloat16 and again.costs == chosen.costs and "cached" in again.reason
     # a slow multi-token pass loses even with the faster one-token pass: V(1) + V(8) decides

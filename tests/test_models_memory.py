@@ -27,21 +27,35 @@ def _write(folder, files):
 
 def test_cgroup_v2_limit_bounds_total_and_available(tmp_path):
     # A 16 GiB container using 10 GiB, 3 GiB of it droppable page cache: 9 GiB left.
-    cg = _write(tmp_path, {"memory.max": f"{16 * GiB}\n", "memory.current": f"{10 * GiB}\n",
-                           "memory.stat": f"anon {7 * GiB}\ninactive_file {3 * GiB}\nactive_file 0\n"})
+    cg = _write(
+        tmp_path,
+        {
+            "memory.max": f"{16 * GiB}\n",
+            "memory.current": f"{10 * GiB}\n",
+            "memory.stat": f"anon {7 * GiB}\ninactive_file {3 * GiB}\nactive_file 0\n",
+        },
+    )
     assert memory.ram_total(cg) == 16 * GiB
     assert memory.ram_available(cg) == 9 * GiB
 
 
 def test_cgroup_v1_limit(tmp_path):
-    cg = _write(tmp_path, {"memory/memory.limit_in_bytes": f"{8 * GiB}", "memory/memory.usage_in_bytes": f"{6 * GiB}",
-                           "memory/memory.stat": f"total_inactive_file {1 * GiB}\n"})
+    cg = _write(
+        tmp_path,
+        {
+            "memory/memory.limit_in_bytes": f"{8 * GiB}",
+            "memory/memory.usage_in_bytes": f"{6 * GiB}",
+            "memory/memory.stat": f"total_inactive_file {1 * GiB}\n",
+        },
+    )
     assert memory.ram_total(cg) == 8 * GiB
     assert memory.ram_available(cg) == 3 * GiB
 
 
-@pytest.mark.parametrize("files", [{}, {"memory.max": "max\n", "memory.current": "12345"},
-                                   {"memory/memory.limit_in_bytes": str(2**63 - 4096)}])
+@pytest.mark.parametrize(
+    "files",
+    [{}, {"memory.max": "max\n", "memory.current": "12345"}, {"memory/memory.limit_in_bytes": str(2**63 - 4096)}],
+)
 def test_no_limit_means_the_machines_figures(tmp_path, files):
     cg = _write(tmp_path, files)
     assert memory.ram_total(cg) == HOST.total

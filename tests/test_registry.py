@@ -85,33 +85,52 @@ def _literals(path: Path, *, fields: bool = True) -> list[tuple[str, int]]:
     """The string literals of a module, less its docstrings; `fields=False` also leaves out
     dict keys and subscripts (a field's name, such as a token's "text")."""
     tree = ast.parse(path.read_text())
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
     if not fields:
         for n in ast.walk(tree):
             if isinstance(n, ast.Dict):
                 docs |= {id(k) for k in n.keys if k is not None}
             elif isinstance(n, ast.Subscript):
                 docs.add(id(n.slice))
-    return [(n.value, n.lineno) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+    return [
+        (n.value, n.lineno)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
 
 
 # The same word naming something else: a library (torch's version, llama.cpp the engine), a
 # bench method kind shared by several libraries ("lookup"), an engine's own method name.
 OTHER_MEANINGS = {
-    ("bench/cli.py", "torch"), ("drafters/cost_model.py", "torch"), ("engine/runtime_choice.py", "torch"),
-    ("lm/torch_runtime/precision.py", "torch"), ("bench/resume.py", "torch"), ("bench/methods.py", "llama.cpp"),
-    ("production/metrics.py", "llama.cpp"), ("bench/methods.py", "lookup"), ("production/export.py", "suffix"),
+    ("bench/cli.py", "torch"),
+    ("drafters/cost_model.py", "torch"),
+    ("engine/runtime_choice.py", "torch"),
+    ("lm/torch_runtime/precision.py", "torch"),
+    ("bench/resume.py", "torch"),
+    ("bench/methods.py", "llama.cpp"),
+    ("production/metrics.py", "llama.cpp"),
+    ("bench/methods.py", "lookup"),
+    ("production/export.py", "suffix"),
     ("events.py", "tree"),  # a round's field `tree`, named in a refusal
 }
 
 
 def test_each_drafters_policys_and_runtimes_name_is_spelled_once():
     names = {n for r in (DRAFTERS, POLICIES, RUNTIMES) for n in r.names if n not in ("model", "auto")}
-    spelled = [(str(p.relative_to(ROOT)), value, line) for p in sorted(ROOT.rglob("*.py")) if p.name != "choices.py"
-               for value, line in _literals(p) if value in names]
+    spelled = [
+        (str(p.relative_to(ROOT)), value, line)
+        for p in sorted(ROOT.rglob("*.py"))
+        if p.name != "choices.py"
+        for value, line in _literals(p)
+        if value in names
+    ]
     stray = [f"{path}:{line} {value!r}" for path, value, line in spelled if (path, value) not in OTHER_MEANINGS]
     assert not stray, "use the registry's constant (specviz/choices.py) instead:\n" + "\n".join(stray)
 
@@ -119,15 +138,23 @@ def test_each_drafters_policys_and_runtimes_name_is_spelled_once():
 # The same words as a field's value elsewhere: an event's type ("plain" beside "round"), a
 # tokenizer's spacing style, plotly's text mode, the keys of a runtime's measured rates.
 OTHER_FIELD_MEANINGS = {
-    ("events.py", "plain"), ("models/alignment/vocab_map.py", "plain"), ("viz/lossless_plots.py", "text"),
-    ("engine/prepare_child.py", "plain"), ("engine/prepare_child.py", "speculative"),
+    ("events.py", "plain"),
+    ("models/alignment/vocab_map.py", "plain"),
+    ("viz/lossless_plots.py", "text"),
+    ("engine/prepare_child.py", "plain"),
+    ("engine/prepare_child.py", "speculative"),
 }
 
 
 def test_each_modes_and_vocab_methods_name_is_spelled_once():
     names = {n for r in (MODES, VOCAB_METHODS) for n in r.names if n != "auto"}
-    spelled = [(str(p.relative_to(ROOT)), value, line) for p in sorted(ROOT.rglob("*.py")) if p.name != "choices.py"
-               for value, line in _literals(p, fields=False) if value in names]
+    spelled = [
+        (str(p.relative_to(ROOT)), value, line)
+        for p in sorted(ROOT.rglob("*.py"))
+        if p.name != "choices.py"
+        for value, line in _literals(p, fields=False)
+        if value in names
+    ]
     stray = [f"{path}:{line} {value!r}" for path, value, line in spelled if (path, value) not in OTHER_FIELD_MEANINGS]
     assert not stray, "use the registry's constant (specviz/choices.py) instead:\n" + "\n".join(stray)
 
@@ -192,7 +219,10 @@ def test_a_registered_runtime_is_offered_in_the_settings_the_cli_and_on_the_page
     assert from_request({"runtime": toy_runtime.name}).runtime == toy_runtime.name
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
-    assert cli.settings_from(parser.parse_args(["--prompt", "x", "--runtime", toy_runtime.name])).runtime == toy_runtime.name
+    assert (
+        cli.settings_from(parser.parse_args(["--prompt", "x", "--runtime", toy_runtime.name])).runtime
+        == toy_runtime.name
+    )
     demo = build_page(PageConfig(default_pair="qwen-coder", preload=False))
     radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "runtime")
     assert (toy_runtime.label, toy_runtime.name) in [tuple(c) for c in radio.choices]

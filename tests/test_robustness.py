@@ -65,7 +65,11 @@ def models(tmp_path_factory) -> dict[str, str]:
     words = sorted({w for line in CORPUS for w in line.split()})
     word_level = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["<unk>", *words])}, unk_token="<unk>"))
     word_level.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    out["other-vocab"] = save(root / "other-vocab", tiny_model(2, layers=2), PreTrainedTokenizerFast(tokenizer_object=word_level, unk_token="<unk>"))
+    out["other-vocab"] = save(
+        root / "other-vocab",
+        tiny_model(2, layers=2),
+        PreTrainedTokenizerFast(tokenizer_object=word_level, unk_token="<unk>"),
+    )
 
     weights = (root / "target" / "model.safetensors").read_bytes()
     header = 8 + int.from_bytes(weights[:8], "little")
@@ -145,22 +149,48 @@ def model_cases(m: dict[str, str]) -> list[tuple[list[str], dict, str]]:
     """(arguments, environment, words) for bad models, with the folders from `models`."""
     return [
         (["--target", m["target"]], {}, "--target alone gives no draft model: add --draft SRC"),
-        (["--target", m["target"], "--drafter", "lookup"], {"SPECVIZ_ALLOW_CUSTOM_MODELS": "0"}, "custom models are disabled here (SPECVIZ_ALLOW_CUSTOM_MODELS=0)"),
-        (["--draft", m["draft"], "--target", m["target"]], {"SPECVIZ_ALLOW_CUSTOM_MODELS": "0"}, "custom models are disabled here"),
+        (
+            ["--target", m["target"], "--drafter", "lookup"],
+            {"SPECVIZ_ALLOW_CUSTOM_MODELS": "0"},
+            "custom models are disabled here (SPECVIZ_ALLOW_CUSTOM_MODELS=0)",
+        ),
+        (
+            ["--draft", m["draft"], "--target", m["target"]],
+            {"SPECVIZ_ALLOW_CUSTOM_MODELS": "0"},
+            "custom models are disabled here",
+        ),
         (["--target", m["cut-in-header"], "--drafter", "lookup"], {}, "could not read the model in"),
         (["--target", m["cut-in-data"], "--drafter", "lookup"], {}, "could not read the model in"),
         (["--target", m["bad-header"], "--drafter", "lookup"], {}, "could not read the model in"),
         (["--target", m["not-gguf"], "--drafter", "lookup"], {}, "could not read the model in"),
         (["--target", m["pickled"], "--drafter", "lookup"], {}, "specviz loads only safetensors or GGUF"),
-        (["--draft", m["draft"], "--target", m["target"]], {"SPECVIZ_MEMORY_BUDGET_GB": "0.0001"}, "over the memory budget"),
+        (
+            ["--draft", m["draft"], "--target", m["target"]],
+            {"SPECVIZ_MEMORY_BUDGET_GB": "0.0001"},
+            "over the memory budget",
+        ),
         (["--target", m["target"], "--drafter", "lookup", "--prompt", LONG_PROMPT], {}, "context window"),
     ]
 
 
 def test_cli_a_draft_with_another_vocabulary_drafts_through_text(capsys, models):
     # Different vocabularies are not an error: the pair drafts across tokenizers.
-    status = main(["generate", "--prompt", PROMPT, "--max-new-tokens", "4", "--draft", models["other-vocab"],
-                   "--target", models["target"], "--policy", "fixed", "--json"])
+    status = main(
+        [
+            "generate",
+            "--prompt",
+            PROMPT,
+            "--max-new-tokens",
+            "4",
+            "--draft",
+            models["other-vocab"],
+            "--target",
+            models["target"],
+            "--policy",
+            "fixed",
+            "--json",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0 and json.loads(out)["summary"]["new_tokens"] == 4
 
@@ -177,16 +207,33 @@ def test_cli_bad_models_exit_non_zero_with_one_line(capsys, monkeypatch, models)
 
 
 def test_cli_a_prompt_longer_than_the_context_window_is_refused_naming_the_sizes(capsys, models):
-    status, err = generate(capsys, "--target", models["target"], "--drafter", "lookup", "--prompt", LONG_PROMPT, "--max-new-tokens", "8")
+    status, err = generate(
+        capsys, "--target", models["target"], "--drafter", "lookup", "--prompt", LONG_PROMPT, "--max-new-tokens", "8"
+    )
     assert status == 2
-    assert re.search(r"the prompt is [\d,]+ tokens; with 8 new tokens that is more than the 2,048-token context window", err)
+    assert re.search(
+        r"the prompt is [\d,]+ tokens; with 8 new tokens that is more than the 2,048-token context window", err
+    )
     assert "The prompt was not run" in err
 
 
 def test_cli_good_run_after_bad_ones_works(capsys, models):
     status, _ = generate(capsys, "--target", models["target"], "--drafter", "lookup", "--prompt", "")
     assert status == 2
-    status = main(["generate", "--target", models["target"], "--drafter", "lookup", "--prompt", PROMPT, "--max-new-tokens", "4", "--json"])
+    status = main(
+        [
+            "generate",
+            "--target",
+            models["target"],
+            "--drafter",
+            "lookup",
+            "--prompt",
+            PROMPT,
+            "--max-new-tokens",
+            "4",
+            "--json",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0 and json.loads(out)["summary"]["new_tokens"] == 4
 
@@ -195,7 +242,11 @@ def test_the_real_entry_point_exits_2_with_one_line():
     """The same through `python -m specviz`, as a user runs it (one subprocess: torch imports slowly)."""
     done = subprocess.run(
         [sys.executable, "-m", "specviz", "generate", "--prompt", PROMPT, "--k", "99"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "specviz generate: error: k must be a whole number from 1 to 16 (got 99)\n"
@@ -206,7 +257,10 @@ def test_the_real_entry_point_exits_2_with_one_line():
 
 def test_corrupt_files_are_reported_not_loaded(models):
     for name in ("cut-in-header", "cut-in-data", "bad-header", "not-gguf"):
-        with pytest.raises(CorruptModelError, match=rf"could not read the model in {re.escape(models[name])} \(\w+: .*\); its files look truncated or corrupt"):
+        with pytest.raises(
+            CorruptModelError,
+            match=rf"could not read the model in {re.escape(models[name])} \(\w+: .*\); its files look truncated or corrupt",
+        ):
             load_pair(models[name], with_draft=False)
 
 
@@ -223,7 +277,9 @@ def test_loading_never_runs_pickles_or_the_models_own_code(tmp_path):
     folder = tmp_path / "trapped"
     save(folder, tiny_model(0))
     (folder / "pytorch_model.bin").write_bytes(pickle.dumps(Trap()))
-    (folder / "modeling_trap.py").write_text(f"open({str(marker)!r}, 'w')\nfrom transformers import Qwen2ForCausalLM as Trap\n")
+    (folder / "modeling_trap.py").write_text(
+        f"open({str(marker)!r}, 'w')\nfrom transformers import Qwen2ForCausalLM as Trap\n"
+    )
     for name, key in (("config.json", "AutoModelForCausalLM"), ("tokenizer_config.json", "AutoTokenizer")):
         config = json.loads((folder / name).read_text())
         config["auto_map"] = {key: "modeling_trap.Trap" if key != "AutoTokenizer" else ["modeling_trap.Trap", None]}
@@ -293,7 +349,11 @@ def test_an_exception_inside_one_run_leaves_the_pair_serving_the_next():
 def test_runs_in_parallel_threads_do_not_share_state():
     """Sessions share one loaded pair; each run keeps its own caches, sampler and seed."""
     pair = tiny_pair("close")
-    settings = [GREEDY, GenerationSettings(max_new_tokens=24, k=2, policy="fixed", temperature=0.8, seed=5), GenerationSettings(max_new_tokens=12, mode="plain")]
+    settings = [
+        GREEDY,
+        GenerationSettings(max_new_tokens=24, k=2, policy="fixed", temperature=0.8, seed=5),
+        GenerationSettings(max_new_tokens=12, mode="plain"),
+    ]
     reference = [engine.run(pair, PROMPT, s).token_ids for s in settings]
     results: dict[int, list[int]] = {}
 
@@ -326,14 +386,22 @@ def source_files() -> list[Path]:
     ],
 )
 def test_the_source_never(pattern, why):
-    hits = [f"{p.relative_to(ROOT)}:{i}" for p in source_files() for i, line in enumerate(p.read_text().splitlines(), 1)
-            if re.search(pattern, line) and not line.lstrip().startswith("#")]
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in source_files()
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(pattern, line) and not line.lstrip().startswith("#")
+    ]
     if why == "no shell":
         # Three modules run a program, each as a list of arguments (no shell): pip, to fetch a
         # data-only wheel when a preset is prepared, the bench's llama.cpp reference,
         # llama.cpp's own llama-speculative-simple from the cache, and the background timing
         # of another runtime, this Python on specviz's own module. Nothing else may.
-        allowed = ("specviz/models/files/wheel.py", "specviz/bench/llamacpp_tools.py", "specviz/engine/runtime_prepare.py")  # starts prepare_child
+        allowed = (
+            "specviz/models/files/wheel.py",
+            "specviz/bench/llamacpp_tools.py",
+            "specviz/engine/runtime_prepare.py",
+        )  # starts prepare_child
         hits = [h for h in hits if not h.startswith(tuple(f"{a}:" for a in allowed))]
         for name in allowed:
             text = (ROOT / name).read_text()
@@ -355,6 +423,7 @@ def test_model_loads_ask_for_safetensors_without_remote_code(tmp_path, monkeypat
 
     asked: list[tuple[str, dict]] = []
     for cls in (transformers.AutoTokenizer, transformers.AutoModelForCausalLM):
+
         def spy(_cls, *args, _load=cls.from_pretrained, _name=cls.__name__, **kwargs):
             asked.append((_name, kwargs))
             return _load(*args, **kwargs)
@@ -373,7 +442,14 @@ def test_model_loads_ask_for_safetensors_without_remote_code(tmp_path, monkeypat
 
     from specviz.models.catalogue import hub
 
-    for name in ("pytorch_model.bin", "model.pt", "model.pth", "weights.pkl", "modeling_qwen2.py", "code/tokenization_x.py"):
+    for name in (
+        "pytorch_model.bin",
+        "model.pt",
+        "model.pth",
+        "weights.pkl",
+        "modeling_qwen2.py",
+        "code/tokenization_x.py",
+    ):
         assert not [p for p in hub.ALLOW if fnmatch.fnmatch(name, p)], f"a Hub download would fetch {name}"
 
 
@@ -402,7 +478,9 @@ def test_custom_models_are_off_by_default_on_a_public_space(monkeypatch, models)
     assert custom_allowed({"SPACE_ID": "someone/specviz", "SPECVIZ_ALLOW_CUSTOM_MODELS": "1"})
     from specviz.app.config import PageConfig
 
-    assert not PageConfig.from_env({"SPACE_ID": "someone/specviz"}).allow_custom, "the page offers presets only there too"
+    assert not PageConfig.from_env({"SPACE_ID": "someone/specviz"}).allow_custom, (
+        "the page offers presets only there too"
+    )
     monkeypatch.setenv("SPACE_ID", "someone/specviz")
     with pytest.raises(CustomModelsDisabledError):
         load_pair(models["target"], with_draft=False)

@@ -53,7 +53,12 @@ def tiny_pair_spec(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def app(tiny_pair_spec):
     """(url, pair spec) of an app on the tiny pair with a queue of 2 waiting runs."""
-    env = {"SPECVIZ_DEFAULT_PAIR": tiny_pair_spec, "SPECVIZ_PRELOAD": "0", "SPECVIZ_QUEUE_SIZE": "2", "OMP_NUM_THREADS": "1"}
+    env = {
+        "SPECVIZ_DEFAULT_PAIR": tiny_pair_spec,
+        "SPECVIZ_PRELOAD": "0",
+        "SPECVIZ_QUEUE_SIZE": "2",
+        "OMP_NUM_THREADS": "1",
+    }
     with launched_app(env, "app-robustness") as url:
         yield url, tiny_pair_spec
 
@@ -89,14 +94,18 @@ BAD_API_INPUT = [
 ]
 
 
-@pytest.mark.parametrize("bad, words", BAD_API_INPUT, ids=[next(iter(b)) + "=" + repr(v)[:20] for b, _ in BAD_API_INPUT for v in [next(iter(b.values()))]])
+@pytest.mark.parametrize(
+    "bad, words",
+    BAD_API_INPUT,
+    ids=[next(iter(b)) + "=" + repr(v)[:20] for b, _ in BAD_API_INPUT for v in [next(iter(b.values()))]],
+)
 def test_bad_api_input_gets_a_clear_message(app, bad, words):
     url, _ = app
     with pytest.raises(AppError) as err:
         final(generate(Client(url, verbose=False), **bad))
     message = str(err.value)
     assert re.search(words, message), message
-    assert "Traceback" not in message and "File \"" not in message
+    assert "Traceback" not in message and 'File "' not in message
 
 
 def test_a_good_run_after_bad_ones_is_served(app):
@@ -172,8 +181,34 @@ def test_a_client_that_disconnects_mid_run_does_not_leave_it_running(app):
     # The endpoint's positional inputs: prompt, pair, drafter, k, temperature, top_p, max_new_tokens, seed, mode, adaptive,
     # top_k, policy, raw, early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, suffix_max_nodes,
     # suffix_min_score, lookahead_window, lookahead_ngram, lookahead_candidates.
-    body = {"data": [LONG_PROMPT, spec, "model", 4, 0.0, 1.0, 1024, 0, "speculative", False, 0, "cost-aware", False, 0, 0.4, 8, 2,
-                     "auto", "auto", 16, 0.1, 4, 3, 4]}
+    body = {
+        "data": [
+            LONG_PROMPT,
+            spec,
+            "model",
+            4,
+            0.0,
+            1.0,
+            1024,
+            0,
+            "speculative",
+            False,
+            0,
+            "cost-aware",
+            False,
+            0,
+            0.4,
+            8,
+            2,
+            "auto",
+            "auto",
+            16,
+            0.1,
+            4,
+            3,
+            4,
+        ]
+    }
     started = time.monotonic()
     whole = final(generate(Client(url, verbose=False), prompt=LONG_PROMPT, max_new_tokens=1024))
     whole_s = time.monotonic() - started
@@ -192,7 +227,9 @@ def test_a_client_that_disconnects_mid_run_does_not_leave_it_running(app):
     gone = time.monotonic()
     trace = final(generate(Client(url, verbose=False)))
     assert trace.summary.new_tokens == 8
-    assert time.monotonic() - gone < whole_s / 2, f"the next run waited as long as the whole abandoned run ({whole_s:.1f} s)"
+    assert time.monotonic() - gone < whole_s / 2, (
+        f"the next run waited as long as the whole abandoned run ({whole_s:.1f} s)"
+    )
 
 
 # --- 2. hostile text in a real browser ----------------------------------------------------
@@ -252,8 +289,10 @@ def test_hostile_text_is_shown_as_text_in_a_real_browser(app, browser, tmp_path)
 
     # A trace whose token texts are hostile, uploaded.
     page.set_input_files("#trace-upload input[type=file]", hostile_trace(url, tmp_path))
-    page.wait_for_function("document.querySelector('#trace-summary').innerText.includes('\u202e') || "
-                           "document.querySelector('#trace-summary').innerText.includes('\\\\u202e')")
+    page.wait_for_function(
+        "document.querySelector('#trace-summary').innerText.includes('\u202e') || "
+        "document.querySelector('#trace-summary').innerText.includes('\\\\u202e')"
+    )
     page.get_by_role("tab", name="Live run").click()
     # The stream shows the uploaded trace once the upload's replay has redrawn it.
     page.wait_for_function("document.querySelector('#tokens').innerText.includes(%s)" % json.dumps(HOSTILE["script"]))
@@ -273,7 +312,9 @@ def test_hostile_text_is_shown_as_text_in_a_real_browser(app, browser, tmp_path)
 
     assert page.evaluate("window.__pwned") is None, "a script from the text ran"
     # Gradio's own inline scripts sit outside <gradio-app>; nothing from the text may appear inside it.
-    injected = page.evaluate("[...document.querySelectorAll('#bold, img[src=x], gradio-app script')].map(e => e.outerHTML.slice(0, 80))")
+    injected = page.evaluate(
+        "[...document.querySelectorAll('#bold, img[src=x], gradio-app script')].map(e => e.outerHTML.slice(0, 80))"
+    )
     assert injected == [], injected
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), "the layout broke"
     ARTIFACTS.mkdir(exist_ok=True)
@@ -315,5 +356,7 @@ def test_bad_uploads_are_refused_in_words_and_the_page_keeps_serving(app, browse
 def test_an_upload_over_the_size_cap_is_refused_before_it_is_stored(app):
     url, _ = app
     big = b" " * (MAX_TRACE_BYTES + (1 << 20))
-    response = httpx.post(url + "gradio_api/upload", files={"files": ("big.json", big, "application/json")}, timeout=120)
+    response = httpx.post(
+        url + "gradio_api/upload", files={"files": ("big.json", big, "application/json")}, timeout=120
+    )
     assert response.status_code == 413, response.text[:200]

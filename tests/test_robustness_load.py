@@ -44,8 +44,17 @@ MODELS_BYTES = (630_167_424 + 1_777_088_000) * 4
 
 
 def request(client: Client, prompt: str):
-    return client.submit(api_name="/generate", prompt=prompt, k=4, temperature=0.0, top_p=1.0,
-                         max_new_tokens=NEW_TOKENS, seed=0, mode="speculative", drafter="model")
+    return client.submit(
+        api_name="/generate",
+        prompt=prompt,
+        k=4,
+        temperature=0.0,
+        top_p=1.0,
+        max_new_tokens=NEW_TOKENS,
+        seed=0,
+        mode="speculative",
+        drafter="model",
+    )
 
 
 def final_trace(job) -> Trace:
@@ -108,13 +117,17 @@ def test_eight_users_at_once_each_get_their_own_result_and_the_ninth_is_told_bus
         rss_after = app_rss()
 
         for i, (trace, ids) in enumerate(zip(results, reference)):
-            assert trace.prompt == PROMPTS[i] and trace.token_ids == ids, f"user {i} got someone else's or a different result"
+            assert trace.prompt == PROMPTS[i] and trace.token_ids == ids, (
+                f"user {i} got someone else's or a different result"
+            )
         waited = [max(r) for r in ranks if r]
         assert waited and max(waited) >= 1, "users who wait are told their place in the queue"
         growth = rss_after - rss_before
-        print(f"\n{USERS} users x {NEW_TOKENS} tokens in {duration:.1f} s; app RSS {rss_before / 1e9:.2f} GB -> "
-              f"{rss_after / 1e9:.2f} GB ({growth / 1e6:+.0f} MB; one more copy of the models would be {MODELS_BYTES / 1e9:.1f} GB); "
-              f"queue places seen: {sorted(set().union(*ranks))}")
+        print(
+            f"\n{USERS} users x {NEW_TOKENS} tokens in {duration:.1f} s; app RSS {rss_before / 1e9:.2f} GB -> "
+            f"{rss_after / 1e9:.2f} GB ({growth / 1e6:+.0f} MB; one more copy of the models would be {MODELS_BYTES / 1e9:.1f} GB); "
+            f"queue places seen: {sorted(set().union(*ranks))}"
+        )
         assert growth < MODELS_BYTES / 10, "memory grew by a sizeable part of another copy of the models"
 
         # The app still serves normally afterwards.

@@ -47,9 +47,16 @@ _models: dict[str, LlamaCppModel] = {}
 
 def llamacpp_pair(draft: str | None = "close") -> ModelPair:
     tok = tiny_tokenizer()
-    return ModelPair(name=f"tiny-gguf-{draft or 'solo'}", tokenizer=tok, target=_model("target"),
-                     draft=_model(draft) if draft else None, vocab_size=len(tok), device=torch.device("cpu"),
-                     dtype=torch.float32, runtime=LLAMACPP)
+    return ModelPair(
+        name=f"tiny-gguf-{draft or 'solo'}",
+        tokenizer=tok,
+        target=_model("target"),
+        draft=_model(draft) if draft else None,
+        vocab_size=len(tok),
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        runtime=LLAMACPP,
+    )
 
 
 def _context():
@@ -117,7 +124,9 @@ def test_levels_fed_in_separate_passes_see_the_levels_before():
     second = lm.feed_tree(torch.tensor([9, 88, 5]), [0, 1, 1])
     assert torch.allclose(second[2], _fresh_after(ctx.tolist() + [17, 5])[0], atol=ATOL, rtol=0)
     lm.keep_path([1, 5])
-    assert torch.allclose(lm.feed(torch.tensor([12]))[0], _fresh_after(ctx.tolist() + [17, 5, 12])[0], atol=KEPT_ATOL, rtol=0)
+    assert torch.allclose(
+        lm.feed(torch.tensor([12]))[0], _fresh_after(ctx.tolist() + [17, 5, 12])[0], atol=KEPT_ATOL, rtol=0
+    )
 
 
 def test_a_crop_leaves_the_cache_as_a_fresh_feed_would():
@@ -148,17 +157,20 @@ def test_a_context_a_finished_run_gave_back_is_taken_again_and_starts_as_a_fresh
     assert not model._idle
 
 
-@pytest.mark.parametrize("drafter,draft,extra", [
-    ("model", "close", {}),
-    ("model", "random", {}),
-    ("model", "target", {}),
-    ("tree", "close", {"tree_nodes": 8, "tree_width": 2}),
-    ("tree", "random", {"tree_nodes": 12, "tree_width": 3}),
-    ("lookup", None, {}),
-    ("suffix", None, {"suffix_max_nodes": 12}),
-    ("lookahead", None, {"lookahead_window": 4, "lookahead_ngram": 3, "lookahead_candidates": 4}),
-    ("lookahead", None, {"lookahead_window": 3, "lookahead_ngram": 5, "lookahead_candidates": 6}),
-])
+@pytest.mark.parametrize(
+    "drafter,draft,extra",
+    [
+        ("model", "close", {}),
+        ("model", "random", {}),
+        ("model", "target", {}),
+        ("tree", "close", {"tree_nodes": 8, "tree_width": 2}),
+        ("tree", "random", {"tree_nodes": 12, "tree_width": 3}),
+        ("lookup", None, {}),
+        ("suffix", None, {"suffix_max_nodes": 12}),
+        ("lookahead", None, {"lookahead_window": 4, "lookahead_ngram": 3, "lookahead_candidates": 4}),
+        ("lookahead", None, {"lookahead_window": 3, "lookahead_ngram": 5, "lookahead_candidates": 6}),
+    ],
+)
 @pytest.mark.parametrize("k", [1, 4])
 def test_greedy_speculative_equals_plain_greedy_on_llamacpp(drafter, draft, extra, k):
     pair = llamacpp_pair(draft)
@@ -173,8 +185,11 @@ def test_greedy_speculative_equals_plain_greedy_on_llamacpp(drafter, draft, extr
 
 def test_the_same_draft_file_as_the_target_accepts_every_token_at_temperature_one():
     pair = llamacpp_pair("target")
-    trace = engine.run(pair, PROMPT, GenerationSettings(mode="speculative", temperature=1.0, k=4, policy="fixed",
-                                                        max_new_tokens=24, seed=3))
+    trace = engine.run(
+        pair,
+        PROMPT,
+        GenerationSettings(mode="speculative", temperature=1.0, k=4, policy="fixed", max_new_tokens=24, seed=3),
+    )
     assert trace.summary.drafted > 0
     assert trace.summary.accepted / trace.summary.drafted > 0.95  # p == q up to batch-shape rounding
 
@@ -186,7 +201,9 @@ def test_early_exit_is_refused_with_the_reason():
 
 
 def _good_request_still_runs():
-    trace = engine.run(llamacpp_pair("close"), PROMPT, GenerationSettings(mode="speculative", max_new_tokens=6, k=2, policy="fixed"))
+    trace = engine.run(
+        llamacpp_pair("close"), PROMPT, GenerationSettings(mode="speculative", max_new_tokens=6, k=2, policy="fixed")
+    )
     assert len(trace.token_ids) == 6 or trace.summary.stop_reason == "eos"
 
 

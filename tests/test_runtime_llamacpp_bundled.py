@@ -78,9 +78,16 @@ def test_the_tokenizer_read_from_a_gguf_is_the_one_transformers_converts(preset)
         folder = bundled_folder(ref.bundled)
         if not cache.folder_is_valid(folder):
             pytest.skip(f"{preset} is not converted for torch here")
-        fast, ref_tok = _gguf_tokenizer(ensure_gguf(ref.bundled, preset, lambda f, m: None)), AutoTokenizer.from_pretrained(folder)
-        assert (len(fast), fast.eos_token, fast.bos_token, fast.pad_token) == (len(ref_tok), ref_tok.eos_token, ref_tok.bos_token,
-                                                                            ref_tok.pad_token)
+        fast, ref_tok = (
+            _gguf_tokenizer(ensure_gguf(ref.bundled, preset, lambda f, m: None)),
+            AutoTokenizer.from_pretrained(folder),
+        )
+        assert (len(fast), fast.eos_token, fast.bos_token, fast.pad_token) == (
+            len(ref_tok),
+            ref_tok.eos_token,
+            ref_tok.bos_token,
+            ref_tok.pad_token,
+        )
         assert fast.chat_template == ref_tok.chat_template
         for p, text in ((p, m["content"]) for p in load_prompts(DEFAULT_PROMPTS) for m in _messages(p)):
             ids = ref_tok(text)["input_ids"]
@@ -95,8 +102,14 @@ def _top2_gap(pair, ids: list[int]) -> float:
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
-@pytest.mark.parametrize("drafter,extra", [("model", {"k": 4, "policy": "fixed"}), ("tree", {"tree_nodes": 8, "tree_width": 2}),
-                                           ("lookup", {"k": 4, "policy": "fixed"})])
+@pytest.mark.parametrize(
+    "drafter,extra",
+    [
+        ("model", {"k": 4, "policy": "fixed"}),
+        ("tree", {"tree_nodes": 8, "tree_width": 2}),
+        ("lookup", {"k": 4, "policy": "fixed"}),
+    ],
+)
 def test_greedy_speculative_equals_plain_or_parts_at_a_near_tie(pair, prompt, drafter, extra):
     base = GenerationSettings(max_new_tokens=NEW_TOKENS)
     plain = engine.run(pair, prompt, GenerationSettings(max_new_tokens=NEW_TOKENS, mode="plain"))
@@ -117,7 +130,9 @@ def test_a_draft_with_another_tokenizer_drafts_on_llamacpp_too(vocab_method):
     assert cross.cross_tokenizer and cross.runtime == "llama.cpp"
     prompt = PROMPTS[0]
     plain = engine.run(cross, prompt, GenerationSettings(max_new_tokens=24, mode="plain"))
-    spec = engine.run(cross, prompt, GenerationSettings(max_new_tokens=24, k=4, policy="fixed", vocab_method=vocab_method))
+    spec = engine.run(
+        cross, prompt, GenerationSettings(max_new_tokens=24, k=4, policy="fixed", vocab_method=vocab_method)
+    )
     assert spec.summary.drafted > 0 and spec.summary.accepted > 0
     if spec.token_ids != plain.token_ids:
         i = next(j for j, (a, b) in enumerate(zip(spec.token_ids, plain.token_ids)) if a != b)

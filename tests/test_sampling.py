@@ -71,7 +71,9 @@ def test_q_of_an_int8_draft_is_the_int8_models_own():
     activations together, so the check replays the drafter's own passes: the prompt but its
     last token, then one token at a time."""
     pair, full = tiny_pair("close-int8"), tiny_pair("close").draft
-    settings = GenerationSettings(temperature=2.0)  # the tiny models are peaked: flatten (the most allowed) to tell q apart
+    settings = GenerationSettings(
+        temperature=2.0
+    )  # the tiny models are peaked: flatten (the most allowed) to tell q apart
     sampler = Sampler(settings, pair.vocab_size)
     d = make_drafter(pair, settings, generator=torch.Generator().manual_seed(0))
     context = torch.tensor(pair.tokenizer("def reverse(s):")["input_ids"])

@@ -62,10 +62,15 @@ def test_a_toy_setting_added_in_settings_py_alone_reaches_the_cli_the_api_and_th
     source = settings.read_text(encoding="utf-8")
     assert source.count(LAST) == 1
     settings.write_text(source.replace(LAST, LAST + TOY), encoding="utf-8")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "PYTHONPATH": str(tmp_path),
-           "GRADIO_ANALYTICS_ENABLED": "False"}
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300, check=False)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(Path.home()),
+        "PYTHONPATH": str(tmp_path),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["cli"] == 7

@@ -22,8 +22,13 @@ SOAK_TIMEOUT_S = 2 * 60 + 900  # the soak's 2 minutes, plus a generous bound for
 
 def test_a_two_minute_soak_of_four_users_on_the_tiny_pair(tmp_path):
     spec = save_tiny_pair(tmp_path)
-    done = subprocess.run([str(ROOT / "scripts" / "soak.sh"), "--pair", spec, "--minutes", "2", "--users", "4", "--json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=SOAK_TIMEOUT_S)
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "soak.sh"), "--pair", spec, "--minutes", "2", "--users", "4", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=SOAK_TIMEOUT_S,
+    )
     assert done.stdout.strip(), done.stderr[-3000:]
     report = json.loads(done.stdout)
     print(done.stderr[-2500:])
@@ -35,7 +40,15 @@ def test_a_two_minute_soak_of_four_users_on_the_tiny_pair(tmp_path):
     assert report["completed"] >= 20 and report["greedy_runs"] > report["greedy_keys"] >= 2
     assert report["cancelled"] + report["abandoned"] >= 1 and report["refused"] >= 1
     assert report["requests"] == sum(report[k] for k in ("completed", "cancelled", "abandoned", "refused", "failures"))
-    for key in ("queue_wait_p50_s", "queue_wait_p95_s", "rss_start_mb", "rss_end_mb", "rss_max_mb", "single_run_s", "seven_in_a_row_p95_s"):
+    for key in (
+        "queue_wait_p50_s",
+        "queue_wait_p95_s",
+        "rss_start_mb",
+        "rss_end_mb",
+        "rss_max_mb",
+        "single_run_s",
+        "seven_in_a_row_p95_s",
+    ):
         assert isinstance(report[key], float) and report[key] > 0, key
     assert report["rss_max_mb"] >= report["rss_end_mb"]
     for key in ("threads", "open_files", "temp_dirs"):
@@ -48,18 +61,47 @@ def test_a_hostile_client_beside_eight_users_is_refused_and_the_users_are_served
     times nothing reliably); here, that they are reported, and that no honest request failed
     and no hostile one was served."""
     spec = save_tiny_pair(tmp_path)
-    done = subprocess.run([str(ROOT / "scripts" / "soak.sh"), "--pair", spec, "--minutes", "0.5", "--users", "8",
-                           "--max-new-tokens", "8", "--hostile", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=SOAK_TIMEOUT_S)
+    done = subprocess.run(
+        [
+            str(ROOT / "scripts" / "soak.sh"),
+            "--pair",
+            spec,
+            "--minutes",
+            "0.5",
+            "--users",
+            "8",
+            "--max-new-tokens",
+            "8",
+            "--hostile",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=SOAK_TIMEOUT_S,
+    )
     assert done.stdout.strip(), done.stderr[-3000:]
     print(done.stderr[-2500:])
     h = json.loads(done.stdout)["hostile"]
     assert h["honest_failures"] == 0, h["honest_failure_details"]
     assert h["hostile_requests"] >= 10 and h["hostile_refused"] == h["hostile_requests"], h["hostile_not_refused"]
-    for key in ("queue_wait_p95_without_s", "queue_wait_p95_with_s", "p95_ratio", "rss_start_mb", "rss_end_mb",
-                "refusal_p95_s", "refusal_max_s"):
+    for key in (
+        "queue_wait_p95_without_s",
+        "queue_wait_p95_with_s",
+        "p95_ratio",
+        "rss_start_mb",
+        "rss_end_mb",
+        "refusal_p95_s",
+        "refusal_max_s",
+    ):
         assert isinstance(h[key], float) and h[key] > 0, key
-    assert set(h["goals"]) == {"honest_failures_0", "p95_within_20pct", "rss_within_5pct", "every_hostile_request_refused",
-                               "refusals_within_1s"}
+    assert set(h["goals"]) == {
+        "honest_failures_0",
+        "p95_within_20pct",
+        "rss_within_5pct",
+        "every_hostile_request_refused",
+        "refusals_within_1s",
+    }
 
 
 def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
@@ -84,7 +126,32 @@ def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/", timeout=60) as http:
             # The endpoint's positional inputs, with an empty prompt: refused at once, after its session is made.
-            data = ["", "qwen-coder", "model", 4, 0.0, 1.0, 8, 0, "speculative", False, 0, "cost-aware", False, 0, 0.4, 8, 2, "auto", "auto", 16, 0.1, 4, 3, 4]
+            data = [
+                "",
+                "qwen-coder",
+                "model",
+                4,
+                0.0,
+                1.0,
+                8,
+                0,
+                "speculative",
+                False,
+                0,
+                "cost-aware",
+                False,
+                0,
+                0.4,
+                8,
+                2,
+                "auto",
+                "auto",
+                16,
+                0.1,
+                4,
+                3,
+                4,
+            ]
             for _ in range(8):
                 event = http.post("gradio_api/call/generate", json={"data": data}).json()["event_id"]
                 body = http.get(f"gradio_api/call/generate/{event}").text

@@ -63,8 +63,9 @@ def pair(monkeypatch):
     p = tiny_pair("close")
     assert isinstance(open_lm(p.target, p.device), LeanLM)  # the passes the spy sees
     draft_embed = p.draft.model.embed_tokens
-    monkeypatch.setattr(LeanLM, "role", property(lambda self: "draft" if self._embed is draft_embed else "target"),
-                        raising=False)
+    monkeypatch.setattr(
+        LeanLM, "role", property(lambda self: "draft" if self._embed is draft_embed else "target"), raising=False
+    )
     return p
 
 
@@ -81,8 +82,9 @@ def test_chunked_feed_gives_the_rows_of_one_pass(pair):
 @pytest.mark.parametrize("mode", ["plain", "speculative"])
 def test_stop_during_the_target_prefill_ends_the_run_within_one_chunk(pair, passes, mode):
     flag = threading.Event()
-    generation = engine.start(pair, long_prompt(), GenerationSettings(mode=mode, max_new_tokens=12),
-                              should_stop=flag.is_set)
+    generation = engine.start(
+        pair, long_prompt(), GenerationSettings(mode=mode, max_new_tokens=12), should_stop=flag.is_set
+    )
     watch(passes, lambda role, n: flag.set())  # Stop pressed while the first chunk runs
     events = list(generation)
     trace = generation.trace()

@@ -49,14 +49,21 @@ def test_no_rule_beats_the_perfect_one():
     for _ in range(20):
         rows = [(rng.random() < 0.7, rng.random()) for _ in range(200)]
         perfect = replay_mod.replay(rows, replay_mod.Perfect(rows), FLAT, 2.0)["tokens_per_s"]
-        others = [replay_mod.replay(rows, replay_mod.Threshold(k, t), FLAT, 2.0)["tokens_per_s"] for k in (1, 4, 20) for t in (0.0, 0.5)]
+        others = [
+            replay_mod.replay(rows, replay_mod.Threshold(k, t), FLAT, 2.0)["tokens_per_s"]
+            for k in (1, 4, 20)
+            for t in (0.0, 0.5)
+        ]
         others.append(replay_mod.cost_aware(rows, FLAT, 2.0, 16)["tokens_per_s"])
         assert perfect >= max(others)
 
 
 def test_the_table_has_every_rule_and_the_hindsight_bound_is_at_least_the_best_single_threshold():
     rng = random.Random(5)
-    prompts = {p: [(rng.random() < a, min(1.0, a + rng.uniform(-0.3, 0.3))) for _ in range(150)] for p, a in (("easy", 0.9), ("hard", 0.4))}
+    prompts = {
+        p: [(rng.random() < a, min(1.0, a + rng.uniform(-0.3, 0.3))) for _ in range(150)]
+        for p, a in (("easy", 0.9), ("hard", 0.4))
+    }
     t = replay_mod.table(prompts, FLAT, 2.0, 16)
     overall = t["overall"]
     assert {"cost-aware", "transformers default", "transformers k4", "perfect"} <= set(overall)
@@ -65,22 +72,31 @@ def test_the_table_has_every_rule_and_the_hindsight_bound_is_at_least_the_best_s
 
 
 def test_loop_costs_come_from_the_rounds_after_the_first():
-    trace = {"events": [
-        {"t_end_s": 0.5, "draft_ms": 50.0, "verify_ms": 100.0, "drafted": [1, 2]},  # holds the prefill: left out
-        {"t_end_s": 0.65, "draft_ms": 30.0, "verify_ms": 110.0, "drafted": [1, 2, 3]},
-        {"t_end_s": 0.79, "draft_ms": 10.0, "verify_ms": 120.0, "drafted": [1]},
-    ]}
+    trace = {
+        "events": [
+            {"t_end_s": 0.5, "draft_ms": 50.0, "verify_ms": 100.0, "drafted": [1, 2]},  # holds the prefill: left out
+            {"t_end_s": 0.65, "draft_ms": 30.0, "verify_ms": 110.0, "drafted": [1, 2, 3]},
+            {"t_end_s": 0.79, "draft_ms": 10.0, "verify_ms": 120.0, "drafted": [1]},
+        ]
+    }
     d, other = replay_mod.loop_costs([trace])
     # 40 ms over 4 drafts; (150 - 140) and (140 - 130) ms beyond the passes
     assert d == pytest.approx(10.0) and other == pytest.approx(10.0)
 
 
 def test_loop_costs_leave_out_the_prefills_token_and_the_drafters_first_read():
-    trace = {"events": [
-        {"t_end_s": 0.5, "draft_ms": 0.0, "verify_ms": 0.1, "drafted": []},  # the target's prefill gave this token
-        {"t_end_s": 0.9, "draft_ms": 50.0, "verify_ms": 100.0, "drafted": [1, 2]},  # the drafter read the prompt first
-        {"t_end_s": 1.05, "draft_ms": 30.0, "verify_ms": 110.0, "drafted": [1, 2, 3]},
-        {"t_end_s": 1.19, "draft_ms": 10.0, "verify_ms": 120.0, "drafted": [1]},
-    ]}
+    trace = {
+        "events": [
+            {"t_end_s": 0.5, "draft_ms": 0.0, "verify_ms": 0.1, "drafted": []},  # the target's prefill gave this token
+            {
+                "t_end_s": 0.9,
+                "draft_ms": 50.0,
+                "verify_ms": 100.0,
+                "drafted": [1, 2],
+            },  # the drafter read the prompt first
+            {"t_end_s": 1.05, "draft_ms": 30.0, "verify_ms": 110.0, "drafted": [1, 2, 3]},
+            {"t_end_s": 1.19, "draft_ms": 10.0, "verify_ms": 120.0, "drafted": [1]},
+        ]
+    }
     d, other = replay_mod.loop_costs([trace])
     assert d == pytest.approx(10.0) and other == pytest.approx(10.0)

@@ -21,8 +21,19 @@ from specviz import viz
 from specviz.engine import display
 from specviz.errors import UserError
 from specviz.events import (
-    MAX_EVENTS, MAX_JSON_CONTAINERS, MAX_RUN_S, MAX_TEXT_CHARS, MAX_TOKEN_CHARS, MAX_TOP_TOKENS, MAX_TRACE_BYTES,
-    MAX_TREE_NODES, Trace, TraceError, load_trace, schema_text, trace_schema,
+    MAX_EVENTS,
+    MAX_JSON_CONTAINERS,
+    MAX_RUN_S,
+    MAX_TEXT_CHARS,
+    MAX_TOKEN_CHARS,
+    MAX_TOP_TOKENS,
+    MAX_TRACE_BYTES,
+    MAX_TREE_NODES,
+    Trace,
+    TraceError,
+    load_trace,
+    schema_text,
+    trace_schema,
 )
 from specviz.settings import SettingsError, from_request
 
@@ -60,32 +71,68 @@ def compact_rounds(n: int) -> bytes:
 
 
 HOSTILE = [
-    ("one node at depth 2,000,000", with_round(tree=[node(0, depth=2_000_000)]),
-     "trace.events[0].tree[0].depth is 2000000; the limit is 128"),
-    ("a flat 600-node tree", with_round(tree=[node(i) for i in range(600)]),
-     "trace.events[0].tree has 600 tree nodes; the limit is 128"),
+    (
+        "one node at depth 2,000,000",
+        with_round(tree=[node(0, depth=2_000_000)]),
+        "trace.events[0].tree[0].depth is 2000000; the limit is 128",
+    ),
+    (
+        "a flat 600-node tree",
+        with_round(tree=[node(i) for i in range(600)]),
+        "trace.events[0].tree has 600 tree nodes; the limit is 128",
+    ),
     ("t_end_s of 10^12 s", with_round(t_end_s=1e12), "trace.events[0].t_end_s is 1e+12; the limit is 86400"),
     ("a NaN time", with_round(t_end_s=float("nan")), "trace.events[0].t_end_s is nan; expected a finite number"),
-    ("an infinite duration", with_round(verify_ms=float("inf")),
-     "trace.events[0].verify_ms is inf; expected a finite number"),
+    (
+        "an infinite duration",
+        with_round(verify_ms=float("inf")),
+        "trace.events[0].verify_ms is inf; expected a finite number",
+    ),
     ("a negative duration", with_round(draft_ms=-5.0), "trace.events[0].draft_ms is -5; the least allowed is 0"),
-    ("a 100,000-character token", with_drafted_text("x" * 100_000),
-     "trace.events[0].drafted[0].text has 100000 characters; the limit is 256"),
-    ("a 10^6-character prompt", {**recorded(), "prompt": "p" * 1_000_000},
-     f"trace.prompt has 1000000 characters; the limit is {MAX_TEXT_CHARS}"),
-    ("10^5 token ids", {**recorded(), "token_ids": [1] * 100_000},
-     "trace.token_ids has 100000 token ids; the limit is 1024"),
-    ("a token id past any vocabulary", {**recorded(), "token_ids": [10**40]},
-     "trace.token_ids[0] is a 41-digit number; it must be under 2147483648"),
-    ("a parent outside the tree", with_round(tree=[node(0, parent=10**9)]),
-     "trace.events[0].tree[0].parent is 1000000000; it must be under 128"),
-    ("a node under a later node", with_round(tree=[node(0, parent=1), node(1)]),
-     "trace.events[0].tree: node 0 has parent 1: a parent is -1 or an earlier node"),
-    ("a depth its parent contradicts", with_round(tree=[node(0), node(1, depth=5, parent=0)]),
-     "trace.events[0].tree: node 1 is at depth 5; under its parent it is at 2"),
-    ("40 top tokens at a position", with_round(positions=[{"top": [{"id": 1, "text": "a", "p": 0.1, "q": 0.1}] * 40,
-                                                            "overlap": 0.5, "top2_logit_gap": 1.0}]),
-     f"trace.events[0].positions[0].top has 40 top tokens; the limit is {MAX_TOP_TOKENS}"),
+    (
+        "a 100,000-character token",
+        with_drafted_text("x" * 100_000),
+        "trace.events[0].drafted[0].text has 100000 characters; the limit is 256",
+    ),
+    (
+        "a 10^6-character prompt",
+        {**recorded(), "prompt": "p" * 1_000_000},
+        f"trace.prompt has 1000000 characters; the limit is {MAX_TEXT_CHARS}",
+    ),
+    (
+        "10^5 token ids",
+        {**recorded(), "token_ids": [1] * 100_000},
+        "trace.token_ids has 100000 token ids; the limit is 1024",
+    ),
+    (
+        "a token id past any vocabulary",
+        {**recorded(), "token_ids": [10**40]},
+        "trace.token_ids[0] is a 41-digit number; it must be under 2147483648",
+    ),
+    (
+        "a parent outside the tree",
+        with_round(tree=[node(0, parent=10**9)]),
+        "trace.events[0].tree[0].parent is 1000000000; it must be under 128",
+    ),
+    (
+        "a node under a later node",
+        with_round(tree=[node(0, parent=1), node(1)]),
+        "trace.events[0].tree: node 0 has parent 1: a parent is -1 or an earlier node",
+    ),
+    (
+        "a depth its parent contradicts",
+        with_round(tree=[node(0), node(1, depth=5, parent=0)]),
+        "trace.events[0].tree: node 1 is at depth 5; under its parent it is at 2",
+    ),
+    (
+        "40 top tokens at a position",
+        with_round(
+            positions=[
+                {"top": [{"id": 1, "text": "a", "p": 0.1, "q": 0.1}] * 40, "overlap": 0.5, "top2_logit_gap": 1.0}
+            ]
+        ),
+        f"trace.events[0].positions[0].top has 40 top tokens; the limit is {MAX_TOP_TOKENS}",
+    ),
 ]
 
 
@@ -165,8 +212,13 @@ def test_the_replay_takes_only_the_offered_speeds():
     from specviz.app.compare import replay_speed
 
     assert replay_speed(None) == 1.0 and replay_speed(4) == 4.0
-    refused = [(0.001, "replay speed 0.001;"), (-1.0, "replay speed -1.0;"), (float("nan"), "replay speed nan;"),
-               ("fast", "replay speed str;"), (True, "replay speed True;")]
+    refused = [
+        (0.001, "replay speed 0.001;"),
+        (-1.0, "replay speed -1.0;"),
+        (float("nan"), "replay speed nan;"),
+        ("fast", "replay speed str;"),
+        (True, "replay speed True;"),
+    ]
     for bad, words in refused:
         with pytest.raises(UserError, match=words + " the speeds offered are 1, 2, 4, 10"):
             replay_speed(bad)
@@ -223,8 +275,9 @@ def test_older_traces_still_load():
 def test_the_committed_schema_is_the_generated_one():
     committed = (ROOT / "docs" / "trace.schema.json").read_text()
     assert committed == schema_text(), "regenerate it: python -m specviz schema --out docs/trace.schema.json"
-    out = subprocess.run([sys.executable, "-m", "specviz", "schema"], capture_output=True, text=True, cwd=ROOT,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "specviz", "schema"], capture_output=True, text=True, cwd=ROOT, check=True
+    )
     assert out.stdout == committed
 
 
@@ -261,29 +314,67 @@ def test_the_largest_run_the_settings_allow_fits_the_file_limits():
     container limits, as `generate --json` and a download write it."""
     g, n, w = largest("lookahead_candidates"), largest("lookahead_ngram"), largest("lookahead_window")
     word = "token_"
-    tree = [{"parent": -1 if d == 0 else i - 1, "token": 1000, "text": word, "depth": d + 1, "q": 0.5, "p": 0.25,
-             "decision": "unchecked"} for i, d in enumerate(d for _ in range(g) for d in range(n - 1))]
+    tree = [
+        {
+            "parent": -1 if d == 0 else i - 1,
+            "token": 1000,
+            "text": word,
+            "depth": d + 1,
+            "q": 0.5,
+            "p": 0.25,
+            "decision": "unchecked",
+        }
+        for i, d in enumerate(d for _ in range(g) for d in range(n - 1))
+    ]
     top = [{"id": 1000 + i, "text": word, "p": 0.1, "q": 0.1} for i in range(2 * display.TOP)]
-    round_ = {"index": 1000, "k": n - 1, "type": "round", "draft_ms": 10.5, "verify_ms": 100.25, "t_end_s": 100.5,
-              "new_tokens": 1000, "emitted": {"id": 1000, "text": word, "p": 0.5, "kind": "bonus"},
-              "drafted": [{"id": 1000, "text": word, "p": 0.5, "q": 1.0, "u": None, "decision": "accepted"}] * (n - 1),
-              "positions": [{"top": top, "overlap": 0.5, "top2_logit_gap": 1.5}] * n, "tree": tree, "alignment": [],
-              "source": {"method": "lookahead", "window": [[word] * w] * (n - 1), "ngrams": [[word] * n] * w,
-                         "origins": ["context"] * len(tree), "window_on": True, "ride": w * (n - 1), "note": "",
-                         "matched": [], "occurrences": 0, "counts": []}}
+    round_ = {
+        "index": 1000,
+        "k": n - 1,
+        "type": "round",
+        "draft_ms": 10.5,
+        "verify_ms": 100.25,
+        "t_end_s": 100.5,
+        "new_tokens": 1000,
+        "emitted": {"id": 1000, "text": word, "p": 0.5, "kind": "bonus"},
+        "drafted": [{"id": 1000, "text": word, "p": 0.5, "q": 1.0, "u": None, "decision": "accepted"}] * (n - 1),
+        "positions": [{"top": top, "overlap": 0.5, "top2_logit_gap": 1.5}] * n,
+        "tree": tree,
+        "alignment": [],
+        "source": {
+            "method": "lookahead",
+            "window": [[word] * w] * (n - 1),
+            "ngrams": [[word] * n] * w,
+            "origins": ["context"] * len(tree),
+            "window_on": True,
+            "ride": w * (n - 1),
+            "note": "",
+            "matched": [],
+            "occurrences": 0,
+            "counts": [],
+        },
+    }
     one = Trace.from_dict({**recorded(), "events": [round_ | {"index": 0}]}).to_json()
     per_round = len(json.dumps(round_, ensure_ascii=False).encode())
     assert len(one) + MAX_EVENTS * per_round < MAX_TRACE_BYTES
     assert MAX_EVENTS * (one.count("{") + one.count("[")) < MAX_JSON_CONTAINERS
 
 
-@pytest.mark.parametrize("settings", [
-    {"drafter": "lookahead", "lookahead_window": 16, "lookahead_ngram": 8, "lookahead_candidates": 16,
-     "policy": "fixed"},
-    {"drafter": "suffix", "suffix_max_nodes": 64, "suffix_min_score": 0.0, "policy": "fixed"},
-    {"drafter": "suffix", "suffix_max_nodes": 64, "policy": "cost-aware"},
-    {"drafter": "tree", "tree_nodes": 64, "tree_width": 8, "k": 16, "policy": "fixed"},
-], ids=["lookahead-16x8", "suffix-64", "suffix-cost-aware", "tree-64x8"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {
+            "drafter": "lookahead",
+            "lookahead_window": 16,
+            "lookahead_ngram": 8,
+            "lookahead_candidates": 16,
+            "policy": "fixed",
+        },
+        {"drafter": "suffix", "suffix_max_nodes": 64, "suffix_min_score": 0.0, "policy": "fixed"},
+        {"drafter": "suffix", "suffix_max_nodes": 64, "policy": "cost-aware"},
+        {"drafter": "tree", "tree_nodes": 64, "tree_width": 8, "k": 16, "policy": "fixed"},
+    ],
+    ids=["lookahead-16x8", "suffix-64", "suffix-cost-aware", "tree-64x8"],
+)
 @pytest.mark.usefixtures("single_thread")
 def test_real_runs_at_the_largest_settings_load_back_unchanged(settings):
     """The tiny pair on a repetitive prompt, so the drafters build big trees (lookahead's pass

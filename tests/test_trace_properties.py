@@ -51,7 +51,9 @@ json_scalars = st.one_of(
 )
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -83,7 +85,11 @@ def draw_html(trace: Trace) -> list[str]:
     """Every HTML view of a trace the page draws."""
     events = trace.events
     rounds = [e for e in events if isinstance(e, RoundEvent)]
-    html = [viz.tokens_html(events), viz.tokens_html(events, show_rejected=False), viz.stats_html(viz.live_stats(events))]
+    html = [
+        viz.tokens_html(events),
+        viz.tokens_html(events, show_rejected=False),
+        viz.stats_html(viz.live_stats(events)),
+    ]
     for r in rounds:
         html.append(viz.round_narrative_html(r))
         viz.position_choices(r)  # labels of a radio: text, not HTML
@@ -98,8 +104,12 @@ def draw_html(trace: Trace) -> list[str]:
 def draw_figures(trace: Trace, every_position: bool = False) -> list:
     """Every figure of a trace (p vs q bars at the first round's positions only, unless asked)."""
     events = trace.events
-    figures = [viz.round_timeline_figure(events), viz.acceptance_by_position_figure(events),
-               viz.accepted_length_figure(events), viz.tokens_vs_time_figure(trace, trace)]
+    figures = [
+        viz.round_timeline_figure(events),
+        viz.acceptance_by_position_figure(events),
+        viz.accepted_length_figure(events),
+        viz.tokens_vs_time_figure(trace, trace),
+    ]
     rounds = [e for e in events if isinstance(e, RoundEvent)]
     for r in rounds if every_position else rounds[:1]:
         figures += [viz.position_bars_figure(r, pos) for _, pos in viz.position_choices(r)]
@@ -250,9 +260,17 @@ def mutated(which: int, path: tuple, value) -> dict:
 @pytest.mark.parametrize(
     "path, value, words",
     [
-        (("events", 0, "index"), '0" onmouseover="window.__pwned=1', r"events\[0\]\.index: expected a whole number, got a string"),
+        (
+            ("events", 0, "index"),
+            '0" onmouseover="window.__pwned=1',
+            r"events\[0\]\.index: expected a whole number, got a string",
+        ),
         (("events", 1, "drafted", 0, "p"), float("nan"), r"drafted\[0\]\.p is nan; expected a finite number"),
-        (("events", 1, "drafted", 0, "decision"), "maybe", "decision: expected 'accepted', 'rejected' or 'unchecked', got a string"),
+        (
+            ("events", 1, "drafted", 0, "decision"),
+            "maybe",
+            "decision: expected 'accepted', 'rejected' or 'unchecked', got a string",
+        ),
         (("events", 0, "type"), "<b>x</b>", r"trace\.events\[0\]\.type: expected 'round' or 'plain', got a string"),
         (("summary", "new_tokens"), True, "summary.new_tokens: expected a whole number, got true or false"),
         (("token_ids",), [1, "2"], r"token_ids\[1\]: expected a whole number, got a string"),

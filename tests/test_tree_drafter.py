@@ -39,7 +39,9 @@ def tree_drafter(pair, settings, nodes, width):
 
 def chain_drafter(pair, settings):
     lm = model_lm(pair.draft, pair.device)
-    return ModelDrafter("model", lm, Sampler(settings, pair.vocab_size), torch.Generator().manual_seed(0), stop_ids(pair))
+    return ModelDrafter(
+        "model", lm, Sampler(settings, pair.vocab_size), torch.Generator().manual_seed(0), stop_ids(pair)
+    )
 
 
 def draft_dist(pair, settings, ids):
@@ -134,7 +136,11 @@ def test_after_a_round_the_cache_holds_only_the_accepted_path(settings):
         if path_kind == "none":
             path = []
         else:
-            leaf = max(range(len(parents)), key=lambda i: depths(parents)[i]) if path_kind == "deepest" else [i for i, par in enumerate(parents) if par == -1][1]
+            leaf = (
+                max(range(len(parents)), key=lambda i: depths(parents)[i])
+                if path_kind == "deepest"
+                else [i for i, par in enumerate(parents) if par == -1][1]
+            )
             path = [leaf]
             while parents[path[-1]] >= 0:
                 path.append(parents[path[-1]])

@@ -35,7 +35,9 @@ class TreeRun:
         self.greedy = settings.greedy
         self.target = model_lm(pair.target, pair.device)
         draft_lm = model_lm(pair.draft, pair.device)
-        self.drafter = TreeDrafter("tree", draft_lm, Sampler(settings, pair.vocab_size), stop_ids(pair), nodes=nodes, width=width)
+        self.drafter = TreeDrafter(
+            "tree", draft_lm, Sampler(settings, pair.vocab_size), stop_ids(pair), nodes=nodes, width=width
+        )
         self.nodes = nodes
         self.generator = torch.Generator().manual_seed(seed)
         self.ids = torch.tensor(prompt_ids, dtype=torch.long)

@@ -66,7 +66,9 @@ def target_rows(context: tuple[int, ...], tokens: list[int], parents: list[int])
 def top_tree(context: tuple[int, ...]):
     """The tree drafter's tree on the toy draft (it is deterministic): the 6 best nodes by
     path probability, top-2 children per node, depth <= 3, grown by `grow_tree`."""
-    grown = grow_tree(toy(1, context), lambda batch: [toy(1, context + c.path) for c in batch], nodes=6, width=2, max_depth=3)
+    grown = grow_tree(
+        toy(1, context), lambda batch: [toy(1, context + c.path) for c in batch], nodes=6, width=2, max_depth=3
+    )
     tokens, parents = grown.tokens, grown.parents
     return torch.tensor(tokens), parents, target_rows(context, tokens, parents)
 
@@ -180,7 +182,10 @@ def test_a_chain_decides_exactly_as_the_chain_rule(k):
         if case % 3 == 0 and k:
             p[:k] = q  # long accepted runs too
         parents = list(range(-1, k - 1))
-        for tree_rule, chain_q in ((lambda s: tree_multistep_sampling(x, parents, p, q, generator=s), q), (lambda s: tree_point_masses(x, parents, p, generator=s), None)):
+        for tree_rule, chain_q in (
+            (lambda s: tree_multistep_sampling(x, parents, p, q, generator=s), q),
+            (lambda s: tree_point_masses(x, parents, p, generator=s), None),
+        ):
             t = tree_rule(torch.Generator().manual_seed(case))
             c = verify(x, p, chain_q, generator=torch.Generator().manual_seed(case))
             assert t.path == list(range(c.n_accepted))
@@ -191,7 +196,12 @@ def test_a_chain_decides_exactly_as_the_chain_rule(k):
             assert t.p[: c.n_accepted + 1] == pytest.approx(c.p[: c.n_accepted + 1])
         t = tree_greedy(x, parents, p)
         c = verify(x, p, greedy=True)
-        assert (t.path, t.emitted, t.emitted_kind, t.decisions) == (list(range(c.n_accepted)), c.emitted, c.emitted_kind, c.decisions)
+        assert (t.path, t.emitted, t.emitted_kind, t.decisions) == (
+            list(range(c.n_accepted)),
+            c.emitted,
+            c.emitted_kind,
+            c.decisions,
+        )
 
 
 def test_the_drafted_toy_tree_is_a_real_tree():

@@ -113,7 +113,9 @@ def _first_tokens(p, q, n, seed, point_mass=None):
 def test_lossless_on_hand_made_distributions():
     # N = 8,000 rounds of k = 2 over 5 tokens; zeros on both sides, p != q everywhere.
     n = 8_000
-    p = torch.tensor([[0.5, 0.2, 0.2, 0.1, 0.0], [0.1, 0.1, 0.1, 0.1, 0.6], [0.2, 0.2, 0.2, 0.2, 0.2]], dtype=torch.float64)
+    p = torch.tensor(
+        [[0.5, 0.2, 0.2, 0.1, 0.0], [0.1, 0.1, 0.1, 0.1, 0.6], [0.2, 0.2, 0.2, 0.2, 0.2]], dtype=torch.float64
+    )
     q = torch.tensor([[0.1, 0.1, 0.1, 0.2, 0.5], [0.0, 0.3, 0.3, 0.4, 0.0]], dtype=torch.float64)
     first, second = _first_tokens(p, q, n, seed=0)
     assert_matches(first, p[0], n)
@@ -140,10 +142,7 @@ def test_equal_draft_and_target_accept_everything():
 
 @pytest.mark.parametrize(
     "settings",
-    [
-        GenerationSettings(temperature=0.7, top_k=12),
-        GenerationSettings(temperature=1.3, top_k=40, top_p=0.8),
-    ],
+    [GenerationSettings(temperature=0.7, top_k=12), GenerationSettings(temperature=1.3, top_k=40, top_p=0.8)],
     ids=["t0.7-topk12", "t1.3-topk40-topp0.8"],
 )
 def test_lossless_on_a_tiny_model_next_token_distribution(settings):

@@ -102,7 +102,9 @@ def test_point_mass_drafts_are_well_formed(case):
 def test_draft_equal_to_target_accepts_everything(case, data):
     _, p, _, seed = case
     k = p.shape[0] - 1
-    x = torch.tensor([data.draw(st.sampled_from(torch.nonzero(row > 0).flatten().tolist())) for row in p[:k]], dtype=torch.long)
+    x = torch.tensor(
+        [data.draw(st.sampled_from(torch.nonzero(row > 0).flatten().tolist())) for row in p[:k]], dtype=torch.long
+    )
     v = verify(x, p, p[:k].clone(), generator=torch.Generator().manual_seed(seed))
     assert v.n_accepted == x.numel()
     assert v.emitted_kind == "bonus"
@@ -113,12 +115,12 @@ def top_p_rounds(draw):
     """Logits for p and q processed by the engine's own sampling (temperature, top-k, top-p)."""
     vocab, k = draw(st.integers(2, 8)), draw(st.integers(0, 4))
     cfg = GenerationSettings(
-        temperature=draw(st.floats(0.1, 2)),
-        top_k=draw(st.integers(0, vocab)),
-        top_p=draw(st.floats(0.05, 1)),
+        temperature=draw(st.floats(0.1, 2)), top_k=draw(st.integers(0, vocab)), top_p=draw(st.floats(0.05, 1))
     )
     logit = st.integers(-40, 40).map(lambda i: i / 2)  # half-steps: ties and wide gaps both occur
-    raw_p = torch.tensor(draw(st.lists(st.lists(logit, min_size=vocab, max_size=vocab), min_size=k + 1, max_size=k + 1)))
+    raw_p = torch.tensor(
+        draw(st.lists(st.lists(logit, min_size=vocab, max_size=vocab), min_size=k + 1, max_size=k + 1))
+    )
     raw_q = torch.tensor(draw(st.lists(st.lists(logit, min_size=vocab, max_size=vocab), min_size=k, max_size=k)))
     p = distribution(raw_p, cfg)
     q = distribution(raw_q.reshape(k, vocab), cfg) if k else torch.empty(0, vocab)

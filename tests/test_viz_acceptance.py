@@ -17,7 +17,7 @@ def test_both_rates_and_both_model_lines_by_position():
     assert list(conditional.y[:3]) == pytest.approx([3 / 4, 2 / 3, 0.0]) and math.isnan(conditional.y[3])
     assert list(unconditional.y) == pytest.approx([3 / 4, 2 / 3, 0.0, 0.0])
     assert list(flat.y) == pytest.approx([0.625] * 4)
-    assert list(power.y) == pytest.approx([0.625 ** i for i in range(1, 5)])
+    assert list(power.y) == pytest.approx([0.625**i for i in range(1, 5)])
     assert "vLLM" in unconditional.name and "0.62" in flat.name
     assert ap.position_rates_figure([]).layout.annotations[0].text == "No drafts judged yet"
 

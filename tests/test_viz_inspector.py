@@ -19,12 +19,18 @@ def test_sampled_round_story_gives_each_judgement_with_its_numbers():
     outcome = story[4]
     assert 'replacement "["' in outcome and "residual norm(max(0, p \u2212 q))" in outcome and "p = 0.250" in outcome
     assert '("x") is discarded unchecked' in outcome
-    assert story[5] == "Result: 2 accepted drafts + 1 replacement = 3 new tokens from one target pass (plain decoding would need 3 passes)."
+    assert (
+        story[5]
+        == "Result: 2 accepted drafts + 1 replacement = 3 new tokens from one target pass (plain decoding would need 3 passes)."
+    )
 
 
 def test_bonus_round_story():
     story = round_story(bonus_round())
-    assert 'Both drafts were accepted, so the same target pass also gives a bonus token: "\\n", drawn from p at position 3' in story[3]
+    assert (
+        'Both drafts were accepted, so the same target pass also gives a bonus token: "\\n", drawn from p at position 3'
+        in story[3]
+    )
     assert "2 accepted drafts + 1 bonus = 3 new tokens" in story[4]
 
 
@@ -102,8 +108,15 @@ def test_a_draft_free_rounds_story_never_calls_its_proposer_the_draft():
     from tiny_models import tiny_pair
 
     prompt = "a b c d a b c d a b c d a b c d"
-    trace = run(tiny_pair("close"), prompt, GenerationSettings(drafter="suffix", policy="fixed", k=4, temperature=0.9,
-                                                               max_new_tokens=40, seed=3))
-    told = [" ".join(round_story(e)) for e in trace.events if isinstance(e, RoundEvent) and e.source is not None and e.drafted]
+    trace = run(
+        tiny_pair("close"),
+        prompt,
+        GenerationSettings(drafter="suffix", policy="fixed", k=4, temperature=0.9, max_new_tokens=40, seed=3),
+    )
+    told = [
+        " ".join(round_story(e))
+        for e in trace.events
+        if isinstance(e, RoundEvent) and e.source is not None and e.drafted
+    ]
     assert told, "the suffix drafter proposed in some round"
     assert all("draft" not in t.replace("drafted", "") for t in told), told[0]

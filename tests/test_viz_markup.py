@@ -39,13 +39,26 @@ def strings(node) -> list[str]:
 
 
 def tree_round() -> RoundEvent:
-    nodes = [TreeNode(parent=-1, token=1, text=MARKUP, depth=1, q=0.7, p=0.9, decision="accepted"),
-             TreeNode(parent=-1, token=2, text=MARKUP + "2", depth=1, q=0.2, p=None, decision="unchecked"),
-             TreeNode(parent=0, token=3, text=MARKUP + "3", depth=2, q=0.6, p=0.1, decision="rejected")]
-    return RoundEvent(index=3, k=2, drafted=[DraftToken(1, MARKUP, 0.9, 0.7, 0.5, "accepted"),
-                                             DraftToken(3, MARKUP + "3", 0.1, 0.6, 0.8, "rejected")],
-                      emitted=EmittedToken(id=7, text=MARKUP, p=0.4, kind="resampled"), positions=[], draft_ms=5.0,
-                      verify_ms=1.0, t_end_s=0.1, new_tokens=2, tree=nodes)
+    nodes = [
+        TreeNode(parent=-1, token=1, text=MARKUP, depth=1, q=0.7, p=0.9, decision="accepted"),
+        TreeNode(parent=-1, token=2, text=MARKUP + "2", depth=1, q=0.2, p=None, decision="unchecked"),
+        TreeNode(parent=0, token=3, text=MARKUP + "3", depth=2, q=0.6, p=0.1, decision="rejected"),
+    ]
+    return RoundEvent(
+        index=3,
+        k=2,
+        drafted=[
+            DraftToken(1, MARKUP, 0.9, 0.7, 0.5, "accepted"),
+            DraftToken(3, MARKUP + "3", 0.1, 0.6, 0.8, "rejected"),
+        ],
+        emitted=EmittedToken(id=7, text=MARKUP, p=0.4, kind="resampled"),
+        positions=[],
+        draft_ms=5.0,
+        verify_ms=1.0,
+        t_end_s=0.1,
+        new_tokens=2,
+        tree=nodes,
+    )
 
 
 def hostile_rounds() -> list[RoundEvent]:
@@ -63,10 +76,30 @@ def hostile_rounds() -> list[RoundEvent]:
 
 def lossless_result(rule: str = "exact") -> dict:
     p, q = [0.5, 0.3, 0.2], [0.2, 0.5, 0.3]
-    return {"p": p, "q": q, "residual": p, "measured": p, "std_error": [0.01] * 3, "acceptance_rate": 0.7,
-            "overlap": 0.7, "acceptance_std_error": 0.01, "samples": 1000, "rule": rule, "title": MARKUP,
-            "in_practice": MARKUP, "temperature": 0.7, "target": p, "draft": q, "expected": p, "tv": 0.01,
-            "tv_std_error": 0.001, "tv_expected": 0.0, "tv_noise": 0.01, "max_z": 1.0, "within_noise": True}
+    return {
+        "p": p,
+        "q": q,
+        "residual": p,
+        "measured": p,
+        "std_error": [0.01] * 3,
+        "acceptance_rate": 0.7,
+        "overlap": 0.7,
+        "acceptance_std_error": 0.01,
+        "samples": 1000,
+        "rule": rule,
+        "title": MARKUP,
+        "in_practice": MARKUP,
+        "temperature": 0.7,
+        "target": p,
+        "draft": q,
+        "expected": p,
+        "tv": 0.01,
+        "tv_std_error": 0.001,
+        "tv_expected": 0.0,
+        "tv_noise": 0.01,
+        "max_z": 1.0,
+        "within_noise": True,
+    }
 
 
 def cases():
@@ -83,16 +116,19 @@ def cases():
         "position_stats_figure": lambda: ap.position_stats_figure(position_stats(rounds), MARKUP),
         "lengths_figure": lambda: ap.lengths_figure(rounds, title=MARKUP),
         "hindsight_figure": lambda: ap.hindsight_figure(hindsight(rounds, COST), title=MARKUP),
-        "temperature_sweep_figure": lambda: ap.temperature_sweep_figure([0, 1], [0.5, 0.4], [2, 1.5], [1.2, 1.1],
-                                                                        title=MARKUP),
+        "temperature_sweep_figure": lambda: ap.temperature_sweep_figure(
+            [0, 1], [0.5, 0.4], [2, 1.5], [1.2, 1.1], title=MARKUP
+        ),
         "batching_figure": lambda: ap.batching_figure([1, 2], [1.5, 0.9], [1.6, 1.0], [4, 0], 4, 2, title=MARKUP),
         "batch_costs_figure": lambda: ap.batch_costs_figure([1, 2], [1, 2], [[10.0, 12.0], [11.0, 15.0]], title=MARKUP),
         "position_bars_figure": lambda: specviz.viz.position_bars_figure(rounds[0], 1, title=MARKUP),
-        "lossless_frequencies_figure": lambda: lp.lossless_frequencies_figure(lossless_result(), [MARKUP] * 3,
-                                                                              title=MARKUP),
+        "lossless_frequencies_figure": lambda: lp.lossless_frequencies_figure(
+            lossless_result(), [MARKUP] * 3, title=MARKUP
+        ),
         "lossless_acceptance_figure": lambda: lp.lossless_acceptance_figure(lossless_result(), title=MARKUP),
-        "bug_frequencies_figure": lambda: lp.bug_frequencies_figure({MARKUP: lossless_result(MARKUP)}, [MARKUP] * 3,
-                                                                    title=MARKUP),
+        "bug_frequencies_figure": lambda: lp.bug_frequencies_figure(
+            {MARKUP: lossless_result(MARKUP)}, [MARKUP] * 3, title=MARKUP
+        ),
         "bug_tv_figure": lambda: lp.bug_tv_figure({MARKUP: lossless_result(MARKUP)}, title=MARKUP),
         "style_figure": lambda: specviz.viz.style_figure(specviz.viz.empty_figure(MARKUP), MARKUP),
         "empty_figure": lambda: specviz.viz.empty_figure(MARKUP, MARKUP),
@@ -122,8 +158,11 @@ def figure_functions() -> set[str]:
     found = set()
     for info in pkgutil.iter_modules(specviz.viz.__path__):
         module = importlib.import_module(f"specviz.viz.{info.name}")
-        found |= {name for name, fn in inspect.getmembers(module, inspect.isfunction)
-                  if name.endswith("_figure") and not name.startswith("_") and fn.__module__ == module.__name__}
+        found |= {
+            name
+            for name, fn in inspect.getmembers(module, inspect.isfunction)
+            if name.endswith("_figure") and not name.startswith("_") and fn.__module__ == module.__name__
+        }
     return found
 
 

@@ -33,7 +33,7 @@ def test_stylesheet_covers_every_class_the_html_uses_in_both_themes():
     used = {c for attr in re.findall(r'class="([^"]+)"', html) for c in attr.split()}
     defined = set(re.findall(r"\.([a-z][a-z0-9-]*)", CSS))
     assert used <= defined, used - defined
-    dark = CSS[CSS.index(".dark {"):]
+    dark = CSS[CSS.index(".dark {") :]
     for var in re.findall(r"(--sv-[a-z-]+):", CSS[: CSS.index(".dark {")]):
         assert var in dark  # every colour has a dark-theme value
     assert "white-space: pre-wrap" in CSS and "unicode-bidi: isolate" in CSS and "line-through" in CSS

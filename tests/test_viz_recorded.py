@@ -9,8 +9,20 @@ import pytest
 
 from specviz.events import RoundEvent, Trace
 from specviz.viz import (
-    accepted_length_figure, acceptance_by_position_figure, identity_check, live_stats, position_bars_figure, position_choices,
-    predict, prediction_html, race_end_s, race_frame, round_narrative_html, round_story, round_timeline_figure, tokens_html,
+    accepted_length_figure,
+    acceptance_by_position_figure,
+    identity_check,
+    live_stats,
+    position_bars_figure,
+    position_choices,
+    predict,
+    prediction_html,
+    race_end_s,
+    race_frame,
+    round_narrative_html,
+    round_story,
+    round_timeline_figure,
+    tokens_html,
 )
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -38,7 +50,12 @@ def test_every_token_is_drawn_once_with_the_class_of_its_decision(spec):
     rounds = [e for e in spec.events if isinstance(e, RoundEvent)]
     expected = []
     for r in rounds:
-        expected += [{"accepted": "tok-accepted", "rejected": "tok-rejected", "unchecked": "tok-rejected tok-unchecked"}[d.decision] for d in r.drafted]
+        expected += [
+            {"accepted": "tok-accepted", "rejected": "tok-rejected", "unchecked": "tok-rejected tok-unchecked"}[
+                d.decision
+            ]
+            for d in r.drafted
+        ]
         if r.emitted is not None:
             expected.append(f"tok-{r.emitted.kind}")
     assert re.findall(r'class="tok ([^"]+)"', html) == expected
@@ -90,7 +107,11 @@ def test_race_and_figures_on_recorded_runs(spec):
     assert 'class="tok ' not in s0 + p0
     s1, p1 = race_frame(spec, plain, race_end_s(spec, plain))
     assert f"done: {spec.summary.new_tokens} tokens" in s1 and p1.count("tok-plain") == 40
-    for fig in (round_timeline_figure(spec.events), acceptance_by_position_figure(spec.events), accepted_length_figure(spec.events)):
+    for fig in (
+        round_timeline_figure(spec.events),
+        acceptance_by_position_figure(spec.events),
+        accepted_length_figure(spec.events),
+    ):
         assert fig.data
     pred = predict(spec.summary, spec.events, k=spec.settings["k"], plain=plain.summary)
     assert pred.alpha == pytest.approx(spec.summary.mean_overlap)

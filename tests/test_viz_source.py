@@ -26,7 +26,9 @@ def tree_rounds(trace):
 
 
 def test_a_suffix_round_lists_every_node_with_its_count_and_marks_the_path(pair):
-    trace = engine.run(pair, PROMPT, GenerationSettings(drafter="suffix", policy="fixed", k=8, max_new_tokens=32, raw=True))
+    trace = engine.run(
+        pair, PROMPT, GenerationSettings(drafter="suffix", policy="fixed", k=8, max_new_tokens=32, raw=True)
+    )
     event = tree_rounds(trace)[0]
     html = source_html(event)
     nodes = re.findall(r'<li data-node="(\d+)" data-decision="(\w+)">', html)
@@ -38,8 +40,13 @@ def test_a_suffix_round_lists_every_node_with_its_count_and_marks_the_path(pair)
 
 
 def test_a_lookahead_round_draws_its_window_level_by_column(pair):
-    trace = engine.run(pair, PROMPT, GenerationSettings(drafter="lookahead", policy="fixed", k=4, max_new_tokens=16, raw=True,
-                                                        lookahead_window=5, lookahead_ngram=4))
+    trace = engine.run(
+        pair,
+        PROMPT,
+        GenerationSettings(
+            drafter="lookahead", policy="fixed", k=4, max_new_tokens=16, raw=True, lookahead_window=5, lookahead_ngram=4
+        ),
+    )
     event = next(e for e in trace.events if e.type == "round" and e.source is not None and e.source.window_on)
     html = source_html(event)
     assert html.count('<th scope="row">') == 3  # N - 1 levels
@@ -50,10 +57,19 @@ def test_a_lookahead_round_draws_its_window_level_by_column(pair):
 
 def test_hostile_token_text_is_escaped():
     src = CandidateSource(method="suffix", matched=["<script>"], occurrences=1, counts=[1])
-    event = RoundEvent(index=3, k=1, drafted=[DraftToken(id=1, text="<b>", p=1.0, q=1.0, u=None, decision="accepted")],
-                       emitted=EmittedToken(id=2, text="x", p=1.0, kind="bonus"), positions=[], draft_ms=0.1, verify_ms=5.0,
-                       t_end_s=1.0, new_tokens=5,
-                       tree=[TreeNode(parent=-1, token=1, text="<b>", depth=1, q=1.0, p=1.0, decision="accepted")], source=src)
+    event = RoundEvent(
+        index=3,
+        k=1,
+        drafted=[DraftToken(id=1, text="<b>", p=1.0, q=1.0, u=None, decision="accepted")],
+        emitted=EmittedToken(id=2, text="x", p=1.0, kind="bonus"),
+        positions=[],
+        draft_ms=0.1,
+        verify_ms=5.0,
+        t_end_s=1.0,
+        new_tokens=5,
+        tree=[TreeNode(parent=-1, token=1, text="<b>", depth=1, q=1.0, p=1.0, decision="accepted")],
+        source=src,
+    )
     html = source_html(event)
     assert "<script>" not in html and "<b>" not in html
 
@@ -61,11 +77,29 @@ def test_hostile_token_text_is_escaped():
 def test_hindsight_of_a_tree_round_is_its_best_node_budget():
     # Five nodes, the path 0 -> 2 accepted; a flat pass cost: a budget of 3 (nodes 0..2) keeps
     # the whole path, and a larger one pays more for nothing.
-    tree = [TreeNode(parent=p, token=t, text=str(t), depth=d, q=1.0, p=1.0, decision=dec) for p, t, d, dec in
-            [(-1, 1, 1, "accepted"), (-1, 2, 1, "unchecked"), (0, 3, 2, "accepted"), (2, 4, 3, "rejected"), (0, 5, 2, "unchecked")]]
-    event = RoundEvent(index=1, k=3, drafted=[], emitted=EmittedToken(id=9, text="z", p=1.0, kind="resampled"), positions=[],
-                       draft_ms=0.0, verify_ms=10.0, t_end_s=1.0, new_tokens=3, tree=tree,
-                       source=CandidateSource(method="suffix", counts=[3, 1, 3, 1, 1], occurrences=4))
+    tree = [
+        TreeNode(parent=p, token=t, text=str(t), depth=d, q=1.0, p=1.0, decision=dec)
+        for p, t, d, dec in [
+            (-1, 1, 1, "accepted"),
+            (-1, 2, 1, "unchecked"),
+            (0, 3, 2, "accepted"),
+            (2, 4, 3, "rejected"),
+            (0, 5, 2, "unchecked"),
+        ]
+    ]
+    event = RoundEvent(
+        index=1,
+        k=3,
+        drafted=[],
+        emitted=EmittedToken(id=9, text="z", p=1.0, kind="resampled"),
+        positions=[],
+        draft_ms=0.0,
+        verify_ms=10.0,
+        t_end_s=1.0,
+        new_tokens=3,
+        tree=tree,
+        source=CandidateSource(method="suffix", counts=[3, 1, 3, 1, 1], occurrences=4),
+    )
     cost = {"verify": {"1": 100.0, "3": 110.0, "4": 130.0, "6": 200.0}, "draft": 0.0}
     h = acceptance.hindsight([event], cost)
     assert h.rounds[0].best_k == 3  # 3 tokens for V(4) = 130 beats 2 for V(2) (105) and 1 for V(1)
@@ -83,14 +117,18 @@ def test_a_run_that_stood_aside_says_why_in_the_runtimes_pass_costs(pair):
     steep = {"verify": {"1": 70.0, "2": 130.0, "4": 190.0, "8": 370.0}, "draft": 0.0}
     rounds = [e for e in trace.events if e.type == "round"][1:]
     used = sum(bool(e.drafted) for e in rounds)
-    slow = replace(trace, meta={**trace.meta, "cost_model": steep}, summary=replace(trace.summary, speedup_vs_plain=0.8))
+    slow = replace(
+        trace, meta={**trace.meta, "cost_model": steep}, summary=replace(trace.summary, speedup_vs_plain=0.8)
+    )
     note = speculation_note_html(slow)
     assert f'data-speculated="{used}" data-rounds="{len(rounds)}"' in note
     assert "1.86 one-token passes (130 against 70 ms)" in note and "a pass over 8 costs 5.29" in note
     assert "0.80\u00d7 plain decoding (below plain)" in note
     # Faster than plain and speculating in every round: nothing to explain.
-    every = [replace(e, drafted=e.drafted or [DraftToken(id=1, text="x", p=1.0, q=1.0, u=None, decision="accepted")])
-             for e in trace.events]
+    every = [
+        replace(e, drafted=e.drafted or [DraftToken(id=1, text="x", p=1.0, q=1.0, u=None, decision="accepted")])
+        for e in trace.events
+    ]
     fast = replace(trace, events=every, summary=replace(trace.summary, speedup_vs_plain=1.4))
     assert speculation_note_html(fast) == ""
     # While the run streams it says nothing yet.
@@ -109,8 +147,12 @@ def test_a_run_on_a_busier_machine_than_at_load_says_so(pair):
 
     def taking(ms: float):
         events = [replace(e, verify_ms=ms) if e.type == "round" else e for e in trace.events]
-        return replace(trace, events=events, meta={**trace.meta, "cost_model": flat},
-                       summary=replace(trace.summary, speedup_vs_plain=0.8))
+        return replace(
+            trace,
+            events=events,
+            meta={**trace.meta, "cost_model": flat},
+            summary=replace(trace.summary, speedup_vs_plain=0.8),
+        )
 
     busy = speculation_note_html(taking(100.0))
     assert 'data-slowdown="2.00"' in busy and "took 2.0\u00d7 what the same passes cost when the pair loaded" in busy

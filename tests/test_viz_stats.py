@@ -6,7 +6,11 @@ from viz_sample import bonus_round, plain_events, sample_rounds, sampled_round
 
 from specviz import theory
 from specviz.viz import (
-    acceptance_by_position_figure, accepted_length_figure, live_stats, round_timeline_figure, speedup_comparison_figure,
+    acceptance_by_position_figure,
+    accepted_length_figure,
+    live_stats,
+    round_timeline_figure,
+    speedup_comparison_figure,
     stats_html,
 )
 from specviz.viz.stats_plots import acceptance_by_position, accepted_lengths, predicted_accepted_lengths
@@ -62,7 +66,9 @@ def test_accepted_length_histogram_against_truncated_geometric():
     assert list(counts) == [2, 2, 2, 2] and list(ks) == [4, 4, 4, 2]
     expected = predicted_accepted_lengths(0.5, ks)
     assert expected.sum() == pytest.approx(4)
-    assert expected == pytest.approx(3 * theory.accepted_length_distribution(0.5, 4) + np.r_[theory.accepted_length_distribution(0.5, 2), 0, 0])
+    assert expected == pytest.approx(
+        3 * theory.accepted_length_distribution(0.5, 4) + np.r_[theory.accepted_length_distribution(0.5, 2), 0, 0]
+    )
     fig = accepted_length_figure(rounds, alpha=0.5)
     assert list(fig.data[0].y) == [0, 0, 4, 0, 0]
     assert list(fig.data[1].y) == pytest.approx(expected)

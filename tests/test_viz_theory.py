@@ -7,8 +7,16 @@ from viz_sample import plain_trace, spec_trace
 from specviz import theory
 from specviz.events import RunSummary
 from specviz.viz import (
-    gap_explanation, lossless_acceptance_figure, lossless_frequencies_figure, lossless_summary_html, predict, prediction_html,
-    speedup_heatmap_figure, speedup_vs_k_figure, theory_text_html, tokens_per_round_figure,
+    gap_explanation,
+    lossless_acceptance_figure,
+    lossless_frequencies_figure,
+    lossless_summary_html,
+    predict,
+    prediction_html,
+    speedup_heatmap_figure,
+    speedup_vs_k_figure,
+    theory_text_html,
+    tokens_per_round_figure,
 )
 
 T, D = 344.0, 132.0
@@ -24,8 +32,16 @@ def test_tokens_per_round_curves_and_the_run():
 
 
 def test_speedup_curves_star_the_best_k():
-    fig = speedup_vs_k_figure(T, D, alphas=(0.6, 0.9), k_max=12, run_alpha=0.73, run_k=4, measured_speedup=1.2,
-                              verify_ms=[344, 394, 559, 724, 790])
+    fig = speedup_vs_k_figure(
+        T,
+        D,
+        alphas=(0.6, 0.9),
+        k_max=12,
+        run_alpha=0.73,
+        run_k=4,
+        measured_speedup=1.2,
+        verify_ms=[344, 394, 559, 724, 790],
+    )
     by_name = {t.name: t for t in fig.data}
     best = by_name["best k"]
     expected = [theory.best_k(a, T, D, 12) for a in (0.6, 0.9, 0.73)]
@@ -63,7 +79,9 @@ def test_prediction_uses_the_plain_run_and_explains_an_expensive_verify_pass():
     pred = predict(spec.summary, spec.events, k=4, plain=plain_trace().summary)
     assert pred.target_ms == 300 and pred.draft_ms == 30 and pred.verify_ms == pytest.approx(348.5)
     assert pred.predicted_speedup == pytest.approx(theory.speedup(0.63, 4, 300, 30))
-    assert pred.predicted_speedup_measured_cost == pytest.approx(theory.tokens_per_round(0.63, 4) * 300 / (4 * 30 + 348.5))
+    assert pred.predicted_speedup_measured_cost == pytest.approx(
+        theory.tokens_per_round(0.63, 4) * 300 / (4 * 30 + 348.5)
+    )
     # 4.5 tokens/s against one 300 ms pass per token (3.33 tokens/s), and against the plain
     # run's 9 tokens in 2.7 s
     assert spec.summary.tokens_per_s == 4.5
@@ -90,8 +108,17 @@ def test_prediction_prices_plain_decoding_with_the_load_time_pass_not_the_verify
 
 
 def test_prediction_explains_low_alpha_and_streaky_acceptance():
-    summary = RunSummary(new_tokens=50, rounds=10, mean_overlap=0.2, tokens_per_round=5.0, wall_s=5, tokens_per_s=10,
-                         target_ms=300, draft_ms=120, plain_ms_per_token=300)
+    summary = RunSummary(
+        new_tokens=50,
+        rounds=10,
+        mean_overlap=0.2,
+        tokens_per_round=5.0,
+        wall_s=5,
+        tokens_per_s=10,
+        target_ms=300,
+        draft_ms=120,
+        plain_ms_per_token=300,
+    )
     pred = predict(summary, [], k=4)
     why = " ".join(gap_explanation(pred))
     assert "below the break-even" in why and "more than the 1.25" in why
@@ -100,16 +127,35 @@ def test_prediction_explains_low_alpha_and_streaky_acceptance():
 
 def test_no_prediction_without_a_one_token_measurement():
     # Never the run's own verify pass (target_ms here): it covers k + 1 tokens.
-    summary = RunSummary(new_tokens=50, rounds=10, mean_overlap=0.5, tokens_per_round=5.0, wall_s=5, tokens_per_s=10,
-                         target_ms=400, draft_ms=0)
+    summary = RunSummary(
+        new_tokens=50,
+        rounds=10,
+        mean_overlap=0.5,
+        tokens_per_round=5.0,
+        wall_s=5,
+        tokens_per_s=10,
+        target_ms=400,
+        draft_ms=0,
+    )
     assert predict(summary, [], k=4) is None
     assert predict(RunSummary(**{**summary.__dict__, "plain_ms_per_token": 300.0}), [], k=4) is not None
 
 
 LOSSLESS = {
-    "p": [0.5, 0.3, 0.2], "q": [0.2, 0.2, 0.6], "residual": [0.6, 0.4, 0.0], "measured": [0.501, 0.299, 0.2],
-    "abs_error": [0.001, 0.001, 0.0], "std_error": [0.0005, 0.00046, 0.0004], "acceptance_rate": 0.601, "overlap": 0.6,
-    "acceptance_std_error": 0.00049, "max_z": 2.17, "acceptance_z": 2.04, "samples": 1_000_000, "seed": 0, "seconds": 0.1,
+    "p": [0.5, 0.3, 0.2],
+    "q": [0.2, 0.2, 0.6],
+    "residual": [0.6, 0.4, 0.0],
+    "measured": [0.501, 0.299, 0.2],
+    "abs_error": [0.001, 0.001, 0.0],
+    "std_error": [0.0005, 0.00046, 0.0004],
+    "acceptance_rate": 0.601,
+    "overlap": 0.6,
+    "acceptance_std_error": 0.00049,
+    "max_z": 2.17,
+    "acceptance_z": 2.04,
+    "samples": 1_000_000,
+    "seed": 0,
+    "seconds": 0.1,
 }
 
 
@@ -130,8 +176,10 @@ def test_lossless_frequency_bars_and_acceptance():
 def test_pass_costs_are_drawn_per_runtime_in_one_token_passes():
     from specviz.viz import pass_cost_figure
 
-    curves = {"llama.cpp": {"V": {"1": 80.0, "2": 120.0, "4": 200.0}, "D": 40.0},
-              "torch": {"V": {1: 100.0, 8: 130.0}, "D": 30.0}}
+    curves = {
+        "llama.cpp": {"V": {"1": 80.0, "2": 120.0, "4": 200.0}, "D": 40.0},
+        "torch": {"V": {1: 100.0, 8: 130.0}, "D": 30.0},
+    }
     fig = pass_cost_figure(curves, current="torch")
     by_name = {t.name: t for t in fig.data}
     assert list(by_name["llama.cpp"].y) == [1.0, 1.5, 2.5]  # 120 / 80, 200 / 80

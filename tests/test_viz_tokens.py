@@ -4,7 +4,16 @@ import re
 import sys
 from html.parser import HTMLParser
 
-from viz_sample import HOSTILE_IMG, HOSTILE_SCRIPT, bonus_round, greedy_round, hostile_round, plain_events, sample_rounds, sampled_round
+from viz_sample import (
+    HOSTILE_IMG,
+    HOSTILE_SCRIPT,
+    bonus_round,
+    greedy_round,
+    hostile_round,
+    plain_events,
+    sample_rounds,
+    sampled_round,
+)
 
 from specviz.events import DraftToken, RoundEvent
 from specviz.viz import legend_html, tokens_html
@@ -33,7 +42,11 @@ class Elements(HTMLParser):
 def test_each_outcome_has_its_class_in_order():
     toks = Elements(tokens_html([sampled_round()])).tokens()
     assert [t["class"] for t in toks] == [
-        "tok tok-accepted", "tok tok-accepted", "tok tok-rejected", "tok tok-rejected tok-unchecked", "tok tok-resampled",
+        "tok tok-accepted",
+        "tok tok-accepted",
+        "tok tok-rejected",
+        "tok tok-rejected tok-unchecked",
+        "tok tok-resampled",
     ]
     assert [t["data-pos"] for t in toks] == ["1", "2", "3", "4", "3"]
     assert {t["data-round"] for t in toks} == {"0"}
@@ -113,8 +126,17 @@ def test_plain_tokens_and_empty_stream():
 
 
 def test_stopped_round_without_emitted_token():
-    event = RoundEvent(index=0, k=1, drafted=[DraftToken(id=1, text="a", p=0.5, q=0.5, u=0.1, decision="accepted")],
-                       emitted=None, positions=[], draft_ms=1, verify_ms=1, t_end_s=0.1, new_tokens=1)
+    event = RoundEvent(
+        index=0,
+        k=1,
+        drafted=[DraftToken(id=1, text="a", p=0.5, q=0.5, u=0.1, decision="accepted")],
+        emitted=None,
+        positions=[],
+        draft_ms=1,
+        verify_ms=1,
+        t_end_s=0.1,
+        new_tokens=1,
+    )
     assert [t["class"] for t in Elements(tokens_html([event])).tokens()] == ["tok tok-accepted"]
 
 

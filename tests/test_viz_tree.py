@@ -13,7 +13,13 @@ from specviz.lm.tree import ancestry
 from specviz.settings import GenerationSettings
 from specviz.viz.palette import ACCEPTED, BONUS, NEUTRAL, REJECTED, RESAMPLED
 from specviz.viz.tree import (
-    accepted_path, alignment_groups, alignment_html, tree_figure, tree_layout, tree_mask, tree_mask_figure,
+    accepted_path,
+    alignment_groups,
+    alignment_html,
+    tree_figure,
+    tree_layout,
+    tree_mask,
+    tree_mask_figure,
 )
 from specviz.viz.tree_payoff import chain_expected, measured_rates, payoff_sentences, tree_payoff
 
@@ -38,12 +44,22 @@ def node(parent: int, text: str, depth: int, decision: str, p: float | None = No
 
 def hand_round(draft_ms: float = 5.0, nodes: list[TreeNode] | None = None) -> RoundEvent:
     """root -> a (accepted) -> c (rejected); root -> b (unchecked); then "x" is emitted."""
-    nodes = nodes or [node(-1, "a", 1, "accepted", 0.9, 0.7), node(-1, "b", 1, "unchecked", None, 0.2),
-                      node(0, "c", 2, "rejected", 0.1, 0.6)]
+    nodes = nodes or [
+        node(-1, "a", 1, "accepted", 0.9, 0.7),
+        node(-1, "b", 1, "unchecked", None, 0.2),
+        node(0, "c", 2, "rejected", 0.1, 0.6),
+    ]
     return RoundEvent(
-        index=3, k=2, drafted=[DraftToken(1, "a", 0.9, 0.7, 0.5, "accepted"), DraftToken(2, "c", 0.1, 0.6, 0.8, "rejected")],
-        emitted=EmittedToken(id=7, text="x", p=0.4, kind="resampled"), positions=[], draft_ms=draft_ms, verify_ms=1.0,
-        t_end_s=0.1, new_tokens=2, tree=nodes,
+        index=3,
+        k=2,
+        drafted=[DraftToken(1, "a", 0.9, 0.7, 0.5, "accepted"), DraftToken(2, "c", 0.1, 0.6, 0.8, "rejected")],
+        emitted=EmittedToken(id=7, text="x", p=0.4, kind="resampled"),
+        positions=[],
+        draft_ms=draft_ms,
+        verify_ms=1.0,
+        t_end_s=0.1,
+        new_tokens=2,
+        tree=nodes,
     )
 
 
@@ -158,16 +174,28 @@ def test_tree_text_is_escaped():
 
 def cross_round(alignment: list[AlignedToken], drafted: list[tuple[str, str]]) -> RoundEvent:
     return RoundEvent(
-        index=1, k=len(drafted), drafted=[DraftToken(i, text, 0.5, 1.0, None, d) for i, (text, d) in enumerate(drafted)],
-        emitted=EmittedToken(id=50, text="!", p=0.3, kind="resampled"), positions=[], draft_ms=1, verify_ms=1, t_end_s=0.1,
-        new_tokens=3, alignment=alignment,
+        index=1,
+        k=len(drafted),
+        drafted=[DraftToken(i, text, 0.5, 1.0, None, d) for i, (text, d) in enumerate(drafted)],
+        emitted=EmittedToken(id=50, text="!", p=0.3, kind="resampled"),
+        positions=[],
+        draft_ms=1,
+        verify_ms=1,
+        t_end_s=0.1,
+        new_tokens=3,
+        alignment=alignment,
     )
 
 
 def test_alignment_groups_draft_tokens_that_share_a_target_token():
     r = cross_round(
         # "he" + "llo" both feed target "hello"; " wor" became " w" + "or"; "ld" is still incomplete.
-        [AlignedToken(1, "he", [0]), AlignedToken(2, "llo", [0, 1]), AlignedToken(3, " wor", [2, 3]), AlignedToken(4, "ld", [])],
+        [
+            AlignedToken(1, "he", [0]),
+            AlignedToken(2, "llo", [0, 1]),
+            AlignedToken(3, " wor", [2, 3]),
+            AlignedToken(4, "ld", []),
+        ],
         [("hello", "accepted"), (",", "accepted"), (" w", "rejected"), ("or", "unchecked")],
     )
     assert alignment_groups(r) == [([0, 1], [0, 1]), ([2], [2, 3]), ([3], [])]
@@ -191,8 +219,11 @@ def test_a_real_cross_tokenizer_round_shows_every_candidate_once():
     from test_cross_vocab import cross_pair
 
     pair = cross_pair()
-    trace = run(pair, "The quick brown fox", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=16,
-                                                                 temperature=0.0))
+    trace = run(
+        pair,
+        "The quick brown fox",
+        GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=16, temperature=0.0),
+    )
     rounds = [r for r in rounds_of(trace) if r.alignment]
     assert rounds
     # the pair's cost model was measured with the draft's own (smaller) vocabulary, and the
@@ -239,7 +270,9 @@ def test_a_tree_that_costs_more_than_it_gains_is_said_not_to_pay():
     assert pay.best_chain[0] == 1 and not pay.pays
     assert "the tree does not pay" in payoff_sentences(pay)[-1] and "chain of 1" in payoff_sentences(pay)[-1]
     # Dearer chain tokens (D = 10 ms) make the same tree the better choice.
-    pay = tree_payoff(payoff_rounds(), {"tree_nodes": 3}, {"cost_model": {"verify": {"1": 10.0, "2": 12.0, "4": 16.0}, "draft": 10.0}})
+    pay = tree_payoff(
+        payoff_rounds(), {"tree_nodes": 3}, {"cost_model": {"verify": {"1": 10.0, "2": 12.0, "4": 16.0}, "draft": 10.0}}
+    )
     assert pay.pays and "the tree pays" in payoff_sentences(pay)[-1]
 
 

@@ -57,15 +57,19 @@ def test_the_quota_wording_parsed_is_what_the_spaces_client_writes():
 
 
 def test_a_logged_in_visitor_over_quota_is_told_what_was_asked_what_is_left_and_when():
-    e = _spaces_error("ZeroGPU quota exceeded",
-                      "You have exceeded your free ZeroGPU quota (60s requested vs. 31s left). Try again in 0:12:34. ")
+    e = _spaces_error(
+        "ZeroGPU quota exceeded",
+        "You have exceeded your free ZeroGPU quota (60s requested vs. 31s left). Try again in 0:12:34. ",
+    )
     words = quota_message(e)
     assert "60 s" in words and "31 s left" in words and "try again in 0:12:34" in words
     assert "fewer new tokens" in words
 
 
 def test_a_visitor_not_logged_in_is_told_the_quota_is_spent_and_refills():
-    e = _spaces_error("ZeroGPU quota exceeded", "Space app has reached its GPU limit. Try re-running outside of examples")
+    e = _spaces_error(
+        "ZeroGPU quota exceeded", "Space app has reached its GPU limit. Try re-running outside of examples"
+    )
     words = quota_message(e)
     assert "not logged in" in words and "refills" in words
 

@@ -50,9 +50,17 @@ def write_gguf(model, path: Path, *, architecture: str = "qwen2") -> Path:
     w.add_eos_token_id(tok.eos_token_id)
     w.add_pad_token_id(tok.pad_token_id)
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
-    names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-             "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+    names = {
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+        "input_layernorm": "attn_norm",
+        "post_attention_layernorm": "ffn_norm",
+    }
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output_norm.weight", sd["model.norm.weight"])
     if not c.tie_word_embeddings:

@@ -85,7 +85,15 @@ def tiny_tokenizer(chat_template: bool = True):
 
 
 @functools.lru_cache(maxsize=None)
-def tiny_model(seed: int = 0, *, layers: int = 4, hidden: int = 64, dtype: torch.dtype = torch.float32, noise_from: int | None = None, noise: float = 0.0):
+def tiny_model(
+    seed: int = 0,
+    *,
+    layers: int = 4,
+    hidden: int = 64,
+    dtype: torch.dtype = torch.float32,
+    noise_from: int | None = None,
+    noise: float = 0.0,
+):
     """A random Qwen2 causal LM over the tiny tokenizer's vocabulary.
 
     With `noise_from=S`, the weights are those of `tiny_model(S)` plus Gaussian noise of
@@ -119,7 +127,14 @@ def tiny_model(seed: int = 0, *, layers: int = 4, hidden: int = 64, dtype: torch
 
 
 @functools.lru_cache(maxsize=None)
-def tiny_pair(draft: str | None = "close", *, seed: int = 0, layers: int = 4, dtype: torch.dtype = torch.float32, chat_template: bool = True) -> ModelPair:
+def tiny_pair(
+    draft: str | None = "close",
+    *,
+    seed: int = 0,
+    layers: int = 4,
+    dtype: torch.dtype = torch.float32,
+    chat_template: bool = True,
+) -> ModelPair:
     """A ModelPair of tiny models on DEVICE.
 
     draft: "close" (the target's weights plus a little noise), "close-int8" (that draft
@@ -134,7 +149,9 @@ def tiny_pair(draft: str | None = "close", *, seed: int = 0, layers: int = 4, dt
         None: lambda: None,
         "same": lambda: tiny_model(seed, layers=layers, dtype=dtype, noise_from=seed, noise=0.0),
         "close": lambda: tiny_model(seed + 1000, layers=layers, dtype=dtype, noise_from=seed, noise=CLOSE_NOISE),
-        "close-int8": lambda: quantized(tiny_model(seed + 1000, layers=layers, dtype=dtype, noise_from=seed, noise=CLOSE_NOISE)),
+        "close-int8": lambda: quantized(
+            tiny_model(seed + 1000, layers=layers, dtype=dtype, noise_from=seed, noise=CLOSE_NOISE)
+        ),
         "random": lambda: tiny_model(seed + 1, layers=2, dtype=dtype),
     }
     if draft not in drafts:

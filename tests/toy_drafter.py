@@ -10,8 +10,13 @@ import torch
 from specviz.choices import FREE, Choice
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 
-ENTRY = Choice("toy-repeat", "Toy: the last token again", "guesses that the last token repeats",
-               "toy_drafter:make", draft_cost=FREE)
+ENTRY = Choice(
+    "toy-repeat",
+    "Toy: the last token again",
+    "guesses that the last token repeats",
+    "toy_drafter:make",
+    draft_cost=FREE,
+)
 
 
 class RepeatDrafter(ChainDrafting):
@@ -20,10 +25,14 @@ class RepeatDrafter(ChainDrafting):
     def begin(self, prompt_ids: torch.Tensor) -> None:
         pass
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         start = time.perf_counter()
         tokens = context[-1:].repeat(max(k, 0))
-        return Proposal(tokens=tokens, q=None, ms=(time.perf_counter() - start) * 1000, confidence=[1.0] * tokens.numel())
+        return Proposal(
+            tokens=tokens, q=None, ms=(time.perf_counter() - start) * 1000, confidence=[1.0] * tokens.numel()
+        )
 
     def accepted(self, n: int) -> None:
         pass

@@ -12,8 +12,9 @@ import torch
 from specviz.choices import Choice
 from specviz.lm.pair import ModelPair
 
-ENTRY = Choice("toy-recompute", "Toy: no KV cache", "each pass runs the model over the whole sequence again",
-               "toy_runtime:load")
+ENTRY = Choice(
+    "toy-recompute", "Toy: no KV cache", "each pass runs the model over the whole sequence again", "toy_runtime:load"
+)
 
 
 class ToyModel:
@@ -53,7 +54,7 @@ class ToyLM:
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         self.ids += ids.tolist()
         with torch.no_grad():
-            logits = self.model.module(torch.tensor([self.ids])).logits[0, -ids.numel():].float()
+            logits = self.model.module(torch.tensor([self.ids])).logits[0, -ids.numel() :].float()
         return logits if keep == 0 else logits[-keep:]
 
     def feed_tree(self, tokens, parents):
@@ -84,5 +85,13 @@ def load(plan, *, progress=None) -> ModelPair:
     target = model(plan.target)
     if progress is not None:
         progress(1.0, f"{plan.name} ready on {ENTRY.name}")
-    return ModelPair(name=plan.name, tokenizer=tokenizer, target=target, draft=model(plan.draft),
-                     vocab_size=len(tokenizer), device=torch.device("cpu"), dtype=torch.float32, runtime=ENTRY.name)
+    return ModelPair(
+        name=plan.name,
+        tokenizer=tokenizer,
+        target=target,
+        draft=model(plan.draft),
+        vocab_size=len(tokenizer),
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        runtime=ENTRY.name,
+    )

@@ -57,7 +57,9 @@ def newest(items: Iterator[T], *, min_interval_s: float, stop: Callable[[], None
                 if sent is not None and not box["done"]:
                     # Not sooner than min_interval_s after the last update, unless the run ends.
                     due = sent + min_interval_s
-                    cond.wait_for(lambda: box["done"] or time.monotonic() >= due, timeout=max(0.0, due - time.monotonic()))
+                    cond.wait_for(
+                        lambda: box["done"] or time.monotonic() >= due, timeout=max(0.0, due - time.monotonic())
+                    )
                 item, fresh, done, error = box["item"], box["fresh"], box["done"], box["error"]
                 box["fresh"] = False
             if fresh:

@@ -45,13 +45,26 @@ class InspectorTab:
     @property
     def outputs(self) -> list:
         """inspect()'s outputs, in its return order."""
-        return [self.round, self.story, self.position, self.bars, self.tokens, self.tree_box, self.tree, self.mask, self.alignment,
-                self.source]
+        return [
+            self.round,
+            self.story,
+            self.position,
+            self.bars,
+            self.tokens,
+            self.tree_box,
+            self.tree,
+            self.mask,
+            self.alignment,
+            self.source,
+        ]
 
 
 def build(token_click_js: str) -> InspectorTab:
-    gr.Markdown("Step through the run one round at a time. Click any token, here or in the live run, "
-                "to see the round and the position it came from.", elem_classes=["sv-hint"])
+    gr.Markdown(
+        "Step through the run one round at a time. Click any token, here or in the live run, "
+        "to see the round and the position it came from.",
+        elem_classes=["sv-hint"],
+    )
     with gr.Row(equal_height=False, elem_id="round-stepper"):
         prev = gr.Button("\u25c0 Previous", size="sm", min_width=90, scale=0, elem_id="round-prev")
         round_ = gr.Slider(0, 1, value=0, step=1, precision=0, label="Round", elem_id="round", scale=1, min_width=160)
@@ -62,8 +75,11 @@ def build(token_click_js: str) -> InspectorTab:
             story = gr.HTML(elem_id="round-story")
             position = gr.Radio([], label="Position in the round", elem_id="position")
         with gr.Column(scale=1, min_width=300):
-            bars = gr.Plot(empty_figure("p and q at the chosen position appear here", None, 320), elem_id="position-bars",
-                           show_label=False)
+            bars = gr.Plot(
+                empty_figure("p and q at the chosen position appear here", None, 320),
+                elem_id="position-bars",
+                show_label=False,
+            )
     alignment = gr.HTML(visible=False, elem_id="round-alignment")
     source = gr.HTML(visible=False, elem_id="round-source")
     with gr.Row(equal_height=False, visible=False, elem_id="round-tree-box") as tree_box:
@@ -95,9 +111,14 @@ def inspect(trace: Trace | None, round_index, position=None) -> tuple:
     rounds = rounds_of(trace)
     if not rounds:
         message = NO_ROUNDS if trace is None or trace.mode != PLAIN else "Plain decoding has no rounds to inspect."
-        return (gr.Slider(minimum=0, maximum=1, value=0, interactive=False), f'<p class="sv-muted">{message}</p>',
-                gr.Radio(choices=[], value=None), empty_figure(message, None, 320), viz.tokens_html([], empty=message),
-                *round_extras(None, trace))
+        return (
+            gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
+            f'<p class="sv-muted">{message}</p>',
+            gr.Radio(choices=[], value=None),
+            empty_figure(message, None, 320),
+            viz.tokens_html([], empty=message),
+            *round_extras(None, trace),
+        )
     i = min(max(int(round_index or 0), 0), len(rounds) - 1)
     event = rounds[i]
     choices = position_choices(event)
@@ -165,7 +186,8 @@ class InspectorPage(Tab):
         ui.tokens.click(clicked, [trace], ui.outputs, **private)
         live_tokens = shared.built["live"].ui.tokens
         live_tokens.click(clicked, [trace], ui.outputs, **private).then(
-            lambda: gr.Tabs(selected=self.id), None, [shared.tabs], **private)
+            lambda: gr.Tabs(selected=self.id), None, [shared.tabs], **private
+        )
 
     @property
     def redraw_outputs(self) -> list:

@@ -36,9 +36,13 @@ from specviz.viz import acceptance_plots as ap
 from specviz.viz import empty_figure, pass_cost_figure, runtime_curves
 from specviz.app.tab import MODELS, Shared, Tab
 
-NO_RUN = '<p class="sv-muted">Run a generation in speculative mode, or upload a trace: its rounds are measured here.</p>'
-SWEEP_HINT = ('<p class="sv-muted">Runs the current prompt and settings (up to '
-              f'{SWEEP_MAX_NEW_TOKENS} new tokens each) at each temperature on the loaded pair.</p>')
+NO_RUN = (
+    '<p class="sv-muted">Run a generation in speculative mode, or upload a trace: its rounds are measured here.</p>'
+)
+SWEEP_HINT = (
+    '<p class="sv-muted">Runs the current prompt and settings (up to '
+    f"{SWEEP_MAX_NEW_TOKENS} new tokens each) at each temperature on the loaded pair.</p>"
+)
 BATCH_HINT = '<p class="sv-muted">Times the loaded pair\u2019s passes over 1 to 8 sequences at once (a minute or two on a CPU).</p>'
 BATCH_REPEATS = 2  # timed passes per size on the page: a CPU takes minutes for the whole grid
 BATCH_GRANT_S = 60  # ZeroGPU seconds for the batch timing: seconds of passes on a GPU, and their setup
@@ -65,7 +69,14 @@ class LabsTab:
     @property
     def outputs(self) -> list:
         """views()' outputs, in its return order."""
-        return [self.position_rates, self.lengths, self.lengths_text, self.hindsight, self.hindsight_text, self.pass_costs]
+        return [
+            self.position_rates,
+            self.lengths,
+            self.lengths_text,
+            self.hindsight,
+            self.hindsight_text,
+            self.pass_costs,
+        ]
 
     @property
     def sweep_outputs(self) -> list:
@@ -81,43 +92,76 @@ def build() -> LabsTab:
         "### Acceptance by position\nTwo rates are in use. **Conditional**: of the rounds whose drafts were all "
         "accepted up to position i, the share that accepted i too. **Unconditional** (what vLLM and llama.cpp log): "
         "accepted at i over every round that drafted i tokens. If each draft were accepted independently with "
-        "probability \u03b1, the first would be \u03b1 everywhere and the second \u03b1^i.", elem_classes=["sv-hint"])
+        "probability \u03b1, the first would be \u03b1 everywhere and the second \u03b1^i.",
+        elem_classes=["sv-hint"],
+    )
     with gr.Row(equal_height=False):
         position_rates = gr.Plot(elem_id="labs-positions", show_label=False, min_width=300)
         lengths = gr.Plot(elem_id="labs-lengths", show_label=False, min_width=300)
     lengths_text = gr.HTML(NO_RUN, elem_id="labs-lengths-text")
-    gr.Markdown("### Hindsight k\nFor each round, the draft length that would have yielded the most tokens per ms, "
-                "knowing how many of its drafts the target accepted, beside the length the policy drafted.",
-                elem_classes=["sv-hint"])
+    gr.Markdown(
+        "### Hindsight k\nFor each round, the draft length that would have yielded the most tokens per ms, "
+        "knowing how many of its drafts the target accepted, beside the length the policy drafted.",
+        elem_classes=["sv-hint"],
+    )
     hindsight = gr.Plot(elem_id="labs-hindsight", show_label=False)
     hindsight_text = gr.HTML(elem_id="labs-hindsight-text")
-    gr.Markdown("### Pass costs by runtime\nWhat one target pass over n new tokens costs on each runtime timed on this "
-                "machine, in one-token passes (measured at load). Drafting k tokens pays only where verifying them "
-                "costs much less than k passes: near the dashed line every drafted token is paid for twice.",
-                elem_classes=["sv-hint"])
+    gr.Markdown(
+        "### Pass costs by runtime\nWhat one target pass over n new tokens costs on each runtime timed on this "
+        "machine, in one-token passes (measured at load). Drafting k tokens pays only where verifying them "
+        "costs much less than k passes: near the dashed line every drafted token is paid for twice.",
+        elem_classes=["sv-hint"],
+    )
     pass_costs = gr.Plot(elem_id="labs-pass-costs", show_label=False)
-    gr.Markdown("### Temperature\nSampling spreads both models' probability over more tokens, and the draft's guess "
-                "matches the target's less often.", elem_classes=["sv-hint"])
-    temperatures = gr.Textbox(DEFAULT_TEMPERATURES, label="Temperatures", info="comma-separated, 0 to 2",
-                              elem_id="labs-temperatures")
+    gr.Markdown(
+        "### Temperature\nSampling spreads both models' probability over more tokens, and the draft's guess "
+        "matches the target's less often.",
+        elem_classes=["sv-hint"],
+    )
+    temperatures = gr.Textbox(
+        DEFAULT_TEMPERATURES, label="Temperatures", info="comma-separated, 0 to 2", elem_id="labs-temperatures"
+    )
     with gr.Row():
         sweep = gr.Button("Run the temperature sweep", variant="primary", elem_id="labs-sweep", scale=3)
         sweep_stop = gr.Button("Stop", variant="stop", elem_id="labs-sweep-stop", scale=1, min_width=80)
     sweep_plot = gr.Plot(ap.temperature_sweep_figure([], [], [], []), elem_id="labs-sweep-plot", show_label=False)
     sweep_text = gr.HTML(SWEEP_HINT, elem_id="labs-sweep-text")
-    gr.Markdown("### Batching\nA server decodes many sequences at once, and the speedup shrinks as the batch grows.",
-                elem_classes=["sv-hint"])
+    gr.Markdown(
+        "### Batching\nA server decodes many sequences at once, and the speedup shrinks as the batch grows.",
+        elem_classes=["sv-hint"],
+    )
     batching = gr.Button("Measure batch costs", elem_id="labs-batching")
     with gr.Row(equal_height=False):
-        batching_plot = gr.Plot(ap.batching_figure([], [], [], [], 1), elem_id="labs-batching-plot", show_label=False, min_width=300)
-        batch_costs = gr.Plot(ap.batch_costs_figure([], [], []), elem_id="labs-batch-costs", show_label=False, min_width=300)
+        batching_plot = gr.Plot(
+            ap.batching_figure([], [], [], [], 1), elem_id="labs-batching-plot", show_label=False, min_width=300
+        )
+        batch_costs = gr.Plot(
+            ap.batch_costs_figure([], [], []), elem_id="labs-batch-costs", show_label=False, min_width=300
+        )
     batching_text = gr.HTML(BATCH_HINT, elem_id="labs-batching-text")
-    return LabsTab(position_rates, lengths, lengths_text, hindsight, hindsight_text, pass_costs, temperatures, sweep, sweep_stop,
-                   sweep_plot, sweep_text, batching, batching_plot, batch_costs, batching_text)
+    return LabsTab(
+        position_rates,
+        lengths,
+        lengths_text,
+        hindsight,
+        hindsight_text,
+        pass_costs,
+        temperatures,
+        sweep,
+        sweep_stop,
+        sweep_plot,
+        sweep_text,
+        batching,
+        batching_plot,
+        batch_costs,
+        batching_text,
+    )
 
 
 def _spec(trace: Trace | None) -> bool:
-    return trace is not None and trace.mode == SPECULATIVE and any(getattr(e, "type", "") == "round" for e in trace.events)
+    return (
+        trace is not None and trace.mode == SPECULATIVE and any(getattr(e, "type", "") == "round" for e in trace.events)
+    )
 
 
 def views(trace: Trace | None) -> tuple:
@@ -126,12 +170,24 @@ def views(trace: Trace | None) -> tuple:
     pass_costs = pass_cost_figure(*runtime_curves(trace))
     if not _spec(trace):
         empty = "Run a generation in speculative mode, or upload a trace"
-        return (empty_figure(empty, "Acceptance by position"), empty_figure(empty, "Drafts accepted per round"), NO_RUN,
-                empty_figure(empty, "Draft length in hindsight"), "", pass_costs)
+        return (
+            empty_figure(empty, "Acceptance by position"),
+            empty_figure(empty, "Drafts accepted per round"),
+            NO_RUN,
+            empty_figure(empty, "Draft length in hindsight"),
+            "",
+            pass_costs,
+        )
     cost = trace.meta.get("cost_model")
     h = acceptance.hindsight(trace.events, cost) if cost else None
-    return (ap.position_rates_figure(trace.events), ap.lengths_figure(trace.events), ap.lengths_html(trace.events),
-            ap.hindsight_figure(h), ap.hindsight_html(h), pass_costs)
+    return (
+        ap.position_rates_figure(trace.events),
+        ap.lengths_figure(trace.events),
+        ap.lengths_html(trace.events),
+        ap.hindsight_figure(h),
+        ap.hindsight_html(h),
+        pass_costs,
+    )
 
 
 def settings_of(trace: Trace) -> GenerationSettings:
@@ -139,8 +195,10 @@ def settings_of(trace: Trace) -> GenerationSettings:
     try:
         from specviz.settings import from_request
     except ImportError:  # settings before from_request
+
         def from_request(values):
             return GenerationSettings(**values)
+
     s = from_request(trace.settings)
     return replace(s, max_new_tokens=min(s.max_new_tokens, SWEEP_MAX_NEW_TOKENS))
 
@@ -167,13 +225,18 @@ class Labs:
         name = runner.check_pair(pair_name or (trace.pair if trace is not None else None), self.config)
         if not name:
             raise UserError("choose a model pair in the live run tab first")
-        runner.LOADER.wait(name, with_draft=with_draft, should_stop=flag.is_set,
-                           on_progress=lambda f, m: progress(f, desc=f"Loading {name}: {m}"))
+        runner.LOADER.wait(
+            name,
+            with_draft=with_draft,
+            should_stop=flag.is_set,
+            on_progress=lambda f, m: progress(f, desc=f"Loading {name}: {m}"),
+        )
         return name
 
     @shown_errors
-    def sweep(self, trace: Trace | None, pair_name: str, temperatures: str, request: gr.Request,
-              progress=gr.Progress()) -> Iterator[tuple]:
+    def sweep(
+        self, trace: Trace | None, pair_name: str, temperatures: str, request: gr.Request, progress=gr.Progress()
+    ) -> Iterator[tuple]:
         """Run the current prompt at each temperature; the figure grows after each run."""
         from specviz.app.loading import Cancelled
 
@@ -196,8 +259,9 @@ class Labs:
                     return
                 progress(i / len(temps), desc=f"temperature {t:g}")
                 follow = None if zero_gpu.ON_ZERO_GPU else (lambda f, m, i=i: progress((i + f) / len(temps), desc=m))
-                part = SWEEP_POINT(name, settings.needs_draft, trace.prompt, settings.to_dict(), t, session, wall_s,
-                                   follow)
+                part = SWEEP_POINT(
+                    name, settings.needs_draft, trace.prompt, settings.to_dict(), t, session, wall_s, follow
+                )
                 rows += part.rows
                 yield sweep_views(rows, stopped=part.cancelled, total=len(temps))
                 if part.cancelled:
@@ -217,7 +281,9 @@ class Labs:
         from specviz.labs import batching as lab
 
         if not _spec(trace):
-            raise UserError("run a generation in speculative mode first: its acceptance predicts the speedup by batch size")
+            raise UserError(
+                "run a generation in speculative mode first: its acceptance predicts the speedup by batch size"
+            )
         session = _session(request)
         flag = runner.FLAGS.begin(session)
         try:
@@ -231,16 +297,31 @@ class Labs:
         return batching_views(lab.result(costs, stats.alpha, min(run_k(trace), max(costs.pass_sizes) - 1), figures))
 
 
-def _sweep_point(pair_name: str, with_draft: bool, prompt: str, settings: dict, temperature: float, session: str,
-                 max_wall_s: float | None, on_progress=None):
+def _sweep_point(
+    pair_name: str,
+    with_draft: bool,
+    prompt: str,
+    settings: dict,
+    temperature: float,
+    session: str,
+    max_wall_s: float | None,
+    on_progress=None,
+):
     """One temperature of the sweep on the loaded pair, stopped by the session's Stop."""
     from specviz.labs.sweep import sweep as run_sweep
     from specviz.settings import from_request
 
     pair = runner.LOADER.wait(pair_name, with_draft=with_draft)
     flag = runner.FLAGS.current(session)
-    return run_sweep(pair, prompt, from_request(settings), [temperature], should_stop=flag.is_set if flag else None,
-                     max_wall_s=max_wall_s, on_progress=on_progress)
+    return run_sweep(
+        pair,
+        prompt,
+        from_request(settings),
+        [temperature],
+        should_stop=flag.is_set if flag else None,
+        max_wall_s=max_wall_s,
+        on_progress=on_progress,
+    )
 
 
 def _batch_costs(pair_name: str, session: str, on_progress=None):
@@ -271,17 +352,28 @@ BATCH_COSTS = runner.on_gpu(holding(_batch_costs), duration=BATCH_GRANT_S)
 
 
 def sweep_views(rows, *, stopped: bool = False, total: int | None = None, out_of_time: bool = False) -> tuple:
-    fig = ap.temperature_sweep_figure([r.temperature for r in rows], [r.acceptance for r in rows],
-                                      [r.tokens_per_round for r in rows], [r.speedup for r in rows])
-    lines = [f"T = {r.temperature:g}: acceptance {r.acceptance:.0%}, {r.tokens_per_round:.2f} tokens a round, "
-             f"{r.tokens_per_s:.2f} tokens/s, {r.speedup:.2f}\u00d7 plain decoding" for r in rows]
+    fig = ap.temperature_sweep_figure(
+        [r.temperature for r in rows],
+        [r.acceptance for r in rows],
+        [r.tokens_per_round for r in rows],
+        [r.speedup for r in rows],
+    )
+    lines = [
+        f"T = {r.temperature:g}: acceptance {r.acceptance:.0%}, {r.tokens_per_round:.2f} tokens a round, "
+        f"{r.tokens_per_s:.2f} tokens/s, {r.speedup:.2f}\u00d7 plain decoding"
+        for r in rows
+    ]
     muted = []
     if rows and rows[0].plain_ms_per_token:
-        muted.append(f"Speedup: tokens/s over plain decoding's {1000 / rows[0].plain_ms_per_token:.2f} tokens/s, one target "
-                     f"pass of {rows[0].plain_ms_per_token:.0f} ms from the pair's measured costs.")
+        muted.append(
+            f"Speedup: tokens/s over plain decoding's {1000 / rows[0].plain_ms_per_token:.2f} tokens/s, one target "
+            f"pass of {rows[0].plain_ms_per_token:.0f} ms from the pair's measured costs."
+        )
     if out_of_time:
-        muted.append(f"The sweep's time ran out ({SWEEP_WALL_S.value:g} s, {SWEEP_WALL_S.env}): "
-                     "the temperatures not run are left out.")
+        muted.append(
+            f"The sweep's time ran out ({SWEEP_WALL_S.value:g} s, {SWEEP_WALL_S.env}): "
+            "the temperatures not run are left out."
+        )
     elif stopped:
         muted.append("Stopped: the temperatures not run are left out.")
     elif total is not None and len(rows) < total:
@@ -292,12 +384,20 @@ def sweep_views(rows, *, stopped: bool = False, total: int | None = None, out_of
 def batching_views(r) -> tuple:
     c = r.costs
     preds = r.predictions
-    fig = ap.batching_figure([p.batch for p in preds], [p.speedup for p in preds], [p.best_speedup for p in preds],
-                             [p.best_k for p in preds], r.k, r.stops_paying_at)
+    fig = ap.batching_figure(
+        [p.batch for p in preds],
+        [p.speedup for p in preds],
+        [p.best_speedup for p in preds],
+        [p.best_k for p in preds],
+        r.k,
+        r.stops_paying_at,
+    )
     from specviz.labs.batching import explanation
 
-    muted = [f"Predicted from \u03b1 = {r.alpha:.2f} (the run's measured acceptance) and k = {r.k}; pass costs are the "
-             f"median of {c.repeats} timed passes after {c.context} cached tokens per sequence."]
+    muted = [
+        f"Predicted from \u03b1 = {r.alpha:.2f} (the run's measured acceptance) and k = {r.k}; pass costs are the "
+        f"median of {c.repeats} timed passes after {c.context} cached tokens per sequence."
+    ]
     return fig, ap.batch_costs_figure(c.batch_sizes, c.pass_sizes, c.target_ms), ap.words_html(explanation(r), muted)
 
 
@@ -316,8 +416,14 @@ def wire(tab: LabsTab, trace: gr.State, pair: gr.components.Component, config: P
     """Connect the sweep (cancellable) and batching buttons; the views are the page's to
     refresh when the current trace changes (`views` into `tab.outputs`)."""
     labs = Labs(config)
-    sweep = tab.sweep.click(labs.sweep, [trace, pair, tab.temperatures], tab.sweep_outputs, **MODELS,
-                            validator=check_sweep, api_visibility="private")
+    sweep = tab.sweep.click(
+        labs.sweep,
+        [trace, pair, tab.temperatures],
+        tab.sweep_outputs,
+        **MODELS,
+        validator=check_sweep,
+        api_visibility="private",
+    )
     tab.sweep_stop.click(labs.stop, None, None, queue=False, cancels=[sweep], api_visibility="private")
     tab.batching.click(labs.batching, [trace, pair], tab.batching_outputs, **MODELS, api_visibility="private")
     return labs

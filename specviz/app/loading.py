@@ -129,7 +129,9 @@ class PairLoader:
         with self._one_load_at_a_time:
             state.started = time.monotonic()
             try:
-                state.pair = self._load(state.name, with_draft=state.with_draft, progress=progress, runtime=state.runtime)
+                state.pair = self._load(
+                    state.name, with_draft=state.with_draft, progress=progress, runtime=state.runtime
+                )
                 state.fraction, state.message = 1.0, "loaded"
             except UserError as e:
                 state.error = str(e)

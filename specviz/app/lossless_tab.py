@@ -75,12 +75,26 @@ class LosslessTab:
 
 
 def build() -> LosslessTab:
-    gr.Markdown("Draw x from q, keep it with probability min(1, p(x)/q(x)), otherwise draw a replacement from "
-                "norm(max(0, p \u2212 q)). Repeat many times: what comes out is distributed exactly as p.",
-                elem_classes=["sv-hint"])
+    gr.Markdown(
+        "Draw x from q, keep it with probability min(1, p(x)/q(x)), otherwise draw a replacement from "
+        "norm(max(0, p \u2212 q)). Repeat many times: what comes out is distributed exactly as p.",
+        elem_classes=["sv-hint"],
+    )
     with gr.Row(equal_height=False):
-        q = gr.Textbox(DEFAULT_Q, label="q: the draft's distribution", info="comma-separated, sums to 1", elem_id="lossless-q", min_width=220)
-        p = gr.Textbox(DEFAULT_P, label="p: the target's distribution", info="comma-separated, sums to 1", elem_id="lossless-p", min_width=220)
+        q = gr.Textbox(
+            DEFAULT_Q,
+            label="q: the draft's distribution",
+            info="comma-separated, sums to 1",
+            elem_id="lossless-q",
+            min_width=220,
+        )
+        p = gr.Textbox(
+            DEFAULT_P,
+            label="p: the target's distribution",
+            info="comma-separated, sums to 1",
+            elem_id="lossless-p",
+            min_width=220,
+        )
         samples = gr.Dropdown(SAMPLES, value=1_000_000, label="Draws", elem_id="lossless-samples", min_width=140)
         seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="lossless-seed", min_width=100)
     run = gr.Button("Run the Monte Carlo", variant="primary", elem_id="lossless-run")
@@ -88,30 +102,64 @@ def build() -> LosslessTab:
     with gr.Row(equal_height=False):
         frequencies = gr.Plot(elem_id="lossless-frequencies", show_label=False, min_width=300)
         acceptance = gr.Plot(elem_id="lossless-acceptance", show_label=False, min_width=260)
-    gr.Markdown("### Bugs people ship\nThe exact rule beside four mistakes found in real implementations, each run on "
-                "the p and q above with the same number of draws. p and q are read as the distributions at temperature "
-                "1; the drafts are sampled at T, so every output should be distributed as p at T, softmax(log p / T).")
+    gr.Markdown(
+        "### Bugs people ship\nThe exact rule beside four mistakes found in real implementations, each run on "
+        "the p and q above with the same number of draws. p and q are read as the distributions at temperature "
+        "1; the drafts are sampled at T, so every output should be distributed as p at T, softmax(log p / T)."
+    )
     with gr.Row(equal_height=False):
-        temperature = gr.Slider(0.1, 2.0, value=DEFAULT_TEMPERATURE, step=0.05, label="Temperature T",
-                                info="the two temperature mistakes only show away from 1", elem_id="lossless-temperature",
-                                min_width=220)
+        temperature = gr.Slider(
+            0.1,
+            2.0,
+            value=DEFAULT_TEMPERATURE,
+            step=0.05,
+            label="Temperature T",
+            info="the two temperature mistakes only show away from 1",
+            elem_id="lossless-temperature",
+            min_width=220,
+        )
         bugs_run = gr.Button("Run the bug gallery", elem_id="lossless-bugs-run", min_width=160)
     bugs_table = gr.HTML(elem_id="lossless-bugs-table")
     with gr.Row(equal_height=False):
         bugs_frequencies = gr.Plot(elem_id="lossless-bugs-frequencies", show_label=False, min_width=300)
         bugs_tv = gr.Plot(elem_id="lossless-bugs-tv", show_label=False, min_width=300)
-    gr.Markdown("### On the loaded pair\nThe same draws on the target's p and the draft's q at the round and position "
-                "chosen in the round inspector, as the run recorded them: the top tokens, and all the others as one.")
+    gr.Markdown(
+        "### On the loaded pair\nThe same draws on the target's p and the draft's q at the round and position "
+        "chosen in the round inspector, as the run recorded them: the top tokens, and all the others as one."
+    )
     run_position = gr.Button("Run on the inspector's position", elem_id="lossless-run-position")
     position_summary = gr.HTML(elem_id="lossless-position-summary")
     with gr.Row(equal_height=False):
         position_frequencies = gr.Plot(elem_id="lossless-position-frequencies", show_label=False, min_width=300)
         position_acceptance = gr.Plot(elem_id="lossless-position-acceptance", show_label=False, min_width=260)
-    tab = LosslessTab(q, p, samples, seed, run, summary, frequencies, acceptance, run_position, position_summary,
-                      position_frequencies, position_acceptance, temperature, bugs_run, bugs_table, bugs_frequencies,
-                      bugs_tv)
-    tab.bugs_run.click(simulate_bugs, tab.bugs_inputs, tab.bugs_outputs, concurrency_id="lossless", concurrency_limit=1,
-                       validator=check_distributions, api_visibility="private")
+    tab = LosslessTab(
+        q,
+        p,
+        samples,
+        seed,
+        run,
+        summary,
+        frequencies,
+        acceptance,
+        run_position,
+        position_summary,
+        position_frequencies,
+        position_acceptance,
+        temperature,
+        bugs_run,
+        bugs_table,
+        bugs_frequencies,
+        bugs_tv,
+    )
+    tab.bugs_run.click(
+        simulate_bugs,
+        tab.bugs_inputs,
+        tab.bugs_outputs,
+        concurrency_id="lossless",
+        concurrency_limit=1,
+        validator=check_distributions,
+        api_visibility="private",
+    )
     return tab
 
 
@@ -135,8 +183,14 @@ def simulate(p_text: str, q_text: str, samples, seed) -> tuple:
 
     if seed is None or samples is None:
         raise UserError("choose a number of draws and a seed")
-    result = monte_carlo(parse_distribution(p_text or "", "p"), parse_distribution(q_text or "", "q"), int(samples), int(seed))
-    return viz.lossless_summary_html(result), viz.lossless_frequencies_figure(result), viz.lossless_acceptance_figure(result)
+    result = monte_carlo(
+        parse_distribution(p_text or "", "p"), parse_distribution(q_text or "", "q"), int(samples), int(seed)
+    )
+    return (
+        viz.lossless_summary_html(result),
+        viz.lossless_frequencies_figure(result),
+        viz.lossless_acceptance_figure(result),
+    )
 
 
 @shown_errors
@@ -146,8 +200,13 @@ def simulate_bugs(p_text: str, q_text: str, samples, seed, temperature) -> tuple
 
     if seed is None or samples is None or temperature is None:
         raise UserError("choose a number of draws, a seed and a temperature")
-    rules = bug_gallery(parse_distribution(p_text or "", "p"), parse_distribution(q_text or "", "q"), float(temperature),
-                        int(samples), int(seed))
+    rules = bug_gallery(
+        parse_distribution(p_text or "", "p"),
+        parse_distribution(q_text or "", "q"),
+        float(temperature),
+        int(samples),
+        int(seed),
+    )
     return bug_table_html(rules), bug_frequencies_figure(rules), bug_tv_figure(rules)
 
 
@@ -170,13 +229,18 @@ def simulate_position(trace: Trace | None, round_index, position, samples, seed)
 
     rounds = rounds_of(trace)
     if not rounds:
-        raise UserError("run a generation in speculative mode first, then choose a round and position in the round inspector")
+        raise UserError(
+            "run a generation in speculative mode first, then choose a round and position in the round inspector"
+        )
     event = rounds[min(max(int(round_index or 0), 0), len(rounds) - 1)]
     p, q, labels = position_distributions(event, int(position or 1))
     result = monte_carlo(p, q, int(samples), int(seed or 0))
     title = f"Round {event.index}, position {int(position or 1)}: output frequencies against p and q"
-    return (viz.lossless_summary_html(result), viz.lossless_frequencies_figure(result, labels, title=title),
-            viz.lossless_acceptance_figure(result))
+    return (
+        viz.lossless_summary_html(result),
+        viz.lossless_frequencies_figure(result, labels, title=title),
+        viz.lossless_acceptance_figure(result),
+    )
 
 
 class LosslessPage(Tab):
@@ -191,5 +255,6 @@ class LosslessPage(Tab):
         ui, one = self.ui, {"concurrency_id": "lossless", "concurrency_limit": 1, "api_visibility": "private"}
         ins = shared.built["inspector"].ui
         ui.run.click(simulate, ui.inputs, ui.outputs, validator=check_distributions, **one)
-        ui.run_position.click(simulate_position, [shared.trace, ins.round, ins.position, ui.samples, ui.seed],
-                              ui.position_outputs, **one)
+        ui.run_position.click(
+            simulate_position, [shared.trace, ins.round, ins.position, ui.samples, ui.seed], ui.position_outputs, **one
+        )

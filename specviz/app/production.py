@@ -23,8 +23,13 @@ from specviz.production.metrics import read
 from specviz.viz.acceptance_plots import position_stats_figure, words_html
 from specviz.viz.palette import empty_figure
 
-FORMAT_LABELS = [("vLLM", "vllm"), ("SGLang", "sglang"), ("llama.cpp (llama-server)", "llamacpp"),
-                 ("transformers", "transformers"), ("llama-cpp-python", "llama-cpp-python")]
+FORMAT_LABELS = [
+    ("vLLM", "vllm"),
+    ("SGLang", "sglang"),
+    ("llama.cpp (llama-server)", "llamacpp"),
+    ("transformers", "transformers"),
+    ("llama-cpp-python", "llama-cpp-python"),
+]
 assert [v for _, v in FORMAT_LABELS] == list(FORMATS)
 COST_SOURCES = [("Measured on the run's pair (its runtime)", "run"), ("Typed in", "typed")]
 NO_EXPORT = "Run a generation in speculative mode (or upload a trace): its pair, drafter and best k become each engine's settings."
@@ -83,24 +88,41 @@ class MetricsSection:
 
 
 def build_metrics() -> MetricsSection:
-    gr.Markdown("### Production metrics\nPaste or upload what an engine reports about the same pair: vLLM's "
-                "`/metrics` (Prometheus text) or a response's `metrics.speculative_decoding`, SGLang's `meta_info`, "
-                "llama-server's `/completion` response or its `/metrics`, or a specviz trace. Its acceptance is drawn "
-                "as a run's, and the speedup predicted with the cost model you pick.", elem_classes=["sv-hint"])
+    gr.Markdown(
+        "### Production metrics\nPaste or upload what an engine reports about the same pair: vLLM's "
+        "`/metrics` (Prometheus text) or a response's `metrics.speculative_decoding`, SGLang's `meta_info`, "
+        "llama-server's `/completion` response or its `/metrics`, or a specviz trace. Its acceptance is drawn "
+        "as a run's, and the speedup predicted with the cost model you pick.",
+        elem_classes=["sv-hint"],
+    )
     with gr.Row(equal_height=False):
         with gr.Column(min_width=300):
-            text = gr.Textbox(label="Payload", lines=6, max_lines=16, elem_id="metrics-text",
-                              placeholder="vllm:spec_decode_num_drafts_total{model_name=...} 43")
+            text = gr.Textbox(
+                label="Payload",
+                lines=6,
+                max_lines=16,
+                elem_id="metrics-text",
+                placeholder="vllm:spec_decode_num_drafts_total{model_name=...} 43",
+            )
             file = gr.File(label="or a file", type="filepath", elem_id="metrics-file")
         with gr.Column(min_width=300):
             cost_source = gr.Radio(COST_SOURCES, value="run", label="Cost model", elem_id="metrics-cost")
             with gr.Row():
-                target_ms = gr.Number(30.0, minimum=0, label="T: one-token pass (ms)", elem_id="metrics-t", min_width=100)
-                draft_ms = gr.Number(5.0, minimum=0, label="D: a drafted token (ms)", elem_id="metrics-d", min_width=100)
-                verify_ms = gr.Number(None, minimum=0, label="Pass over k + 1 (ms; 0: as T)", elem_id="metrics-v", min_width=100)
+                target_ms = gr.Number(
+                    30.0, minimum=0, label="T: one-token pass (ms)", elem_id="metrics-t", min_width=100
+                )
+                draft_ms = gr.Number(
+                    5.0, minimum=0, label="D: a drafted token (ms)", elem_id="metrics-d", min_width=100
+                )
+                verify_ms = gr.Number(
+                    None, minimum=0, label="Pass over k + 1 (ms; 0: as T)", elem_id="metrics-v", min_width=100
+                )
             button = gr.Button("Read the metrics", variant="primary", elem_id="metrics-read")
-    positions = gr.Plot(empty_figure("Read an engine's metrics to see its acceptance by position", "Acceptance by position"),
-                        elem_id="metrics-positions", show_label=False)
+    positions = gr.Plot(
+        empty_figure("Read an engine's metrics to see its acceptance by position", "Acceptance by position"),
+        elem_id="metrics-positions",
+        show_label=False,
+    )
     words = gr.HTML(elem_id="metrics-words")
     return MetricsSection(text, file, cost_source, target_ms, draft_ms, verify_ms, button, positions, words)
 
@@ -117,9 +139,9 @@ def _payload(text: str | None, path: str | None) -> str | bytes:
 
 def _cost(source: str, trace: Trace | None, t, d, v):
     if source == "run":
-        model = (trace.meta.get("cost_model") if trace is not None else None)
+        model = trace.meta.get("cost_model") if trace is not None else None
         if not model:
-            raise UserError("no run to take a cost model from: run a generation first, or pick \"Typed in\"")
+            raise UserError('no run to take a cost model from: run a generation first, or pick "Typed in"')
         runtime = trace.meta.get("runtime") or "its runtime"
         return measured_cost(CostModel.from_dict(model), f"{trace.pair or 'the run'}'s pair on {runtime}, at its load")
 

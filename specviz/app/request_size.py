@@ -45,8 +45,13 @@ class RequestSize:
         what = f"more than {n:,}" if more else f"{n:,}"
         detail = f"the request is {what} bytes; the limit is {self.max_bytes:,} bytes ({ENV})"
         body = json.dumps({"detail": detail}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 

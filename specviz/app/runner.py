@@ -61,8 +61,10 @@ def check_pair(spec: Any, config: PageConfig) -> Any:
         return spec
     for part in (s.strip() for s in spec.split(ARROW)):
         if part and part not in PRESETS and (not HUB_ID.match(part) or Path(part).expanduser().exists()):
-            raise UserError(f"{part!r}: this page only loads presets and Hub ids; local files and folders can be "
-                            "named by the operator (SPECVIZ_DEFAULT_PAIR) or on a page bound to 127.0.0.1")
+            raise UserError(
+                f"{part!r}: this page only loads presets and Hub ids; local files and folders can be "
+                "named by the operator (SPECVIZ_DEFAULT_PAIR) or on a page bound to 127.0.0.1"
+            )
     return spec
 
 
@@ -108,11 +110,20 @@ def stream(
     try:
         if config.public:
             one_pair_at_a_time(pair_name)
-        LOADER.wait(pair_name, with_draft=settings.needs_draft, runtime=settings.runtime, on_progress=on_progress, should_stop=flag.is_set)
+        LOADER.wait(
+            pair_name,
+            with_draft=settings.needs_draft,
+            runtime=settings.runtime,
+            on_progress=on_progress,
+            should_stop=flag.is_set,
+        )
         history = OUTPUTS.get(session, str(pair_name)) if remember else []
         last = None
-        for last in newest(_generate(pair_name, prompt, settings, session, run_wall_s(config, settings, pair_name),
-                                     history), min_interval_s=min_interval_s, stop=flag.set):
+        for last in newest(
+            _generate(pair_name, prompt, settings, session, run_wall_s(config, settings, pair_name), history),
+            min_interval_s=min_interval_s,
+            stop=flag.set,
+        ):
             if flag.is_set() and not last.summary.stop_reason:
                 # Stopped, or replaced by a new run: the page already shows the run as it stood,
                 # marked stopped; a round still on its way must not show it running again.
@@ -160,8 +171,9 @@ def one_pair_at_a_time(pair_name: str) -> None:
         resident.unload_others()
 
 
-def run_wall_s(config: PageConfig, settings: GenerationSettings, pair_name: str = "", *,
-               on_zero_gpu: bool | None = None) -> float:
+def run_wall_s(
+    config: PageConfig, settings: GenerationSettings, pair_name: str = "", *, on_zero_gpu: bool | None = None
+) -> float:
     """How long one page run may take: the operator's cap; on ZeroGPU what its grant, priced
     from its max_new_tokens and the pair's measured rate there, covers (`zero_gpu.grant_s`)."""
     if not (zero_gpu.ON_ZERO_GPU if on_zero_gpu is None else on_zero_gpu):
@@ -170,13 +182,21 @@ def run_wall_s(config: PageConfig, settings: GenerationSettings, pair_name: str 
     return zero_gpu.run_limit_s(zero_gpu.grant_s(settings.max_new_tokens, rate, cap_s=config.max_wall_s))
 
 
-def _generate(pair_name: str, prompt: str, settings: GenerationSettings, session: str, max_wall_s: float | None,
-              history: list[list[int]] | None = None) -> Iterator[Trace]:
+def _generate(
+    pair_name: str,
+    prompt: str,
+    settings: GenerationSettings,
+    session: str,
+    max_wall_s: float | None,
+    history: list[list[int]] | None = None,
+) -> Iterator[Trace]:
     from specviz.engine import start  # torch: imported on first use so the page starts fast
 
     pair = LOADER.wait(pair_name, with_draft=settings.needs_draft, runtime=settings.runtime)
     flag = FLAGS.current(session)
-    generation = start(pair, prompt, settings, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s, history=history)
+    generation = start(
+        pair, prompt, settings, should_stop=flag.is_set if flag else None, max_wall_s=max_wall_s, history=history
+    )
     for _ in generation:
         yield generation.trace()
     yield generation.trace()  # the same events, now with the stop reason
@@ -212,8 +232,9 @@ def on_gpu(fn: Callable, duration: int | Callable[..., int] | None = None) -> Ca
 
 
 def _settings_again(args: tuple) -> list:
-    return [GenerationSettings(**a["settings"]) if isinstance(a, dict) and a.keys() == {"settings"} else a
-            for a in args]
+    return [
+        GenerationSettings(**a["settings"]) if isinstance(a, dict) and a.keys() == {"settings"} else a for a in args
+    ]
 
 
 _generate = on_gpu(holding(_generate))

@@ -29,8 +29,10 @@ from specviz.choices import FIXED, SPECULATIVE
 DEFAULT_ALPHA, DEFAULT_K, DEFAULT_T_MS, DEFAULT_D_MS = 0.8, 4, 40.0, 4.0
 MAX_MS = 5000
 NO_RUN = '<p class="sv-muted">Run a generation in speculative mode: its measured \u03b1, T and D are marked here.</p>'
-NO_T = ('<p class="sv-muted">This trace carries no one-token pass cost (it was recorded before specviz measured one at '
-        'load): run plain decoding on the Side by side tab to compare it with a measured plain run.</p>')
+NO_T = (
+    '<p class="sv-muted">This trace carries no one-token pass cost (it was recorded before specviz measured one at '
+    "load): run plain decoding on the Side by side tab to compare it with a measured plain run.</p>"
+)
 
 
 @dataclass
@@ -57,17 +59,46 @@ class TheoryTab:
     @property
     def outputs(self) -> list:
         """views()' outputs, in its return order."""
-        return [self.text, self.tokens_per_round, self.speedup, self.heatmap, self.measured, self.tree_box, self.tree_text,
-                self.tree_plot, self.pass_cost]
+        return [
+            self.text,
+            self.tokens_per_round,
+            self.speedup,
+            self.heatmap,
+            self.measured,
+            self.tree_box,
+            self.tree_text,
+            self.tree_plot,
+            self.pass_cost,
+        ]
 
 
 def build() -> TheoryTab:
     with gr.Row(equal_height=False):
-        alpha = gr.Slider(0, 0.99, value=DEFAULT_ALPHA, step=0.01, label="\u03b1: chance a drafted token is accepted",
-                          elem_id="theory-alpha", min_width=200)
-        k = gr.Slider(1, MAX_K, value=DEFAULT_K, step=1, precision=0, label="k: tokens drafted per round", elem_id="theory-k", min_width=200)
-        target_ms = gr.Slider(1, MAX_MS, value=DEFAULT_T_MS, step=1, label="T: one target pass (ms)", elem_id="theory-t", min_width=200)
-        draft_ms = gr.Slider(0, MAX_MS, value=DEFAULT_D_MS, step=1, label="D: one drafted token (ms)", elem_id="theory-d", min_width=200)
+        alpha = gr.Slider(
+            0,
+            0.99,
+            value=DEFAULT_ALPHA,
+            step=0.01,
+            label="\u03b1: chance a drafted token is accepted",
+            elem_id="theory-alpha",
+            min_width=200,
+        )
+        k = gr.Slider(
+            1,
+            MAX_K,
+            value=DEFAULT_K,
+            step=1,
+            precision=0,
+            label="k: tokens drafted per round",
+            elem_id="theory-k",
+            min_width=200,
+        )
+        target_ms = gr.Slider(
+            1, MAX_MS, value=DEFAULT_T_MS, step=1, label="T: one target pass (ms)", elem_id="theory-t", min_width=200
+        )
+        draft_ms = gr.Slider(
+            0, MAX_MS, value=DEFAULT_D_MS, step=1, label="D: one drafted token (ms)", elem_id="theory-d", min_width=200
+        )
     use_run = gr.Button("Use the last run's \u03b1, k, T and D", size="sm", elem_id="theory-use-run")
     text = gr.HTML(elem_id="theory-text")
     with gr.Row(equal_height=False):
@@ -80,8 +111,22 @@ def build() -> TheoryTab:
         tree_text = gr.HTML(elem_id="theory-tree-text", min_width=300)
         tree_plot = gr.Plot(elem_id="theory-tree-plot", show_label=False, min_width=300)
     pass_cost = gr.Plot(elem_id="theory-pass-cost", show_label=False)
-    return TheoryTab(alpha, k, target_ms, draft_ms, use_run, text, tokens_per_round, speedup, heatmap, measured, tree_box,
-                     tree_text, tree_plot, pass_cost)
+    return TheoryTab(
+        alpha,
+        k,
+        target_ms,
+        draft_ms,
+        use_run,
+        text,
+        tokens_per_round,
+        speedup,
+        heatmap,
+        measured,
+        tree_box,
+        tree_text,
+        tree_plot,
+        pass_cost,
+    )
 
 
 def prediction(spec: Trace | None, plain: Trace | None):
@@ -92,8 +137,13 @@ def prediction(spec: Trace | None, plain: Trace | None):
     fixed = spec.settings.get("policy") == FIXED
     cost = spec.meta.get("cost_model") if isinstance(spec.meta.get("cost_model"), dict) else {}
     verify = cost.get("verify") if isinstance(cost.get("verify"), dict) else None
-    return viz.predict(spec.summary, spec.events, k=spec.settings.get("k") if fixed else None,
-                       plain=plain.summary if plain is not None else None, verify_cost=verify)
+    return viz.predict(
+        spec.summary,
+        spec.events,
+        k=spec.settings.get("k") if fixed else None,
+        plain=plain.summary if plain is not None else None,
+        verify_cost=verify,
+    )
 
 
 @shown_errors
@@ -147,7 +197,12 @@ def from_run(spec: Trace | None, plain: Trace | None) -> tuple:
     if pred is None:
         gr.Warning("No speculative run yet: run one first, then its numbers can fill the sliders.")
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    return round(pred.alpha, 2), min(max(pred.k, 1), MAX_K), min(max(round(pred.target_ms), 1), MAX_MS), min(round(pred.draft_ms), MAX_MS)
+    return (
+        round(pred.alpha, 2),
+        min(max(pred.k, 1), MAX_K),
+        min(max(round(pred.target_ms), 1), MAX_MS),
+        min(round(pred.draft_ms), MAX_MS),
+    )
 
 
 class TheoryPage(Tab):
@@ -162,10 +217,14 @@ class TheoryPage(Tab):
         ui, private = self.ui, {"api_visibility": "private"}
         inputs = [*ui.sliders, shared.trace, shared.plain]
         pair = shared.built["live"].ui.pair
-        shared.demo.load(from_pair, [pair], [ui.target_ms, ui.draft_ms], **private).then(views, inputs, ui.outputs, **private)
+        shared.demo.load(from_pair, [pair], [ui.target_ms, ui.draft_ms], **private).then(
+            views, inputs, ui.outputs, **private
+        )
         for slider in ui.sliders:
             slider.release(views, inputs, ui.outputs, **private)
-        ui.use_run.click(from_run, [shared.trace, shared.plain], ui.sliders, **private).then(views, inputs, ui.outputs, **private)
+        ui.use_run.click(from_run, [shared.trace, shared.plain], ui.sliders, **private).then(
+            views, inputs, ui.outputs, **private
+        )
 
     @property
     def redraw_inputs(self) -> list:

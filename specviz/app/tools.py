@@ -23,6 +23,7 @@ from specviz.errors import UserError
 from specviz.models.catalogue.sources import check_typed
 from specviz.settings import DEFAULTS, check_prompt, from_request
 
+
 def speedup(alpha: float, k: int, target_ms: float, draft_ms: float) -> str:
     """Predicted speedup of speculative decoding over plain decoding, where a verify pass
     costs one target pass whatever its size: E[tokens per round] * T / (k * D + T), with
@@ -37,8 +38,12 @@ def speedup(alpha: float, k: int, target_ms: float, draft_ms: float) -> str:
     Returns:
         JSON with speedup and tokens_per_round.
     """
-    return json.dumps({"speedup": float(theory.speedup(alpha, _whole(k, "k"), target_ms, draft_ms)),
-                       "tokens_per_round": float(theory.tokens_per_round(alpha, _whole(k, "k")))})
+    return json.dumps(
+        {
+            "speedup": float(theory.speedup(alpha, _whole(k, "k"), target_ms, draft_ms)),
+            "tokens_per_round": float(theory.tokens_per_round(alpha, _whole(k, "k"))),
+        }
+    )
 
 
 def best_k(alpha: float, target_ms: float, draft_ms: float, k_max: int = 16) -> str:
@@ -76,10 +81,22 @@ def lossless_check(p: str, q: str, samples: int = 200_000, seed: int = 0) -> str
     """
     from specviz.lossless import parse_distribution, simulate
 
-    r = simulate(parse_distribution(p, "p"), parse_distribution(q, "q"), samples=_whole(samples, "samples"),
-                 seed=_whole(seed, "seed"))
-    return json.dumps({"measured": r.measured, "p": r.p, "max_z": r.max_z, "acceptance_rate": r.acceptance_rate,
-                       "predicted_acceptance": r.overlap, "samples": r.samples})
+    r = simulate(
+        parse_distribution(p, "p"),
+        parse_distribution(q, "q"),
+        samples=_whole(samples, "samples"),
+        seed=_whole(seed, "seed"),
+    )
+    return json.dumps(
+        {
+            "measured": r.measured,
+            "p": r.p,
+            "max_z": r.max_z,
+            "acceptance_rate": r.acceptance_rate,
+            "predicted_acceptance": r.overlap,
+            "samples": r.samples,
+        }
+    )
 
 
 def export_settings(format: str, pair: str = "qwen-coder", drafter: str = MODEL, k: int = 4) -> str:
@@ -124,9 +141,14 @@ def read_metrics(payload: str, target_ms: float, draft_ms: float = 0.0, verify_m
 
 
 def generate_api_summary(config: PageConfig):
-    def generate_summary(prompt: str, pair: str = config.default_pair, drafter: str = DEFAULTS.drafter,
-                         temperature: float = DEFAULTS.temperature, max_new_tokens: int = 64,
-                         request: gr.Request = None) -> str:
+    def generate_summary(
+        prompt: str,
+        pair: str = config.default_pair,
+        drafter: str = DEFAULTS.drafter,
+        temperature: float = DEFAULTS.temperature,
+        max_new_tokens: int = 64,
+        request: gr.Request = None,
+    ) -> str:
         """Run speculative decoding with the page's defaults (the cost-aware draft length) and
         return what it did.
 

@@ -37,15 +37,21 @@ class TracesTab:
 
 
 def build() -> TracesTab:
-    gr.Markdown("A trace holds a whole run: prompt, settings, every round with its probabilities and timings. "
-                "Download one to keep or share it; upload one to replay and inspect it here, with no model loaded.",
-                elem_classes=["sv-hint"])
+    gr.Markdown(
+        "A trace holds a whole run: prompt, settings, every round with its probabilities and timings. "
+        "Download one to keep or share it; upload one to replay and inspect it here, with no model loaded.",
+        elem_classes=["sv-hint"],
+    )
     with gr.Row(equal_height=False):
         with gr.Column(min_width=280):
-            download = gr.DownloadButton("Download this run (JSON)", value=None, interactive=False, elem_id="download-trace")
+            download = gr.DownloadButton(
+                "Download this run (JSON)", value=None, interactive=False, elem_id="download-trace"
+            )
             summary = gr.HTML('<p class="sv-muted">No run yet.</p>', elem_id="trace-summary")
         with gr.Column(min_width=280):
-            upload = gr.File(label="Upload a trace (.json)", file_types=[".json"], type="filepath", elem_id="trace-upload")
+            upload = gr.File(
+                label="Upload a trace (.json)", file_types=[".json"], type="filepath", elem_id="trace-upload"
+            )
     return TracesTab(download, upload, summary)
 
 
@@ -54,8 +60,9 @@ def write_trace(trace: Trace) -> str:
     TRACE_DIR.mkdir(parents=True, exist_ok=True)
     prune_traces()
     slug = re.sub(r"[^A-Za-z0-9]+", "-", trace.prompt[:32]).strip("-").lower() or "run"
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=TRACE_DIR, prefix=f"specviz-{trace.mode}-{slug}-",
-                                     suffix=".json", delete=False) as f:
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=TRACE_DIR, prefix=f"specviz-{trace.mode}-{slug}-", suffix=".json", delete=False
+    ) as f:
         f.write(trace.to_json())  # as `generate --json` writes it: the largest runs stay under MAX_TRACE_BYTES
     return f.name
 
@@ -103,7 +110,10 @@ def summary_html(trace: Trace | None) -> str:
         ("mode", trace.mode),
         ("prompt", trace.prompt if len(trace.prompt) <= 200 else trace.prompt[:199] + "\u2026"),
         ("settings", settings),
-        ("tokens", f"{s.new_tokens} in {s.wall_s:.2f} s ({s.tokens_per_s:.2f} tokens/s), stopped by {s.stop_reason or 'nothing yet'}"),
+        (
+            "tokens",
+            f"{s.new_tokens} in {s.wall_s:.2f} s ({s.tokens_per_s:.2f} tokens/s), stopped by {s.stop_reason or 'nothing yet'}",
+        ),
     ]
     body = "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td></tr>" for a, b in rows)
     return f'<div class="specviz-text"><table class="specviz-table sv-left">{body}</table></div>'

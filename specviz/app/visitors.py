@@ -46,8 +46,11 @@ def refusal(queue: Any, request: Any, session_hash: str | None, config: PageConf
     key, limit = _visitor_of(request, session_hash, config), config.max_runs_per_visitor
     waiting = getattr(queue.event_queue_per_concurrency_id.get(MODELS_ID), "queue", [])
     running = [e for job in queue.active_jobs if job for e in job]
-    outstanding = sum(1 for e in [*waiting, *running]
-                      if e.concurrency_id == MODELS_ID and _visitor_of(e.request, e.session_hash, config) == key)
+    outstanding = sum(
+        1
+        for e in [*waiting, *running]
+        if e.concurrency_id == MODELS_ID and _visitor_of(e.request, e.session_hash, config) == key
+    )
     if outstanding < limit:
         return None
     return f"you have {outstanding} model requests waiting or running; the limit is {limit} per visitor ({ENV})"

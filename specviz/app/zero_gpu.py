@@ -102,8 +102,13 @@ def log_start(pair: str, state, limit_for: Callable[[int], float]) -> None:
         log.error("ZeroGPU: %s did not load before launch: %s", pair, state.error)
         return
     grants = {n: grant_for_limit(limit_for(n)) for n in (16, 128, 512)}
-    log.info("ZeroGPU: %s loaded on %s (%s) before launch; grants by new tokens: %s", pair,
-             getattr(state.pair, "device", "?"), getattr(state.pair, "runtime", "?"), grants)
+    log.info(
+        "ZeroGPU: %s loaded on %s (%s) before launch; grants by new tokens: %s",
+        pair,
+        getattr(state.pair, "device", "?"),
+        getattr(state.pair, "runtime", "?"),
+        grants,
+    )
 
 
 def installed():
@@ -129,13 +134,16 @@ def quota_message(error: BaseException) -> str | None:
     asked = re.search(r"\((\d+)s requested vs\. (\d+)s left\)", text)
     wait = re.search(r"Try again in ([\d:]+)", text)
     if asked:
-        said = (f"This run asked ZeroGPU for {asked.group(1)} s of GPU time and your quota has {asked.group(2)} s "
-                "left.")
+        said = f"This run asked ZeroGPU for {asked.group(1)} s of GPU time and your quota has {asked.group(2)} s left."
     else:
         said = "ZeroGPU's quota for visitors who are not logged in (2 minutes a day) is spent."
-    when = f"It refills over the day: try again in {wait.group(1)}" if wait else "It refills over the day: try again later"
-    return (f"{said} {when}, or ask for fewer new tokens (a shorter run asks for less GPU time). Logged-in "
-            "Hugging Face accounts get 5 minutes a day, PRO accounts 40.")
+    when = (
+        f"It refills over the day: try again in {wait.group(1)}" if wait else "It refills over the day: try again later"
+    )
+    return (
+        f"{said} {when}, or ask for fewer new tokens (a shorter run asks for less GPU time). Logged-in "
+        "Hugging Face accounts get 5 minutes a day, PRO accounts 40."
+    )
 
 
 ON_ZERO_GPU = False  # SPACES_ZERO_GPU set: every model run holds a ZeroGPU grant

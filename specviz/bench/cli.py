@@ -34,33 +34,56 @@ from specviz.settings import MAX_K, default_k
 DEFAULT_KS = "2,4"
 
 
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pair", default="qwen-coder", help="model pair: a preset name or 'DRAFT -> TARGET' (default: qwen-coder)")
-    parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="prompt file, .json or .jsonl (default: the bundled set)")
+    parser.add_argument(
+        "--pair", default="qwen-coder", help="model pair: a preset name or 'DRAFT -> TARGET' (default: qwen-coder)"
+    )
+    parser.add_argument(
+        "--prompts", default=str(DEFAULT_PROMPTS), help="prompt file, .json or .jsonl (default: the bundled set)"
+    )
     add_setting(parser, "max_new_tokens", 128)
-    parser.add_argument("--k", default=DEFAULT_KS, help=f"fixed draft lengths to compare, comma-separated (default: {DEFAULT_KS})")
-    parser.add_argument("--k-max", type=int, default=default_k(POLICIES.default), help="upper bound of adaptive k (default: %(default)s, as the page's)")
+    parser.add_argument(
+        "--k", default=DEFAULT_KS, help=f"fixed draft lengths to compare, comma-separated (default: {DEFAULT_KS})"
+    )
+    parser.add_argument(
+        "--k-max",
+        type=int,
+        default=default_k(POLICIES.default),
+        help="upper bound of adaptive k (default: %(default)s, as the page's)",
+    )
     add_setting(parser, "temperature", 0.0)
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per method and prompt; the median counts")
-    parser.add_argument("--methods", help="comma-separated subset of: " + ", ".join(dict.fromkeys(default_methods([4]) + default_methods([4], cross_tokenizer=True))).replace("k4", "k<K>")
-                        + " (default: all of the first set; for a draft with its own tokenizer, hf-plain, hf-universal*, sv-plain, sv-k<K>, sv-text and sv-intersection)")
+    parser.add_argument(
+        "--methods",
+        help="comma-separated subset of: "
+        + ", ".join(dict.fromkeys(default_methods([4]) + default_methods([4], cross_tokenizer=True))).replace(
+            "k4", "k<K>"
+        )
+        + " (default: all of the first set; for a draft with its own tokenizer, hf-plain, hf-universal*, sv-plain, sv-k<K>, sv-text and sv-intersection)",
+    )
     parser.add_argument("--limit", type=int, help="run only the first N prompts (alternating code and prose)")
     parser.add_argument("--prompt-ids", help="comma-separated prompt ids to run")
     add_precision(parser)
     parser.add_argument("--device", help="cpu or cuda (default: cuda when present)")
-    add_runtime(parser, "; on llama.cpp the default methods are lc-plain, lc-lookup (llama-cpp-python's own) and specviz's")
+    add_runtime(
+        parser, "; on llama.cpp the default methods are lc-plain, lc-lookup (llama-cpp-python's own) and specviz's"
+    )
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
-    parser.add_argument("--fp32-draft", action="store_true",
-                        help="keep the draft in the pair's dtype on a CPU (default there: int8, for both libraries)")
+    parser.add_argument(
+        "--fp32-draft",
+        action="store_true",
+        help="keep the draft in the pair's dtype on a CPU (default there: int8, for both libraries)",
+    )
     add_setting(parser, "seed", 0)
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each method")
     parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md, bench.png and traces/")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run whose bench.json is in --out: keep the prompts it finished and run the rest; "
-                             "refused unless the pair, machine, libraries, specviz code, settings, methods, prompts and "
-                             "measured pass costs are the same")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run whose bench.json is in --out: keep the prompts it finished and run the rest; "
+        "refused unless the pair, machine, libraries, specviz code, settings, methods, prompts and "
+        "measured pass costs are the same",
+    )
 
 
 def _without_missing_tools(methods: list[Method]) -> list[Method]:
@@ -80,8 +103,17 @@ def run(args: argparse.Namespace) -> int:
     methods = [parse_method(n) for n in dict.fromkeys(names)]  # parsed before loading: a typo fails fast
     methods = _without_missing_tools(methods)
     _check(args)
-    prompts = select(load_prompts(args.prompts), ids=_str_list(args.prompt_ids) if args.prompt_ids else None, limit=args.limit)
-    opts = BenchOptions(max_new_tokens=args.max_new_tokens, temperature=args.temperature, repeats=args.repeats, k_max=args.k_max, seed=args.seed, warmup=not args.no_warmup)
+    prompts = select(
+        load_prompts(args.prompts), ids=_str_list(args.prompt_ids) if args.prompt_ids else None, limit=args.limit
+    )
+    opts = BenchOptions(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        repeats=args.repeats,
+        k_max=args.k_max,
+        seed=args.seed,
+        warmup=not args.no_warmup,
+    )
 
     from specviz.engine.load import load
 
@@ -90,14 +122,24 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"loading {args.pair} ...", file=sys.stderr)
     t0 = time.perf_counter()
-    pair = load(args.pair, with_draft=any(m.needs_draft for m in methods) or not args.methods, device=args.device, dtype=args.dtype,
-                int8_draft=False if args.fp32_draft else None, runtime=args.runtime)
+    pair = load(
+        args.pair,
+        with_draft=any(m.needs_draft for m in methods) or not args.methods,
+        device=args.device,
+        dtype=args.dtype,
+        int8_draft=False if args.fp32_draft else None,
+        runtime=args.runtime,
+    )
     load_s = time.perf_counter() - t0
     if not args.methods and pair.runtime == LLAMACPP:
         methods = [parse_method(n) for n in default_methods(ks, runtime=pair.runtime)]
     if not args.methods and pair.cross_tokenizer:
         methods = [parse_method(n) for n in default_methods(ks, cross_tokenizer=True)]
-    command = "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "python -m specviz bench"
+    command = (
+        "python -m specviz bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+        if sys.argv[1:2] == ["bench"]
+        else "python -m specviz bench"
+    )
     out = Path(args.out)
     earlier = resume.read_earlier(out) if args.resume else None
 
@@ -108,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
         latest = next(reversed(raw))
         report.write_traces({latest: raw[latest]}, out)
 
-    result = bench(pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True, partial=save, earlier=earlier)
+    result = bench(
+        pair, prompts, methods, opts, command=command, load_s=load_s, progress_bar=True, partial=save, earlier=earlier
+    )
     paths = report.write_all(result, out)
     print(report.markdown(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
@@ -150,8 +194,22 @@ def bench(
         done = [p for p in prompts if p.id in raw]
         return {
             # bench_s: timed runs of every process that worked on it; processes: how many
-            "meta": {**meta, "bench_s": earlier_s + bench_s, "processes": processes, "prompts_done": f"{len(done)} of {len(prompts)}"},
-            "methods": [{"name": m.name, "library": FAMILY_NAMES[m.family], "kind": m.kind, "k": m.k, "events": m.record if m.family == "sv" else None} for m in methods],
+            "meta": {
+                **meta,
+                "bench_s": earlier_s + bench_s,
+                "processes": processes,
+                "prompts_done": f"{len(done)} of {len(prompts)}",
+            },
+            "methods": [
+                {
+                    "name": m.name,
+                    "library": FAMILY_NAMES[m.family],
+                    "kind": m.kind,
+                    "k": m.k,
+                    "events": m.record if m.family == "sv" else None,
+                }
+                for m in methods
+            ],
             "prompts": [{"id": p.id, "kind": p.kind, "chars": p.chars} for p in done],
             "samples": {p.id: {n: [s.record() for s in runs] for n, runs in raw[p.id].items()} for p in done},
             "summary": summarise(raw, done, methods, opts, stop=stop, cost=cost),
@@ -160,7 +218,15 @@ def bench(
     bar = _progress(count_runs([p for p in prompts if p.id not in kept], methods, opts)) if progress_bar else None
     t0 = time.perf_counter()
     try:
-        raw = run_bench(pair, prompts, methods, opts, progress=bar.step if bar else None, prompt_done=(lambda raw: partial(result(raw, time.perf_counter() - t0), raw)) if partial else None, done=kept)
+        raw = run_bench(
+            pair,
+            prompts,
+            methods,
+            opts,
+            progress=bar.step if bar else None,
+            prompt_done=(lambda raw: partial(result(raw, time.perf_counter() - t0), raw)) if partial else None,
+            done=kept,
+        )
     finally:
         if bar:
             bar.close()
@@ -207,9 +273,16 @@ def vocab_summary(pair) -> dict[str, Any]:
     from specviz.models.alignment.vocab import head_rows
     from specviz.models.alignment.vocab_map import vocab_map
 
-    m = pair.vocab_map or vocab_map(pair.draft_tokenizer, pair.tokenizer, draft_rows=head_rows(pair.draft), target_rows=pair.vocab_size)
-    return {"overlap": m.overlap, "shared": m.shared, "target_entries": m.target_entries, "draft_entries": m.draft_entries,
-            "default_method": m.method}
+    m = pair.vocab_map or vocab_map(
+        pair.draft_tokenizer, pair.tokenizer, draft_rows=head_rows(pair.draft), target_rows=pair.vocab_size
+    )
+    return {
+        "overlap": m.overlap,
+        "shared": m.shared,
+        "target_entries": m.target_entries,
+        "draft_entries": m.draft_entries,
+        "default_method": m.method,
+    }
 
 
 def machine(device) -> str:
@@ -221,7 +294,13 @@ def machine(device) -> str:
 
     mem = ""
     try:
-        kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")))
+        kb = int(
+            next(
+                line.split()[1]
+                for line in Path("/proc/meminfo").read_text().splitlines()
+                if line.startswith("MemTotal")
+            )
+        )
         mem = f", {kb / 2**20:.0f} GiB RAM"
     except (OSError, StopIteration, ValueError):
         pass

@@ -14,7 +14,15 @@ from typing import Callable
 import torch
 
 from specviz.bench import hf_baselines
-from specviz.bench.methods import Method, Sample, run_llamacpp, run_llamacpp_tool, run_specviz, run_transformers, sv_settings
+from specviz.bench.methods import (
+    Method,
+    Sample,
+    run_llamacpp,
+    run_llamacpp_tool,
+    run_specviz,
+    run_transformers,
+    sv_settings,
+)
 from specviz.bench.prompts import BenchPrompt, alternating
 from specviz.choices import POLICIES
 from specviz.settings import GenerationSettings, default_k
@@ -32,7 +40,9 @@ class BenchOptions:
     warmup: bool = True
 
     def base_settings(self) -> GenerationSettings:
-        return GenerationSettings(temperature=self.temperature, max_new_tokens=self.max_new_tokens, seed=self.seed, k=self.k_max)
+        return GenerationSettings(
+            temperature=self.temperature, max_new_tokens=self.max_new_tokens, seed=self.seed, k=self.k_max
+        )
 
 
 # raw[prompt id][method name] -> one Sample per repeat

@@ -32,7 +32,9 @@ class HFRun:
     generator: str | None = None  # the candidate generator transformers ran, for assisted runs
 
 
-def generation_config(*, max_new_tokens: int, temperature: float, top_k: int, top_p: float, eos_ids: list[int], pad_id: int | None) -> GenerationConfig:
+def generation_config(
+    *, max_new_tokens: int, temperature: float, top_k: int, top_p: float, eos_ids: list[int], pad_id: int | None
+) -> GenerationConfig:
     sampling = temperature > 0
     return GenerationConfig(
         max_new_tokens=max_new_tokens,
@@ -87,9 +89,11 @@ def generate(
     hook = target.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
     usd = assistant_tokenizer is not None and config.do_sample
     try:
-        with universal_draft(target, assistant, tokenizer, assistant_tokenizer) if usd else _nothing(), \
-                gathered_heads([target, assistant]) if gathered else _nothing(), \
-                packed_layers([target, assistant]) if packed else _nothing():
+        with (
+            universal_draft(target, assistant, tokenizer, assistant_tokenizer) if usd else _nothing(),
+            gathered_heads([target, assistant]) if gathered else _nothing(),
+            packed_layers([target, assistant]) if packed else _nothing(),
+        ):
             torch.manual_seed(seed)
             sync(device)
             t0 = time.perf_counter()
@@ -100,7 +104,9 @@ def generate(
         hook.remove()
         if saved is not None:
             assistant.generation_config = saved
-    return HFRun(token_ids=out[0, input_ids.shape[1] :].tolist(), wall_s=wall, target_calls=calls[0], generator=generator)
+    return HFRun(
+        token_ids=out[0, input_ids.shape[1] :].tolist(), wall_s=wall, target_calls=calls[0], generator=generator
+    )
 
 
 def _assisted(config: GenerationConfig, assistant, tokenizer, assistant_tokenizer) -> tuple[dict, str]:
@@ -109,7 +115,12 @@ def _assisted(config: GenerationConfig, assistant, tokenizer, assistant_tokenize
     if assistant_tokenizer is None:
         return kwargs, "AssistedCandidateGenerator"
     kwargs.update(tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer)
-    return kwargs, "UniversalSpeculativeDecodingGenerator" if config.do_sample else "AssistedCandidateGeneratorDifferentTokenizers"
+    return (
+        kwargs,
+        "UniversalSpeculativeDecodingGenerator"
+        if config.do_sample
+        else "AssistedCandidateGeneratorDifferentTokenizers",
+    )
 
 
 def _schedule(assistant: torch.nn.Module, k: int | None) -> GenerationConfig:
@@ -141,7 +152,11 @@ def gathered_heads(models: list[torch.nn.Module | None]):
         for model in models:
             head = model.get_output_embeddings() if model is not None else None
             if isinstance(head, torch.nn.Module):
-                hooks.append(head.register_forward_pre_hook(lambda _module, args: (own_storage(args[0]), *args[1:]), prepend=True))
+                hooks.append(
+                    head.register_forward_pre_hook(
+                        lambda _module, args: (own_storage(args[0]), *args[1:]), prepend=True
+                    )
+                )
         yield
     finally:
         for h in hooks:
@@ -200,12 +215,19 @@ def universal_draft(target: torch.nn.Module, draft: torch.nn.Module, tokenizer, 
     from transformers.generation.candidate_generator import AssistantToTargetTranslator, AssistantVocabTranslatorCache
 
     state = _UNIVERSAL.get(draft)
-    if state is None or state.translator._target_tokenizer is not tokenizer or state.translator._assistant_tokenizer is not draft_tokenizer:
+    if (
+        state is None
+        or state.translator._target_tokenizer is not tokenizer
+        or state.translator._assistant_tokenizer is not draft_tokenizer
+    ):
         own = (draft.get_input_embeddings(), draft.get_output_embeddings())
         prunable = type(own[1]) is torch.nn.Linear
         translator = AssistantToTargetTranslator(
-            tokenizer, draft_tokenizer, target.config.get_text_config().vocab_size,
-            assistant_model=draft, assistant_prune_lm_head=prunable,
+            tokenizer,
+            draft_tokenizer,
+            target.config.get_text_config().vocab_size,
+            assistant_model=draft,
+            assistant_prune_lm_head=prunable,
         )
         state = _UniversalDraft(translator, own, (draft.get_input_embeddings(), draft.get_output_embeddings()))
         _UNIVERSAL[draft] = state

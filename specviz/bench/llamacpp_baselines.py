@@ -40,8 +40,16 @@ def model(path, threads: int, *, lookup: bool = False, context: int = 4096):
         with _same_model_params(low):
             # logits_all with a drafter: Llama sizes its score rows from the argument (n_batch rows without it)
             # while a drafter makes it keep every position's, which overflows once a run passes n_batch tokens.
-            _models[key] = Llama(model_path=str(path), n_threads=threads, n_threads_batch=threads, n_ctx=context,
-                                 n_gpu_layers=0, verbose=False, draft_model=draft, logits_all=lookup)
+            _models[key] = Llama(
+                model_path=str(path),
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_ctx=context,
+                n_gpu_layers=0,
+                verbose=False,
+                draft_model=draft,
+                logits_all=lookup,
+            )
     return _models[key]
 
 
@@ -68,8 +76,15 @@ def generate(llm, prompt_ids: list[int], *, max_new_tokens: int, temperature: fl
     llm.reset()  # no reuse of an earlier run's cache: every run reads its whole prompt, as specviz's do
     out: list[int] = []
     t0 = time.perf_counter()
-    for token in llm.generate(prompt_ids, top_k=1 if greedy else 0, top_p=1.0, min_p=0.0, temp=0.0 if greedy else temperature,
-                              repeat_penalty=1.0, reset=True):
+    for token in llm.generate(
+        prompt_ids,
+        top_k=1 if greedy else 0,
+        top_p=1.0,
+        min_p=0.0,
+        temp=0.0 if greedy else temperature,
+        repeat_penalty=1.0,
+        reset=True,
+    ):
         out.append(int(token))
         if token in stop_ids or len(out) >= max_new_tokens:
             break

@@ -45,21 +45,54 @@ def missing() -> str | None:
 NGRAM_TYPES = {
     "ngram-simple": ["--spec-draft-n-max", "64"],
     "ngram-map-k": ["--spec-draft-n-max", "64"],
-    "ngram-map-k4v": ["--spec-ngram-map-k4v-size-n", "8", "--spec-ngram-map-k4v-size-m", "8",
-                      "--spec-ngram-map-k4v-min-hits", "2", "--spec-draft-n-max", "64"],
+    "ngram-map-k4v": [
+        "--spec-ngram-map-k4v-size-n",
+        "8",
+        "--spec-ngram-map-k4v-size-m",
+        "8",
+        "--spec-ngram-map-k4v-min-hits",
+        "2",
+        "--spec-draft-n-max",
+        "64",
+    ],
     "ngram-mod": [],
     "ngram-cache": [],
 }
 
 
-def speculative_simple(target: Path, draft: Path | None, prompt_text: str, *, max_new_tokens: int, threads: int,
-                       draft_max: int = 0, spec_type: str = "draft-simple") -> dict:
+def speculative_simple(
+    target: Path,
+    draft: Path | None,
+    prompt_text: str,
+    *,
+    max_new_tokens: int,
+    threads: int,
+    draft_max: int = 0,
+    spec_type: str = "draft-simple",
+) -> dict:
     """One run: {"text", "new_tokens", "wall_s", "drafted", "accepted"} from its own report.
     `spec_type` draft-simple drafts with `draft` up to `draft_max` tokens; an n-gram type
     (NGRAM_TYPES) drafts from the context alone."""
-    args = [str(tools_dir() / "llama-speculative-simple"), "-m", str(target), "-p", prompt_text,
-            "-n", str(max_new_tokens), "--spec-type", spec_type, "-t", str(threads), "--temp", "0", "-c", "4096", "-ngl", "0",
-            "--no-escape"]  # the prompt as given: a code prompt's "\\n" is not a newline
+    args = [
+        str(tools_dir() / "llama-speculative-simple"),
+        "-m",
+        str(target),
+        "-p",
+        prompt_text,
+        "-n",
+        str(max_new_tokens),
+        "--spec-type",
+        spec_type,
+        "-t",
+        str(threads),
+        "--temp",
+        "0",
+        "-c",
+        "4096",
+        "-ngl",
+        "0",
+        "--no-escape",
+    ]  # the prompt as given: a code prompt's "\\n" is not a newline
     if spec_type in NGRAM_TYPES:
         args += NGRAM_TYPES[spec_type]
     else:
@@ -82,9 +115,14 @@ def speculative_simple(target: Path, draft: Path | None, prompt_text: str, *, ma
     dec_s = number(r"decoded\s+\d+ tokens in\s+([\d.]+) seconds")
     out = done.stdout
     start = out.find(prompt_text)
-    text = out[start + len(prompt_text):] if start >= 0 else out
-    return {"text": text.strip("\n"), "new_tokens": int(number(r"n_predict\s*=\s*(\d+)")), "wall_s": enc_s + dec_s,
-            "drafted": int(number(r"n_drafted\s*=\s*(\d+)")), "accepted": int(number(r"n_accept\s*=\s*(\d+)"))}
+    text = out[start + len(prompt_text) :] if start >= 0 else out
+    return {
+        "text": text.strip("\n"),
+        "new_tokens": int(number(r"n_predict\s*=\s*(\d+)")),
+        "wall_s": enc_s + dec_s,
+        "drafted": int(number(r"n_drafted\s*=\s*(\d+)")),
+        "accepted": int(number(r"n_accept\s*=\s*(\d+)")),
+    }
 
 
 def server_args(exported: str, port: int, threads: int) -> list[str]:
@@ -97,9 +135,27 @@ def server_args(exported: str, port: int, threads: int) -> list[str]:
         raise ValueError(f"not a llama-server command: {exported[:60]!r}")
     if "--port" in args:
         i = args.index("--port")
-        del args[i:i + 2]
-    args = [str(tools_dir() / "llama-server"), *args[1:], "--port", str(port), "--host", "127.0.0.1", "--metrics",
-            "-t", str(threads), "-td", str(threads), "-c", "4096", "-ngl", "0", "-ngld", "0", "--no-webui"]
+        del args[i : i + 2]
+    args = [
+        str(tools_dir() / "llama-server"),
+        *args[1:],
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "--metrics",
+        "-t",
+        str(threads),
+        "-td",
+        str(threads),
+        "-c",
+        "4096",
+        "-ngl",
+        "0",
+        "-ngld",
+        "0",
+        "--no-webui",
+    ]
     if cpu_has_amx():
         args.append("--no-repack")
     return args
@@ -136,7 +192,9 @@ class Server:
         import json
         import urllib.request
 
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
             return json.loads(r.read())
 

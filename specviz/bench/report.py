@@ -50,8 +50,10 @@ def markdown(result: dict[str, Any]) -> str:
     summ = result["summary"]
     if summ["mismatches"]:
         lines += ["", "\\* output differs from the reference (greedy runs should match token for token):", ""]
-        lines += [f"- {m['prompt']} / {m['method']}: first different token at position {m['first_divergence']} (vs {m['reference']})"
-                  for m in summ["mismatches"]]
+        lines += [
+            f"- {m['prompt']} / {m['method']}: first different token at position {m['first_divergence']} (vs {m['reference']})"
+            for m in summ["mismatches"]
+        ]
     elif result["meta"]["temperature"] == 0:
         lines += ["", "Every method produced the same tokens on every prompt."]
     return "\n".join(lines) + "\n"
@@ -78,23 +80,38 @@ def _header(result: dict[str, Any]) -> list[str]:
         lines += [f"Run in {meta['processes']} processes (`--resume`), each prompt's methods in one.", ""]
     if meta.get("vocab"):
         v = meta["vocab"]
-        lines += [f"The draft has its own tokenizer: {v['shared']} of the target's {v['target_entries']} vocabulary entries "
-                  f"({v['overlap']:.1%}) have an exact match in its {v['draft_entries']}; `auto` drafts by {v['default_method']}.", ""]
+        lines += [
+            f"The draft has its own tokenizer: {v['shared']} of the target's {v['target_entries']} vocabulary entries "
+            f"({v['overlap']:.1%}) have an exact match in its {v['draft_entries']}; `auto` drafts by {v['default_method']}.",
+            "",
+        ]
     if any(n.endswith(GATHERED) for n in methods):
-        lines += [f"`{GATHERED}`: transformers with its LM heads fed rows of their own (`hf_baselines.gathered_heads`), "
-                  "removing a slow path its prefill takes on some CPUs in bf16; \"vs best assisted\" and the goals compare "
-                  "with transformers as shipped.", ""]
+        lines += [
+            f"`{GATHERED}`: transformers with its LM heads fed rows of their own (`hf_baselines.gathered_heads`), "
+            'removing a slow path its prefill takes on some CPUs in bf16; "vs best assisted" and the goals compare '
+            "with transformers as shipped.",
+            "",
+        ]
     if any(n.endswith(PACKED) for n in methods):
-        lines += [f"`{PACKED}`: transformers with its linear layers computing through the oneDNN-packed weights specviz's "
-                  "own loop uses (`hf_baselines.packed_layers`); \"vs best assisted\" and the goals compare with transformers "
-                  "as shipped.", ""]
+        lines += [
+            f"`{PACKED}`: transformers with its linear layers computing through the oneDNN-packed weights specviz's "
+            'own loop uses (`hf_baselines.packed_layers`); "vs best assisted" and the goals compare with transformers '
+            "as shipped.",
+            "",
+        ]
     generators = _generators(result)
     if generators:
-        lines += ["transformers' candidate generator: " + "; ".join(f"{n}: {g}" for n, g in generators.items()) + ".", ""]
+        lines += [
+            "transformers' candidate generator: " + "; ".join(f"{n}: {g}" for n, g in generators.items()) + ".",
+            "",
+        ]
     if meta.get("cost_model"):
         cm = meta["cost_model"]
         sizes = ", ".join(f"{n}: {v:.0f}" for n, v in cm["verify"].items())
-        lines += [f"Measured pass cost (ms by new tokens; {cm['source']}): target {sizes}; draft {cm['draft']:.0f} per token.", ""]
+        lines += [
+            f"Measured pass cost (ms by new tokens; {cm['source']}): target {sizes}; draft {cm['draft']:.0f} per token.",
+            "",
+        ]
     return lines
 
 
@@ -131,14 +148,20 @@ def _by_kind(result: dict[str, Any]) -> list[str]:
         return []
     covered = summ.get("overall_prompts", [])
     kinds = [k for k, by in by_kind.items() if set(by["prompts"]) & set(covered)]
-    lines = ["", "By kind of prompt (geometric means over the kind's prompts; \"overall\" above covers "
-             f"{len(covered)} prompts: {', '.join(kinds)}):", ""]
+    lines = [
+        "",
+        'By kind of prompt (geometric means over the kind\'s prompts; "overall" above covers '
+        f"{len(covered)} prompts: {', '.join(kinds)}):",
+        "",
+    ]
     lines += ["| kind | method | tok/s | vs sv-plain | vs sv-lookup | worst vs sv-plain |", "|---|---|---|---|---|---|"]
     for kind, by in by_kind.items():
         for n in (m["name"] for m in result["methods"]):
             e = by[n]
             worst = f"{_x(e.get('worst_vs_sv_plain'))} ({e['worst_prompt']})" if e.get("worst_prompt") else "\u2014"
-            lines.append(f"| {kind} | {n} | {_f(e['tokens_per_s'], 2)} | {_x(e.get('vs_sv_plain'))} | {_x(e.get('vs_sv_lookup'))} | {worst} |")
+            lines.append(
+                f"| {kind} | {n} | {_f(e['tokens_per_s'], 2)} | {_x(e.get('vs_sv_plain'))} | {_x(e.get('vs_sv_lookup'))} | {worst} |"
+            )
     return lines
 
 
@@ -154,9 +177,15 @@ def _per_prompt(result: dict[str, Any]) -> list[str]:
     key = f"speedup_vs_{base.replace('-', '_')}"
     for p in result["prompts"]:
         rows = result["summary"]["per_prompt"][p["id"]]
-        cells = [_x(rows[n].get(key)) + ("*" if rows[n].get("identical") is False else "") for n in methods if n != base]
+        cells = [
+            _x(rows[n].get(key)) + ("*" if rows[n].get("identical") is False else "") for n in methods if n != base
+        ]
         tokens = rows[methods[0]]["new_tokens"]
-        lines.append(f"| {p['id']} | {p['kind']} | {tokens:.0f} | {_f(rows[base].get('tokens_per_s'), 2)} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {p['id']} | {p['kind']} | {tokens:.0f} | {_f(rows[base].get('tokens_per_s'), 2)} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return lines
 
 
@@ -171,7 +200,11 @@ def plot(result: dict[str, Any], path: Path) -> None:
     methods = [m["name"] for m in result["methods"] if m["name"] != "hf-plain"]
     labels = [p["id"] for p in result["prompts"]] + ["geomean"]
     values = np.array(
-        [[summ["per_prompt"][p["id"]][n].get("speedup_vs_hf_plain") or np.nan for p in result["prompts"]] + [summ["overall"][n]["speedup_vs_hf_plain"] or np.nan] for n in methods],
+        [
+            [summ["per_prompt"][p["id"]][n].get("speedup_vs_hf_plain") or np.nan for p in result["prompts"]]
+            + [summ["overall"][n]["speedup_vs_hf_plain"] or np.nan]
+            for n in methods
+        ],
         dtype=float,
     )
     width = 0.8 / max(len(methods), 1)
@@ -180,12 +213,24 @@ def plot(result: dict[str, Any], path: Path) -> None:
     cmap = plt.get_cmap("tab20")
     for i, n in enumerate(methods):
         hatch = "//" if n.startswith("hf-") else None
-        ax.bar(x + (i - (len(methods) - 1) / 2) * width, values[i], width, label=n, color=cmap(i % 20), hatch=hatch, edgecolor="white", linewidth=0.3)
+        ax.bar(
+            x + (i - (len(methods) - 1) / 2) * width,
+            values[i],
+            width,
+            label=n,
+            color=cmap(i % 20),
+            hatch=hatch,
+            edgecolor="white",
+            linewidth=0.3,
+        )
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(x, labels, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("speedup over transformers plain decoding")
     meta = result["meta"]
-    ax.set_title(f"{meta['pair']}, {_mode(meta)}, {meta['max_new_tokens']} new tokens ({meta['device']}, {meta['dtype']})", fontsize=10)
+    ax.set_title(
+        f"{meta['pair']}, {_mode(meta)}, {meta['max_new_tokens']} new tokens ({meta['device']}, {meta['dtype']})",
+        fontsize=10,
+    )
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)

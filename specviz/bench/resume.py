@@ -20,7 +20,21 @@ from specviz.bench.prompts import BenchPrompt
 from specviz.errors import UserError
 
 # meta fields of bench.json that must be the same in both processes
-SAME = ("pair", "device", "dtype", "draft_precision", "machine", "torch", "transformers", "code", "max_new_tokens", "temperature", "repeats", "k_max", "seed")
+SAME = (
+    "pair",
+    "device",
+    "dtype",
+    "draft_precision",
+    "machine",
+    "torch",
+    "transformers",
+    "code",
+    "max_new_tokens",
+    "temperature",
+    "repeats",
+    "k_max",
+    "seed",
+)
 
 
 def code_digest() -> str:
@@ -66,19 +80,25 @@ def finished(earlier: dict[str, Any], meta: dict[str, Any], methods: list[Method
     old = earlier.get("meta", {})
     for key in SAME:
         if old.get(key) != meta.get(key):
-            raise UserError(f"cannot resume: {key} was {old.get(key)!r} in the earlier run and is {meta.get(key)!r} now; "
-                            "use another --out, or the earlier settings")
+            raise UserError(
+                f"cannot resume: {key} was {old.get(key)!r} in the earlier run and is {meta.get(key)!r} now; "
+                "use another --out, or the earlier settings"
+            )
     models = [m.get("cost_model") or {} for m in (old, meta)]
     then, now = [(m.get("verify"), m.get("draft")) for m in models]
     if then != now:
         was, is_ = [(m.get("meta") or {}).get("key") or {} for m in models]
         differ = [f"{k} {was.get(k)!r} then, {is_.get(k)!r} now" for k in sorted(was | is_) if was.get(k) != is_.get(k)]
         detail = f" ({', '.join(differ)})" if differ else ""
-        raise UserError(f"cannot resume: the pair's pass costs were measured for another load of it{detail}, "
-                        "and adaptive k starts from them")
+        raise UserError(
+            f"cannot resume: the pair's pass costs were measured for another load of it{detail}, "
+            "and adaptive k starts from them"
+        )
     names = [m.get("name") for m in earlier.get("methods", [])]
     if names != [m.name for m in methods]:
-        raise UserError(f"cannot resume: the earlier run's methods were {','.join(map(str, names))}; give the same --methods")
+        raise UserError(
+            f"cannot resume: the earlier run's methods were {','.join(map(str, names))}; give the same --methods"
+        )
     chars = {p["id"]: p.get("chars") for p in earlier.get("prompts", [])}
     raw: Raw = {}
     for p in prompts:
@@ -90,5 +110,7 @@ def finished(earlier: dict[str, Any], meta: dict[str, Any], methods: list[Method
         try:
             raw[p.id] = {m.name: [Sample.from_record(s) for s in runs[m.name]] for m in methods}
         except (KeyError, TypeError, ValueError):
-            raise UserError("cannot resume: the earlier bench.json lacks the runs' tokens (written by an older specviz)") from None
+            raise UserError(
+                "cannot resume: the earlier bench.json lacks the runs' tokens (written by an older specviz)"
+            ) from None
     return raw

@@ -54,7 +54,9 @@ def geomean(xs) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def summarise(raw: Raw, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, stop: set[int], cost=None) -> dict[str, Any]:
+def summarise(
+    raw: Raw, prompts: list[BenchPrompt], methods: list[Method], opts: BenchOptions, *, stop: set[int], cost=None
+) -> dict[str, Any]:
     """Per prompt, overall and by kind. "overall" and the older goals cover the code and prose
     prompts (all prompts where the run has none of them); each kind is also summarised apart."""
     names = [m.name for m in methods]
@@ -80,7 +82,9 @@ def summarise(raw: Raw, prompts: list[BenchPrompt], methods: list[Method], opts:
     best_assisted = _best_assisted(names, overall, variant="")
     for n in names:
         base = overall[best_assisted]["tokens_per_s"] if best_assisted else None
-        overall[n]["vs_best_assisted"] = overall[n]["tokens_per_s"] / base if base and overall[n]["tokens_per_s"] else None
+        overall[n]["vs_best_assisted"] = (
+            overall[n]["tokens_per_s"] / base if base and overall[n]["tokens_per_s"] else None
+        )
     on_goal = {p.id: per_prompt[p.id] for p in goal_prompts}
     return {
         "per_prompt": per_prompt,
@@ -89,8 +93,11 @@ def summarise(raw: Raw, prompts: list[BenchPrompt], methods: list[Method], opts:
         "by_kind": _by_kind(per_prompt, prompts, names),
         "best_assisted": best_assisted,
         "mismatches": _mismatches(per_prompt, names),
-        "targets": (_targets(on_goal, overall, names, best_assisted, opts) + _draft_free_targets(per_prompt, prompts, names)
-                    + _copy_targets(per_prompt, prompts, names)),
+        "targets": (
+            _targets(on_goal, overall, names, best_assisted, opts)
+            + _draft_free_targets(per_prompt, prompts, names)
+            + _copy_targets(per_prompt, prompts, names)
+        ),
     }
 
 
@@ -122,37 +129,69 @@ def _draft_free_targets(per_prompt: dict, prompts: list[BenchPrompt], names: lis
     kinds = _by_kind(per_prompt, prompts, names)
 
     def add(name: str, need: float, value: float | None, detail: str = "") -> None:
-        out.append({"target": name, "goal": f">= {need:.2f}", "value": value, "met": value is not None and value >= need,
-                    "detail": detail})
+        out.append(
+            {
+                "target": name,
+                "goal": f">= {need:.2f}",
+                "value": value,
+                "met": value is not None and value >= need,
+                "detail": detail,
+            }
+        )
 
     rep, prose = kinds.get("repetitive"), kinds.get("prose")
     if rep and "sv-suffix" in names:
         if "sv-lookup" in names:
-            add("sv-suffix vs sv-lookup on the repetitive group (geomean)", TARGET_SUFFIX_VS_LOOKUP, rep["sv-suffix"].get("vs_sv_lookup"))
+            add(
+                "sv-suffix vs sv-lookup on the repetitive group (geomean)",
+                TARGET_SUFFIX_VS_LOOKUP,
+                rep["sv-suffix"].get("vs_sv_lookup"),
+            )
         if "sv-plain" in names:
-            add("sv-suffix vs sv-plain on the repetitive group (geomean)", TARGET_SUFFIX_VS_PLAIN, rep["sv-suffix"].get("vs_sv_plain"))
+            add(
+                "sv-suffix vs sv-plain on the repetitive group (geomean)",
+                TARGET_SUFFIX_VS_PLAIN,
+                rep["sv-suffix"].get("vs_sv_plain"),
+            )
     if prose and "sv-lookahead" in names and "sv-lookup" in names:
-        add("sv-lookahead vs sv-lookup on prose (geomean)", TARGET_LOOKAHEAD_VS_LOOKUP, prose["sv-lookahead"].get("vs_sv_lookup"))
+        add(
+            "sv-lookahead vs sv-lookup on prose (geomean)",
+            TARGET_LOOKAHEAD_VS_LOOKUP,
+            prose["sv-lookahead"].get("vs_sv_lookup"),
+        )
     if "sv-plain" in names:
         for n in (m for m in DRAFT_FREE if m in names):
-            ratios = {pid: rows[n]["tokens_per_s"] / rows["sv-plain"]["tokens_per_s"] for pid, rows in per_prompt.items()
-                      if rows["sv-plain"]["tokens_per_s"]}
+            ratios = {
+                pid: rows[n]["tokens_per_s"] / rows["sv-plain"]["tokens_per_s"]
+                for pid, rows in per_prompt.items()
+                if rows["sv-plain"]["tokens_per_s"]
+            }
             if ratios:
                 worst = min(ratios, key=ratios.get)
-                add(f"{n} vs sv-plain, worst prompt (all kinds)", TARGET_DRAFT_FREE_EACH, ratios[worst], f"worst: {worst}")
+                add(
+                    f"{n} vs sv-plain, worst prompt (all kinds)",
+                    TARGET_DRAFT_FREE_EACH,
+                    ratios[worst],
+                    f"worst: {worst}",
+                )
     return out
 
 
 def _copy_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> list[dict]:
     """The edit-work goals, on the longest copy group the run has (edit, else repetitive)."""
-    group = next(([p.id for p in prompts if p.kind == k] for k in reversed(COPY_KINDS) if any(p.kind == k for p in prompts)), [])
+    group = next(
+        ([p.id for p in prompts if p.kind == k] for k in reversed(COPY_KINDS) if any(p.kind == k for p in prompts)), []
+    )
     mine = [n for n in COPYING if n in names]
     if not group or not mine:
         return []
 
     def vs(n: str, ref: str, ids) -> float | None:
-        return geomean(per_prompt[i][n]["tokens_per_s"] / per_prompt[i][ref]["tokens_per_s"] for i in ids
-                       if per_prompt[i][ref]["tokens_per_s"])
+        return geomean(
+            per_prompt[i][n]["tokens_per_s"] / per_prompt[i][ref]["tokens_per_s"]
+            for i in ids
+            if per_prompt[i][ref]["tokens_per_s"]
+        )
 
     rate = {n: geomean(per_prompt[i][n]["tokens_per_s"] for i in group) or 0.0 for n in names}
     best = max(mine, key=rate.get)
@@ -160,20 +199,34 @@ def _copy_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]
     out: list[dict] = []
 
     def add(name: str, need: float, value: float | None, detail: str = "") -> None:
-        out.append({"target": name, "goal": f">= {need:.2f}", "value": value, "met": value is not None and value >= need,
-                    "detail": detail})
+        out.append(
+            {
+                "target": name,
+                "goal": f">= {need:.2f}",
+                "value": value,
+                "met": value is not None and value >= need,
+                "detail": detail,
+            }
+        )
 
     if "lc-plain" in names:
         add(f"{best} vs lc-plain on the {kind} group (geomean)", TARGET_COPY_VS_LC_PLAIN, vs(best, "lc-plain", group))
     ngram = [n for n in names if n.startswith("ll-ngram-")]
     if ngram:
         ref = max(ngram, key=rate.get)
-        add(f"{best} vs llama.cpp's best n-gram method on the {kind} group (geomean)", TARGET_COPY_VS_LL_NGRAM,
-            vs(best, ref, group), f"best: {ref}")
+        add(
+            f"{best} vs llama.cpp's best n-gram method on the {kind} group (geomean)",
+            TARGET_COPY_VS_LL_NGRAM,
+            vs(best, ref, group),
+            f"best: {ref}",
+        )
     others = [p.id for p in prompts if p.kind in GOAL_KINDS]
     if others and "sv-plain" in names:
-        ratios = {i: per_prompt[i][best]["tokens_per_s"] / per_prompt[i]["sv-plain"]["tokens_per_s"] for i in others
-                  if per_prompt[i]["sv-plain"]["tokens_per_s"]}
+        ratios = {
+            i: per_prompt[i][best]["tokens_per_s"] / per_prompt[i]["sv-plain"]["tokens_per_s"]
+            for i in others
+            if per_prompt[i]["sv-plain"]["tokens_per_s"]
+        }
         if ratios:
             worst = min(ratios, key=ratios.get)
             add(f"{best} vs sv-plain, worst code or prose prompt", TARGET_COPY_EACH, ratios[worst], f"worst: {worst}")
@@ -185,6 +238,7 @@ def _best_assisted(names: list[str], overall: dict, *, variant: str) -> str | No
     in one of the variants with a fix of specviz's (GATHERED, PACKED); the goals are against
     transformers as shipped. hf-assisted* and hf-universal* never share a run: one needs the
     draft to share the target's tokenizer, the other needs it not to."""
+
     def of(n: str) -> str:
         return next((v for v in VARIANTS if n.endswith(v)), "")
 
@@ -192,7 +246,9 @@ def _best_assisted(names: list[str], overall: dict, *, variant: str) -> str | No
     return max(assisted, key=lambda n: overall[n]["tokens_per_s"] or 0, default=None)
 
 
-def _prompt_rows(samples: dict[str, list[Sample]], methods: list[Method], opts: BenchOptions, stop: set[int], cost) -> dict[str, dict]:
+def _prompt_rows(
+    samples: dict[str, list[Sample]], methods: list[Method], opts: BenchOptions, stop: set[int], cost
+) -> dict[str, dict]:
     rows: dict[str, dict] = {}
     for m in methods:
         runs = samples[m.name]
@@ -240,7 +296,8 @@ def _predict(row: dict, plain: dict | None, cost) -> None:
     if cost is not None:
         level = t1 / cost.target if t1 else 1.0
         row["predicted_speedup_cost"] = _interp_k(
-            k, lambda kk: theory.speedup_with_cost(alpha, kk, lambda n: cost.verify_ms(n) * level, d, t1 or cost.target))
+            k, lambda kk: theory.speedup_with_cost(alpha, kk, lambda n: cost.verify_ms(n) * level, d, t1 or cost.target)
+        )
     if row.get("speedup_vs_sv_plain") and row.get("predicted_speedup"):
         row["measured_over_predicted"] = row["speedup_vs_sv_plain"] / row["predicted_speedup"]
     if row.get("speedup_vs_sv_plain") and row.get("predicted_speedup_cost"):
@@ -282,7 +339,9 @@ def _mismatches(per_prompt: dict, names: list[str]) -> list[dict]:
     ]
 
 
-def _targets(per_prompt: dict, overall: dict, names: list[str], best_assisted: str | None, opts: BenchOptions) -> list[dict]:
+def _targets(
+    per_prompt: dict, overall: dict, names: list[str], best_assisted: str | None, opts: BenchOptions
+) -> list[dict]:
     """The speed goals above, checked on this run where its methods allow."""
     out: list[dict] = []
 
@@ -294,19 +353,38 @@ def _targets(per_prompt: dict, overall: dict, names: list[str], best_assisted: s
         v = overall[adaptive]["vs_best_assisted"]
         need = TARGET_VS_ASSISTED_SAMPLING if opts.temperature > 0 else TARGET_VS_ASSISTED
         goal = f">= {need:.2f}"
-        add("adaptive k vs best transformers assisted (geomean tokens/s)", goal, v, v is not None and v >= need, f"best assisted setting: {best_assisted}")
+        add(
+            "adaptive k vs best transformers assisted (geomean tokens/s)",
+            goal,
+            v,
+            v is not None and v >= need,
+            f"best assisted setting: {best_assisted}",
+        )
     for variant, what in ((GATHERED, "LM-head slow path removed"), (PACKED, "through packed weights")):
         best = _best_assisted(names, overall, variant=variant)
         if adaptive and best and overall[best]["tokens_per_s"]:
             v = overall[adaptive]["tokens_per_s"] / overall[best]["tokens_per_s"]
-            add(f"adaptive k vs best transformers assisted, {what} (geomean)", "(for information)", v, None, f"best: {best}")
+            add(
+                f"adaptive k vs best transformers assisted, {what} (geomean)",
+                "(for information)",
+                v,
+                None,
+                f"best: {best}",
+            )
         if "sv-plain" in names and "hf-plain" + variant in names:
             v = overall["sv-plain"]["tokens_per_s"] / overall["hf-plain" + variant]["tokens_per_s"]
             add(f"sv-plain vs hf-plain{variant} (geomean tokens/s)", "(for information)", v, None)
+
     def worst_prompt(name: str, base: str, need: float, label: str) -> None:
         ratios = {pid: rows[name]["tokens_per_s"] / rows[base]["tokens_per_s"] for pid, rows in per_prompt.items()}
         worst = min(ratios, key=ratios.get)
-        add(f"{label} vs {base}, worst prompt", f">= {need:.2f}", ratios[worst], ratios[worst] >= need, f"worst: {worst}")
+        add(
+            f"{label} vs {base}, worst prompt",
+            f">= {need:.2f}",
+            ratios[worst],
+            ratios[worst] >= need,
+            f"worst: {worst}",
+        )
 
     for plain in ("sv-plain", "hf-plain"):
         if adaptive and plain in names:
@@ -319,9 +397,23 @@ def _targets(per_prompt: dict, overall: dict, names: list[str], best_assisted: s
     if adaptive and fixed:
         best = max(fixed, key=lambda n: overall[n]["tokens_per_s"] or 0)
         v = overall[adaptive]["tokens_per_s"] / overall[best]["tokens_per_s"]
-        add("adaptive k vs best fixed k in hindsight (geomean)", f">= {TARGET_VS_BEST_FIXED:.2f}", v, v >= TARGET_VS_BEST_FIXED, f"best fixed: {best}")
-        per = geomean(rows[adaptive]["tokens_per_s"] / max(rows[n]["tokens_per_s"] for n in fixed) for rows in per_prompt.values())
-        add("adaptive k vs best fixed k per prompt (geomean)", "(for information)", per, None, "the best k chosen per prompt")
+        add(
+            "adaptive k vs best fixed k in hindsight (geomean)",
+            f">= {TARGET_VS_BEST_FIXED:.2f}",
+            v,
+            v >= TARGET_VS_BEST_FIXED,
+            f"best fixed: {best}",
+        )
+        per = geomean(
+            rows[adaptive]["tokens_per_s"] / max(rows[n]["tokens_per_s"] for n in fixed) for rows in per_prompt.values()
+        )
+        add(
+            "adaptive k vs best fixed k per prompt (geomean)",
+            "(for information)",
+            per,
+            None,
+            "the best k chosen per prompt",
+        )
     # The goal is judged against the theory the engine chooses k by (a verify pass costs the
     # measured V(k+1)); the textbook formula, which prices it as one plain step, is shown
     # beside it: where V(n) grows with n (an fp32 CPU) that assumption is what fails.
@@ -330,14 +422,25 @@ def _targets(per_prompt: dict, overall: dict, names: list[str], best_assisted: s
         ratio = geomean(rows[name].get("measured_over_predicted_cost") for rows in per_prompt.values())
         if ratio is not None:
             detail = f"measured {measured:.2f}x, predicted {overall[name]['predicted_speedup_cost']:.2f}x"
-            add(f"{name}: measured / predicted speedup (measured V(n))", f">= {TARGET_VS_THEORY:.2f}", ratio, ratio >= TARGET_VS_THEORY, detail)
+            add(
+                f"{name}: measured / predicted speedup (measured V(n))",
+                f">= {TARGET_VS_THEORY:.2f}",
+                ratio,
+                ratio >= TARGET_VS_THEORY,
+                detail,
+            )
         flat = geomean(rows[name].get("measured_over_predicted") for rows in per_prompt.values())
         if flat is not None:
             detail = f"measured {measured:.2f}x, predicted {overall[name]['predicted_speedup']:.2f}x (a verify pass priced as one plain step)"
             add(f"{name}: measured / predicted speedup (flat-T formula)", "(for information)", flat, None, detail)
     if adaptive and "sv-adaptive-min" in names:
         ratio = overall[adaptive]["tokens_per_s"] / overall["sv-adaptive-min"]["tokens_per_s"]
-        add("event stream cost (1 - full / minimal tokens/s)", f"<= {TARGET_EVENT_COST:.0%}", 1 - ratio, 1 - ratio <= TARGET_EVENT_COST)
+        add(
+            "event stream cost (1 - full / minimal tokens/s)",
+            f"<= {TARGET_EVENT_COST:.0%}",
+            1 - ratio,
+            1 - ratio <= TARGET_EVENT_COST,
+        )
     out += _universal_targets(overall, names, opts)
     return out
 
@@ -347,7 +450,11 @@ def _universal_targets(overall: dict, names: list[str], opts: BenchOptions) -> l
     by geometric-mean tokens/s. transformers drafts through text when greedy and on the
     vocabulary intersection when sampling, so the target is sv-text's in a greedy run and
     sv-intersection's in a sampling run; the other method is shown for information."""
-    universal = [n for n in names if n.startswith("hf-universal") and not n.endswith(tuple(VARIANTS)) and overall[n]["tokens_per_s"]]
+    universal = [
+        n
+        for n in names
+        if n.startswith("hf-universal") and not n.endswith(tuple(VARIANTS)) and overall[n]["tokens_per_s"]
+    ]
     if not universal:
         return []
     best = max(universal, key=lambda n: overall[n]["tokens_per_s"])
@@ -358,13 +465,15 @@ def _universal_targets(overall: dict, names: list[str], opts: BenchOptions) -> l
         if name not in names or not overall[name]["tokens_per_s"]:
             continue
         v = overall[name]["tokens_per_s"] / overall[best]["tokens_per_s"]
-        out.append({
-            "target": f"{name} vs transformers {hf_mode} (geomean tokens/s)",
-            "goal": f">= {TARGET_VS_UNIVERSAL:.2f}" if counts else "(for information)",
-            "value": v,
-            "met": v >= TARGET_VS_UNIVERSAL if counts else None,
-            "detail": f"best transformers setting: {best}",
-        })
+        out.append(
+            {
+                "target": f"{name} vs transformers {hf_mode} (geomean tokens/s)",
+                "goal": f">= {TARGET_VS_UNIVERSAL:.2f}" if counts else "(for information)",
+                "value": v,
+                "met": v >= TARGET_VS_UNIVERSAL if counts else None,
+                "detail": f"best transformers setting: {best}",
+            }
+        )
     return out
 
 

@@ -70,7 +70,9 @@ class Drafter(Protocol):
     def begin(self, prompt_ids: torch.Tensor) -> None:
         """Start a new run on this prompt (1-D ids): reset and prefill any cache."""
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         """Propose up to k tokens to follow `context` (the prompt and all output so far); a
         tree drafter sizes its tree with `budget` where given (at most k deep)."""
 

@@ -81,7 +81,9 @@ class CostAwareLength(DraftLength):
 
     name = COST_AWARE
 
-    def __init__(self, cost: CostModel, k_max: int, *, draft_ms: float | None = None, confidence: bool = True, clock=None):
+    def __init__(
+        self, cost: CostModel, k_max: int, *, draft_ms: float | None = None, confidence: bool = True, clock=None
+    ):
         super().__init__(k_max)
         self.k_max = k_max
         self.use_confidence = confidence
@@ -154,7 +156,8 @@ class CostAwareLength(DraftLength):
         if k == 0:
             self._idle += 1
             if self._idle < self._probe_every or (
-                    remaining is not None and self.catch_up_ms(unread) > PROBE_SHARE * remaining * self.round_ms(0)):
+                remaining is not None and self.catch_up_ms(unread) > PROBE_SHARE * remaining * self.round_ms(0)
+            ):
                 self.k = 0
                 return 0
             # A probe that finds drafting still unprofitable makes the next one wait longer.
@@ -198,7 +201,9 @@ class CostAwareLength(DraftLength):
                 return True
         return False
 
-    def update(self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0, setup_ms: float = 0.0) -> None:
+    def update(
+        self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0, setup_ms: float = 0.0
+    ) -> None:
         # The round's own pass timings are not needed: the next limit() times the whole round,
         # less `setup_ms`, which the run pays once (the draft's prefill of the prompt).
         if self._started is not None:

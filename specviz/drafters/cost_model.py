@@ -107,7 +107,9 @@ class CostModel:
 
     @classmethod
     def from_dict(cls, d: dict) -> "CostModel":
-        return cls(verify=d["verify"], draft=float(d["draft"]), source=d.get("source", "measured"), meta=d.get("meta", {}))
+        return cls(
+            verify=d["verify"], draft=float(d["draft"]), source=d.get("source", "measured"), meta=d.get("meta", {})
+        )
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -127,11 +129,17 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     else:
         draft = measure_pass_ms(drafter, [1], vocab_size=draft_vocab, repeats=repeats)[1]
     check = target_pass_ms(pair, [1], repeats=repeats, context=CHECK_CONTEXT)[1]
-    return CostModel(verify=verify, draft=draft, source="measured",
-                     meta={"repeats": repeats, "context": MEASURE_CONTEXT, "check_ms": check, "check_context": CHECK_CONTEXT})
+    return CostModel(
+        verify=verify,
+        draft=draft,
+        source="measured",
+        meta={"repeats": repeats, "context": MEASURE_CONTEXT, "check_ms": check, "check_context": CHECK_CONTEXT},
+    )
 
 
-def load_or_measure(pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = REPEATS) -> CostModel:
+def load_or_measure(
+    pair, *, sizes=MEASURED_SIZES, cache_dir: Path | None = None, remeasure: bool = False, repeats: int = REPEATS
+) -> CostModel:
     """The pair's cost model from the cache folder, or measured now and cached.
 
     The cache key is everything that changes the costs: pair, device, dtype, thread count,
@@ -177,15 +185,21 @@ def _check_ratio(pair, cached: CostModel) -> float:
     `measure` keeps; a cache without it is compared at MEASURE_CONTEXT)."""
     context = cached.meta.get("check_context")
     if context and cached.meta.get("check_ms"):
-        return target_pass_ms(pair, [1], repeats=CHECK_REPEATS, context=int(context))[1] / float(cached.meta["check_ms"])
+        return target_pass_ms(pair, [1], repeats=CHECK_REPEATS, context=int(context))[1] / float(
+            cached.meta["check_ms"]
+        )
     return target_pass_ms(pair, [1], repeats=CHECK_REPEATS)[1] / cached.target
 
 
 def scaled(cached: CostModel, ratio: float) -> CostModel:
     """`cached` with every cost times `ratio`: the cached curve at the level timed now."""
     meta = {**cached.meta, "scaled_by": round(ratio, 3), "cache_kept": True}
-    return CostModel(verify={n: v * ratio for n, v in cached.verify.items()}, draft=cached.draft * ratio,
-                     source="cached, scaled", meta=meta)
+    return CostModel(
+        verify={n: v * ratio for n, v in cached.verify.items()},
+        draft=cached.draft * ratio,
+        source="cached, scaled",
+        meta=meta,
+    )
 
 
 def _sizes(pair) -> tuple[int, ...]:
@@ -251,8 +265,10 @@ def _runtime_fields(pair) -> dict:
     its version, the file, its threads)."""
     if pair.runtime == TORCH:
         return {}
-    return {"runtime": pair.runtime, **{role: m.cost_facts() for role, m in (("target", pair.target), ("draft", pair.draft))
-                                        if m is not None}}
+    return {
+        "runtime": pair.runtime,
+        **{role: m.cost_facts() for role, m in (("target", pair.target), ("draft", pair.draft)) if m is not None},
+    }
 
 
 def _cache_path(pair, sizes, cache_dir: Path | None) -> Path:

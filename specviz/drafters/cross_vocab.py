@@ -139,8 +139,14 @@ class _OwnTokens(ChainDrafting):
     kept in step with the committed text at the start of each round), the sampler and the
     generator."""
 
-    def __init__(self, lm: ModelLM, draft_text: TokenText, target_text: TokenText, sampler: Sampler,
-                 generator: torch.Generator | None):
+    def __init__(
+        self,
+        lm: ModelLM,
+        draft_text: TokenText,
+        target_text: TokenText,
+        sampler: Sampler,
+        generator: torch.Generator | None,
+    ):
         self.side = DraftSide(lm, draft_text, target_text)
         self._sampler = sampler
         self._generator = generator
@@ -177,7 +183,9 @@ class TextDrafter(_OwnTokens):
         self._target_eos = target_eos
         self._factor = max_draft_factor
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         start = time.perf_counter()
         if k <= 0:
             return Proposal(tokens=context.new_empty(0), q=None, alignment=[])
@@ -216,11 +224,21 @@ class TextDrafter(_OwnTokens):
         if len(confidence) < len(tokens):  # the target's EOS standing for the draft's
             confidence.append(conf[-1] if conf else 1.0)
         alignment = [
-            {"id": y, "text": self.side.d.text([y]), "candidates": [j for j in overlapping(d_spans[i], spans) if j < len(tokens)]}
+            {
+                "id": y,
+                "text": self.side.d.text([y]),
+                "candidates": [j for j in overlapping(d_spans[i], spans) if j < len(tokens)],
+            }
             for i, y in enumerate(drafted)
         ]
         if eos:
-            alignment.append({"id": pending[0], "text": self.side.d.text(pending), "candidates": [len(tokens) - 1] if tokens and tokens[-1] == self._target_eos else []})
+            alignment.append(
+                {
+                    "id": pending[0],
+                    "text": self.side.d.text(pending),
+                    "candidates": [len(tokens) - 1] if tokens and tokens[-1] == self._target_eos else [],
+                }
+            )
         return Proposal(
             tokens=context.new_tensor(tokens, dtype=torch.long),
             q=None,
@@ -268,7 +286,9 @@ class IntersectionDrafter(_OwnTokens):
         target_eos: set[int],
     ):
         if vmap.shared == 0:
-            raise UserError("the draft and the target share no token: the intersection method cannot propose anything; use vocab method text")
+            raise UserError(
+                "the draft and the target share no token: the intersection method cannot propose anything; use vocab method text"
+            )
         super().__init__(lm, draft_text, target_text, sampler, generator)
         self.name = "model-intersection"
         self.method = INTERSECTION
@@ -278,7 +298,9 @@ class IntersectionDrafter(_OwnTokens):
         self._target_rows = vmap.target_rows
         self._allowed = vmap.allowed
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         start = time.perf_counter()
         if k <= 0:
             return Proposal(tokens=context.new_empty(0), q=None, alignment=[])
@@ -331,7 +353,9 @@ class IntersectionDrafter(_OwnTokens):
         return None if any(i < 0 for i in out) else out
 
 
-def make_cross_drafter(pair: ModelPair, settings: GenerationSettings, generator: torch.Generator | None = None, method: str | None = None):
+def make_cross_drafter(
+    pair: ModelPair, settings: GenerationSettings, generator: torch.Generator | None = None, method: str | None = None
+):
     """The text or intersection drafter for a pair whose draft has its own tokenizer
     (`pair.draft_tokenizer`); `method` None: the pair's default (`pair.vocab_map.method`)."""
     if pair.draft is None or pair.draft_tokenizer is None:
@@ -349,8 +373,7 @@ def make_cross_drafter(pair: ModelPair, settings: GenerationSettings, generator:
     if method == INTERSECTION:
         return IntersectionDrafter(lm, vmap, draft_text, target_text, sampler, generator, target_eos=stop_ids(pair))
     return TextDrafter(
-        lm, draft_text, target_text, sampler, generator,
-        draft_eos=draft_stop_ids(pair), target_eos=_target_eos(pair),
+        lm, draft_text, target_text, sampler, generator, draft_eos=draft_stop_ids(pair), target_eos=_target_eos(pair)
     )
 
 

@@ -45,7 +45,9 @@ class EarlyExitForward:
         hidden = dec.embed_tokens(ids)
         past = cache.get_seq_length()
         position_ids = (torch.arange(ids.shape[1], device=ids.device) + past)[None]
-        mask_args = dict(config=config, inputs_embeds=hidden, attention_mask=None, cache=cache, position_ids=position_ids)
+        mask_args = dict(
+            config=config, inputs_embeds=hidden, attention_mask=None, cache=cache, position_ids=position_ids
+        )
         masks = {"full_attention": create_causal_mask(**mask_args)}
         if "sliding_attention" in getattr(config, "layer_types", []):
             masks["sliding_attention"] = create_sliding_window_causal_mask(**mask_args)
@@ -82,4 +84,6 @@ def make(pair, settings, *, generator=None, history=()):
 
     layers = layers_for(pair, settings)
     lm = CachedLM(EarlyExitForward(pair.target, layers), pair.target.config, pair.device)
-    return ModelDrafter(f"{settings.drafter}-{layers}", lm, Sampler(settings, pair.vocab_size), generator, stop_ids(pair))
+    return ModelDrafter(
+        f"{settings.drafter}-{layers}", lm, Sampler(settings, pair.vocab_size), generator, stop_ids(pair)
+    )

@@ -59,7 +59,9 @@ class LookaheadDrafter:
 
     def __init__(self, window: int = 4, ngram: int = 3, candidates: int = 4, *, seed: int = 0):
         if window < 1 or ngram < 3 or candidates < 1:
-            raise ValueError("lookahead needs a window of 1 or more, n-grams of 3 or more tokens and 1 or more candidates")
+            raise ValueError(
+                "lookahead needs a window of 1 or more, n-grams of 3 or more tokens and 1 or more candidates"
+            )
         self.W, self.N, self.G = window, ngram, candidates
         self._seed = seed
         self.begin(torch.zeros(1, dtype=torch.long))
@@ -79,7 +81,9 @@ class LookaheadDrafter:
         self._last: dict | None = None
         self._budget: TreeBudget | None = None
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         start = time.perf_counter()
         self._budget = budget
         ctx = [int(t) for t in context.reshape(-1).tolist()]
@@ -95,16 +99,29 @@ class LookaheadDrafter:
             n = budget.tree_nodes(chances, len(ride_tokens))
         tokens, parents, origins, depth = tokens[:n], parents[:n], origins[:n], depth[:n]
         window_shown = [[root, *self.levels[0][1:]], *[list(level) for level in self.levels[1:]]]
-        source = {"method": LOOKAHEAD, "window": window_shown if riding else [], "origins": origins,
-                  "window_on": riding, "ngrams": [], "ride": len(ride_tokens),
-                  "note": "" if n or riding else "no n-gram starts with the last token, and the window is resting"}
+        source = {
+            "method": LOOKAHEAD,
+            "window": window_shown if riding else [],
+            "origins": origins,
+            "window_on": riding,
+            "ngrams": [],
+            "ride": len(ride_tokens),
+            "note": "" if n or riding else "no n-gram starts with the last token, and the window is resting",
+        }
         self._last = {"parents": parents, "depth": depth, "riding": riding, "source": source}
         ms = (time.perf_counter() - start) * 1000
         if not n and not riding:
             return Proposal(tokens=context[:0].cpu(), q=None, ms=ms, source=source)
-        return Proposal(tokens=torch.tensor(tokens, dtype=torch.long), q=None, ms=ms, confidence=chances[:n], parents=tree_or_chain(parents, ride_tokens),
-                        ride=torch.tensor(ride_tokens, dtype=torch.long) if riding else None,
-                        ride_parents=ride_parents if riding else None, source=source)
+        return Proposal(
+            tokens=torch.tensor(tokens, dtype=torch.long),
+            q=None,
+            ms=ms,
+            confidence=chances[:n],
+            parents=tree_or_chain(parents, ride_tokens),
+            ride=torch.tensor(ride_tokens, dtype=torch.long) if riding else None,
+            ride_parents=ride_parents if riding else None,
+            source=source,
+        )
 
     def observe(self, logits: torch.Tensor) -> None:
         """The window's logits: one Jacobi step, and the n-grams it completes."""
@@ -170,7 +187,7 @@ class LookaheadDrafter:
             acc, checked = self._acc[min(d, self.N - 1)]
             before = siblings.get(par, 0)
             siblings[par] = before + 1
-            out.append((out[par] if par >= 0 else 1.0) * acc / checked * SIBLING_SHARE ** before)
+            out.append((out[par] if par >= 0 else 1.0) * acc / checked * SIBLING_SHARE**before)
         return out
 
     def _ride(self) -> tuple[list[int], list[int]]:

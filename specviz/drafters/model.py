@@ -37,7 +37,9 @@ class ModelDrafter(ChainDrafting):
         self._lm.reset()
         self._prompt_len = prompt_ids.numel()
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         start = time.perf_counter()
         self._context_len = context.numel()
         if k <= 0:
@@ -86,9 +88,16 @@ def make(pair, settings, *, generator=None, history=()) -> "ModelDrafter":
     if pair.cross_tokenizer:
         from specviz.drafters.cross_vocab import make_cross_drafter
 
-        return make_cross_drafter(pair, settings, generator, None if settings.vocab_method == AUTO else settings.vocab_method)
+        return make_cross_drafter(
+            pair, settings, generator, None if settings.vocab_method == AUTO else settings.vocab_method
+        )
     from specviz.lm.prompt import stop_ids
     from specviz.lm.runtime import open_lm
 
-    return ModelDrafter(settings.drafter, open_lm(pair.draft, pair.device), Sampler(settings, pair.vocab_size), generator,
-                        stop_ids(pair))
+    return ModelDrafter(
+        settings.drafter,
+        open_lm(pair.draft, pair.device),
+        Sampler(settings, pair.vocab_size),
+        generator,
+        stop_ids(pair),
+    )

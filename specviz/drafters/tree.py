@@ -118,7 +118,9 @@ def grow_tree(
     return GrownTree(cands, _level_order(cands, {c.index for c in sorted(cands, key=_key)[:nodes]}), rows, passes)
 
 
-def _children(parent: Candidate | None, row: int, dist: torch.Tensor, width: int, cands: list[Candidate]) -> list[Candidate]:
+def _children(
+    parent: Candidate | None, row: int, dist: torch.Tensor, width: int, cands: list[Candidate]
+) -> list[Candidate]:
     """`parent`'s children (None: the root's): the `width` most likely tokens of `dist`, the
     distribution after it (rows[row]), none of probability 0; appended to `cands`."""
     top = dist.topk(min(width, dist.numel()))
@@ -128,9 +130,18 @@ def _children(parent: Candidate | None, row: int, dist: torch.Tensor, width: int
     for rank, (prob, tok) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
         if prob <= 0:
             break
-        c = Candidate(index=len(cands), token=tok, parent=parent.index if parent else -1, depth=parent.depth + 1 if parent else 1,
-                      score=base * prob, q=prob, confidence=conf, row=row, rank=rank,
-                      path=(parent.path if parent else ()) + (tok,))
+        c = Candidate(
+            index=len(cands),
+            token=tok,
+            parent=parent.index if parent else -1,
+            depth=parent.depth + 1 if parent else 1,
+            score=base * prob,
+            q=prob,
+            confidence=conf,
+            row=row,
+            rank=rank,
+            path=(parent.path if parent else ()) + (tok,),
+        )
         cands.append(c)
         made.append(c)
     return made
@@ -156,16 +167,7 @@ class TreeDrafter:
     lm: the draft's cached model (`lm.runtime.open_lm`); nodes: the node budget N; width: B.
     """
 
-    def __init__(
-        self,
-        name: str,
-        lm: ModelLM,
-        sampler: Sampler,
-        eos_ids: set[int],
-        *,
-        nodes: int,
-        width: int,
-    ):
+    def __init__(self, name: str, lm: ModelLM, sampler: Sampler, eos_ids: set[int], *, nodes: int, width: int):
         if nodes < 1 or width < 1:
             raise ValueError(f"a tree needs nodes >= 1 and width >= 1 (got {nodes}, {width})")
         self.name = name
@@ -190,7 +192,9 @@ class TreeDrafter:
         scores = self._sampler.logits(logits)
         return scores.softmax(-1) if self._sampler.greedy else self._sampler.distribution(scores)
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         """A tree of at most `nodes` nodes, none deeper than k (so that the round's path plus
         the emitted token stays within k + 1 tokens). `keep_going(confidence)` false for a
         node (its parent's top probability) leaves that node a leaf, as it ends a chain.
@@ -286,5 +290,11 @@ def make(pair, settings, *, generator=None, history=()) -> "TreeDrafter":
 
     if pair.cross_tokenizer:
         raise UserError("the tree drafter needs a draft that shares the target's tokenizer; this pair's does not")
-    return TreeDrafter(f"tree-{settings.tree_nodes}x{settings.tree_width}", open_lm(pair.draft, pair.device),
-                       Sampler(settings, pair.vocab_size), stop_ids(pair), nodes=settings.tree_nodes, width=settings.tree_width)
+    return TreeDrafter(
+        f"tree-{settings.tree_nodes}x{settings.tree_width}",
+        open_lm(pair.draft, pair.device),
+        Sampler(settings, pair.vocab_size),
+        stop_ids(pair),
+        nodes=settings.tree_nodes,
+        width=settings.tree_width,
+    )

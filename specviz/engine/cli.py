@@ -16,8 +16,17 @@ from typing import Any, TextIO
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.choices import COST_AWARE, PRECISIONS, RUNTIMES, SPECULATIVE, help_line
-from specviz.settings import (DEFAULTS, PROMPT, SPECS, GenerationSettings, check_prompt, default_words, from_request,
-                              no_draft_help, specs)
+from specviz.settings import (
+    DEFAULTS,
+    PROMPT,
+    SPECS,
+    GenerationSettings,
+    check_prompt,
+    default_words,
+    from_request,
+    no_draft_help,
+    specs,
+)
 
 # The target placements offered (lm/torch_runtime/devices.py DEVICE_MAPS), named here so --help needs no torch.
 DEVICE_MAPS = ("none", "auto")
@@ -26,12 +35,7 @@ DEVICE_MAPS = ("none", "auto")
 WARMUP_TOKENS = 8
 
 # ANSI styles per token kind: colour plus a second cue (strike-through, underline, bold).
-STYLES = {
-    "accepted": "\x1b[32m",
-    "rejected": "\x1b[31;9m",
-    "resampled": "\x1b[33;4m",
-    "bonus": "\x1b[34;1m",
-}
+STYLES = {"accepted": "\x1b[32m", "rejected": "\x1b[31;9m", "resampled": "\x1b[33;4m", "bonus": "\x1b[34;1m"}
 RESET = "\x1b[0m"
 
 
@@ -45,13 +49,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--adaptive", action="store_true", help=f"the same as --policy {COST_AWARE}")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     add_precision(parser)
-    parser.add_argument("--fp32-draft", action="store_true", help="keep the draft in the pair's dtype on a CPU (default there: int8)")
-    parser.add_argument("--device-map", choices=DEVICE_MAPS, help="auto: spread the target over the GPUs, then the CPU, then disk "
-                        "(accelerate); the draft stays on the first device (default: SPECVIZ_DEVICE_MAP, else none)")
-    parser.add_argument("--max-memory", help="with --device-map auto: the most each device may hold, e.g. 0=20GiB,cpu=60GiB "
-                        "(default: SPECVIZ_MAX_MEMORY, else what each has)")
-    parser.add_argument("--no-warmup", action="store_true", help="time the first run on the loaded pair as it comes (default: a "
-                        f"{WARMUP_TOKENS}-token run first, untimed, so the run is timed warm like the bench's)")
+    parser.add_argument(
+        "--fp32-draft", action="store_true", help="keep the draft in the pair's dtype on a CPU (default there: int8)"
+    )
+    parser.add_argument(
+        "--device-map",
+        choices=DEVICE_MAPS,
+        help="auto: spread the target over the GPUs, then the CPU, then disk "
+        "(accelerate); the draft stays on the first device (default: SPECVIZ_DEVICE_MAP, else none)",
+    )
+    parser.add_argument(
+        "--max-memory",
+        help="with --device-map auto: the most each device may hold, e.g. 0=20GiB,cpu=60GiB "
+        "(default: SPECVIZ_MAX_MEMORY, else what each has)",
+    )
+    parser.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="time the first run on the loaded pair as it comes (default: a "
+        f"{WARMUP_TOKENS}-token run first, untimed, so the run is timed warm like the bench's)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object: the whole trace")
 
 
@@ -71,8 +88,13 @@ def add_setting(parser: argparse.ArgumentParser, name: str, default: Any = None)
         return
     listed = f": {help_line(s.registry)}" if s.registry else ""
     shown = default_words(name) if default is None else default
-    parser.add_argument(flag, type=ARG_TYPES[s.kind], default=default, choices=s.registry.names if s.registry else None,
-                        help=f"{s.help}{listed} (default: {shown})".replace("%", "%%"))
+    parser.add_argument(
+        flag,
+        type=ARG_TYPES[s.kind],
+        default=default,
+        choices=s.registry.names if s.registry else None,
+        help=f"{s.help}{listed} (default: {shown})".replace("%", "%%"),
+    )
 
 
 ARG_TYPES = {"whole": int, "number": float, "choice": str}
@@ -80,13 +102,21 @@ ARG_TYPES = {"whole": int, "number": float, "choice": str}
 
 def add_runtime(parser: argparse.ArgumentParser, more: str = "") -> None:
     """--runtime, as the bench takes it."""
-    parser.add_argument("--runtime", choices=RUNTIMES.names, default=RUNTIMES.default,
-                        help=f"{SPECS['runtime'].help}: {help_line(RUNTIMES)} (default: %(default)s){more}")
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIMES.names,
+        default=RUNTIMES.default,
+        help=f"{SPECS['runtime'].help}: {help_line(RUNTIMES)} (default: %(default)s){more}",
+    )
 
 
 def add_precision(parser: argparse.ArgumentParser) -> None:
     """--dtype, the target's precision on the torch runtime."""
-    parser.add_argument("--dtype", choices=PRECISIONS.names, help=f"the target's precision: {help_line(PRECISIONS)} (default: {PRECISIONS.default})")
+    parser.add_argument(
+        "--dtype",
+        choices=PRECISIONS.names,
+        help=f"the target's precision: {help_line(PRECISIONS)} (default: {PRECISIONS.default})",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> GenerationSettings:
@@ -118,8 +148,17 @@ def run(args: argparse.Namespace) -> int:
 
     if settings.needs_draft and args.target and not args.draft:
         raise UserError(f"--target alone gives no draft model: add --draft SRC, or {no_draft_help(flag=True)}")
-    pair = load(spec, with_draft=settings.needs_draft, progress=_print_progress, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None,
-                device_map=args.device_map, max_memory=args.max_memory, runtime=settings.runtime)
+    pair = load(
+        spec,
+        with_draft=settings.needs_draft,
+        progress=_print_progress,
+        device=args.device,
+        dtype=args.dtype,
+        int8_draft=False if args.fp32_draft else None,
+        device_map=args.device_map,
+        max_memory=args.max_memory,
+        runtime=settings.runtime,
+    )
     warmup_s = None if args.no_warmup else warm_up(pair, args.prompt, settings)
     code = generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
     if warmup_s is not None and not args.json:
@@ -135,7 +174,9 @@ def warm_up(pair, prompt: str, settings: GenerationSettings) -> float:
     from specviz import engine
 
     t0 = time.perf_counter()
-    engine.run(pair, prompt, replace(settings, max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens)), record="minimal")
+    engine.run(
+        pair, prompt, replace(settings, max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens)), record="minimal"
+    )
     return time.perf_counter() - t0
 
 
@@ -145,7 +186,9 @@ def _print_progress(fraction: float, message: str) -> None:
         print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
 
-def generate(pair, prompt: str, settings: GenerationSettings, *, as_json: bool, out: TextIO, color: bool | None = None) -> int:
+def generate(
+    pair, prompt: str, settings: GenerationSettings, *, as_json: bool, out: TextIO, color: bool | None = None
+) -> int:
     """Run once on a loaded pair and print the result (the testable part of `run`)."""
     from specviz import engine
 
@@ -197,6 +240,8 @@ def summary_line(s: RunSummary, *, speculative: bool) -> str:
     if speculative:
         parts += [f"D {s.draft_ms:.0f} ms", f"policy {s.policy}"]
     if s.plain_ms_per_token:
-        parts.append(f"{s.speedup_vs_plain:.2f}x plain decoding ({1000 / s.plain_ms_per_token:.2f} tokens/s, measured at load)")
+        parts.append(
+            f"{s.speedup_vs_plain:.2f}x plain decoding ({1000 / s.plain_ms_per_token:.2f} tokens/s, measured at load)"
+        )
     parts += [f"load {s.load_s:.1f} s", f"stop: {s.stop_reason}"]
     return " · ".join(parts)

@@ -17,7 +17,9 @@ from specviz.events import CandidateSource, PositionInfo, TopToken
 TOP = 5
 
 
-def overlaps(p: torch.Tensor | None, q: torch.Tensor | None, draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> list[float]:
+def overlaps(
+    p: torch.Tensor | None, q: torch.Tensor | None, draft_tokens: torch.Tensor, target_logits: torch.Tensor
+) -> list[float]:
     """beta_i = sum_x min(p_i(x), q_i(x)) for each drafted position.
 
     p, q: processed distributions (k+1, V) and (k, V); q None means point masses on the

@@ -76,12 +76,16 @@ class Generation:
             "record": record,
             "cost_model": self._cost.to_dict(),
             # Each runtime's pass costs as measured on this machine, for the Theory tab's comparison.
-            "runtime_costs": {rt: {"V": r["V"], "D": r["D"]} for rt, r in
-                              ((pair.info.get("runtime_choice") or {}).get("rates") or {}).items()},
+            "runtime_costs": {
+                rt: {"V": r["V"], "D": r["D"]}
+                for rt, r in ((pair.info.get("runtime_choice") or {}).get("rates") or {}).items()
+            },
         }
         if pair.cross_tokenizer and pair.vocab_map is not None:
             # How the pair drafts across tokenizers, so a replayed trace can say it too.
-            meta["vocab"] = {k: v for k, v in pair.vocab_map.summary().items() if isinstance(v, (str, int, float, bool))}
+            meta["vocab"] = {
+                k: v for k, v in pair.vocab_map.summary().items() if isinstance(v, (str, int, float, bool))
+            }
         if settings.mode == SPECULATIVE:
             meta["drafter"] = self._decoder.drafter.name
         self._prompt = prompt
@@ -158,8 +162,11 @@ class Generation:
         if self.settings.mode == SPECULATIVE and self._done:
             summary.acceptance_by_position = acceptance.acceptance_by_position(self._events)
             summary.hindsight_k = acceptance.hindsight_k(self._events, self._meta["cost_model"])
-        metrics = {"speculative_decoding": acceptance.request_metrics(self._events)} \
-            if self.settings.mode == SPECULATIVE and self._done else {}
+        metrics = (
+            {"speculative_decoding": acceptance.request_metrics(self._events)}
+            if self.settings.mode == SPECULATIVE and self._done
+            else {}
+        )
         return Trace(
             prompt=prompt_text(self._prompt),
             messages=list(self._prompt) if isinstance(self._prompt, list) else [],

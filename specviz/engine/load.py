@@ -20,8 +20,15 @@ from specviz.lm.torch_runtime.devices import cuda_emulated
 MODELS_SHARE = 0.9
 
 
-def load(spec, *, with_draft: bool = True, progress: Progress | None = None, runtime: str = AUTO,
-         prepare_untimed: bool = False, **options) -> ModelPair:
+def load(
+    spec,
+    *,
+    with_draft: bool = True,
+    progress: Progress | None = None,
+    runtime: str = AUTO,
+    prepare_untimed: bool = False,
+    **options,
+) -> ModelPair:
     """`lm.load_pair(spec, ...)` and the pair's cost model, on the runtime `runtime`
     names ("auto": `runtime_choice.choose`; what was chosen and why, and the rates measured
     on each runtime, go to `pair.info["runtime_choice"]`). `options` are load_pair's
@@ -38,8 +45,15 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
     pair = lm.load_pair(spec, with_draft=with_draft, progress=models_progress, runtime=choice.runtime, **options)
     if cuda_emulated():
         # The first run on a lent GPU times the passes (engine.generation's for_pair) and caches them.
-        pair.info["runtime_choice"] = {"runtime": pair.runtime, "reason": choice.reason, "rates": {}, "note": None,
-                                       "requested": runtime, "spec": str(spec), "preparing": []}
+        pair.info["runtime_choice"] = {
+            "runtime": pair.runtime,
+            "reason": choice.reason,
+            "rates": {},
+            "note": None,
+            "requested": runtime,
+            "spec": str(spec),
+            "preparing": [],
+        }
         if progress is not None:
             progress(1.0, "ready (the first run on the GPU times its passes)")
         return pair
@@ -61,10 +75,15 @@ def load(spec, *, with_draft: bool = True, progress: Progress | None = None, run
         preparing = [r for r in choice.untimed if r not in measured]
         for other in preparing:
             runtime_prepare.start(str(spec), other)
-    pair.info["runtime_choice"] = {"runtime": pair.runtime, "reason": choice.reason, "rates": measured,
-                                   "note": runtime_choice.plain_beats_drafting(measured), "requested": runtime,
-                                   "spec": str(spec), "preparing": preparing}
+    pair.info["runtime_choice"] = {
+        "runtime": pair.runtime,
+        "reason": choice.reason,
+        "rates": measured,
+        "note": runtime_choice.plain_beats_drafting(measured),
+        "requested": runtime,
+        "spec": str(spec),
+        "preparing": preparing,
+    }
     if progress is not None:
         progress(1.0, "ready")
     return pair
-

@@ -45,8 +45,13 @@ class Choice:
 
 # Load options only the torch runtime has (engine.load's), with the environment variables
 # that set them; llama.cpp runs the GGUF files as they are, on the CPU.
-TORCH_OPTIONS = {"device": "SPECVIZ_DEVICE", "dtype": "SPECVIZ_DTYPE", "int8_draft": "SPECVIZ_INT8_DRAFT",
-                 "device_map": "SPECVIZ_DEVICE_MAP", "max_memory": "SPECVIZ_MAX_MEMORY"}
+TORCH_OPTIONS = {
+    "device": "SPECVIZ_DEVICE",
+    "dtype": "SPECVIZ_DTYPE",
+    "int8_draft": "SPECVIZ_INT8_DRAFT",
+    "device_map": "SPECVIZ_DEVICE_MAP",
+    "max_memory": "SPECVIZ_MAX_MEMORY",
+}
 
 
 def choose(spec, requested: str = AUTO, *, options: dict | None = None, env=os.environ) -> Choice:
@@ -55,13 +60,18 @@ def choose(spec, requested: str = AUTO, *, options: dict | None = None, env=os.e
     beside an explicit llama.cpp."""
     if requested not in CHOICES:
         raise UserError(f"runtime must be one of {', '.join(CHOICES.names)} (got {requested!r})")
+
     def given(x) -> bool:
         return x is not None and str(x).strip().lower() not in ("", "auto", "none")
 
-    torch_only = [name for name, var in TORCH_OPTIONS.items() if given((options or {}).get(name)) or given(env.get(var))]
+    torch_only = [
+        name for name, var in TORCH_OPTIONS.items() if given((options or {}).get(name)) or given(env.get(var))
+    ]
     if requested not in (AUTO, TORCH) and torch_only:
-        raise UserError(f"{torch_only[0].replace('_', '-')} applies to the torch runtime only; the {requested} runtime loads "
-                        "its own files as they are")
+        raise UserError(
+            f"{torch_only[0].replace('_', '-')} applies to the torch runtime only; the {requested} runtime loads "
+            "its own files as they are"
+        )
     if requested != AUTO:
         return Choice(requested, "chosen")
     if torch_only:
@@ -84,8 +94,11 @@ def choose(spec, requested: str = AUTO, *, options: dict | None = None, env=os.e
         return Choice(best, "measured here: the faster drafting of the two")
     if rates.keys() == {TORCH}:
         return Choice(TORCH, "measured here; llama.cpp not yet timed", untimed=(LLAMACPP,))
-    return Choice(LLAMACPP, "not yet timed here: llama.cpp runs the GGUF files as they are and is ready in seconds",
-                  untimed=(TORCH,))
+    return Choice(
+        LLAMACPP,
+        "not yet timed here: llama.cpp runs the GGUF files as they are and is ready in seconds",
+        untimed=(TORCH,),
+    )
 
 
 def _llamacpp_unusable(spec) -> str | None:
@@ -110,10 +123,18 @@ def rates(cost, alpha: float = PRIOR_ALPHA) -> dict:
     drafters.cost_model.CostModel)."""
     from specviz import theory
 
-    best = max(range(1, MAX_K + 1), key=lambda k: theory.tokens_per_round(alpha, k) / (k * cost.draft + cost.verify_ms(k + 1)))
+    best = max(
+        range(1, MAX_K + 1), key=lambda k: theory.tokens_per_round(alpha, k) / (k * cost.draft + cost.verify_ms(k + 1))
+    )
     per_ms = theory.tokens_per_round(alpha, best) / (best * cost.draft + cost.verify_ms(best + 1))
-    return {"plain": 1000.0 / cost.target, "speculative": 1000.0 * per_ms, "k": best, "alpha": alpha,
-            "V": {str(n): round(v, 1) for n, v in cost.verify.items()}, "D": round(cost.draft, 1)}
+    return {
+        "plain": 1000.0 / cost.target,
+        "speculative": 1000.0 * per_ms,
+        "k": best,
+        "alpha": alpha,
+        "V": {str(n): round(v, 1) for n, v in cost.verify.items()},
+        "D": round(cost.draft, 1),
+    }
 
 
 def record(spec, runtime: str, cost) -> dict:
@@ -138,8 +159,11 @@ def plain_beats_drafting(rates_by_runtime: dict) -> str | None:
     best_plain = max(rates_by_runtime, key=lambda r: rates_by_runtime[r]["plain"])
     top = rates_by_runtime[best_plain]["plain"]
     if all(top > r["speculative"] for r in rates_by_runtime.values()):
-        return (f"on this machine {best_plain}'s plain decoding ({top:.1f} tok/s) is faster than speculative decoding "
-                "on any runtime measured: drafting shows how it works here, not a speedup" + _copying_pays(rates_by_runtime[best_plain]))
+        return (
+            f"on this machine {best_plain}'s plain decoding ({top:.1f} tok/s) is faster than speculative decoding "
+            "on any runtime measured: drafting shows how it works here, not a speedup"
+            + _copying_pays(rates_by_runtime[best_plain])
+        )
     return None
 
 
@@ -156,9 +180,11 @@ def _copying_pays(rates: dict) -> str:
     ratio = v(COPIED + 1) / v(1)
     if (COPIED + 1) / ratio <= 1:
         return ""
-    return (f". The suffix drafter pays on edit work, where the answer copies its input (the Edit examples): a pass over "
-            f"{COPIED + 1} tokens costs {ratio:.1f} one-token passes here, so a round that copies {COPIED} tokens at once "
-            f"runs up to {(COPIED + 1) / ratio:.1f}\u00d7 plain decoding")
+    return (
+        f". The suffix drafter pays on edit work, where the answer copies its input (the Edit examples): a pass over "
+        f"{COPIED + 1} tokens costs {ratio:.1f} one-token passes here, so a round that copies {COPIED} tokens at once "
+        f"runs up to {(COPIED + 1) / ratio:.1f}\u00d7 plain decoding"
+    )
 
 
 def _read(path: Path) -> dict:
@@ -184,7 +210,16 @@ def _path(spec) -> Path:
         flags = sorted(set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split()))
     except (OSError, IndexError):
         flags = []
-    key = json.dumps({"pair": str(spec), "cpu": cpu_name(), "flags": flags, "threads": torch.get_num_threads(),
-                      "torch": torch.__version__, "llama-cpp-python": lcpp}, sort_keys=True)
+    key = json.dumps(
+        {
+            "pair": str(spec),
+            "cpu": cpu_name(),
+            "flags": flags,
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "llama-cpp-python": lcpp,
+        },
+        sort_keys=True,
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_root() / "runtime-choice" / f"{digest}.json"

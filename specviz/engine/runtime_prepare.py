@@ -46,7 +46,7 @@ class Preparation:
 
     @property
     def state(self) -> str:
-        """"running", "done" or "failed"."""
+        """One of "running", "done" or "failed"."""
         code = self.process.poll()
         return "running" if code is None else "done" if code == 0 else "failed"
 
@@ -81,8 +81,12 @@ def start(spec: str, runtime: str) -> Preparation:
         log = folder / f"prepare-{safe}.log"
         with open(log, "w") as out:
             # In the page's process group, so stopping the page stops it too.
-            process = subprocess.Popen([sys.executable, "-m", "specviz.engine.prepare_child", spec, runtime],
-                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "specviz.engine.prepare_child", spec, runtime],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         prep = _started[(spec, runtime)] = Preparation(spec, runtime, process, log)
         if _runs:
             _signal(prep, signal.SIGSTOP)
@@ -112,16 +116,19 @@ def held() -> Iterator[None]:
 def holding(fn: Callable) -> Callable:
     """`fn` (a function or a generator function that runs the models) inside `held`."""
     if inspect.isgeneratorfunction(fn):
+
         @functools.wraps(fn)
         def generator(*args, **kwargs):
             with held():
                 yield from fn(*args, **kwargs)
+
         return generator
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         with held():
             return fn(*args, **kwargs)
+
     return call
 
 

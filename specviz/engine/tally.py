@@ -11,7 +11,9 @@ from specviz.events import RunSummary
 class Tally:
     new_tokens: int = 0
     rounds: int = 0
-    target_passes: int = 0  # passes that gave tokens: the prompt's prefill (the first token), then one per round or step
+    target_passes: int = (
+        0  # passes that gave tokens: the prompt's prefill (the first token), then one per round or step
+    )
     draft_passes: int = 0
     drafted: int = 0  # drafted tokens the target tested
     accepted: int = 0
@@ -29,8 +31,18 @@ class Tally:
         self.target_passes += 1
         self.untimed_passes += 1
 
-    def count_round(self, *, new: int, tested: int, accepted: int, overlap: list[float], target_ms: float, draft_ms: float,
-                    draft_passes: int, draft_tokens: int) -> None:
+    def count_round(
+        self,
+        *,
+        new: int,
+        tested: int,
+        accepted: int,
+        overlap: list[float],
+        target_ms: float,
+        draft_ms: float,
+        draft_passes: int,
+        draft_tokens: int,
+    ) -> None:
         """One speculative round: one target pass, `new` tokens out of it."""
         self.new_tokens += new
         self.rounds += 1
@@ -43,7 +55,9 @@ class Tally:
         self.draft_ms += draft_ms
         self.draft_tokens += draft_tokens
 
-    def summary(self, *, wall_s: float, load_s: float, stop_reason: str = "", policy: str = "", plain_ms_per_token: float = 0.0) -> RunSummary:
+    def summary(
+        self, *, wall_s: float, load_s: float, stop_reason: str = "", policy: str = "", plain_ms_per_token: float = 0.0
+    ) -> RunSummary:
         tokens_per_s = _ratio(self.new_tokens, wall_s)
         return RunSummary(
             new_tokens=self.new_tokens,

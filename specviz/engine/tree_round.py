@@ -48,7 +48,9 @@ class TreeRound:
     tokens: list[int]  # per node: the drafted token
     parents: list[int]  # per node: its parent's index, -1 under the root
     depth: list[int]  # per node: 1 for children of the root
-    p: list[float | None]  # per node: the target's probability of its token at its parent, where checked (greedy: 1 or 0)
+    p: list[
+        float | None
+    ]  # per node: the target's probability of its token at its parent, where checked (greedy: 1 or 0)
     q: list[float]  # per node: the draft's probability of its token at its parent (1.0 for point masses)
     u: list[float | None]  # per node: the uniform draw it was checked with (None when greedy or unchecked)
     decision: list[Decision]  # per node
@@ -111,14 +113,37 @@ def tree_round(
         q = [1.0] * n
     else:
         q = proposal.q[torch.arange(n, device=proposal.q.device), proposal.tokens.to(proposal.q.device)].tolist()
-    return TreeRound(rule=v.rule, path=v.path, accepted=v.accepted_tokens, emitted=v.emitted, emitted_kind=v.emitted_kind,
-                     emitted_p=v.emitted_p, tokens=x.tolist(), parents=parents, depth=[d + 1 for d in depths(parents)], p=v.p,
-                     q=q, u=v.u, decision=v.decisions, target_ms=target_ms, verify_ms=verify_ms, logits=logits, dist=dist,
-                     ride_logits=ride_logits)
+    return TreeRound(
+        rule=v.rule,
+        path=v.path,
+        accepted=v.accepted_tokens,
+        emitted=v.emitted,
+        emitted_kind=v.emitted_kind,
+        emitted_p=v.emitted_p,
+        tokens=x.tolist(),
+        parents=parents,
+        depth=[d + 1 for d in depths(parents)],
+        p=v.p,
+        q=q,
+        u=v.u,
+        decision=v.decisions,
+        target_ms=target_ms,
+        verify_ms=verify_ms,
+        logits=logits,
+        dist=dist,
+        ride_logits=ride_logits,
+    )
 
 
-def _verify(x: torch.Tensor, parents: list[int], logits: torch.Tensor, dist: torch.Tensor | None, proposal: Proposal,
-            generator: torch.Generator | None, children: Children):
+def _verify(
+    x: torch.Tensor,
+    parents: list[int],
+    logits: torch.Tensor,
+    dist: torch.Tensor | None,
+    proposal: Proposal,
+    generator: torch.Generator | None,
+    children: Children,
+):
     """The tree rule that fits how the children were chosen: greedy (dist None), point masses
     for deterministic children, or multi-step sampling for children drawn from q."""
     if dist is None:

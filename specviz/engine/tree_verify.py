@@ -114,7 +114,9 @@ def tree_greedy(tokens: torch.Tensor, parents: Sequence[int], p: torch.Tensor) -
                 nxt = c
         if nxt is None:
             kind = "resampled" if kids[at + 1] else "bonus"
-            return TreeVerification("greedy", toks, list(parents), path, decisions, p_node, [None] * n, best[at + 1], 1.0, kind)
+            return TreeVerification(
+                "greedy", toks, list(parents), path, decisions, p_node, [None] * n, best[at + 1], 1.0, kind
+            )
         path.append(nxt)
         at = nxt
 
@@ -130,7 +132,12 @@ def tree_point_masses(
 
 
 def tree_multistep_sampling(
-    tokens: torch.Tensor, parents: Sequence[int], p: torch.Tensor, q: torch.Tensor, *, generator: torch.Generator | None = None
+    tokens: torch.Tensor,
+    parents: Sequence[int],
+    p: torch.Tensor,
+    q: torch.Tensor,
+    *,
+    generator: torch.Generator | None = None,
 ) -> TreeVerification:
     """SpecInfer's multi-step speculative sampling, for children drawn independently from q.
 
@@ -152,7 +159,9 @@ def _point_mass(token: int, like: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _walk(rule: Rule, tokens: torch.Tensor, parents: Sequence[int], p: torch.Tensor, q: torch.Tensor | None, generator) -> TreeVerification:
+def _walk(
+    rule: Rule, tokens: torch.Tensor, parents: Sequence[int], p: torch.Tensor, q: torch.Tensor | None, generator
+) -> TreeVerification:
     toks = tokens.tolist()
     n = len(toks)
     kids = children_of(parents)
@@ -182,6 +191,8 @@ def _walk(rule: Rule, tokens: torch.Tensor, parents: Sequence[int], p: torch.Ten
         if nxt is None:
             kind = "resampled" if kids[at + 1] else "bonus"
             emitted = int(draw(residual, generator))
-            return TreeVerification(rule, toks, list(parents), path, decisions, p_node, u_node, emitted, float(target[emitted]), kind)
+            return TreeVerification(
+                rule, toks, list(parents), path, decisions, p_node, u_node, emitted, float(target[emitted]), kind
+            )
         path.append(nxt)
         at = nxt

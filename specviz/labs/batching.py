@@ -56,7 +56,9 @@ class BatchCosts:
 
     def verify(self, bi: int) -> PassCosts:
         """V_b(n) and D for the b at index bi (V interpolated between measured n)."""
-        return PassCosts.from_dict({"verify": dict(zip(self.pass_sizes, self.target_ms[bi])), "draft": self.draft_ms[bi]})
+        return PassCosts.from_dict(
+            {"verify": dict(zip(self.pass_sizes, self.target_ms[bi])), "draft": self.draft_ms[bi]}
+        )
 
 
 @dataclass
@@ -138,15 +140,33 @@ def measure_batch_costs(
             raise UserError("the batching measurement was stopped")
         if on_progress is not None:
             on_progress(done / steps, f"target: {b} sequence{'s' * (b > 1)}")
-        times = measure_pass_ms(pair.target, list(pass_sizes), vocab_size=pair.vocab_size, context=context, repeats=repeats,
-                                seed=seed, batch=b, should_stop=should_stop)
+        times = measure_pass_ms(
+            pair.target,
+            list(pass_sizes),
+            vocab_size=pair.vocab_size,
+            context=context,
+            repeats=repeats,
+            seed=seed,
+            batch=b,
+            should_stop=should_stop,
+        )
         target_ms.append([times[n] for n in pass_sizes])
         done += 1
         if pair.draft is not None:
             if on_progress is not None:
                 on_progress(done / steps, f"draft: {b} sequence{'s' * (b > 1)}")
-            draft_ms.append(measure_pass_ms(pair.draft, [1], vocab_size=pair.vocab_size, context=context, repeats=repeats,
-                                            seed=seed, batch=b, should_stop=should_stop)[1])
+            draft_ms.append(
+                measure_pass_ms(
+                    pair.draft,
+                    [1],
+                    vocab_size=pair.vocab_size,
+                    context=context,
+                    repeats=repeats,
+                    seed=seed,
+                    batch=b,
+                    should_stop=should_stop,
+                )[1]
+            )
             done += 1
         else:
             draft_ms.append(0.0)
@@ -155,8 +175,15 @@ def measure_batch_costs(
     return BatchCosts(list(batch_sizes), list(pass_sizes), target_ms, draft_ms, context, repeats)
 
 
-def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = COPY_BYTES, matmul_n: int = MATMUL_N,
-            repeats: int = REPEATS, target=None) -> MachineFigures:
+def machine(
+    device: str = "cpu",
+    dtype: str = "float32",
+    *,
+    copy_bytes: int = COPY_BYTES,
+    matmul_n: int = MATMUL_N,
+    repeats: int = REPEATS,
+    target=None,
+) -> MachineFigures:
     """Memory bandwidth from a timed copy of `copy_bytes` (read once, written once) and compute
     from a timed matmul_n x matmul_n product (2 n^3 flops), best of `repeats` after a warm-up."""
     import torch
@@ -170,7 +197,9 @@ def machine(device: str = "cpu", dtype: str = "float32", *, copy_bytes: int = CO
     a = torch.randn(matmul_n, matmul_n, device=dev).to(dt)
     bm = torch.randn(matmul_n, matmul_n, device=dev).to(dt)
     mm_s = best_s(lambda: a @ bm, dev, repeats)
-    fig = MachineFigures(str(dev), 2 * copy_bytes / copy_s / 1e9, 2 * matmul_n**3 / mm_s / 1e9, str(dt).removeprefix("torch."))
+    fig = MachineFigures(
+        str(dev), 2 * copy_bytes / copy_s / 1e9, 2 * matmul_n**3 / mm_s / 1e9, str(dt).removeprefix("torch.")
+    )
     if target is not None:
         fig.weight_params = sum(p.numel() for p in target.parameters())
         fig.weight_bytes = sum(p.numel() * p.element_size() for p in target.parameters())
@@ -183,7 +212,11 @@ def _check_sizes(batch_sizes: Sequence[int], pass_sizes: Sequence[int], repeats:
     if not batch_sizes or any(not isinstance(b, int) or b < 1 for b in batch_sizes):
         raise UserError(f"batch sizes must be whole numbers, 1 or more (got {list(batch_sizes)})")
     limits.BATCH_SIZE.check(max(batch_sizes))
-    if not pass_sizes or 1 not in pass_sizes or any(not isinstance(n, int) or not 1 <= n <= MAX_K + 1 for n in pass_sizes):
+    if (
+        not pass_sizes
+        or 1 not in pass_sizes
+        or any(not isinstance(n, int) or not 1 <= n <= MAX_K + 1 for n in pass_sizes)
+    ):
         raise UserError(f"pass sizes must include 1 and lie from 1 to {MAX_K + 1} (got {list(pass_sizes)})")
     if sorted(set(batch_sizes)) != list(batch_sizes) or sorted(set(pass_sizes)) != list(pass_sizes):
         raise UserError("batch and pass sizes must rise, each once")
@@ -233,7 +266,8 @@ def explanation(r: BatchingResult) -> list[str]:
                 f"A pass reads the target's {_size(m.weight_bytes)} of weights once ({read_ms:.3g} ms at that "
                 f"bandwidth) and does 2 flops per weight per token ({token_ms:.3g} ms per token at that speed): "
                 f"about {read_ms / token_ms:.1f} tokens fit in the time of one weight read."
-                if token_ms > 0 else ""
+                if token_ms > 0
+                else ""
             )
     words.append(
         "On a data-centre GPU at batch 1 the ratio is in the hundreds (an H100 SXM is specified at 3.35 TB/s and "
@@ -245,8 +279,10 @@ def explanation(r: BatchingResult) -> list[str]:
     if r.stops_paying_at is not None:
         words.append(f"With \u03b1 = {r.alpha:.2f} and k = {r.k}, drafting stops paying at batch {r.stops_paying_at}.")
     else:
-        words.append(f"With \u03b1 = {r.alpha:.2f} and k = {r.k}, drafting still pays at every batch size measured "
-                     f"(up to {r.predictions[-1].batch}).")
+        words.append(
+            f"With \u03b1 = {r.alpha:.2f} and k = {r.k}, drafting still pays at every batch size measured "
+            f"(up to {r.predictions[-1].batch})."
+        )
     return [w for w in words if w]
 
 
@@ -260,11 +296,16 @@ def table(r: BatchingResult) -> str:
     lines = [f"ms per pass (median of {c.repeats}, {c.context} cached tokens per sequence)", head]
     for bi, b in enumerate(c.batch_sizes):
         lines.append(f"{b:>5}  " + "  ".join(f"{ms:>9.1f}" for ms in c.target_ms[bi]) + f"  {c.draft_ms[bi]:>7.1f}")
-    lines += ["", f"predicted speedup over plain decoding at alpha = {r.alpha:.2f}",
-              f"batch  k={r.k:<3} speedup  V(k+1)/V(1)  best k  best speedup"]
+    lines += [
+        "",
+        f"predicted speedup over plain decoding at alpha = {r.alpha:.2f}",
+        f"batch  k={r.k:<3} speedup  V(k+1)/V(1)  best k  best speedup",
+    ]
     for p in r.predictions:
         mark = "  <- stops paying" if p.batch == r.stops_paying_at else ""
-        lines.append(f"{p.batch:>5}  {p.speedup:>13.2f}\u00d7  {p.verify_ratio:>11.2f}  {p.best_k:>6}  {p.best_speedup:>11.2f}\u00d7{mark}")
+        lines.append(
+            f"{p.batch:>5}  {p.speedup:>13.2f}\u00d7  {p.verify_ratio:>11.2f}  {p.best_k:>6}  {p.best_speedup:>11.2f}\u00d7{mark}"
+        )
     lines += [""] + explanation(r)
     return "\n".join(lines)
 
@@ -281,11 +322,17 @@ def _ints(text: str, name: str) -> list[int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", help="a model pair preset or 'DRAFT -> TARGET' (default: qwen-coder)")
-    parser.add_argument("--alpha", type=float, help="acceptance rate to predict with (default: measured by a short greedy run)")
+    parser.add_argument(
+        "--alpha", type=float, help="acceptance rate to predict with (default: measured by a short greedy run)"
+    )
     parser.add_argument("--k", type=int, default=4, help="draft length to predict for (default: %(default)s)")
     parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="(default: %(default)s)")
-    parser.add_argument("--pass-sizes", default=",".join(map(str, PASS_SIZES)), help="new tokens per sequence (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=REPEATS, help="timed passes per size; the median counts (default: %(default)s)")
+    parser.add_argument(
+        "--pass-sizes", default=",".join(map(str, PASS_SIZES)), help="new tokens per sequence (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=REPEATS, help="timed passes per size; the median counts (default: %(default)s)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -302,8 +349,16 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.k <= max(pass_sizes) - 1:
         raise UserError(f"--k must be from 1 to {max(pass_sizes) - 1}, the largest pass size less one (got {args.k})")
     pair = load(args.pair or DEFAULT_PAIR, with_draft=True, runtime=TORCH)  # batched passes are torch's (BATCHED)
-    return report(pair, alpha=args.alpha, k=args.k, batch_sizes=batch_sizes, pass_sizes=pass_sizes,
-                  repeats=args.repeats, as_json=args.json, out=sys.stdout)
+    return report(
+        pair,
+        alpha=args.alpha,
+        k=args.k,
+        batch_sizes=batch_sizes,
+        pass_sizes=pass_sizes,
+        repeats=args.repeats,
+        as_json=args.json,
+        out=sys.stdout,
+    )
 
 
 def measured_alpha(pair, k: int, max_new_tokens: int = 32) -> float:
@@ -319,8 +374,18 @@ def measured_alpha(pair, k: int, max_new_tokens: int = 32) -> float:
     return engine.run(pair, DEFAULT_ALPHA_PROMPT, settings).summary.acceptance_rate
 
 
-def report(pair, *, alpha: float | None, k: int, batch_sizes: Sequence[int] = BATCH_SIZES, pass_sizes: Sequence[int] = PASS_SIZES,
-           repeats: int = REPEATS, as_json: bool, out: TextIO, machine_kw: dict | None = None) -> int:
+def report(
+    pair,
+    *,
+    alpha: float | None,
+    k: int,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    pass_sizes: Sequence[int] = PASS_SIZES,
+    repeats: int = REPEATS,
+    as_json: bool,
+    out: TextIO,
+    machine_kw: dict | None = None,
+) -> int:
     """Measure, predict and print (the testable part of `run`)."""
     if not 1 <= k <= max(pass_sizes) - 1:
         raise UserError(f"--k must be from 1 to {max(pass_sizes) - 1}, the largest pass size less one (got {k})")

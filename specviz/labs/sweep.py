@@ -63,7 +63,9 @@ def parse_temperatures(text: str) -> list[float]:
     try:
         temps = [float(t) for t in str(text).replace(" ", "").split(",") if t != ""]
     except ValueError:
-        raise UserError(f"temperatures must be numbers separated by commas, like {DEFAULT_TEMPERATURES} (got {text!r})") from None
+        raise UserError(
+            f"temperatures must be numbers separated by commas, like {DEFAULT_TEMPERATURES} (got {text!r})"
+        ) from None
     if not temps:
         raise UserError(f"give at least one temperature, like {DEFAULT_TEMPERATURES}")
     limits.TEMPERATURES.check(len(temps))
@@ -98,8 +100,18 @@ def row_of(trace: Trace, temperature: float, cost_model: Mapping | None = None) 
     s = trace.summary
     plain_ms = plain_ms_per_token(trace, cost_model)
     speedup = getattr(s, "speedup_vs_plain", None) or (s.tokens_per_s * plain_ms / 1000 if plain_ms else 0.0)
-    return SweepRow(temperature, s.acceptance_rate, s.mean_overlap, s.tokens_per_round, s.tokens_per_s, float(speedup),
-                    float(plain_ms or 0.0), s.new_tokens, s.rounds, s.stop_reason)
+    return SweepRow(
+        temperature,
+        s.acceptance_rate,
+        s.mean_overlap,
+        s.tokens_per_round,
+        s.tokens_per_s,
+        float(speedup),
+        float(plain_ms or 0.0),
+        s.new_tokens,
+        s.rounds,
+        s.stop_reason,
+    )
 
 
 def sweep(
@@ -157,11 +169,17 @@ def sweep(
 def table(rows: Sequence[SweepRow]) -> str:
     lines = ["temperature  acceptance  overlap  tokens/round  tokens/s  speedup  tokens  stop"]
     for r in rows:
-        lines.append(f"{r.temperature:>11g}  {r.acceptance:>10.0%}  {r.mean_overlap:>7.2f}  {r.tokens_per_round:>12.2f}  "
-                     f"{r.tokens_per_s:>8.2f}  {r.speedup:>6.2f}\u00d7  {r.new_tokens:>6}  {r.stop_reason}")
+        lines.append(
+            f"{r.temperature:>11g}  {r.acceptance:>10.0%}  {r.mean_overlap:>7.2f}  {r.tokens_per_round:>12.2f}  "
+            f"{r.tokens_per_s:>8.2f}  {r.speedup:>6.2f}\u00d7  {r.new_tokens:>6}  {r.stop_reason}"
+        )
     if rows:
-        lines.append(f"speedup: tokens/s over plain decoding's {1000 / rows[0].plain_ms_per_token:.2f} tokens/s "
-                     f"(one target pass: {rows[0].plain_ms_per_token:.0f} ms)" if rows[0].plain_ms_per_token else "")
+        lines.append(
+            f"speedup: tokens/s over plain decoding's {1000 / rows[0].plain_ms_per_token:.2f} tokens/s "
+            f"(one target pass: {rows[0].plain_ms_per_token:.0f} ms)"
+            if rows[0].plain_ms_per_token
+            else ""
+        )
     return "\n".join(lines)
 
 
@@ -172,8 +190,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from specviz.engine import cli as generate_cli
 
     generate_cli.add_arguments(parser)
-    parser.add_argument("--temperatures", default=DEFAULT_TEMPERATURES,
-                        help="comma-separated temperatures, each run once (default: %(default)s; --temperature is ignored)")
+    parser.add_argument(
+        "--temperatures",
+        default=DEFAULT_TEMPERATURES,
+        help="comma-separated temperatures, each run once (default: %(default)s; --temperature is ignored)",
+    )
     parser.set_defaults(max_new_tokens=SWEEP_MAX_NEW_TOKENS)
 
 
@@ -192,12 +213,26 @@ def run(args: argparse.Namespace) -> int:
     needs_draft = settings.needs_draft
     if needs_draft and args.target and not args.draft:
         raise UserError(f"--target alone gives no draft model: add --draft SRC, or {no_draft_help(flag=True)}")
-    pair = load(spec, with_draft=needs_draft, device=args.device, dtype=args.dtype, int8_draft=False if args.fp32_draft else None)
+    pair = load(
+        spec,
+        with_draft=needs_draft,
+        device=args.device,
+        dtype=args.dtype,
+        int8_draft=False if args.fp32_draft else None,
+    )
     return report(pair, args.prompt, settings, temperatures, as_json=args.json, out=sys.stdout)
 
 
-def report(pair, prompt: str, settings: GenerationSettings, temperatures: Sequence[float], *, as_json: bool, out: TextIO,
-           cost_model: Mapping | None = None) -> int:
+def report(
+    pair,
+    prompt: str,
+    settings: GenerationSettings,
+    temperatures: Sequence[float],
+    *,
+    as_json: bool,
+    out: TextIO,
+    cost_model: Mapping | None = None,
+) -> int:
     """Run the sweep on a loaded pair and print it (the testable part of `run`)."""
     progress = None if as_json else (lambda f, m: print(f"  {f:4.0%} {m}", file=sys.stderr))
     result = sweep(pair, prompt, settings, temperatures, on_progress=progress, cost_model=cost_model)

@@ -58,11 +58,21 @@ def export(found: Found, fmt: str) -> Exported:
     out.notes.insert(0, f"k = {found.k}: {found.k_reason}.")
     if found.policy_mean_k is not None or found.hindsight_k is not None:
         mean = f"{found.policy_mean_k:.1f}" if found.policy_mean_k is not None else "none (no round drafted)"
-        best = "0 (plain decoding)" if found.hindsight_k == 0 else found.hindsight_k if found.hindsight_k is not None else "unknown"
-        out.notes.insert(1, f"The run's mean k over its drafting rounds: {mean}; the best fixed k in hindsight: {best}.")
+        best = (
+            "0 (plain decoding)"
+            if found.hindsight_k == 0
+            else found.hindsight_k
+            if found.hindsight_k is not None
+            else "unknown"
+        )
+        out.notes.insert(
+            1, f"The run's mean k over its drafting rounds: {mean}; the best fixed k in hindsight: {best}."
+        )
     if found.hindsight_k == 0:
-        out.notes.append("In the run this comes from, plain decoding was faster than drafting at every fixed k: "
-                         "measure on the engine's own hardware before keeping speculation on.")
+        out.notes.append(
+            "In the run this comes from, plain decoding was faster than drafting at every fixed k: "
+            "measure on the engine's own hardware before keeping speculation on."
+        )
     return out
 
 
@@ -71,7 +81,9 @@ def _lacks(fmt: str, language: str, found: Found, what: str) -> Exported:
 
 
 def _hub(found: Found, fmt: str) -> tuple[str, str | None]:
-    if not found.target.hub_id or (found.draft is not None and found.drafter in (MODEL, TREE) and not found.draft.hub_id):
+    if not found.target.hub_id or (
+        found.draft is not None and found.drafter in (MODEL, TREE) and not found.draft.hub_id
+    ):
         raise UserError(f"{fmt} loads models by Hub id or folder, and the pair {found.pair!r} names none")
     return found.target.hub_id, found.draft.hub_id if found.draft is not None else None
 
@@ -86,11 +98,17 @@ def _vllm(found: Found) -> Exported:
     elif found.drafter == SUFFIX:
         # vLLM's suffix decoding speculates up to this many tokens a step, as the run's tree had at most this many nodes.
         config = {"method": "suffix", "num_speculative_tokens": found.suffix_max_nodes or found.k}
-        notes.append("Suffix decoding needs Arctic Inference (pip install arctic-inference); vLLM's suffix trees also "
-                     "keep earlier requests' outputs, as the page's session does and the API's runs do not.")
+        notes.append(
+            "Suffix decoding needs Arctic Inference (pip install arctic-inference); vLLM's suffix trees also "
+            "keep earlier requests' outputs, as the page's session does and the API's runs do not."
+        )
     else:
-        config = {"method": "ngram", "num_speculative_tokens": found.k, "prompt_lookup_max": LOOKUP_MAX_NGRAM,
-                  "prompt_lookup_min": LOOKUP_MIN_NGRAM}
+        config = {
+            "method": "ngram",
+            "num_speculative_tokens": found.k,
+            "prompt_lookup_max": LOOKUP_MAX_NGRAM,
+            "prompt_lookup_min": LOOKUP_MIN_NGRAM,
+        }
     text = f"vllm serve {shlex.quote(target)} \\\n  --speculative-config {shlex.quote(json.dumps(config))}"
     return Exported("vllm", "bash", text, notes)
 
@@ -99,12 +117,16 @@ def _sglang(found: Found) -> Exported:
     target, draft = _hub(found, "SGLang")
     head = f"python -m sglang.launch_server --model-path {shlex.quote(target)}"
     if found.drafter == MODEL:
-        args = (f"--speculative-algorithm STANDALONE --speculative-draft-model-path {shlex.quote(draft)} "
-                f"--speculative-num-steps {found.k} --speculative-eagle-topk 1 --speculative-num-draft-tokens {found.k + 1}")
+        args = (
+            f"--speculative-algorithm STANDALONE --speculative-draft-model-path {shlex.quote(draft)} "
+            f"--speculative-num-steps {found.k} --speculative-eagle-topk 1 --speculative-num-draft-tokens {found.k + 1}"
+        )
     elif found.drafter == TREE:
-        args = (f"--speculative-algorithm STANDALONE --speculative-draft-model-path {shlex.quote(draft)} "
-                f"--speculative-num-steps {found.k} --speculative-eagle-topk {found.tree_width} "
-                f"--speculative-num-draft-tokens {found.tree_nodes + 1}")
+        args = (
+            f"--speculative-algorithm STANDALONE --speculative-draft-model-path {shlex.quote(draft)} "
+            f"--speculative-num-steps {found.k} --speculative-eagle-topk {found.tree_width} "
+            f"--speculative-num-draft-tokens {found.tree_nodes + 1}"
+        )
     elif found.drafter == LOOKUP:
         args = f"--speculative-algorithm NGRAM --speculative-num-draft-tokens {found.k + 1}"
     else:
@@ -123,19 +145,28 @@ def _llamacpp(found: Found) -> Exported:
         args = f"-md {shlex.quote(found.draft.gguf)} --spec-type draft-simple --spec-draft-n-max {found.k} --spec-draft-n-min 0"
     else:
         args = f"--spec-type ngram-simple --spec-ngram-simple-size-n {LOOKUP_MAX_NGRAM} --spec-ngram-simple-size-m {found.k}"
-    return Exported("llamacpp", "bash", f"{head} \\\n  {args} --port 8080",
-                    ["Each /completion response's timings carry draft_n and draft_n_accepted: "
-                     "`python -m specviz metrics` reads them back."])
+    return Exported(
+        "llamacpp",
+        "bash",
+        f"{head} \\\n  {args} --port 8080",
+        [
+            "Each /completion response's timings carry draft_n and draft_n_accepted: "
+            "`python -m specviz metrics` reads them back."
+        ],
+    )
 
 
 def _transformers(found: Found) -> Exported:
     target, draft = _hub(found, "transformers")
-    lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", "",
-             f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
-             f"model = AutoModelForCausalLM.from_pretrained({target!r})"]
+    lines = [
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        "",
+        f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
+        f"model = AutoModelForCausalLM.from_pretrained({target!r})",
+    ]
     if found.drafter == MODEL:
         lines.append(f"assistant = AutoModelForCausalLM.from_pretrained({draft!r})")
-        kwargs = f"assistant_model=assistant, num_assistant_tokens={found.k}, num_assistant_tokens_schedule=\"constant\""
+        kwargs = f'assistant_model=assistant, num_assistant_tokens={found.k}, num_assistant_tokens_schedule="constant"'
     elif found.drafter == LOOKUP:
         kwargs = f"prompt_lookup_num_tokens={found.k}"
     elif found.drafter == EARLY_EXIT:
@@ -143,12 +174,19 @@ def _transformers(found: Found) -> Exported:
     else:
         return _lacks("transformers", "python", found, "transformers' generate")
     sampling = "do_sample=False" if found.temperature == 0 else f"do_sample=True, temperature={found.temperature}"
-    lines += ["", "inputs = tokenizer.apply_chat_template([{\"role\": \"user\", \"content\": PROMPT}], add_generation_prompt=True,",
-              "                                       return_tensors=\"pt\", return_dict=True)",
-              f"out = model.generate(**inputs, max_new_tokens=MAX_NEW_TOKENS, {sampling}, {kwargs})",
-              "print(tokenizer.decode(out[0, inputs[\"input_ids\"].shape[1]:], skip_special_tokens=True))"]
-    return Exported("transformers", "python", "PROMPT = \"Write a Python function that reverses a string.\"\n"
-                    "MAX_NEW_TOKENS = 64\n" + "\n".join(lines), [])
+    lines += [
+        "",
+        'inputs = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,',
+        '                                       return_tensors="pt", return_dict=True)',
+        f"out = model.generate(**inputs, max_new_tokens=MAX_NEW_TOKENS, {sampling}, {kwargs})",
+        'print(tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))',
+    ]
+    return Exported(
+        "transformers",
+        "python",
+        'PROMPT = "Write a Python function that reverses a string."\nMAX_NEW_TOKENS = 64\n' + "\n".join(lines),
+        [],
+    )
 
 
 def _llama_cpp_python(found: Found) -> Exported:
@@ -156,18 +194,25 @@ def _llama_cpp_python(found: Found) -> Exported:
         return _lacks("llama-cpp-python", "python", found, "llama-cpp-python (its only drafter is prompt lookup)")
     if not found.target.gguf:
         raise UserError(f"llama-cpp-python runs GGUF files, and the pair {found.pair!r} has none")
-    text = "\n".join([
-        "from llama_cpp import Llama",
-        "from llama_cpp.llama_speculative import LlamaPromptLookupDecoding",
-        "",
-        f"llm = Llama(model_path={found.target.gguf!r}, n_ctx=4096, verbose=False,",
-        f"            draft_model=LlamaPromptLookupDecoding(max_ngram_size={LOOKUP_MAX_NGRAM}, num_pred_tokens={found.k}))",
-        "out = llm.create_chat_completion([{\"role\": \"user\", \"content\": \"Write a Python function that reverses a string.\"}],",
-        f"                                 max_tokens=64, temperature={found.temperature})",
-        "print(out[\"choices\"][0][\"message\"][\"content\"])",
-    ])
+    text = "\n".join(
+        [
+            "from llama_cpp import Llama",
+            "from llama_cpp.llama_speculative import LlamaPromptLookupDecoding",
+            "",
+            f"llm = Llama(model_path={found.target.gguf!r}, n_ctx=4096, verbose=False,",
+            f"            draft_model=LlamaPromptLookupDecoding(max_ngram_size={LOOKUP_MAX_NGRAM}, num_pred_tokens={found.k}))",
+            'out = llm.create_chat_completion([{"role": "user", "content": "Write a Python function that reverses a string."}],',
+            f"                                 max_tokens=64, temperature={found.temperature})",
+            'print(out["choices"][0]["message"]["content"])',
+        ]
+    )
     return Exported("llama-cpp-python", "python", text, [])
 
 
-_MAKERS = {"vllm": _vllm, "sglang": _sglang, "llamacpp": _llamacpp, "transformers": _transformers,
-           "llama-cpp-python": _llama_cpp_python}
+_MAKERS = {
+    "vllm": _vllm,
+    "sglang": _sglang,
+    "llamacpp": _llamacpp,
+    "transformers": _transformers,
+    "llama-cpp-python": _llama_cpp_python,
+}

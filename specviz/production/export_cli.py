@@ -15,15 +15,20 @@ from specviz.choices import DRAFTERS, FIXED
 from specviz.settings import DEFAULTS, GenerationSettings, default_k
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from specviz.production.export import FORMATS
 
     parser.add_argument("--format", required=True, choices=FORMATS, help="the engine to export to")
-    parser.add_argument("--trace", metavar="FILE", help="a speculative run's trace (generate --json, or the page's download)")
+    parser.add_argument(
+        "--trace", metavar="FILE", help="a speculative run's trace (generate --json, or the page's download)"
+    )
     parser.add_argument("--pair", default=None, help="a model pair preset, without --trace (default: qwen-coder)")
-    parser.add_argument("--drafter", choices=DRAFTERS.names, default=DEFAULTS.drafter, help="without --trace (default: %(default)s)")
-    parser.add_argument("--k", type=int, default=default_k(FIXED), help="draft length, without --trace (default: %(default)s)")
+    parser.add_argument(
+        "--drafter", choices=DRAFTERS.names, default=DEFAULTS.drafter, help="without --trace (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--k", type=int, default=default_k(FIXED), help="draft length, without --trace (default: %(default)s)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object: format, language, text, notes")
 
 

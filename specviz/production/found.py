@@ -17,6 +17,7 @@ from specviz.events import Event, Trace
 from specviz.choices import FIXED, SPECULATIVE
 from specviz.settings import MAX_K, GenerationSettings, default_k
 
+
 @dataclass
 class Model:
     label: str
@@ -97,22 +98,45 @@ def from_trace(trace: Trace) -> Found:
         k, why = max(1, round(mean_k or 1)), "the run's mean k (no fixed k paid in it)"
     else:
         k = default_k(FIXED)
-        why = ("the run drafted nothing to learn from (its policy found plain decoding faster), so the fixed policy's "
-               "default")
+        why = (
+            "the run drafted nothing to learn from (its policy found plain decoding faster), so the fixed policy's "
+            "default"
+        )
     target, draft = models_of(trace.pair)
-    return Found(pair=trace.pair, target=target, draft=draft, drafter=drafter, k=k, k_reason=why, policy_mean_k=mean_k,
-                 hindsight_k=hindsight, temperature=float(s.get("temperature", 0.0)), tree_nodes=int(s.get("tree_nodes", 0)),
-                 tree_width=int(s.get("tree_width", 0)), early_exit_layers=int(s.get("early_exit_layers") or 0),
-                 suffix_max_nodes=int(s.get("suffix_max_nodes") or 0), runtime=str(trace.meta.get("runtime", "")))
+    return Found(
+        pair=trace.pair,
+        target=target,
+        draft=draft,
+        drafter=drafter,
+        k=k,
+        k_reason=why,
+        policy_mean_k=mean_k,
+        hindsight_k=hindsight,
+        temperature=float(s.get("temperature", 0.0)),
+        tree_nodes=int(s.get("tree_nodes", 0)),
+        tree_width=int(s.get("tree_width", 0)),
+        early_exit_layers=int(s.get("early_exit_layers") or 0),
+        suffix_max_nodes=int(s.get("suffix_max_nodes") or 0),
+        runtime=str(trace.meta.get("runtime", "")),
+    )
 
 
 def from_settings(pair: str, settings: GenerationSettings) -> Found:
     """What to export with no run to learn from: the settings' drafter and k as they are."""
     target, draft = models_of(pair)
-    return Found(pair=pair, target=target, draft=draft, drafter=settings.drafter, k=settings.k,
-                 k_reason="the k given (no run's trace to learn from)", temperature=settings.temperature,
-                 tree_nodes=settings.tree_nodes, tree_width=settings.tree_width,
-                 early_exit_layers=settings.early_exit_layers or 0, suffix_max_nodes=settings.suffix_max_nodes)
+    return Found(
+        pair=pair,
+        target=target,
+        draft=draft,
+        drafter=settings.drafter,
+        k=settings.k,
+        k_reason="the k given (no run's trace to learn from)",
+        temperature=settings.temperature,
+        tree_nodes=settings.tree_nodes,
+        tree_width=settings.tree_width,
+        early_exit_layers=settings.early_exit_layers or 0,
+        suffix_max_nodes=settings.suffix_max_nodes,
+    )
 
 
 def read_trace(path: str | Path) -> Trace:

@@ -32,7 +32,9 @@ class Cost:
 def typed_cost(target_ms: float, draft_ms: float = 0.0, verify_ms: float | None = None) -> Cost:
     """A cost model typed in: T, D, and one pass over k + 1 tokens (default T: a GPU's flat
     curve, where verifying a few tokens costs what one does)."""
-    for name, v in (("T", target_ms), ("D", draft_ms)) + ((("the verify pass", verify_ms),) if verify_ms is not None else ()):
+    for name, v in (("T", target_ms), ("D", draft_ms)) + (
+        (("the verify pass", verify_ms),) if verify_ms is not None else ()
+    ):
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise UserError(f"{name} must be a finite number of ms, 0 or more (got {v!r})")
     if target_ms <= 0:
@@ -40,18 +42,27 @@ def typed_cost(target_ms: float, draft_ms: float = 0.0, verify_ms: float | None 
     if verify_ms is not None and verify_ms <= 0:
         raise UserError("a verify pass must cost above 0 ms")
     v = target_ms if verify_ms is None else verify_ms
-    return Cost(target_ms, draft_ms, lambda n: target_ms if n <= 1 else v,
-                f"typed in: T = {target_ms:g} ms, D = {draft_ms:g} ms, a verify pass {v:g} ms")
+    return Cost(
+        target_ms,
+        draft_ms,
+        lambda n: target_ms if n <= 1 else v,
+        f"typed in: T = {target_ms:g} ms, D = {draft_ms:g} ms, a verify pass {v:g} ms",
+    )
 
 
 def measured_cost(cost_model, where: str) -> Cost:
     """The cost model measured on a loaded pair (`drafters.cost_model.CostModel`)."""
-    return Cost(cost_model.target, cost_model.draft, cost_model.verify_ms,
-                f"measured on {where}: T = {cost_model.target:.1f} ms, D = {cost_model.draft:.1f} ms, V(n) as timed")
+    return Cost(
+        cost_model.target,
+        cost_model.draft,
+        cost_model.verify_ms,
+        f"measured on {where}: T = {cost_model.target:.1f} ms, D = {cost_model.draft:.1f} ms, V(n) as timed",
+    )
 
 
-def cost_of(*, target_ms: float | None = None, draft_ms: float = 0.0, verify_ms: float | None = None,
-            pair: str | None = None) -> Cost | None:
+def cost_of(
+    *, target_ms: float | None = None, draft_ms: float = 0.0, verify_ms: float | None = None, pair: str | None = None
+) -> Cost | None:
     """The command line's cost: typed in, or the named pair's measured on this machine."""
     if target_ms is not None:
         return typed_cost(target_ms, draft_ms, verify_ms)
@@ -72,8 +83,12 @@ class Judgement:
     verdict: str
 
     def to_dict(self) -> dict:
-        return {**self.counts.to_dict(), "cost_model": self.cost.source if self.cost else None,
-                "predicted_speedup": self.speedup, "verdict": self.verdict}
+        return {
+            **self.counts.to_dict(),
+            "cost_model": self.cost.source if self.cost else None,
+            "predicted_speedup": self.speedup,
+            "verdict": self.verdict,
+        }
 
     def lines(self) -> list[str]:
         c = self.counts
@@ -84,13 +99,17 @@ class Judgement:
         if c.passes is not None:
             out.append(f"  target passes: {c.passes}")
         if c.draft_tokens is not None:
-            out.append(f"  drafted tokens: {c.draft_tokens}, accepted: {c.accepted}"
-                       + (f" ({c.acceptance_rate:.3f})" if c.acceptance_rate is not None else ""))
+            out.append(
+                f"  drafted tokens: {c.draft_tokens}, accepted: {c.accepted}"
+                + (f" ({c.acceptance_rate:.3f})" if c.acceptance_rate is not None else "")
+            )
         else:
             out.append(f"  accepted drafted tokens: {c.accepted}")
         if c.mean_length_with_bonus is not None:
-            out.append(f"  mean acceptance length: {c.mean_length_with_bonus:.3f} with the bonus token, "
-                       f"{c.mean_length_without_bonus:.3f} without")
+            out.append(
+                f"  mean acceptance length: {c.mean_length_with_bonus:.3f} with the bonus token, "
+                f"{c.mean_length_without_bonus:.3f} without"
+            )
         if c.unconditional is not None:
             out.append("  acceptance by position (unconditional): " + ", ".join(f"{r:.3f}" for r in c.unconditional))
             out.append("  acceptance by position (conditional):   " + ", ".join(f"{r:.3f}" for r in c.conditional))
@@ -105,15 +124,21 @@ def judge(c: Counts, cost: Cost | None) -> Judgement:
     """The counts, the speedup they predict under `cost`, and a verdict in words."""
     length, k = c.mean_length_with_bonus, c.k
     if cost is None:
-        return Judgement(c, None, None, "No cost model: give T and D (--target-ms, --draft-ms) or a pair (--pair) "
-                                        "to predict the speedup.")
+        return Judgement(
+            c,
+            None,
+            None,
+            "No cost model: give T and D (--target-ms, --draft-ms) or a pair (--pair) to predict the speedup.",
+        )
     if length is None or k is None:
         return Judgement(c, cost, None, "These counts lack the steps or the drafted tokens a speedup needs.")
     n = max(1, math.ceil(k + 1 - 1e-9))
     step_ms = k * cost.draft_ms + cost.verify_ms(n)
     speed = length * cost.target_ms / step_ms
-    because = (f"each step yields {length:.2f} tokens for {step_ms / cost.target_ms:.2f} one-token passes "
-               f"(k = {k:.2f} drafts at {cost.draft_ms:.1f} ms and a pass over {n} tokens at {cost.verify_ms(n):.1f} ms)")
+    because = (
+        f"each step yields {length:.2f} tokens for {step_ms / cost.target_ms:.2f} one-token passes "
+        f"(k = {k:.2f} drafts at {cost.draft_ms:.1f} ms and a pass over {n} tokens at {cost.verify_ms(n):.1f} ms)"
+    )
     if speed > 1 + EVEN:
         words = f"This drafter helps: {speed:.2f}x plain decoding, because {because}."
     elif speed < 1 - EVEN:

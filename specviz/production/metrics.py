@@ -103,17 +103,33 @@ class Counts:
             return None
         accepted = np.array(self.per_position, int)
         reached = np.array([self.steps] + self.per_position[:-1], int)
-        return PositionStats(np.full(len(accepted), self.steps), reached, accepted,
-                             float(accepted.sum() / reached.sum()) if reached.sum() else 0.0)
+        return PositionStats(
+            np.full(len(accepted), self.steps),
+            reached,
+            accepted,
+            float(accepted.sum() / reached.sum()) if reached.sum() else 0.0,
+        )
 
     def to_dict(self) -> dict:
-        return {"engine": self.engine, "source": self.source, "model": self.model, "steps": self.steps,
-                "draft_tokens": self.draft_tokens, "accepted": self.accepted, "per_position": self.per_position,
-                "histogram": self.histogram, "passes": self.passes, "tokens": self.tokens,
-                "acceptance_rate": self.acceptance_rate, "mean_acceptance_length": self.mean_length_with_bonus,
-                "mean_accepted_drafts": self.mean_length_without_bonus, "k": self.k,
-                "unconditional_by_position": self.unconditional, "conditional_by_position": self.conditional,
-                "notes": self.notes}
+        return {
+            "engine": self.engine,
+            "source": self.source,
+            "model": self.model,
+            "steps": self.steps,
+            "draft_tokens": self.draft_tokens,
+            "accepted": self.accepted,
+            "per_position": self.per_position,
+            "histogram": self.histogram,
+            "passes": self.passes,
+            "tokens": self.tokens,
+            "acceptance_rate": self.acceptance_rate,
+            "mean_acceptance_length": self.mean_length_with_bonus,
+            "mean_accepted_drafts": self.mean_length_without_bonus,
+            "k": self.k,
+            "unconditional_by_position": self.unconditional,
+            "conditional_by_position": self.conditional,
+            "notes": self.notes,
+        }
 
 
 def read(text: str | bytes) -> list[Counts]:
@@ -123,7 +139,9 @@ def read(text: str | bytes) -> list[Counts]:
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise MetricsError("the file is not UTF-8 text: paste Prometheus text or an engine's JSON response") from None
+            raise MetricsError(
+                "the file is not UTF-8 text: paste Prometheus text or an engine's JSON response"
+            ) from None
     text = text.strip()
     if not text:
         raise MetricsError("nothing to read: paste Prometheus text from /metrics or an engine's JSON response")
@@ -181,8 +199,10 @@ def _loads(text: str):
 def _from_json(objects: list) -> Counts:
     found = [c for c in (_one_json(o) for o in objects) if c is not None]
     if not found:
-        raise MetricsError("no speculative metrics in this JSON: expected vLLM's metrics.speculative_decoding, "
-                           "SGLang's meta_info.spec_verify_ct, or llama.cpp's timings.draft_n")
+        raise MetricsError(
+            "no speculative metrics in this JSON: expected vLLM's metrics.speculative_decoding, "
+            "SGLang's meta_info.spec_verify_ct, or llama.cpp's timings.draft_n"
+        )
     engines = {c.engine for c in found}
     if len(engines) > 1:
         raise MetricsError(f"responses from several engines at once ({', '.join(sorted(engines))}): read one at a time")
@@ -220,7 +240,9 @@ def _vllm_request(spec: dict, engine: str, model: str) -> Counts:
     if not isinstance(spec, dict):
         raise MetricsError("metrics.speculative_decoding is not an object")
     where = "metrics.speculative_decoding"
-    steps, drafted, accepted = (_int(spec, k, where) for k in ("num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens"))
+    steps, drafted, accepted = (
+        _int(spec, k, where) for k in ("num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens")
+    )
     hist = spec.get("acceptance_histogram")
     histogram = per_position = None
     if isinstance(hist, list):
@@ -232,8 +254,16 @@ def _vllm_request(spec: dict, engine: str, model: str) -> Counts:
         per_position = [int(n) for n in at_least[1:]]
         if sum(hist) != steps:
             raise MetricsError(f"{where}: acceptance_histogram counts {sum(hist)} steps, num_spec_steps says {steps}")
-    return Counts(engine, "per-request metrics JSON", model, steps=steps, draft_tokens=drafted, accepted=accepted,
-                  per_position=per_position, histogram=histogram)
+    return Counts(
+        engine,
+        "per-request metrics JSON",
+        model,
+        steps=steps,
+        draft_tokens=drafted,
+        accepted=accepted,
+        per_position=per_position,
+        histogram=histogram,
+    )
 
 
 def _sglang(meta: dict) -> Counts:
@@ -242,10 +272,21 @@ def _sglang(meta: dict) -> Counts:
     accepted = max(0, tokens - steps)
     rate = meta.get("spec_accept_rate")
     drafted = round(accepted / rate) if isinstance(rate, (int, float)) and rate > 0 else None
-    notes = [] if drafted is not None else ["SGLang's meta_info gives no drafted-token count (spec_accept_rate): "
-                                            "the acceptance rate is left out"]
-    return Counts("SGLang", "meta_info", str(meta.get("model") or ""), steps=steps, draft_tokens=drafted,
-                  accepted=accepted, tokens=tokens, notes=notes)
+    notes = (
+        []
+        if drafted is not None
+        else ["SGLang's meta_info gives no drafted-token count (spec_accept_rate): the acceptance rate is left out"]
+    )
+    return Counts(
+        "SGLang",
+        "meta_info",
+        str(meta.get("model") or ""),
+        steps=steps,
+        draft_tokens=drafted,
+        accepted=accepted,
+        tokens=tokens,
+        notes=notes,
+    )
 
 
 def _llamacpp_response(t: dict, model: str) -> Counts:
@@ -253,10 +294,20 @@ def _llamacpp_response(t: dict, model: str) -> Counts:
     accepted = _int(t, "draft_n_accepted", "timings")
     tokens = _int(t, "predicted_n", "timings") if "predicted_n" in t else None
     passes = tokens - accepted if tokens is not None else None
-    notes = ["llama.cpp's response counts drafted and accepted tokens, not the steps that drafted: "
-             "lengths are per target pass, drafting or not, and the per-position rates come from /metrics"]
-    return Counts("llama.cpp", "/completion response timings", model, draft_tokens=drafted, accepted=accepted,
-                  passes=passes, tokens=tokens, notes=notes)
+    notes = [
+        "llama.cpp's response counts drafted and accepted tokens, not the steps that drafted: "
+        "lengths are per target pass, drafting or not, and the per-position rates come from /metrics"
+    ]
+    return Counts(
+        "llama.cpp",
+        "/completion response timings",
+        model,
+        draft_tokens=drafted,
+        accepted=accepted,
+        passes=passes,
+        tokens=tokens,
+        notes=notes,
+    )
 
 
 def _sum(found: list[Counts]) -> Counts:
@@ -272,9 +323,18 @@ def _sum(found: list[Counts]) -> Counts:
     if all(c.per_position is not None for c in found):
         n = max(len(c.per_position) for c in found)
         per_pos = [sum(c.per_position[i] for c in found if i < len(c.per_position)) for i in range(n)]
-    return Counts(first.engine, f"{len(found)} {first.source}s", first.model, steps=total("steps"),
-                  draft_tokens=total("draft_tokens"), accepted=sum(c.accepted for c in found), per_position=per_pos,
-                  passes=total("passes"), tokens=total("tokens"), notes=list(dict.fromkeys(n for c in found for n in c.notes)))
+    return Counts(
+        first.engine,
+        f"{len(found)} {first.source}s",
+        first.model,
+        steps=total("steps"),
+        draft_tokens=total("draft_tokens"),
+        accepted=sum(c.accepted for c in found),
+        per_position=per_pos,
+        passes=total("passes"),
+        tokens=total("tokens"),
+        notes=list(dict.fromkeys(n for c in found for n in c.notes)),
+    )
 
 
 # --- Prometheus text ----------------------------------------------------------------------
@@ -283,8 +343,12 @@ _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(
 # One label, matched where the last one ended (a scan from every offset would be quadratic).
 _LABEL = re.compile(r'\s*(\w+)\s*=\s*"((?:[^"\\]|\\.)*+)"\s*,?')
 _PREFIXES = {"vllm:": "vLLM", "llamacpp:": "llama.cpp"}
-_NAMES = ("spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens",
-          "spec_decode_num_accepted_tokens_per_pos")
+_NAMES = (
+    "spec_decode_num_drafts",
+    "spec_decode_num_draft_tokens",
+    "spec_decode_num_accepted_tokens",
+    "spec_decode_num_accepted_tokens_per_pos",
+)
 
 
 def _from_prometheus(text: str) -> list[Counts]:
@@ -307,7 +371,7 @@ def _from_prometheus(text: str) -> list[Counts]:
         prefix = next((p for p in _PREFIXES if name.startswith(p)), None)
         if prefix is None:
             continue
-        base = name[len(prefix):].removesuffix("_total")
+        base = name[len(prefix) :].removesuffix("_total")
         if base not in _NAMES:
             continue
         if not 0 <= value < float("inf"):
@@ -321,8 +385,10 @@ def _from_prometheus(text: str) -> list[Counts]:
         series.setdefault(key, []).append(value)
     if not series:
         what = "no speculative decoding counters" if seen_any else "neither JSON nor Prometheus text"
-        raise MetricsError(f"{what}: expected vllm:spec_decode_num_drafts (vLLM) or llamacpp:spec_decode_num_drafts "
-                           "(llama-server --metrics)")
+        raise MetricsError(
+            f"{what}: expected vllm:spec_decode_num_drafts (vLLM) or llamacpp:spec_decode_num_drafts "
+            "(llama-server --metrics)"
+        )
     out = []
     for engine, model in sorted({(k[0], k[1]) for k in series}):
         out.append(_model_counts(engine, model, {k: v for k, v in series.items() if k[0] == engine and k[1] == model}))
@@ -348,8 +414,10 @@ def _model_counts(engine: str, model: str, series: dict) -> Counts:
         if len(values) == 1:
             return values[0]
         if values[-1] < values[0]:
-            notes.append("a counter went down between the two scrapes (the engine restarted): its later value is "
-                         "what it counted since")
+            notes.append(
+                "a counter went down between the two scrapes (the engine restarted): its later value is "
+                "what it counted since"
+            )
             return values[-1]
         return values[-1] - values[0]
 
@@ -373,5 +441,13 @@ def _model_counts(engine: str, model: str, series: dict) -> Counts:
         notes.append(f"no {_NAMES[3]} series: acceptance by position is left out")
     if any(len(v) > 1 for v in series.values()):
         notes.insert(0, "two scrapes: the counts between them")
-    return Counts(engine, "Prometheus /metrics", model, steps=steps, draft_tokens=drafted, accepted=accepted,
-                  per_position=per_position, notes=list(dict.fromkeys(notes)))
+    return Counts(
+        engine,
+        "Prometheus /metrics",
+        model,
+        steps=steps,
+        draft_tokens=drafted,
+        accepted=accepted,
+        per_position=per_position,
+        notes=list(dict.fromkeys(notes)),
+    )

@@ -14,7 +14,6 @@ import os
 import sys
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="the payload: a file, or - for standard input")
     parser.add_argument("--target-ms", type=float, help="T: a one-token pass of the target, ms")
@@ -41,8 +40,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UserError(f"cannot read {args.file}: {e.strerror}") from None
     if len(data) == most:
-        METRICS_BYTES.check(os.path.getsize(args.file) if args.file != "-" else most,
-                            args.file if args.file != "-" else "standard input (read so far)")
+        METRICS_BYTES.check(
+            os.path.getsize(args.file) if args.file != "-" else most,
+            args.file if args.file != "-" else "standard input (read so far)",
+        )
     counts = read(data)
     cost = cost_of(target_ms=args.target_ms, draft_ms=args.draft_ms, verify_ms=args.verify_ms, pair=args.pair)
     results = [judge(c, cost) for c in counts]

@@ -31,12 +31,23 @@ from specviz.viz.palette import empty_figure, style_figure
 from specviz.viz.pass_cost import pass_cost_figure, runtime_curves
 from specviz.viz.prediction import Prediction, gap_explanation, predict, prediction_html
 from specviz.viz.race import (
-    REPLAY_FRAME_S, comparison_html, identity_check, identity_html, race_end_s, race_frame, replay_times,
+    REPLAY_FRAME_S,
+    comparison_html,
+    identity_check,
+    identity_html,
+    race_end_s,
+    race_frame,
+    replay_times,
     tokens_vs_time_figure,
 )
 from specviz.viz.speculation_note import speculation_note_html
 from specviz.viz.stats_plots import acceptance_by_position_figure, accepted_length_figure, speedup_comparison_figure
-from specviz.viz.theory_plots import speedup_heatmap_figure, speedup_vs_k_figure, theory_text_html, tokens_per_round_figure
+from specviz.viz.theory_plots import (
+    speedup_heatmap_figure,
+    speedup_vs_k_figure,
+    theory_text_html,
+    tokens_per_round_figure,
+)
 from specviz.viz.timeline import round_timeline_figure
 from specviz.viz.tokens import legend_html, tokens_html
 

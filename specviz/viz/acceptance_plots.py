@@ -17,45 +17,76 @@ from plotly.subplots import make_subplots
 
 from specviz.acceptance import Hindsight, PositionStats, departure_words, length_stats, position_stats
 from specviz.events import Event
-from specviz.viz.palette import ACCEPTED, BONUS, DRAFT, NEUTRAL, REJECTED, TARGET, empty_figure, style_figure, whole_dtick
+from specviz.viz.palette import (
+    ACCEPTED,
+    BONUS,
+    DRAFT,
+    NEUTRAL,
+    REJECTED,
+    TARGET,
+    empty_figure,
+    style_figure,
+    whole_dtick,
+)
 from specviz.viz.stats_plots import accepted_length_figure
 from specviz.viz.text import esc
 
 
-def position_rates_figure(events: Iterable[Event], title: str | None = "Acceptance by position: both definitions") -> go.Figure:
+def position_rates_figure(
+    events: Iterable[Event], title: str | None = "Acceptance by position: both definitions"
+) -> go.Figure:
     """Bars: the conditional rate (accepted / reached) and the unconditional one (accepted /
     rounds that drafted that far, as vLLM and llama.cpp log it) at each draft position.
     Lines: what independent acceptances at the run's alpha predict, alpha and alpha^i."""
     return position_stats_figure(position_stats(events), title)
 
 
-def position_stats_figure(s: PositionStats, title: str | None = "Acceptance by position: both definitions") -> go.Figure:
+def position_stats_figure(
+    s: PositionStats, title: str | None = "Acceptance by position: both definitions"
+) -> go.Figure:
     """`position_rates_figure` from counts by position (a run's, or an engine's read back)."""
     if s.reached.sum() == 0:
         return empty_figure("No drafts judged yet", title)
     pos = s.positions
     fig = go.Figure()
     fig.add_bar(
-        x=pos, y=s.conditional, name="conditional", marker_color=ACCEPTED,
+        x=pos,
+        y=s.conditional,
+        name="conditional",
+        marker_color=ACCEPTED,
         customdata=np.stack([s.accepted, s.reached], axis=-1),
         hovertemplate="position %{x}: %{customdata[0]} accepted of %{customdata[1]} that got there (%{y:.0%})<extra></extra>",
     )
     fig.add_bar(
-        x=pos, y=s.unconditional, name="unconditional (vLLM)", marker_color=BONUS,
+        x=pos,
+        y=s.unconditional,
+        name="unconditional (vLLM)",
+        marker_color=BONUS,
         customdata=np.stack([s.accepted, s.drafted], axis=-1),
         hovertemplate="position %{x}: %{customdata[0]} accepted of %{customdata[1]} rounds that drafted it (%{y:.0%})<extra></extra>",
     )
     fig.add_scatter(
-        x=pos, y=s.predicted_conditional, name=f"model \u03b1 = {s.alpha:.2f}", mode="lines",
-        line={"color": NEUTRAL, "dash": "dash"}, hovertemplate="model, conditional: %{y:.0%}<extra></extra>",
+        x=pos,
+        y=s.predicted_conditional,
+        name=f"model \u03b1 = {s.alpha:.2f}",
+        mode="lines",
+        line={"color": NEUTRAL, "dash": "dash"},
+        hovertemplate="model, conditional: %{y:.0%}<extra></extra>",
     )
     fig.add_scatter(
-        x=pos, y=s.predicted_unconditional, name="model \u03b1^i", mode="lines+markers",
-        line={"color": NEUTRAL, "dash": "dot"}, marker={"color": NEUTRAL, "size": 6},
+        x=pos,
+        y=s.predicted_unconditional,
+        name="model \u03b1^i",
+        mode="lines+markers",
+        line={"color": NEUTRAL, "dash": "dot"},
+        marker={"color": NEUTRAL, "size": 6},
         hovertemplate="model, unconditional: %{y:.0%}<extra></extra>",
     )
-    fig.update_layout(barmode="group", xaxis={"title": "position in the draft", "dtick": 1},
-                      yaxis={"title": "acceptance", "range": [0, 1.05], "tickformat": ".0%"})
+    fig.update_layout(
+        barmode="group",
+        xaxis={"title": "position in the draft", "dtick": 1},
+        yaxis={"title": "acceptance", "range": [0, 1.05], "tickformat": ".0%"},
+    )
     return style_figure(fig, title)
 
 
@@ -64,7 +95,9 @@ def lengths_figure(events: Iterable[Event], title: str | None = "Drafts accepted
     run's measured acceptance (stats_plots draws it)."""
     events = list(events)
     alpha = position_stats(events).alpha
-    return accepted_length_figure(events, alpha=alpha, title=title, model_name=f"truncated geometric, measured \u03b1 = {alpha:.2f}")
+    return accepted_length_figure(
+        events, alpha=alpha, title=title, model_name=f"truncated geometric, measured \u03b1 = {alpha:.2f}"
+    )
 
 
 def lengths_html(events: Iterable[Event]) -> str:
@@ -81,38 +114,62 @@ def lengths_html(events: Iterable[Event]) -> str:
     ]
     head = "<tr><th></th><th>measured</th><th>geometric model</th></tr>"
     table = head + "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
-    note = (f"Over {ls.rounds} finished rounds that drafted. The model accepts each draft independently with "
-            f"probability \u03b1 = {ls.alpha:.2f}, the run's measured acceptance (accepted / judged drafts).")
+    note = (
+        f"Over {ls.rounds} finished rounds that drafted. The model accepts each draft independently with "
+        f"probability \u03b1 = {ls.alpha:.2f}, the run's measured acceptance (accepted / judged drafts)."
+    )
     words = "".join(f"<p>{esc(w)}</p>" for w in departure_words(events))
     return f'<div class="specviz-text"><table class="specviz-table">{table}</table><p class="sv-muted">{esc(note)}</p>{words}</div>'
 
 
-def hindsight_figure(h: Hindsight | None, title: str | None = "Draft length: the policy's and hindsight's") -> go.Figure:
+def hindsight_figure(
+    h: Hindsight | None, title: str | None = "Draft length: the policy's and hindsight's"
+) -> go.Figure:
     """Per round: the k the policy drafted (bars), the drafts accepted (dashes) and the k' that
     would have given the most tokens per ms (diamonds)."""
     if h is None or not h.rounds:
         return empty_figure("No rounds with a cost model to judge them by", title)
     x = [r.index for r in h.rounds]
     fig = go.Figure()
-    fig.add_bar(x=x, y=[r.drafted for r in h.rounds], name="drafted (the policy's k)", marker_color=DRAFT, opacity=0.55,
-                hovertemplate="round %{x}: drafted %{y}<extra></extra>")
-    fig.add_scatter(x=x, y=[r.accepted for r in h.rounds], name="accepted", mode="markers",
-                    marker={"symbol": "line-ew-open", "size": 16, "line": {"width": 3, "color": ACCEPTED}},
-                    hovertemplate="round %{x}: accepted %{y}<extra></extra>")
-    fig.add_scatter(x=x, y=[r.best_k for r in h.rounds], name="best k in hindsight", mode="markers",
-                    marker={"symbol": "diamond", "size": 9, "color": TARGET},
-                    customdata=[("capped at its length" if r.capped else "") for r in h.rounds],
-                    hovertemplate="round %{x}: best k' %{y} %{customdata}<extra></extra>")
+    fig.add_bar(
+        x=x,
+        y=[r.drafted for r in h.rounds],
+        name="drafted (the policy's k)",
+        marker_color=DRAFT,
+        opacity=0.55,
+        hovertemplate="round %{x}: drafted %{y}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=[r.accepted for r in h.rounds],
+        name="accepted",
+        mode="markers",
+        marker={"symbol": "line-ew-open", "size": 16, "line": {"width": 3, "color": ACCEPTED}},
+        hovertemplate="round %{x}: accepted %{y}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=[r.best_k for r in h.rounds],
+        name="best k in hindsight",
+        mode="markers",
+        marker={"symbol": "diamond", "size": 9, "color": TARGET},
+        customdata=[("capped at its length" if r.capped else "") for r in h.rounds],
+        hovertemplate="round %{x}: best k' %{y} %{customdata}<extra></extra>",
+    )
     top = max(max(r.drafted for r in h.rounds), max(r.best_k for r in h.rounds), 1)
-    fig.update_layout(xaxis={"title": "round", "dtick": whole_dtick(max(x) - min(x) + 1)},
-                      yaxis={"title": "draft tokens", "dtick": whole_dtick(top), "rangemode": "tozero"})
+    fig.update_layout(
+        xaxis={"title": "round", "dtick": whole_dtick(max(x) - min(x) + 1)},
+        yaxis={"title": "draft tokens", "dtick": whole_dtick(top), "rangemode": "tozero"},
+    )
     return style_figure(fig, title)
 
 
 def hindsight_html(h: Hindsight | None) -> str:
     if h is None:
-        return ('<p class="sv-muted">This trace carries no cost model (traces recorded before runs kept one), so there is '
-                'no cost to weigh each draft length by.</p>')
+        return (
+            '<p class="sv-muted">This trace carries no cost model (traces recorded before runs kept one), so there is '
+            "no cost to weigh each draft length by.</p>"
+        )
     if not h.rounds:
         return '<p class="sv-muted">No rounds yet.</p>'
     gap = h.hindsight_tokens_per_s / h.policy_tokens_per_s - 1 if h.policy_tokens_per_s else 0.0
@@ -123,30 +180,63 @@ def hindsight_html(h: Hindsight | None) -> str:
         ("the fastest choice of k per round", f"{h.best_tokens_per_s:.2f}"),
         ("measured (recorded draft and verify time)", f"{h.measured_tokens_per_s:.2f}"),
     ]
-    table = "<tr><th></th><th>tokens/s</th></tr>" + "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td></tr>" for a, b in rows)
+    table = "<tr><th></th><th>tokens/s</th></tr>" + "".join(
+        f"<tr><td>{esc(a)}</td><td>{esc(b)}</td></tr>" for a, b in rows
+    )
     words = (
         f"{h.matched} of {len(h.rounds)} rounds drafted what hindsight would have. Knowing each round's outcome, the "
         f"same rounds would have run {gap:+.0%} faster: that is the most a draft-length policy could still gain here. "
         "Each round's best k' maximises (min(k', a) + 1) / (k' D + V(k' + 1)), a the drafts it accepted; a round that "
         "accepted all its drafts says nothing beyond them, so its k' stops at its own length."
     )
-    return (f'<div class="specviz-text"><table class="specviz-table">{table}</table><p>{esc(words)}</p>'
-            f'<p class="sv-muted">Costs: V(1) = {h.plain_ms_per_token:.0f} ms, from the cost model the run recorded.</p></div>')
+    return (
+        f'<div class="specviz-text"><table class="specviz-table">{table}</table><p>{esc(words)}</p>'
+        f'<p class="sv-muted">Costs: V(1) = {h.plain_ms_per_token:.0f} ms, from the cost model the run recorded.</p></div>'
+    )
 
 
-def temperature_sweep_figure(temperatures: Sequence[float], acceptance: Sequence[float], tokens_per_round: Sequence[float],
-                             speedup: Sequence[float], title: str | None = "The same prompt at each temperature") -> go.Figure:
+def temperature_sweep_figure(
+    temperatures: Sequence[float],
+    acceptance: Sequence[float],
+    tokens_per_round: Sequence[float],
+    speedup: Sequence[float],
+    title: str | None = "The same prompt at each temperature",
+) -> go.Figure:
     """Three panels sharing the temperature axis: acceptance, tokens per round, speedup."""
     if not len(temperatures):
         return empty_figure("Press the sweep button", title)
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07)
     t = list(temperatures)
-    fig.add_scatter(x=t, y=list(acceptance), name="acceptance", mode="lines+markers", line={"color": ACCEPTED},
-                    hovertemplate="T = %{x}: %{y:.0%} accepted<extra></extra>", row=1, col=1)
-    fig.add_scatter(x=t, y=list(tokens_per_round), name="tokens per round", mode="lines+markers", line={"color": DRAFT},
-                    hovertemplate="T = %{x}: %{y:.2f} tokens a round<extra></extra>", row=2, col=1)
-    fig.add_scatter(x=t, y=list(speedup), name="speedup over plain", mode="lines+markers", line={"color": TARGET},
-                    hovertemplate="T = %{x}: %{y:.2f}\u00d7 plain decoding<extra></extra>", row=3, col=1)
+    fig.add_scatter(
+        x=t,
+        y=list(acceptance),
+        name="acceptance",
+        mode="lines+markers",
+        line={"color": ACCEPTED},
+        hovertemplate="T = %{x}: %{y:.0%} accepted<extra></extra>",
+        row=1,
+        col=1,
+    )
+    fig.add_scatter(
+        x=t,
+        y=list(tokens_per_round),
+        name="tokens per round",
+        mode="lines+markers",
+        line={"color": DRAFT},
+        hovertemplate="T = %{x}: %{y:.2f} tokens a round<extra></extra>",
+        row=2,
+        col=1,
+    )
+    fig.add_scatter(
+        x=t,
+        y=list(speedup),
+        name="speedup over plain",
+        mode="lines+markers",
+        line={"color": TARGET},
+        hovertemplate="T = %{x}: %{y:.2f}\u00d7 plain decoding<extra></extra>",
+        row=3,
+        col=1,
+    )
     fig.add_hline(y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, row=3, col=1)
     fig.update_yaxes(title_text="acceptance", tickformat=".0%", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="tokens / round", rangemode="tozero", row=2, col=1)
@@ -155,34 +245,72 @@ def temperature_sweep_figure(temperatures: Sequence[float], acceptance: Sequence
     return style_figure(fig, title, height=520)
 
 
-def batching_figure(batch_sizes: Sequence[int], speedup: Sequence[float], best_speedup: Sequence[float], best_k: Sequence[int],
-                    k: int, stops_at: int | None = None, title: str | None = "Predicted speedup by batch size") -> go.Figure:
+def batching_figure(
+    batch_sizes: Sequence[int],
+    speedup: Sequence[float],
+    best_speedup: Sequence[float],
+    best_k: Sequence[int],
+    k: int,
+    stops_at: int | None = None,
+    title: str | None = "Predicted speedup by batch size",
+) -> go.Figure:
     """Speedup over plain decoding at each batch size, at the run's k and at the best k; the
     batch size where drafting the run's k stops paying is marked."""
     if not len(batch_sizes):
         return empty_figure("Press the batching button to measure", title)
     b = list(batch_sizes)
     fig = go.Figure()
-    fig.add_scatter(x=b, y=list(speedup), name=f"k = {k}", mode="lines+markers", line={"color": ACCEPTED},
-                    hovertemplate="batch %{x}: %{y:.2f}\u00d7<extra></extra>")
-    fig.add_scatter(x=b, y=list(best_speedup), name="best k", mode="lines+markers+text", line={"color": DRAFT, "dash": "dot"},
-                    text=[f"k={kk}" for kk in best_k], textposition="top center",
-                    hovertemplate="batch %{x}: %{y:.2f}\u00d7 at %{text}<extra></extra>")
-    fig.add_hline(y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, annotation_text="plain decoding",
-                  annotation_position="bottom right")
+    fig.add_scatter(
+        x=b,
+        y=list(speedup),
+        name=f"k = {k}",
+        mode="lines+markers",
+        line={"color": ACCEPTED},
+        hovertemplate="batch %{x}: %{y:.2f}\u00d7<extra></extra>",
+    )
+    fig.add_scatter(
+        x=b,
+        y=list(best_speedup),
+        name="best k",
+        mode="lines+markers+text",
+        line={"color": DRAFT, "dash": "dot"},
+        text=[f"k={kk}" for kk in best_k],
+        textposition="top center",
+        hovertemplate="batch %{x}: %{y:.2f}\u00d7 at %{text}<extra></extra>",
+    )
+    fig.add_hline(
+        y=1,
+        line={"color": NEUTRAL, "dash": "dash", "width": 1},
+        annotation_text="plain decoding",
+        annotation_position="bottom right",
+    )
     if stops_at is not None:
         fig.add_vline(x=stops_at, line={"color": REJECTED, "width": 1})
         # On a log axis an annotation's x is log10 of the value (a shape's is the value itself).
-        fig.add_annotation(x=np.log10(stops_at), y=1, yref="paper", text=f"stops paying at {stops_at}", showarrow=False,
-                           xanchor="left", yanchor="top", font={"color": REJECTED})
+        fig.add_annotation(
+            x=np.log10(stops_at),
+            y=1,
+            yref="paper",
+            text=f"stops paying at {stops_at}",
+            showarrow=False,
+            xanchor="left",
+            yanchor="top",
+            font={"color": REJECTED},
+        )
     top = max(max(speedup), max(best_speedup), 1.0)
-    fig.update_layout(xaxis={"title": "sequences decoded together", "type": "log", "tickvals": b, "ticktext": [str(v) for v in b]},
-                      yaxis={"title": "\u00d7 plain decoding", "range": [0, top * 1.25]})
+    fig.update_layout(
+        xaxis={"title": "sequences decoded together", "type": "log", "tickvals": b, "ticktext": [str(v) for v in b]},
+        yaxis={"title": "\u00d7 plain decoding", "range": [0, top * 1.25]},
+    )
     return style_figure(fig, title)
 
 
-def batch_costs_figure(batch_sizes: Sequence[int], pass_sizes: Sequence[int], target_ms: Sequence[Sequence[float]],
-                       title: str | None = "What a wider pass costs") -> go.Figure:
+def batch_costs_figure(
+    batch_sizes: Sequence[int],
+    pass_sizes: Sequence[int],
+    target_ms: Sequence[Sequence[float]],
+    title: str | None = "What a wider pass costs",
+) -> go.Figure:
     """V_b(n) / V_b(1) against n for each batch size b: 1 is a verify pass for free, n is a
     pass over n tokens costing n one-token passes."""
     if not len(batch_sizes):
@@ -192,15 +320,32 @@ def batch_costs_figure(batch_sizes: Sequence[int], pass_sizes: Sequence[int], ta
     shades = [DRAFT, ACCEPTED, TARGET, REJECTED, BONUS, NEUTRAL]
     for i, (bs, row) in enumerate(zip(batch_sizes, target_ms)):
         ratio = np.maximum.accumulate(np.asarray(row, float)) / row[0]
-        fig.add_scatter(x=n, y=ratio, name=f"batch {bs}", mode="lines+markers", line={"color": shades[i % len(shades)]},
-                        customdata=row, hovertemplate=f"batch {bs}, " + "%{x} tokens each: %{y:.2f}\u00d7 (%{customdata:.0f} ms)<extra></extra>")
-    fig.add_scatter(x=n, y=n, name="n \u00d7 one pass", mode="lines", line={"color": NEUTRAL, "dash": "dot", "width": 1},
-                    hoverinfo="skip")
-    fig.add_hline(y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, annotation_text="free", annotation_position="top left")
+        fig.add_scatter(
+            x=n,
+            y=ratio,
+            name=f"batch {bs}",
+            mode="lines+markers",
+            line={"color": shades[i % len(shades)]},
+            customdata=row,
+            hovertemplate=f"batch {bs}, " + "%{x} tokens each: %{y:.2f}\u00d7 (%{customdata:.0f} ms)<extra></extra>",
+        )
+    fig.add_scatter(
+        x=n,
+        y=n,
+        name="n \u00d7 one pass",
+        mode="lines",
+        line={"color": NEUTRAL, "dash": "dot", "width": 1},
+        hoverinfo="skip",
+    )
+    fig.add_hline(
+        y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, annotation_text="free", annotation_position="top left"
+    )
     # The diagonal runs off the top: the measured ratios, not the worst case, set the scale.
     top = max(max(float(np.max(np.maximum.accumulate(np.asarray(row, float)) / row[0])) for row in target_ms), 1.5)
-    fig.update_layout(xaxis={"title": "new tokens per sequence (n)", "dtick": whole_dtick(max(n))},
-                      yaxis={"title": "cost \u00f7 one-token pass", "range": [0, top * 1.3]})
+    fig.update_layout(
+        xaxis={"title": "new tokens per sequence (n)", "dtick": whole_dtick(max(n))},
+        yaxis={"title": "cost \u00f7 one-token pass", "range": [0, top * 1.3]},
+    )
     return style_figure(fig, title)
 
 

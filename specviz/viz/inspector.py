@@ -49,12 +49,20 @@ def _n(count: int, noun: str) -> str:
 
 
 def _all_accepted(k: int) -> str:
-    return "The draft was accepted" if k == 1 else "Both drafts were accepted" if k == 2 else f"All {k} drafts were accepted"
+    return (
+        "The draft was accepted"
+        if k == 1
+        else "Both drafts were accepted"
+        if k == 2
+        else f"All {k} drafts were accepted"
+    )
 
 
 def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
     greedy = round_is_greedy(event)
-    steps = [_judgement(event, i, d, f, greedy) for i, d in enumerate(event.drafted, start=1) if d.decision != "unchecked"]
+    steps = [
+        _judgement(event, i, d, f, greedy) for i, d in enumerate(event.drafted, start=1) if d.decision != "unchecked"
+    ]
     return _intro(event, f, greedy), steps, _outcome(event, f, greedy), _result(event, f)
 
 
@@ -63,16 +71,28 @@ def _intro(event: RoundEvent, f: _Plain, greedy: bool) -> str:
     if k == 0:
         # The engine's first round reads the prompt's prefill; a later one is a round where the
         # cost-aware policy found that no draft pays.
-        idle = ("nothing was proposed (no candidate was found, or none paid for its share of the pass)" if event.source is not None
-                else "nothing was drafted (no draft length paid)")
-        what = ("the prompt's prefill gives the target's distribution for the first token, before anything is drafted"
-                if event.index == 0 else f"{idle}, so one target pass gives the next token")
+        idle = (
+            "nothing was proposed (no candidate was found, or none paid for its share of the pass)"
+            if event.source is not None
+            else "nothing was drafted (no draft length paid)"
+        )
+        what = (
+            "the prompt's prefill gives the target's distribution for the first token, before anything is drafted"
+            if event.index == 0
+            else f"{idle}, so one target pass gives the next token"
+        )
         return f.s(f"Round {event.index}: {what}" + (", choosing greedily." if greedy else "."))
     toks = ", ".join(f.tok(d.text) for d in event.drafted)
     return (
-        f.s(f"Round {event.index}: {PROPOSERS.get(event.source.method if event.source else '', 'the draft')} proposed "
-            f"{_n(k, 'token')} ({event.draft_ms:.0f} ms): ") + toks
-        + f.s(f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)" + (", choosing greedily." if greedy else "."))
+        f.s(
+            f"Round {event.index}: {PROPOSERS.get(event.source.method if event.source else '', 'the draft')} proposed "
+            f"{_n(k, 'token')} ({event.draft_ms:.0f} ms): "
+        )
+        + toks
+        + f.s(
+            f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)"
+            + (", choosing greedily." if greedy else ".")
+        )
     )
 
 
@@ -80,14 +100,32 @@ def _judgement(event: RoundEvent, i: int, d, f: _Plain, greedy: bool) -> str:
     """Position i's verdict with the numbers behind it."""
     head = f.s(f"Position {i}: ")
     if greedy and d.decision == "accepted":
-        return head + f.tok(d.text) + f.s(" matches the target's top choice, so it is ") + f.word("accepted", "accepted") + f.s(".")
+        return (
+            head
+            + f.tok(d.text)
+            + f.s(" matches the target's top choice, so it is ")
+            + f.word("accepted", "accepted")
+            + f.s(".")
+        )
     if greedy:
         e, pos = event.emitted, event.positions
         top = e.text if e is not None else (pos[i - 1].top[0].text if i <= len(pos) and pos[i - 1].top else "")
         gap = pos[i - 1].top2_logit_gap if i <= len(pos) else None
-        tie = f" (a near-tie: the target's top two logits differ by only {gap:.2f})" if gap is not None and gap < NEAR_TIE_LOGITS else ""
-        return (head + f.s("the target's top choice is ") + f.tok(top) + f.s(", not ") + f.tok(d.text)
-                + f.s(", so it is ") + f.word("rejected", "rejected") + f.s(tie + "."))
+        tie = (
+            f" (a near-tie: the target's top two logits differ by only {gap:.2f})"
+            if gap is not None and gap < NEAR_TIE_LOGITS
+            else ""
+        )
+        return (
+            head
+            + f.s("the target's top choice is ")
+            + f.tok(top)
+            + f.s(", not ")
+            + f.tok(d.text)
+            + f.s(", so it is ")
+            + f.word("rejected", "rejected")
+            + f.s(tie + ".")
+        )
     r = ratio(d.p, d.q)
     nums = f" \u2014 the target gives p = {fmt_prob(d.p)}, {_proposer(event)} gave q = {fmt_prob(d.q)}"
     if d.decision == "accepted" and r >= 1:
@@ -112,22 +150,43 @@ def _outcome(event: RoundEvent, f: _Plain, greedy: bool) -> str:
     dropped = ""
     if unchecked:
         whose = "The draft's" if event.source is None else "The proposal's"
-        dropped = (f.s(f" {whose} {_n(len(unchecked), 'later token')} (") + ", ".join(f.tok(d.text) for d in unchecked)
-                   + f.s(") " + ("is" if len(unchecked) == 1 else "are") + " discarded unchecked."))
+        dropped = (
+            f.s(f" {whose} {_n(len(unchecked), 'later token')} (")
+            + ", ".join(f.tok(d.text) for d in unchecked)
+            + f.s(") " + ("is" if len(unchecked) == 1 else "are") + " discarded unchecked.")
+        )
     source = "its top choice" if greedy else "drawn from p"
     if e is None:
         return f.s("The run stopped after this round (end of text or the token limit), so the target added no token.")
     if e.kind == "bonus" and k == 0:
         return f.s("The target's token: ") + f.tok(e.text) + f.s(f", {source} (p = {fmt_prob(e.p)}).")
     if e.kind == "bonus":
-        return (f.s(f"{_all_accepted(k)}, so the same target pass also gives a ") + f.word("bonus", "bonus")
-                + f.s(" token: ") + f.tok(e.text) + f.s(f", {source} at position {k + 1} (p = {fmt_prob(e.p)})."))
+        return (
+            f.s(f"{_all_accepted(k)}, so the same target pass also gives a ")
+            + f.word("bonus", "bonus")
+            + f.s(" token: ")
+            + f.tok(e.text)
+            + f.s(f", {source} at position {k + 1} (p = {fmt_prob(e.p)}).")
+        )
     if greedy:
-        return (f.s("The target's choice ") + f.tok(e.text) + f.s(" is emitted in its place as the ")
-                + f.word("replacement", "resampled") + f.s(".") + dropped)
-    return (f.s("The ") + f.word("replacement", "resampled") + f.s(" ") + f.tok(e.text)
-            + f.s(f" is drawn from the residual norm(max(0, p \u2212 q)) at position {event.accepted + 1} (the target gives it p = {fmt_prob(e.p)}).")
-            + dropped)
+        return (
+            f.s("The target's choice ")
+            + f.tok(e.text)
+            + f.s(" is emitted in its place as the ")
+            + f.word("replacement", "resampled")
+            + f.s(".")
+            + dropped
+        )
+    return (
+        f.s("The ")
+        + f.word("replacement", "resampled")
+        + f.s(" ")
+        + f.tok(e.text)
+        + f.s(
+            f" is drawn from the residual norm(max(0, p \u2212 q)) at position {event.accepted + 1} (the target gives it p = {fmt_prob(e.p)})."
+        )
+        + dropped
+    )
 
 
 def _result(event: RoundEvent, f: _Plain) -> str:
@@ -137,7 +196,9 @@ def _result(event: RoundEvent, f: _Plain) -> str:
     parts = [_n(event.accepted, "accepted draft" if event.source is None else "accepted proposed token")]
     if e is not None:
         parts.append(f"1 {'bonus' if e.kind == 'bonus' else 'replacement'}")
-    return f.s(f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')}).")
+    return f.s(
+        f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')})."
+    )
 
 
 def round_story(event: RoundEvent) -> list[str]:
@@ -190,27 +251,56 @@ def position_bars_figure(event: RoundEvent, position: int, top_n: int = 10, titl
     x = list(range(len(shown)))
     labels = []
     for t in shown:
-        mark = ("\u25b2" if drafted is not None and t.id == drafted.id else "") + ("\u2605" if emitted_here and t.id == e.id else "")
+        mark = ("\u25b2" if drafted is not None and t.id == drafted.id else "") + (
+            "\u2605" if emitted_here and t.id == e.id else ""
+        )
         labels.append(f"<b>{label_html(t.text)} {mark}</b>" if mark else label_html(t.text))
     p = [t.p for t in shown]
     q = [t.q for t in shown]
     overlap = [min(a, b) for a, b in zip(p, q)]
     names = [label_html(t.text, limit=40) for t in shown]
-    title = title or (f"Round {event.index}, bonus position {position}: drawn from p" if bonus else f"Round {event.index}, position {position}: overlap \u03b2 = {info.overlap:.2f}")
+    title = title or (
+        f"Round {event.index}, bonus position {position}: drawn from p"
+        if bonus
+        else f"Round {event.index}, position {position}: overlap \u03b2 = {info.overlap:.2f}"
+    )
     hover = "%{customdata}: %{y:.3f}<extra>%{fullData.name}</extra>"
 
     rest = 1 - info.overlap
     with_residual = not bonus and rest > 1e-9
-    fig = make_subplots(rows=2 if with_residual else 1, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35] if with_residual else None, vertical_spacing=0.08)
+    fig = make_subplots(
+        rows=2 if with_residual else 1,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.65, 0.35] if with_residual else None,
+        vertical_spacing=0.08,
+    )
     fig.add_bar(x=x, y=p, name="p (target)", marker_color=TARGET, customdata=names, hovertemplate=hover, row=1, col=1)
     if not bonus:
         fig.add_bar(x=x, y=q, name="q (draft)", marker_color=DRAFT, customdata=names, hovertemplate=hover, row=1, col=1)
-        fig.add_bar(x=x, y=overlap, name="min(p, q)", marker_color=OVERLAP, customdata=names, hovertemplate=hover, row=1, col=1)
+        fig.add_bar(
+            x=x, y=overlap, name="min(p, q)", marker_color=OVERLAP, customdata=names, hovertemplate=hover, row=1, col=1
+        )
     if with_residual:
         residual = [max(0.0, a - b) / rest for a, b in zip(p, q)]
-        fig.add_bar(x=x, y=residual, name="residual (normalised)", marker_color=RESIDUAL, customdata=names, hovertemplate=hover, row=2, col=1)
+        fig.add_bar(
+            x=x,
+            y=residual,
+            name="residual (normalised)",
+            marker_color=RESIDUAL,
+            customdata=names,
+            hovertemplate=hover,
+            row=2,
+            col=1,
+        )
         fig.update_yaxes(title_text="residual", rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title_text="probability", rangemode="tozero", row=1, col=1)
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=labels, showgrid=False, tickfont={"family": "ui-monospace, Menlo, Consolas, monospace", "size": 13})
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=x,
+        ticktext=labels,
+        showgrid=False,
+        tickfont={"family": "ui-monospace, Menlo, Consolas, monospace", "size": 13},
+    )
     fig.update_layout(barmode="group")
     return style_figure(fig, title, height=420 if with_residual else 320)

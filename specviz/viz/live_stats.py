@@ -40,8 +40,12 @@ def live_stats(events: Iterable[Event]) -> LiveStats:
     if plain:
         n, t = len(plain), max(e.t_end_s for e in plain)
         return LiveStats(
-            tokens=n, target_passes=n, elapsed_s=t, tokens_per_s=n / t if t > 0 else 0.0,
-            verify_ms=sum(e.ms for e in plain), plain=True,
+            tokens=n,
+            target_passes=n,
+            elapsed_s=t,
+            tokens_per_s=n / t if t > 0 else 0.0,
+            verify_ms=sum(e.ms for e in plain),
+            plain=True,
         )
     s = LiveStats(rounds=len(rounds))
     overlaps = []
@@ -78,18 +82,33 @@ def stats_html(stats: LiveStats, summary: RunSummary | None = None) -> str:
     cards = [_card(str(stats.tokens), "tokens", "new tokens generated so far")]
     if not stats.plain:
         cards += [
-            _card(f"{stats.acceptance:.0%}", "acceptance", f"{stats.accepted} of {stats.checked} judged drafts accepted"),
-            _card(f"{stats.mean_overlap:.2f}", "mean overlap", "mean of sum min(p, q) over judged positions: the expected acceptance"),
+            _card(
+                f"{stats.acceptance:.0%}", "acceptance", f"{stats.accepted} of {stats.checked} judged drafts accepted"
+            ),
+            _card(
+                f"{stats.mean_overlap:.2f}",
+                "mean overlap",
+                "mean of sum min(p, q) over judged positions: the expected acceptance",
+            ),
             _card(f"{stats.tokens_per_round:.2f}", "tokens / round", f"{stats.tokens} tokens in {stats.rounds} rounds"),
-            _card(str(stats.target_passes_saved), "target passes saved", f"{stats.target_passes} target passes instead of {stats.tokens}"),
+            _card(
+                str(stats.target_passes_saved),
+                "target passes saved",
+                f"{stats.target_passes} target passes instead of {stats.tokens}",
+            ),
         ]
     cards.append(_card(f"{stats.tokens_per_s:.2f}", "tokens / s", f"{stats.tokens} tokens in {stats.elapsed_s:.2f} s"))
     if summary is not None and summary.plain_ms_per_token > 0 and stats.tokens_per_s > 0:
         plain_speed = 1000 / summary.plain_ms_per_token
         speedup = stats.tokens_per_s / plain_speed
-        cards.append(_card(f"{speedup:.2f}\u00d7", "vs plain decoding",
-                           f"{stats.tokens_per_s:.2f} tokens/s against {plain_speed:.2f} tokens/s: one "
-                           f"{summary.plain_ms_per_token:.0f} ms target pass per token, measured when the pair loaded"))
+        cards.append(
+            _card(
+                f"{speedup:.2f}\u00d7",
+                "vs plain decoding",
+                f"{stats.tokens_per_s:.2f} tokens/s against {plain_speed:.2f} tokens/s: one "
+                f"{summary.plain_ms_per_token:.0f} ms target pass per token, measured when the pair loaded",
+            )
+        )
     if summary is not None and summary.policy and not stats.plain:
         cards.append(_card(summary.policy, "draft length", "the draft-length policy: fixed k, heuristic or cost-aware"))
     return f'<div class="specviz-stats">{"".join(cards)}</div>'

@@ -24,8 +24,9 @@ def _get(result: Any, name: str) -> Any:
     return result[name] if isinstance(result, Mapping) else getattr(result, name)
 
 
-def lossless_frequencies_figure(result: Any, labels: Sequence[str] | None = None,
-                                title: str | None = "Output frequencies against p and q") -> go.Figure:
+def lossless_frequencies_figure(
+    result: Any, labels: Sequence[str] | None = None, title: str | None = "Output frequencies against p and q"
+) -> go.Figure:
     """Bars per token: p (target), the measured output frequency with \u00b13 standard-error
     bars (it matches p, not q), and q (draft). The residual is one legend click away."""
     p, q = np.asarray(_get(result, "p")), np.asarray(_get(result, "q"))
@@ -35,16 +36,28 @@ def lossless_frequencies_figure(result: Any, labels: Sequence[str] | None = None
     fig = go.Figure()
     fig.add_bar(x=x, y=p, name="p (target)", marker_color=TARGET, hovertemplate="p = %{y:.4f}<extra></extra>")
     fig.add_bar(
-        x=x, y=measured, name=f"measured ({_get(result, 'samples'):,} draws)", marker_color=NEUTRAL,
+        x=x,
+        y=measured,
+        name=f"measured ({_get(result, 'samples'):,} draws)",
+        marker_color=NEUTRAL,
         error_y={"type": "data", "array": 3 * se, "color": NEUTRAL, "thickness": 1.5, "width": 6},
         customdata=np.stack([p, (measured - p) / np.where(se > 0, se, np.inf)], axis=-1),
         hovertemplate="measured %{y:.4f} (p = %{customdata[0]:.4f}, %{customdata[1]:+.1f} SE)<extra></extra>",
     )
     fig.add_bar(x=x, y=q, name="q (draft)", marker_color=DRAFT, hovertemplate="q = %{y:.4f}<extra></extra>")
-    fig.add_bar(x=x, y=_get(result, "residual"), name="residual", marker_color=RESIDUAL, visible="legendonly",
-                hovertemplate="residual = %{y:.4f}<extra></extra>")
-    fig.update_layout(barmode="group", xaxis={"tickmode": "array", "tickvals": x, "ticktext": ticks, "showgrid": False},
-                      yaxis={"title": "probability", "rangemode": "tozero"})
+    fig.add_bar(
+        x=x,
+        y=_get(result, "residual"),
+        name="residual",
+        marker_color=RESIDUAL,
+        visible="legendonly",
+        hovertemplate="residual = %{y:.4f}<extra></extra>",
+    )
+    fig.update_layout(
+        barmode="group",
+        xaxis={"tickmode": "array", "tickvals": x, "ticktext": ticks, "showgrid": False},
+        yaxis={"title": "probability", "rangemode": "tozero"},
+    )
     return style_figure(fig, title)
 
 
@@ -53,9 +66,16 @@ def lossless_acceptance_figure(result: Any, title: str | None = "Acceptance agai
     overlap, rate = float(_get(result, "overlap")), float(_get(result, "acceptance_rate"))
     se = float(_get(result, "acceptance_std_error"))
     fig = go.Figure()
-    fig.add_bar(x=["overlap \u03a3 min(p, q)", "measured acceptance"], y=[overlap, rate], marker_color=[NEUTRAL, ACCEPTED],
-                error_y={"type": "data", "array": [0, 3 * se], "color": NEUTRAL}, text=[f"{overlap:.4f}", f"{rate:.4f}"],
-                textposition="outside", showlegend=False, hovertemplate="%{x}: %{y:.4f}<extra></extra>")
+    fig.add_bar(
+        x=["overlap \u03a3 min(p, q)", "measured acceptance"],
+        y=[overlap, rate],
+        marker_color=[NEUTRAL, ACCEPTED],
+        error_y={"type": "data", "array": [0, 3 * se], "color": NEUTRAL},
+        text=[f"{overlap:.4f}", f"{rate:.4f}"],
+        textposition="outside",
+        showlegend=False,
+        hovertemplate="%{x}: %{y:.4f}<extra></extra>",
+    )
     fig.update_layout(xaxis={"showgrid": False}, yaxis={"title": "probability", "range": [0, 1.12]})
     return style_figure(fig, title, height=280)
 
@@ -64,9 +84,10 @@ def lossless_summary_html(result: Any) -> str:
     """The verdict in words: how far the output is from p, in standard errors."""
     n, max_z, acc_z = _get(result, "samples"), float(_get(result, "max_z")), float(_get(result, "acceptance_z"))
     ok = max_z <= Z_TOLERANCE
-    verdict = (
-        f"{n:,} draws. The largest gap between the output frequencies and p is {max_z:.1f} standard errors "
-        + (f"(within {Z_TOLERANCE:g}): the output is distributed as p." if ok else f"(beyond {Z_TOLERANCE:g}): the output is NOT distributed as p.")
+    verdict = f"{n:,} draws. The largest gap between the output frequencies and p is {max_z:.1f} standard errors " + (
+        f"(within {Z_TOLERANCE:g}): the output is distributed as p."
+        if ok
+        else f"(beyond {Z_TOLERANCE:g}): the output is NOT distributed as p."
     )
     acceptance = (
         f"Measured acceptance {float(_get(result, 'acceptance_rate')):.4f} against the overlap "
@@ -91,8 +112,9 @@ def _rules(rules: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return list(rules.items())
 
 
-def bug_frequencies_figure(rules: Mapping[str, Any], labels: Sequence[str] | None = None,
-                           title: str | None = "Output frequencies by rule") -> go.Figure:
+def bug_frequencies_figure(
+    rules: Mapping[str, Any], labels: Sequence[str] | None = None, title: str | None = "Output frequencies by rule"
+) -> go.Figure:
     """Bars per token: p at the temperature (what every rule should output), then each
     rule's measured output frequency. The exact rule's bars match p at T; the mistakes' do not."""
     items = _rules(rules)
@@ -101,21 +123,34 @@ def bug_frequencies_figure(rules: Mapping[str, Any], labels: Sequence[str] | Non
     x = list(range(len(target)))
     ticks = [label_html(s) for s in labels] if labels is not None else [f"token {i}" for i in x]
     fig = go.Figure()
-    fig.add_bar(x=x, y=target, name=f"p at T = {t:g} (should be)", marker_color=TARGET,
-                marker_pattern_shape="/", hovertemplate="p at T = %{y:.4f}<extra></extra>")
+    fig.add_bar(
+        x=x,
+        y=target,
+        name=f"p at T = {t:g} (should be)",
+        marker_color=TARGET,
+        marker_pattern_shape="/",
+        hovertemplate="p at T = %{y:.4f}<extra></extra>",
+    )
     for name, r in items:
         measured = np.asarray(_get(r, "measured"))
-        fig.add_bar(x=x, y=measured, name=plotly_text(name), marker_color=RULE_COLOURS.get(name, NEUTRAL),
-                    customdata=target,
-                    hovertemplate=f"{plotly_text(name)}: %{{y:.4f}} (p at T = %{{customdata:.4f}})<extra></extra>")
-    fig.update_layout(barmode="group", bargroupgap=0.05,
-                      xaxis={"tickmode": "array", "tickvals": x, "ticktext": ticks, "showgrid": False},
-                      yaxis={"title": "probability", "rangemode": "tozero"})
+        fig.add_bar(
+            x=x,
+            y=measured,
+            name=plotly_text(name),
+            marker_color=RULE_COLOURS.get(name, NEUTRAL),
+            customdata=target,
+            hovertemplate=f"{plotly_text(name)}: %{{y:.4f}} (p at T = %{{customdata:.4f}})<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="group",
+        bargroupgap=0.05,
+        xaxis={"tickmode": "array", "tickvals": x, "ticktext": ticks, "showgrid": False},
+        yaxis={"title": "probability", "rangemode": "tozero"},
+    )
     return style_figure(fig, title, height=360)
 
 
-def bug_tv_figure(rules: Mapping[str, Any],
-                  title: str | None = "Each rule's distance from p at T") -> go.Figure:
+def bug_tv_figure(rules: Mapping[str, Any], title: str | None = "Each rule's distance from p at T") -> go.Figure:
     """Horizontal bars: each rule's measured total variation distance from p at T with
     \u00b13 standard-error bars, green when within noise and vermillion when measurably off;
     a cross marks the exact value from the rule's closed-form output. Numbers are kept short
@@ -129,20 +164,39 @@ def bug_tv_figure(rules: Mapping[str, Any],
     noise = float(_get(items[0][1], "tv_noise"))
     fig = go.Figure()
     fig.add_bar(
-        y=names, x=tv, orientation="h", name="measured TV \u00b13 SE", marker_color=[ACCEPTED if o else REJECTED for o in ok],
+        y=names,
+        x=tv,
+        orientation="h",
+        name="measured TV \u00b13 SE",
+        marker_color=[ACCEPTED if o else REJECTED for o in ok],
         error_x={"type": "data", "array": 3 * se, "color": NEUTRAL, "thickness": 1.5, "width": 5},
         customdata=np.stack([se, exact], axis=-1),
         hovertemplate="%{y}: TV %{x:.5f} \u00b1 %{customdata[0]:.5f} (exact %{customdata[1]:.5f})<extra></extra>",
     )
-    fig.add_scatter(y=names, x=exact, mode="markers", name="exact value (closed form)",
-                    marker={"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": TARGET}, "color": TARGET},
-                    hovertemplate="%{y}: exact TV %{x:.5f}<extra></extra>")
+    fig.add_scatter(
+        y=names,
+        x=exact,
+        mode="markers",
+        name="exact value (closed form)",
+        marker={"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": TARGET}, "color": TARGET},
+        hovertemplate="%{y}: exact TV %{x:.5f}<extra></extra>",
+    )
     top = max(float(np.max(tv + 3 * se)), float(np.max(exact)), 10 * noise, 1e-3)
     # The numbers sit clear of the error bar and the cross, whichever reaches further.
-    fig.add_scatter(y=names, x=np.maximum(tv + 3 * se, exact) + 0.04 * top, mode="text", showlegend=False, hoverinfo="skip",
-                    text=[f"{v:.4f}" for v in tv], textposition="middle right", cliponaxis=False)
-    fig.update_layout(yaxis={"autorange": "reversed", "showgrid": False, "ticksuffix": " "},
-                      xaxis={"title": "total variation distance", "range": [0, top * 1.5]})
+    fig.add_scatter(
+        y=names,
+        x=np.maximum(tv + 3 * se, exact) + 0.04 * top,
+        mode="text",
+        showlegend=False,
+        hoverinfo="skip",
+        text=[f"{v:.4f}" for v in tv],
+        textposition="middle right",
+        cliponaxis=False,
+    )
+    fig.update_layout(
+        yaxis={"autorange": "reversed", "showgrid": False, "ticksuffix": " "},
+        xaxis={"title": "total variation distance", "range": [0, top * 1.5]},
+    )
     return style_figure(fig, title, height=60 + 48 * len(names))
 
 
@@ -161,9 +215,11 @@ def bug_table_html(rules: Mapping[str, Any]) -> str:
     )
     off = [name for name, r in items if name != "exact" and not _get(r, "within_noise")]
     mistakes = [name for name, _ in items if name != "exact"]
-    intro = (f"{n:,} draws per rule on the same p and q, drafts sampled at T = {t:g}; every output should be distributed "
-             f"as p at T. Sampling noise alone gives an exact rule a TV of about {noise:.5f}, not 0, so a rule is judged "
-             f"by its largest per-token gap: within {Z_TOLERANCE:g} standard errors is within noise.")
+    intro = (
+        f"{n:,} draws per rule on the same p and q, drafts sampled at T = {t:g}; every output should be distributed "
+        f"as p at T. Sampling noise alone gives an exact rule a TV of about {noise:.5f}, not 0, so a rule is judged "
+        f"by its largest per-token gap: within {Z_TOLERANCE:g} standard errors is within noise."
+    )
     verdict = f"{len(off)} of {len(mistakes)} mistakes are measurably off here."
     if "exact" in rules:
         exact_ok = bool(_get(rules["exact"], "within_noise"))
@@ -171,7 +227,12 @@ def bug_table_html(rules: Mapping[str, Any]) -> str:
     hidden = [name for name in mistakes if _get(rules[name], "within_noise")]
     if hidden and abs(t - 1) < 1e-12:
         verdict += " At T = 1 the temperature mistakes cannot show: choose another temperature."
-    practice = "".join(f"<p><b>{esc(name)}</b> ({esc(_get(r, 'title'))}): {esc(_get(r, 'in_practice'))}</p>"
-                       for name, r in items if name != "exact")
-    return (f'<div class="specviz-text"><p class="sv-muted">{esc(intro)}</p><table class="specviz-table">{head}{body}</table>'
-            f"<p>{esc(verdict)}</p>{practice}</div>")
+    practice = "".join(
+        f"<p><b>{esc(name)}</b> ({esc(_get(r, 'title'))}): {esc(_get(r, 'in_practice'))}</p>"
+        for name, r in items
+        if name != "exact"
+    )
+    return (
+        f'<div class="specviz-text"><p class="sv-muted">{esc(intro)}</p><table class="specviz-table">{head}{body}</table>'
+        f"<p>{esc(verdict)}</p>{practice}</div>"
+    )

@@ -33,15 +33,33 @@ def style_figure(fig: go.Figure, title: str | None = None, height: int = 340) ->
     title = plotly_text(title) if title else title
     fig.update_layout(
         # The title keeps its own room above the legend, which grows to two rows on a phone.
-        title={"text": title, "x": 0, "xanchor": "left", "yref": "container", "y": 1, "yanchor": "top",
-               "pad": {"t": 8, "l": 8}, "automargin": True, "font": {"size": 14}} if title else None,
+        title={
+            "text": title,
+            "x": 0,
+            "xanchor": "left",
+            "yref": "container",
+            "y": 1,
+            "yanchor": "top",
+            "pad": {"t": 8, "l": 8},
+            "automargin": True,
+            "font": {"size": 14},
+        }
+        if title
+        else None,
         height=height,
         autosize=True,
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
         font={"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12, "color": NEUTRAL},
         margin={"l": 48, "r": 16, "t": 30, "b": 44},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
+        legend={
+            "orientation": "h",
+            "yanchor": "bottom",
+            "y": 1.0,
+            "xanchor": "left",
+            "x": 0,
+            "bgcolor": "rgba(0,0,0,0)",
+        },
         hoverlabel={"font": {"family": "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"}},
         bargap=0.2,
     )
@@ -63,8 +81,9 @@ def whole_dtick(span: float, ticks: int = 8) -> int:
 def empty_figure(message: str, title: str | None = None, height: int = 240) -> go.Figure:
     """A figure that says in words (plain text, escaped) why there is nothing to draw yet."""
     fig = go.Figure()
-    fig.add_annotation(text=plotly_text(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font={"size": 13})
+    fig.add_annotation(
+        text=plotly_text(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 13}
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return style_figure(fig, title, height)

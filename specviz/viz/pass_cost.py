@@ -40,20 +40,35 @@ def pass_cost_figure(curves: Mapping[str, Mapping], current: str | None = None) 
     rows = {rt: sorted((int(n), float(ms)) for n, ms in (c.get("V") or {}).items()) for rt, c in curves.items()}
     rows = {rt: r for rt, r in rows.items() if r and r[0][0] == 1 and r[0][1] > 0}
     if not rows:
-        return empty_figure("Pass costs appear here once a pair has been timed on a runtime", "Verify pass cost by runtime")
+        return empty_figure(
+            "Pass costs appear here once a pair has been timed on a runtime", "Verify pass cost by runtime"
+        )
     fig = go.Figure()
     n_max = max(r[-1][0] for r in rows.values())
-    fig.add_trace(go.Scatter(x=[1, n_max], y=[1, n_max], mode="lines", line=dict(color=NEUTRAL, dash="dash", width=1),
-                             name="n one-token passes", hoverinfo="skip"))
+    fig.add_trace(
+        go.Scatter(
+            x=[1, n_max],
+            y=[1, n_max],
+            mode="lines",
+            line=dict(color=NEUTRAL, dash="dash", width=1),
+            name="n one-token passes",
+            hoverinfo="skip",
+        )
+    )
     for rt, r in rows.items():
         one = r[0][1]
         d = curves[rt].get("D")
-        fig.add_trace(go.Scatter(
-            x=[n for n, _ in r], y=[ms / one for _, ms in r], mode="lines+markers", name=plotly_text(rt),
-            line=dict(color=COLOURS.get(rt, NEUTRAL), width=4 if rt == current else 2),
-            customdata=[[ms, d if d is not None else float("nan")] for _, ms in r],
-            hovertemplate=f"{plotly_text(rt)}: a pass over %{{x}} tokens costs %{{customdata[0]:.0f}} ms = %{{y:.2f}} one-token passes"
-                          "<br>one drafted token: %{customdata[1]:.0f} ms<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[n for n, _ in r],
+                y=[ms / one for _, ms in r],
+                mode="lines+markers",
+                name=plotly_text(rt),
+                line=dict(color=COLOURS.get(rt, NEUTRAL), width=4 if rt == current else 2),
+                customdata=[[ms, d if d is not None else float("nan")] for _, ms in r],
+                hovertemplate=f"{plotly_text(rt)}: a pass over %{{x}} tokens costs %{{customdata[0]:.0f}} ms = %{{y:.2f}} one-token passes"
+                "<br>one drafted token: %{customdata[1]:.0f} ms<extra></extra>",
+            )
+        )
     fig.update_layout(xaxis_title="new tokens in one target pass (n)", yaxis_title="cost in one-token passes")
     return style_figure(fig, "Verify pass cost by runtime: V(n) / V(1)")

@@ -48,8 +48,13 @@ class Prediction:
     overhead_share: float  # share of wall time outside draft and verify passes
 
 
-def predict(summary: RunSummary, events: Iterable[Event], k: int | None = None, plain: RunSummary | None = None,
-            verify_cost: Mapping[int, float] | None = None) -> Prediction | None:
+def predict(
+    summary: RunSummary,
+    events: Iterable[Event],
+    k: int | None = None,
+    plain: RunSummary | None = None,
+    verify_cost: Mapping[int, float] | None = None,
+) -> Prediction | None:
     """Predicted and measured numbers for a speculative run.
 
     T (one one-token target pass) is the run's `plain_ms_per_token` (the cost model measured
@@ -81,7 +86,9 @@ def predict(summary: RunSummary, events: Iterable[Event], k: int | None = None, 
     measured_tpr = summary.tokens_per_round or stats.tokens_per_round
     tokens_per_s = summary.tokens_per_s or stats.tokens_per_s
     measured = tokens_per_s * t / 1000 if tokens_per_s > 0 else None
-    plain_run = tokens_per_s / plain.tokens_per_s if plain is not None and plain.tokens_per_s > 0 and tokens_per_s > 0 else None
+    plain_run = (
+        tokens_per_s / plain.tokens_per_s if plain is not None and plain.tokens_per_s > 0 and tokens_per_s > 0 else None
+    )
     v = verify
     if verify_cost:
         v = _cost_at(verify_cost, k + 1)
@@ -89,13 +96,22 @@ def predict(summary: RunSummary, events: Iterable[Event], k: int | None = None, 
     wall_ms = (summary.wall_s or stats.elapsed_s) * 1000
     model_ms = stats.draft_ms + stats.verify_ms
     return Prediction(
-        alpha=alpha, k=k, target_ms=t, draft_ms=d, verify_ms=v, target_ms_source=source,
-        predicted_tokens_per_round=tpr, measured_tokens_per_round=measured_tpr,
+        alpha=alpha,
+        k=k,
+        target_ms=t,
+        draft_ms=d,
+        verify_ms=v,
+        target_ms_source=source,
+        predicted_tokens_per_round=tpr,
+        measured_tokens_per_round=measured_tpr,
         predicted_speedup=float(theory.speedup(alpha, k, t, d)),
         predicted_speedup_measured_cost=tpr * t / (k * d + v) if v > 0 else float("nan"),
-        measured_speedup=measured, measured_basis=f"{1000 / t:.2f} tokens/s, one {t:.0f} ms pass per token" if measured else "",
-        plain_run_speedup=plain_run, plain_run_tokens_per_s=plain.tokens_per_s if plain is not None and plain.tokens_per_s > 0 else None,
-        best_k=bk, best_k_speedup=bs,
+        measured_speedup=measured,
+        measured_basis=f"{1000 / t:.2f} tokens/s, one {t:.0f} ms pass per token" if measured else "",
+        plain_run_speedup=plain_run,
+        plain_run_tokens_per_s=plain.tokens_per_s if plain is not None and plain.tokens_per_s > 0 else None,
+        best_k=bk,
+        best_k_speedup=bs,
         break_even_alpha=float(theory.break_even_alpha(k, t, d)),
         overhead_share=max(0.0, 1 - model_ms / wall_ms) if wall_ms > 0 else 0.0,
     )
@@ -130,13 +146,21 @@ def gap_explanation(pred: Prediction) -> list[str]:
                 f"\u03b1 = {pred.alpha:.2f} predicts: easy stretches (boilerplate, repeated code) accept whole drafts in a row."
             )
     if pred.overhead_share > OVERHEAD_SHARE:
-        out.append(f"{pred.overhead_share:.0%} of the wall time went outside the model passes (sampling, cache bookkeeping, Python), which the formula ignores.")
+        out.append(
+            f"{pred.overhead_share:.0%} of the wall time went outside the model passes (sampling, cache bookkeeping, Python), which the formula ignores."
+        )
     if np.isfinite(pred.break_even_alpha) and pred.alpha < pred.break_even_alpha:
-        out.append(f"\u03b1 = {pred.alpha:.2f} is below the break-even {pred.break_even_alpha:.2f} for k = {pred.k}: drafting costs more than it saves.")
+        out.append(
+            f"\u03b1 = {pred.alpha:.2f} is below the break-even {pred.break_even_alpha:.2f} for k = {pred.k}: drafting costs more than it saves."
+        )
     elif not np.isfinite(pred.break_even_alpha):
-        out.append(f"A drafted token ({pred.draft_ms:.0f} ms) costs more than a target pass ({pred.target_ms:.0f} ms): no \u03b1 makes drafting pay.")
+        out.append(
+            f"A drafted token ({pred.draft_ms:.0f} ms) costs more than a target pass ({pred.target_ms:.0f} ms): no \u03b1 makes drafting pay."
+        )
     if pred.best_k != pred.k:
-        out.append(f"With these costs the formula's best k is {pred.best_k} ({pred.best_k_speedup:.2f}\u00d7), not {pred.k}.")
+        out.append(
+            f"With these costs the formula's best k is {pred.best_k} ({pred.best_k_speedup:.2f}\u00d7), not {pred.k}."
+        )
     if pred.measured_speedup is not None and not out:
         out.append("The formula's assumptions held well for this run.")
     return out
@@ -144,6 +168,7 @@ def gap_explanation(pred: Prediction) -> list[str]:
 
 def prediction_html(pred: Prediction) -> str:
     """A predicted-vs-measured table and the explanation of the gap."""
+
     def x(v: float | None) -> str:
         return "\u2014" if v is None or not np.isfinite(v) else f"{v:.2f}\u00d7"
 
@@ -153,13 +178,16 @@ def prediction_html(pred: Prediction) -> str:
         ("speedup, measured verify cost", x(pred.predicted_speedup_measured_cost), ""),
     ]
     if pred.plain_run_speedup is not None:
-        rows.append((f"speedup over the plain run ({pred.plain_run_tokens_per_s:.2f} tokens/s)", "", x(pred.plain_run_speedup)))
+        rows.append(
+            (f"speedup over the plain run ({pred.plain_run_tokens_per_s:.2f} tokens/s)", "", x(pred.plain_run_speedup))
+        )
     head = "<tr><th></th><th>predicted</th><th>measured</th></tr>"
     table = head + "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
     inputs = (
         f"From \u03b1 = {pred.alpha:.2f} (mean overlap), k = {pred.k}, T = {pred.target_ms:.0f} ms per target pass "
         f"({pred.target_ms_source}), D = {pred.draft_ms:.0f} ms per drafted token, V = {pred.verify_ms:.0f} ms per "
-        f"verify pass over {pred.k + 1} tokens" + (f"; measured speedup against plain decoding at {pred.measured_basis}." if pred.measured_basis else ".")
+        f"verify pass over {pred.k + 1} tokens"
+        + (f"; measured speedup against plain decoding at {pred.measured_basis}." if pred.measured_basis else ".")
     )
     why = "".join(f"<p>{esc(s)}</p>" for s in gap_explanation(pred))
     return f'<div class="specviz-text"><p class="sv-muted">{esc(inputs)}</p><table class="specviz-table">{table}</table>{why}</div>'

@@ -73,8 +73,9 @@ def _curve(events: list[Event]) -> tuple[list[float], list[int]]:
     return t, n
 
 
-def tokens_vs_time_figure(spec_trace: Run, plain_trace: Run | None = None, t_s: float | None = None,
-                          title: str | None = "Tokens over time") -> go.Figure:
+def tokens_vs_time_figure(
+    spec_trace: Run, plain_trace: Run | None = None, t_s: float | None = None, title: str | None = "Tokens over time"
+) -> go.Figure:
     """Step lines of tokens generated against seconds for both runs; t_s draws a cursor."""
     spec = _events(spec_trace)
     plain = _events(plain_trace) if plain_trace is not None else []
@@ -84,11 +85,21 @@ def tokens_vs_time_figure(spec_trace: Run, plain_trace: Run | None = None, t_s: 
     for events, name, colour in ((spec, SPECULATIVE, ACCEPTED), (plain, PLAIN, TARGET)):
         if events:
             t, n = _curve(events)
-            fig.add_scatter(x=t, y=n, name=name, mode="lines", line={"shape": "hv", "color": colour, "width": 2.5},
-                            hovertemplate=f"{name}: %{{y}} tokens at %{{x:.2f}} s<extra></extra>")
+            fig.add_scatter(
+                x=t,
+                y=n,
+                name=name,
+                mode="lines",
+                line={"shape": "hv", "color": colour, "width": 2.5},
+                hovertemplate=f"{name}: %{{y}} tokens at %{{x:.2f}} s<extra></extra>",
+            )
     if t_s is not None:
         fig.add_vline(x=t_s, line={"color": NEUTRAL, "width": 1, "dash": "dot"})
-    fig.update_layout(xaxis={"title": "seconds", "rangemode": "tozero"}, yaxis={"title": "tokens", "rangemode": "tozero"}, hovermode="x unified")
+    fig.update_layout(
+        xaxis={"title": "seconds", "rangemode": "tozero"},
+        yaxis={"title": "tokens", "rangemode": "tozero"},
+        hovermode="x unified",
+    )
     return style_figure(fig, title, height=300)
 
 
@@ -105,7 +116,9 @@ def comparison_html(spec: RunSummary, plain: RunSummary) -> str:
     head = "<tr><th></th><th>speculative</th><th>plain</th></tr>"
     if plain.tokens_per_s > 0 and spec.tokens_per_s > 0:
         ratio = spec.tokens_per_s / plain.tokens_per_s
-        verdict = f"Speculative decoding ran at {ratio:.2f}\u00d7 the speed of plain decoding" + (" (slower)." if ratio < 1 else ".")
+        verdict = f"Speculative decoding ran at {ratio:.2f}\u00d7 the speed of plain decoding" + (
+            " (slower)." if ratio < 1 else "."
+        )
     else:
         verdict = "Not enough data to compare speeds yet."
     if plain.target_passes > 0 and spec.new_tokens and plain.new_tokens:
@@ -178,17 +191,24 @@ def identity_html(spec_trace: Run, plain_trace: Run, greedy: bool | None = None)
         words = f"Identical: all {len(spec)} tokens match, token for token."
     elif ident.first_difference >= ident.compared:
         longer = SPECULATIVE if len(spec) > len(plain) else PLAIN
-        words = (f"The first {ident.compared} tokens are identical; then the {longer} run goes on "
-                 f"({len(spec)} speculative tokens, {len(plain)} plain).")
+        words = (
+            f"The first {ident.compared} tokens are identical; then the {longer} run goes on "
+            f"({len(spec)} speculative tokens, {len(plain)} plain)."
+        )
     else:
         i = ident.first_difference
         words = f"The outputs first differ at token {i}: speculative {quoted(spec[i][1])}, plain {quoted(plain[i][1])}."
         if ident.top2_logit_gap is not None:
             g = ident.top2_logit_gap
-            words += (f" The target's top two logits there differ by only {g:.3f}: a near-tie, which rounding in a "
-                      "multi-token pass can flip." if g < NEAR_TIE_LOGITS else
-                      f" The target's top two logits there differ by {g:.3f}, too much for rounding: this is unexpected.")
+            words += (
+                f" The target's top two logits there differ by only {g:.3f}: a near-tie, which rounding in a "
+                "multi-token pass can flip."
+                if g < NEAR_TIE_LOGITS
+                else f" The target's top two logits there differ by {g:.3f}, too much for rounding: this is unexpected."
+            )
     if not greedy:
-        words = ("Sampling: the two runs draw different random numbers, so their texts may differ; what they share "
-                 "is the output distribution (see the lossless lab). ") + words
+        words = (
+            "Sampling: the two runs draw different random numbers, so their texts may differ; what they share "
+            "is the output distribution (see the lossless lab). "
+        ) + words
     return f'<div class="specviz-text"><p>{esc(words)}</p></div>'

@@ -39,30 +39,38 @@ def source_html(event: RoundEvent) -> str:
 def _nodes(event: RoundEvent, label) -> str:
     """The round's tree as an indented list, root first: each node's token, decision and
     label. A one-wide tree went through the chain pass: its drafted tokens are the nodes."""
-    nodes = [(n.depth, n.text, n.decision) for n in event.tree] or [(i + 1, d.text, d.decision) for i, d in enumerate(event.drafted)]
+    nodes = [(n.depth, n.text, n.decision) for n in event.tree] or [
+        (i + 1, d.text, d.decision) for i, d in enumerate(event.drafted)
+    ]
     if not nodes:
         return '<p class="sv-muted">Nothing was verified this round: one target pass gave the next token, as plain decoding does.</p>'
     items = []
     for i, (depth, text, decision) in enumerate(nodes):
         pad = "\u2003" * (depth - 1)
-        items.append(f'<li data-node="{i}" data-decision="{decision}">{pad}'
-                     f'{_chip(text, decision, DECISION_WORDS[decision])} {esc(label(i))}</li>')
+        items.append(
+            f'<li data-node="{i}" data-decision="{decision}">{pad}'
+            f"{_chip(text, decision, DECISION_WORDS[decision])} {esc(label(i))}</li>"
+        )
     return f'<ul class="sv-source-tree">{"".join(items)}</ul>'
 
 
 def _suffix(event: RoundEvent, src: CandidateSource) -> str:
     if not src.matched and not src.counts:
-        return (f"<p>Round {event.index}: the context's last token occurs nowhere earlier with something after it, "
-                "so suffix decoding had nothing to propose.</p>")
+        return (
+            f"<p>Round {event.index}: the context's last token occurs nowhere earlier with something after it, "
+            "so suffix decoding had nothing to propose.</p>"
+        )
     m = len(src.matched)
     if not m:  # the guess that the last token replaced one of a broken-off copy's (the note says so)
         head = f"<p>Round {event.index}: the copy read on after the token the context's last token replaced:</p>"
     else:
-        head = (f"<p>Round {event.index}: the context's last {m} token{'s' if m != 1 else ''} "
-                f"{_seq(src.matched)} occurred {src.occurrences} time{'s' if src.occurrences != 1 else ''} earlier "
-                "(the prompt, the output so far and, on the page, this session's earlier outputs). "
-                "What followed them became the speculation tree, each node counting the occurrences that continued "
-                "through it:</p>")
+        head = (
+            f"<p>Round {event.index}: the context's last {m} token{'s' if m != 1 else ''} "
+            f"{_seq(src.matched)} occurred {src.occurrences} time{'s' if src.occurrences != 1 else ''} earlier "
+            "(the prompt, the output so far and, on the page, this session's earlier outputs). "
+            "What followed them became the speculation tree, each node counting the occurrences that continued "
+            "through it:</p>"
+        )
 
     def label(i: int) -> str:
         if i >= len(src.counts):
@@ -71,8 +79,11 @@ def _suffix(event: RoundEvent, src: CandidateSource) -> str:
         return f"{c} of {src.occurrences} ({c / src.occurrences:.0%})"
 
     path = event.accepted
-    taken = (f"<p>The target took {path} node{'s' if path != 1 else ''} of the tree, then added its own token.</p>"
-             if event.tree or event.drafted else "")
+    taken = (
+        f"<p>The target took {path} node{'s' if path != 1 else ''} of the tree, then added its own token.</p>"
+        if event.tree or event.drafted
+        else ""
+    )
     return head + _nodes(event, label) + taken
 
 
@@ -80,9 +91,11 @@ def _lookahead(event: RoundEvent, src: CandidateSource) -> str:
     parts = [f"<p>Round {event.index}: "]
     if src.window_on and src.window:
         levels, cols = len(src.window), len(src.window[0]) if src.window else 0
-        parts.append(f"the Jacobi window ({cols} columns, {levels} levels) rode in the target's pass beside the candidates. "
-                     "Column i of level j is the guess for position i + j after the root (level 0's first column); each "
-                     "guess sees the guesses below it in its column.</p>")
+        parts.append(
+            f"the Jacobi window ({cols} columns, {levels} levels) rode in the target's pass beside the candidates. "
+            "Column i of level j is the guess for position i + j after the root (level 0's first column); each "
+            "guess sees the guesses below it in its column.</p>"
+        )
         rows = []
         for j, level in enumerate(src.window):
             cells = "".join(f"<td>{_chip(t)}</td>" for t in level)
@@ -90,12 +103,16 @@ def _lookahead(event: RoundEvent, src: CandidateSource) -> str:
         head = "".join(f'<th scope="col">column {i}</th>' for i in range(cols))
         parts.append(f'<table class="sv-source-window"><tr><th></th>{head}</tr>{"".join(rows)}</table>')
         if src.ngrams:
-            parts.append("<p>From each column the pass made an n-gram (the column's guesses and the target's next guess "
-                         "after them), kept for a later round whose last token is its first:</p>")
+            parts.append(
+                "<p>From each column the pass made an n-gram (the column's guesses and the target's next guess "
+                "after them), kept for a later round whose last token is its first:</p>"
+            )
             parts.append('<ul class="sv-source-ngrams">' + "".join(f"<li>{_seq(g)}</li>" for g in src.ngrams) + "</ul>")
     else:
-        parts.append("the Jacobi window was resting (its last trial did not pay for its share of the pass); "
-                     "only n-grams already found were proposed.</p>")
+        parts.append(
+            "the Jacobi window was resting (its last trial did not pay for its share of the pass); "
+            "only n-grams already found were proposed.</p>"
+        )
     origin_words = {"window": "an n-gram of the window", "context": "what followed this token earlier in the context"}
 
     def label(i: int) -> str:

@@ -64,25 +64,34 @@ def speculation_note_html(trace: Trace | None) -> str:
     method = (trace.meta or {}).get("drafter") or trace.settings.get("drafter", "the drafter")
     parts = [f"{esc(str(method).capitalize())} speculated in {used} of {len(rounds)} rounds"]
     if speedup > 0:
-        parts.append(f"and ran at {speedup:.2f}\u00d7 plain decoding"
-                     + (" (below plain)" if short else ""))
-    costs = (f"On this runtime a pass over 2 tokens costs {v2 / v1:.2f} one-token passes ({v2:.0f} against {v1:.0f} ms) "
-             f"and a pass over 8 costs {v8 / v1:.2f}: a guessed token pays for its place only where its chance of "
-             f"being accepted is above about {max(0.0, v2 / v1 - 1):.0%}, and a round of 7 guesses only where they "
-             f"add {max(0.0, v8 / v1 - 1):.1f} accepted tokens on average.")
+        parts.append(f"and ran at {speedup:.2f}\u00d7 plain decoding" + (" (below plain)" if short else ""))
+    costs = (
+        f"On this runtime a pass over 2 tokens costs {v2 / v1:.2f} one-token passes ({v2:.0f} against {v1:.0f} ms) "
+        f"and a pass over 8 costs {v8 / v1:.2f}: a guessed token pays for its place only where its chance of "
+        f"being accepted is above about {max(0.0, v2 / v1 - 1):.0%}, and a round of 7 guesses only where they "
+        f"add {max(0.0, v8 / v1 - 1):.1f} accepted tokens on average."
+    )
     if trace.summary.policy == COST_AWARE:
-        why = ("Where its guesses could not clear that, the cost-aware policy kept the round to the next token, "
-               "as plain decoding does, and tried again as its estimates recovered.")
+        why = (
+            "Where its guesses could not clear that, the cost-aware policy kept the round to the next token, "
+            "as plain decoding does, and tried again as its estimates recovered."
+        )
     else:
-        why = (f"The {esc(trace.summary.policy or 'chosen')} policy verifies what was drafted whether it pays or not; "
-               "the cost-aware policy stands aside where it cannot.")
+        why = (
+            f"The {esc(trace.summary.policy or 'chosen')} policy verifies what was drafted whether it pays or not; "
+            "the cost-aware policy stands aside where it cannot."
+        )
     busier = slowdown(rounds, v)
     if busier > BUSIER:
-        why += (f" The target's passes in this run took {busier:.1f}\u00d7 what the same passes cost when the pair "
-                "loaded: the machine was busier than then, so plain decoding at its load-time speed is a high bar; "
-                "Side by side races both under the same conditions.")
-    return (f'<p class="sv-speculation-note" data-speculated="{used}" data-rounds="{len(rounds)}" '
-            f'data-slowdown="{busier:.2f}">{" ".join(parts)}. {costs} {why}{_sized_round(rounds)}</p>')
+        why += (
+            f" The target's passes in this run took {busier:.1f}\u00d7 what the same passes cost when the pair "
+            "loaded: the machine was busier than then, so plain decoding at its load-time speed is a high bar; "
+            "Side by side races both under the same conditions."
+        )
+    return (
+        f'<p class="sv-speculation-note" data-speculated="{used}" data-rounds="{len(rounds)}" '
+        f'data-slowdown="{busier:.2f}">{" ".join(parts)}. {costs} {why}{_sized_round(rounds)}</p>'
+    )
 
 
 def _sized_round(rounds: list[RoundEvent]) -> str:
@@ -94,6 +103,10 @@ def _sized_round(rounds: list[RoundEvent]) -> str:
         return ""
     e = next((e for e in reversed(sized) if e.drafted and e.source.matched), sized[-1])
     m, matched = len(e.source.matched), "".join(e.source.matched)
-    where = (f"the context's last {m} token{'s' if m != 1 else ''} ({esc(matched)}) occurred {e.source.occurrences} "
-             f"time{'s' if e.source.occurrences != 1 else ''} earlier. " if m else "")
+    where = (
+        f"the context's last {m} token{'s' if m != 1 else ''} ({esc(matched)}) occurred {e.source.occurrences} "
+        f"time{'s' if e.source.occurrences != 1 else ''} earlier. "
+        if m
+        else ""
+    )
     return f" Round {e.index}, as the Round inspector tells it: {where}{esc(e.source.note)}"

@@ -25,7 +25,9 @@ def acceptance_by_position(events: Iterable[Event]) -> tuple[np.ndarray, np.ndar
     return judged, counts.accepted, overlap / np.maximum(judged, 1)
 
 
-def acceptance_by_position_figure(events: Iterable[Event], title: str | None = "Acceptance by position in the draft") -> go.Figure:
+def acceptance_by_position_figure(
+    events: Iterable[Event], title: str | None = "Acceptance by position in the draft"
+) -> go.Figure:
     """Bars: measured acceptance at each draft position; markers: mean overlap there.
 
     A position is only judged when every draft before it was accepted, so later positions
@@ -39,17 +41,27 @@ def acceptance_by_position_figure(events: Iterable[Event], title: str | None = "
     rate = np.where(has, accepted / np.maximum(judged, 1), np.nan)
     fig = go.Figure()
     fig.add_bar(
-        x=pos, y=rate, name="measured acceptance", marker_color=ACCEPTED,
+        x=pos,
+        y=rate,
+        name="measured acceptance",
+        marker_color=ACCEPTED,
         customdata=np.stack([accepted, judged], axis=-1),
-        text=[f"n={n}" for n in judged], textposition="outside",
+        text=[f"n={n}" for n in judged],
+        textposition="outside",
         hovertemplate="position %{x}: %{customdata[0]} of %{customdata[1]} accepted (%{y:.0%})<extra></extra>",
     )
     fig.add_scatter(
-        x=pos[has], y=overlap[has], name="mean overlap \u03b2", mode="markers",
+        x=pos[has],
+        y=overlap[has],
+        name="mean overlap \u03b2",
+        mode="markers",
         marker={"color": NEUTRAL, "symbol": "line-ew-open", "size": 22, "line": {"width": 3, "color": NEUTRAL}},
         hovertemplate="position %{x}: mean overlap %{y:.2f}<extra></extra>",
     )
-    fig.update_layout(xaxis={"title": "position in the draft", "dtick": 1}, yaxis={"title": "acceptance", "range": [0, 1.15], "tickformat": ".0%"})
+    fig.update_layout(
+        xaxis={"title": "position in the draft", "dtick": 1},
+        yaxis={"title": "acceptance", "range": [0, 1.15], "tickformat": ".0%"},
+    )
     return style_figure(fig, title)
 
 
@@ -67,8 +79,12 @@ def predicted_accepted_lengths(alpha: float, ks: np.ndarray) -> np.ndarray:
     return predicted_histogram(alpha, ks)
 
 
-def accepted_length_figure(events: Iterable[Event], alpha: float | None = None, title: str | None = "Drafts accepted per round",
-                           model_name: str | None = None) -> go.Figure:
+def accepted_length_figure(
+    events: Iterable[Event],
+    alpha: float | None = None,
+    title: str | None = "Drafts accepted per round",
+    model_name: str | None = None,
+) -> go.Figure:
     """Histogram of accepted drafts per round against the truncated-geometric prediction.
 
     alpha defaults to the run's mean overlap (the expected acceptance). A gap between the two
@@ -85,19 +101,33 @@ def accepted_length_figure(events: Iterable[Event], alpha: float | None = None, 
     measured = np.bincount(counts, minlength=len(expected))
     n = np.arange(len(expected))
     fig = go.Figure()
-    fig.add_bar(x=n, y=measured, name="measured", marker_color=ACCEPTED, hovertemplate="%{x} accepted: %{y} rounds<extra></extra>")
+    fig.add_bar(
+        x=n,
+        y=measured,
+        name="measured",
+        marker_color=ACCEPTED,
+        hovertemplate="%{x} accepted: %{y} rounds<extra></extra>",
+    )
     fig.add_scatter(
-        x=n, y=expected, mode="lines+markers",
+        x=n,
+        y=expected,
+        mode="lines+markers",
         name=plotly_text(model_name) if model_name else f"predicted (\u03b1 = {alpha:.2f})",
-        line={"color": NEUTRAL, "dash": "dot"}, marker={"color": NEUTRAL},
+        line={"color": NEUTRAL, "dash": "dot"},
+        marker={"color": NEUTRAL},
         hovertemplate="%{x} accepted: %{y:.1f} rounds expected<extra></extra>",
     )
-    fig.update_layout(xaxis={"title": "drafts accepted in the round", "dtick": 1}, yaxis={"title": "rounds", "rangemode": "tozero"})
+    fig.update_layout(
+        xaxis={"title": "drafts accepted in the round", "dtick": 1}, yaxis={"title": "rounds", "rangemode": "tozero"}
+    )
     return style_figure(fig, title)
 
 
 def speedup_comparison_figure(
-    predicted: float, measured: float, predicted_with_cost: float | None = None, title: str | None = "Speedup over plain decoding"
+    predicted: float,
+    measured: float,
+    predicted_with_cost: float | None = None,
+    title: str | None = "Speedup over plain decoding",
 ) -> go.Figure:
     """Bars: the formula's speedup, the formula with the measured verify cost, the measured one."""
     names, values, colours = ["predicted"], [predicted], [DRAFT]
@@ -108,10 +138,24 @@ def speedup_comparison_figure(
     names.append("measured")
     values.append(measured)
     colours.append(ACCEPTED)
-    fig = go.Figure(go.Bar(
-        x=names, y=values, marker_color=colours, text=[f"{v:.2f}\u00d7" for v in values], textposition="outside",
-        hovertemplate="%{x}: %{y:.2f}\u00d7<extra></extra>", showlegend=False,
-    ))
-    fig.add_hline(y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, annotation_text="plain decoding", annotation_position="top left")
-    fig.update_layout(yaxis={"title": "\u00d7 plain decoding", "rangemode": "tozero", "range": [0, max(values + [1]) * 1.2]})
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=values,
+            marker_color=colours,
+            text=[f"{v:.2f}\u00d7" for v in values],
+            textposition="outside",
+            hovertemplate="%{x}: %{y:.2f}\u00d7<extra></extra>",
+            showlegend=False,
+        )
+    )
+    fig.add_hline(
+        y=1,
+        line={"color": NEUTRAL, "dash": "dash", "width": 1},
+        annotation_text="plain decoding",
+        annotation_position="top left",
+    )
+    fig.update_layout(
+        yaxis={"title": "\u00d7 plain decoding", "rangemode": "tozero", "range": [0, max(values + [1]) * 1.2]}
+    )
     return style_figure(fig, title, height=300)

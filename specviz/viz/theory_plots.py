@@ -27,21 +27,43 @@ def _alpha_colours(alphas: Sequence[float]) -> list[str]:
     return sample_colorscale(ALPHA_SCALE, [i / max(len(alphas) - 1, 1) for i in range(len(alphas))])
 
 
-def _alpha_curve(fig: go.Figure, ks: np.ndarray, y, name: str, colour: str, width: float, unit: str, legend: bool, label: str | None = None) -> None:
+def _alpha_curve(
+    fig: go.Figure,
+    ks: np.ndarray,
+    y,
+    name: str,
+    colour: str,
+    width: float,
+    unit: str,
+    legend: bool,
+    label: str | None = None,
+) -> None:
     """One curve per alpha, labelled at its right end instead of in the legend (which would
     crowd a phone screen)."""
     y = np.asarray(y, dtype=float)
     fig.add_scatter(
-        x=ks, y=y, name=name, mode="lines+text", showlegend=legend, line={"color": colour, "width": width},
-        text=[""] * (len(ks) - 1) + [label or name], textposition="middle right", textfont={"color": colour, "size": 11},
-        cliponaxis=False, hovertemplate=f"{name}, k = %{{x}}: %{{y:.2f}}{unit}<extra></extra>",
+        x=ks,
+        y=y,
+        name=name,
+        mode="lines+text",
+        showlegend=legend,
+        line={"color": colour, "width": width},
+        text=[""] * (len(ks) - 1) + [label or name],
+        textposition="middle right",
+        textfont={"color": colour, "size": 11},
+        cliponaxis=False,
+        hovertemplate=f"{name}, k = %{{x}}: %{{y:.2f}}{unit}<extra></extra>",
     )
 
 
-def tokens_per_round_figure(alphas: Sequence[float] = DEFAULT_ALPHAS, k_max: int = DEFAULT_K_MAX,
-                            run_alpha: float | None = None, run_k: int | None = None,
-                            measured_tokens_per_round: float | None = None,
-                            title: str | None = "Tokens per round") -> go.Figure:
+def tokens_per_round_figure(
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    k_max: int = DEFAULT_K_MAX,
+    run_alpha: float | None = None,
+    run_k: int | None = None,
+    measured_tokens_per_round: float | None = None,
+    title: str | None = "Tokens per round",
+) -> go.Figure:
     """(1 - alpha^(k+1)) / (1 - alpha) against k, one curve per alpha; the run's alpha is
     drawn thick and its measured tokens per round marked at its k."""
     ks = np.arange(0, k_max + 1)
@@ -49,19 +71,43 @@ def tokens_per_round_figure(alphas: Sequence[float] = DEFAULT_ALPHAS, k_max: int
     for a, colour in zip(alphas, _alpha_colours(alphas)):
         _alpha_curve(fig, ks, theory.tokens_per_round(a, ks), f"\u03b1 = {a:g}", colour, 1.5, " tokens", legend=False)
     if run_alpha is not None:
-        _alpha_curve(fig, ks, theory.tokens_per_round(run_alpha, ks), f"this run (\u03b1 = {run_alpha:.2f})", NEUTRAL, 3.5, " tokens", legend=True, label="this run")
+        _alpha_curve(
+            fig,
+            ks,
+            theory.tokens_per_round(run_alpha, ks),
+            f"this run (\u03b1 = {run_alpha:.2f})",
+            NEUTRAL,
+            3.5,
+            " tokens",
+            legend=True,
+            label="this run",
+        )
     if run_k is not None and measured_tokens_per_round is not None:
-        fig.add_scatter(x=[run_k], y=[measured_tokens_per_round], name="measured", mode="markers",
-                        marker={"color": REJECTED, "size": 12, "symbol": "x"},
-                        hovertemplate="measured at k = %{x}: %{y:.2f} tokens<extra></extra>")
-    fig.update_layout(xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "tokens per round", "rangemode": "tozero"})
+        fig.add_scatter(
+            x=[run_k],
+            y=[measured_tokens_per_round],
+            name="measured",
+            mode="markers",
+            marker={"color": REJECTED, "size": 12, "symbol": "x"},
+            hovertemplate="measured at k = %{x}: %{y:.2f} tokens<extra></extra>",
+        )
+    fig.update_layout(
+        xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "tokens per round", "rangemode": "tozero"}
+    )
     return style_figure(fig, title).update_layout(margin_r=72)  # room for the curve labels
 
 
-def speedup_vs_k_figure(target_ms: float, draft_ms: float, alphas: Sequence[float] = DEFAULT_ALPHAS,
-                        k_max: int = DEFAULT_K_MAX, run_alpha: float | None = None, run_k: int | None = None,
-                        measured_speedup: float | None = None, verify_ms: Sequence[float] | None = None,
-                        title: str | None = "Predicted speedup against k") -> go.Figure:
+def speedup_vs_k_figure(
+    target_ms: float,
+    draft_ms: float,
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    k_max: int = DEFAULT_K_MAX,
+    run_alpha: float | None = None,
+    run_k: int | None = None,
+    measured_speedup: float | None = None,
+    verify_ms: Sequence[float] | None = None,
+    title: str | None = "Predicted speedup against k",
+) -> go.Figure:
     """Predicted speedup for each alpha against k, the best k of each curve starred.
 
     With run_alpha the run's curve is drawn thick; with verify_ms (verify_ms[n-1] = measured
@@ -81,42 +127,87 @@ def speedup_vs_k_figure(target_ms: float, draft_ms: float, alphas: Sequence[floa
         best_x.append(b)
         best_y.append(float(s[b]))
         best_text.append(name)
-    fig.add_scatter(x=best_x, y=best_y, name="best k", mode="markers", marker={"symbol": "star", "size": 13, "color": BONUS},
-                    customdata=best_text, hovertemplate="%{customdata}: best k = %{x} (%{y:.2f}\u00d7)<extra></extra>")
+    fig.add_scatter(
+        x=best_x,
+        y=best_y,
+        name="best k",
+        mode="markers",
+        marker={"symbol": "star", "size": 13, "color": BONUS},
+        customdata=best_text,
+        hovertemplate="%{customdata}: best k = %{x} (%{y:.2f}\u00d7)<extra></extra>",
+    )
     if run_alpha is not None and verify_ms is not None:
         kc = ks[ks + 1 <= len(verify_ms)]
-        fig.add_scatter(x=kc, y=theory.speedup_with_cost(run_alpha, kc, list(verify_ms), draft_ms, target_ms),
-                        name="this run, measured verify cost", mode="lines", line={"color": NEUTRAL, "width": 2.5, "dash": "dash"},
-                        hovertemplate="measured cost, k = %{x}: %{y:.2f}\u00d7<extra></extra>")
+        fig.add_scatter(
+            x=kc,
+            y=theory.speedup_with_cost(run_alpha, kc, list(verify_ms), draft_ms, target_ms),
+            name="this run, measured verify cost",
+            mode="lines",
+            line={"color": NEUTRAL, "width": 2.5, "dash": "dash"},
+            hovertemplate="measured cost, k = %{x}: %{y:.2f}\u00d7<extra></extra>",
+        )
     if run_k is not None and measured_speedup is not None:
-        fig.add_scatter(x=[run_k], y=[measured_speedup], name="measured", mode="markers",
-                        marker={"color": REJECTED, "size": 12, "symbol": "x"}, hovertemplate="measured at k = %{x}: %{y:.2f}\u00d7<extra></extra>")
+        fig.add_scatter(
+            x=[run_k],
+            y=[measured_speedup],
+            name="measured",
+            mode="markers",
+            marker={"color": REJECTED, "size": 12, "symbol": "x"},
+            hovertemplate="measured at k = %{x}: %{y:.2f}\u00d7<extra></extra>",
+        )
     fig.add_hline(y=1, line={"color": NEUTRAL, "width": 1, "dash": "dot"})
-    fig.update_layout(xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "\u00d7 plain decoding", "rangemode": "tozero"})
+    fig.update_layout(
+        xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "\u00d7 plain decoding", "rangemode": "tozero"}
+    )
     return style_figure(fig, title).update_layout(margin_r=72)  # room for the curve labels
 
 
-def speedup_heatmap_figure(target_ms: float, draft_ms: float, k_max: int = DEFAULT_K_MAX, run_alpha: float | None = None,
-                           run_k: int | None = None, title: str | None = "Predicted speedup by \u03b1 and k") -> go.Figure:
+def speedup_heatmap_figure(
+    target_ms: float,
+    draft_ms: float,
+    k_max: int = DEFAULT_K_MAX,
+    run_alpha: float | None = None,
+    run_k: int | None = None,
+    title: str | None = "Predicted speedup by \u03b1 and k",
+) -> go.Figure:
     """Speedup over an alpha x k grid (vermillion below 1: slower than plain decoding; blue
     above), the best k of each alpha as a line, and the run marked."""
     alphas = np.round(np.linspace(0, 0.98, 50), 2)
     ks = np.arange(1, k_max + 1)
     z = np.asarray(theory.speedup(alphas[:, None], ks[None, :], target_ms, draft_ms))
-    fig = go.Figure(go.Heatmap(
-        x=ks, y=alphas, z=z, zmid=1, colorscale=[[0, REJECTED], [0.5, "#f2f2f2"], [1, BONUS]],
-        colorbar={"title": {"text": "\u00d7", "side": "top"}, "thickness": 12, "len": 0.9},
-        hovertemplate="k = %{x}, \u03b1 = %{y:.2f}: %{z:.2f}\u00d7<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            x=ks,
+            y=alphas,
+            z=z,
+            zmid=1,
+            colorscale=[[0, REJECTED], [0.5, "#f2f2f2"], [1, BONUS]],
+            colorbar={"title": {"text": "\u00d7", "side": "top"}, "thickness": 12, "len": 0.9},
+            hovertemplate="k = %{x}, \u03b1 = %{y:.2f}: %{z:.2f}\u00d7<extra></extra>",
+        )
+    )
     best, _ = theory.best_k(alphas, target_ms, draft_ms, k_max)
     drafting = best > 0
-    fig.add_scatter(x=best[drafting], y=alphas[drafting], name="best k", mode="markers", marker={"color": "#222222", "size": 5},
-                    hovertemplate="\u03b1 = %{y:.2f}: best k = %{x}<extra></extra>")
+    fig.add_scatter(
+        x=best[drafting],
+        y=alphas[drafting],
+        name="best k",
+        mode="markers",
+        marker={"color": "#222222", "size": 5},
+        hovertemplate="\u03b1 = %{y:.2f}: best k = %{x}<extra></extra>",
+    )
     if run_alpha is not None and run_k is not None:
-        fig.add_scatter(x=[run_k], y=[run_alpha], name="this run", mode="markers",
-                        marker={"symbol": "x", "size": 14, "color": "#222222", "line": {"width": 2, "color": "#ffffff"}},
-                        hovertemplate="this run: k = %{x}, \u03b1 = %{y:.2f}<extra></extra>")
-    fig.update_layout(xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "\u03b1 (acceptance)", "range": [0, 1]})
+        fig.add_scatter(
+            x=[run_k],
+            y=[run_alpha],
+            name="this run",
+            mode="markers",
+            marker={"symbol": "x", "size": 14, "color": "#222222", "line": {"width": 2, "color": "#ffffff"}},
+            hovertemplate="this run: k = %{x}, \u03b1 = %{y:.2f}<extra></extra>",
+        )
+    fig.update_layout(
+        xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "\u03b1 (acceptance)", "range": [0, 1]}
+    )
     return style_figure(fig, title, height=380)
 
 
@@ -128,9 +219,16 @@ def theory_text_html(alpha: float, k: int, target_ms: float, draft_ms: float, k_
     lines = [
         f"With \u03b1 = {alpha:.2f}, one target pass T = {target_ms:.0f} ms and one drafted token D = {draft_ms:.0f} ms "
         f"(D/T = {draft_ms / target_ms:.2f}), k = {k} predicts {theory.tokens_per_round(alpha, k):.2f} tokens per round and {here:.2f}\u00d7 speed.",
-        (f"The best k is {bk} ({bs:.2f}\u00d7)." if bk > 0 else "At this \u03b1, no k beats plain decoding: the best is not to draft."),
-        (f"For k = {k}, drafting pays off only above \u03b1 = {be:.2f}"
-         + (" \u2014 this run is below it." if alpha < be else ".")) if np.isfinite(be) else
-        f"For k = {k}, a drafted token costs more than a target pass, so drafting cannot pay off at any \u03b1.",
+        (
+            f"The best k is {bk} ({bs:.2f}\u00d7)."
+            if bk > 0
+            else "At this \u03b1, no k beats plain decoding: the best is not to draft."
+        ),
+        (
+            f"For k = {k}, drafting pays off only above \u03b1 = {be:.2f}"
+            + (" \u2014 this run is below it." if alpha < be else ".")
+        )
+        if np.isfinite(be)
+        else f"For k = {k}, a drafted token costs more than a target pass, so drafting cannot pay off at any \u03b1.",
     ]
     return '<div class="specviz-text">' + "".join(f"<p>{esc(s)}</p>" for s in lines) + "</div>"

@@ -23,25 +23,44 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
     x = [r.index for r in rounds]
     fig = go.Figure()
     fig.add_bar(
-        x=x, y=[r.draft_ms for r in rounds], name="draft", marker_color=DRAFT,
-        customdata=[r.k for r in rounds], hovertemplate="round %{x}: draft %{y:.0f} ms (k = %{customdata})<extra></extra>",
+        x=x,
+        y=[r.draft_ms for r in rounds],
+        name="draft",
+        marker_color=DRAFT,
+        customdata=[r.k for r in rounds],
+        hovertemplate="round %{x}: draft %{y:.0f} ms (k = %{customdata})<extra></extra>",
     )
     fig.add_bar(
-        x=x, y=[r.verify_ms for r in rounds], name="verify", marker_color=TARGET,
+        x=x,
+        y=[r.verify_ms for r in rounds],
+        name="verify",
+        marker_color=TARGET,
         hovertemplate="round %{x}: verify %{y:.0f} ms<extra></extra>",
     )
     gained = [r.gained for r in rounds]
     bonus = [r.emitted is not None and r.emitted.kind == "bonus" for r in rounds]
     fig.add_scatter(
-        x=x, y=gained, name="tokens gained", yaxis="y2", mode="lines+markers",
+        x=x,
+        y=gained,
+        name="tokens gained",
+        yaxis="y2",
+        mode="lines+markers",
         line={"color": NEUTRAL, "width": 1},
-        marker={"color": [BONUS if b else RESAMPLED for b in bonus], "size": 8, "symbol": ["diamond" if b else "circle" for b in bonus]},
+        marker={
+            "color": [BONUS if b else RESAMPLED for b in bonus],
+            "size": 8,
+            "symbol": ["diamond" if b else "circle" for b in bonus],
+        },
         customdata=[r.accepted for r in rounds],
         hovertemplate="round %{x}: %{y} tokens (%{customdata} drafts accepted)<extra></extra>",
     )
     fig.add_scatter(
-        x=x, y=[r.k for r in rounds], name="k drafted", yaxis="y2", mode="lines", line={"color": DRAFT, "width": 1.5, "dash": "dot",
-                                                                                    "shape": "hvh"},
+        x=x,
+        y=[r.k for r in rounds],
+        name="k drafted",
+        yaxis="y2",
+        mode="lines",
+        line={"color": DRAFT, "width": 1.5, "dash": "dot", "shape": "hvh"},
         hovertemplate="round %{x}: drafted k = %{y}<extra></extra>",
     )
     top = max(max(gained), max(r.k for r in rounds) + 1)
@@ -50,7 +69,14 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
         legend={"traceorder": "normal"},
         xaxis={"title": "round", "tick0": 0, "dtick": whole_dtick(max(x) - min(x) + 1)},
         yaxis={"title": "ms", "rangemode": "tozero"},
-        yaxis2={"title": "tokens", "overlaying": "y", "side": "right", "showgrid": False, "range": [0, top + 0.5],
-                "tick0": 0, "dtick": whole_dtick(top, 5)},
+        yaxis2={
+            "title": "tokens",
+            "overlaying": "y",
+            "side": "right",
+            "showgrid": False,
+            "range": [0, top + 0.5],
+            "tick0": 0,
+            "dtick": whole_dtick(top, 5),
+        },
     )
     return style_figure(fig, title)

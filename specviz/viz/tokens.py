@@ -45,7 +45,11 @@ def draft_tooltip(d: DraftToken, event: RoundEvent, pos: int, greedy: bool) -> s
     if d.decision == "unchecked":
         why = "unchecked: discarded because an earlier draft token was rejected"
     elif greedy:
-        why = "accepted: matches the target's top choice" if d.decision == "accepted" else "rejected: the target's top choice differs"
+        why = (
+            "accepted: matches the target's top choice"
+            if d.decision == "accepted"
+            else "rejected: the target's top choice differs"
+        )
     elif d.decision == "accepted":
         why = "accepted: u \u2264 min(1, p/q)"
     else:
@@ -58,7 +62,9 @@ def emitted_tooltip(e: EmittedToken, event: RoundEvent, greedy: bool) -> str:
     head = f"round {event.index} \u00b7 position {pos} \u00b7 {quoted(e.text)}"
     if e.kind == "bonus":
         source = "the target's top choice" if greedy else "drawn from the target's p"
-        why = f"bonus: all {len(event.drafted)} drafts accepted, so the same target pass gives one more token ({source})"
+        why = (
+            f"bonus: all {len(event.drafted)} drafts accepted, so the same target pass gives one more token ({source})"
+        )
     elif greedy:
         why = "replacement: the target's top choice, in place of the rejected draft"
     else:

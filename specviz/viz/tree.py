@@ -132,35 +132,61 @@ def tree_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
     depth, slot = tree_layout(parents, last if e is not None else None)
     greedy = round_is_greedy(event) if event.drafted else all(t.p in (None, 0.0, 1.0) for t in nodes)
     on_path = set(path)
-    title = title or (f"Round {event.index}: {len(nodes)} drafted nodes, {len(path)} accepted"
-                      + (f", then {quoted(e.text)}" if e is not None else ""))
+    title = title or (
+        f"Round {event.index}: {len(nodes)} drafted nodes, {len(path)} accepted"
+        + (f", then {quoted(e.text)}" if e is not None else "")
+    )
 
     fig = go.Figure()
     _edges(fig, parents, on_path, depth, slot, last if e is not None else None)
-    fig.add_scatter(x=[0], y=[slot[-1]], mode="markers+text", name="root (the last output token)", text=[ROOT_LABEL],
-                    textposition="middle left", marker={"symbol": "square", "size": 12, "color": NEUTRAL},
-                    hovertemplate="the root: the last token of the output so far<extra></extra>", showlegend=False)
+    fig.add_scatter(
+        x=[0],
+        y=[slot[-1]],
+        mode="markers+text",
+        name="root (the last output token)",
+        text=[ROOT_LABEL],
+        textposition="middle left",
+        marker={"symbol": "square", "size": 12, "color": NEUTRAL},
+        hovertemplate="the root: the last token of the output so far<extra></extra>",
+        showlegend=False,
+    )
     _nodes(fig, nodes, depth, slot, greedy)
     if e is not None:
         kind = "bonus" if e.kind == "bonus" else "replacement"
         fig.add_scatter(
-            x=[depth[len(nodes)]], y=[slot[len(nodes)]], mode="markers+text", name=f"emitted ({kind})",
-            text=[_label(e.text, 10)], textposition="top center", textfont=MONO,
+            x=[depth[len(nodes)]],
+            y=[slot[len(nodes)]],
+            mode="markers+text",
+            name=f"emitted ({kind})",
+            text=[_label(e.text, 10)],
+            textposition="top center",
+            textfont=MONO,
             marker={"symbol": "star", "size": 18, "color": BONUS if e.kind == "bonus" else RESAMPLED},
-            customdata=[f"emitted by the target after the path: {plotly_text(quoted(e.text))} (id {e.id})<br>"
-                        f"{kind}, p = {fmt_prob(e.p)}"],
+            customdata=[
+                f"emitted by the target after the path: {plotly_text(quoted(e.text))} (id {e.id})<br>"
+                f"{kind}, p = {fmt_prob(e.p)}"
+            ],
             hovertemplate="%{customdata}<extra></extra>",
         )
     chosen = list(path) + ([len(nodes)] if e is not None else [])
     if chosen:
         fig.add_scatter(
-            x=[depth[i] for i in chosen], y=[slot[i] for i in chosen], mode="markers", name="the target's choice",
-            marker={"symbol": "circle-open", "size": 26, "color": TARGET, "line": {"width": 2.5}}, hoverinfo="skip",
+            x=[depth[i] for i in chosen],
+            y=[slot[i] for i in chosen],
+            mode="markers",
+            name="the target's choice",
+            marker={"symbol": "circle-open", "size": 26, "color": TARGET, "line": {"width": 2.5}},
+            hoverinfo="skip",
         )
     top = max(depth.values())
     leaves = max(slot.values()) + 1
-    fig.update_xaxes(title_text="depth (tokens after the root)", tickmode="array", tickvals=list(range(top + 1)),
-                     range=[-0.7, top + 0.6], showgrid=False)
+    fig.update_xaxes(
+        title_text="depth (tokens after the root)",
+        tickmode="array",
+        tickvals=list(range(top + 1)),
+        range=[-0.7, top + 0.6],
+        showgrid=False,
+    )
     fig.update_yaxes(visible=False, range=[leaves - 0.4, -0.8])  # reversed: the first leaf on top
     return style_figure(fig, title, height=max(260, 120 + 34 * leaves))
 
@@ -168,7 +194,9 @@ def tree_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
 MONO = {"family": "ui-monospace, Menlo, Consolas, monospace", "size": 12}
 
 
-def _edges(fig: go.Figure, parents: list[int], on_path: set[int], depth: dict, slot: dict, emitted_under: int | None) -> None:
+def _edges(
+    fig: go.Figure, parents: list[int], on_path: set[int], depth: dict, slot: dict, emitted_under: int | None
+) -> None:
     """The accepted path thick and green (on to the emitted token, where there is one), the rest thin."""
     for name, chosen, colour, width in (("edges", False, GRID, 1.5), ("path", True, ACCEPTED, 4)):
         xs: list[float | None] = []
@@ -181,7 +209,9 @@ def _edges(fig: go.Figure, parents: list[int], on_path: set[int], depth: dict, s
             xs += [depth[emitted_under], depth[len(parents)], None]
             ys += [slot[emitted_under], slot[len(parents)], None]
         if xs:
-            fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, hoverinfo="skip", showlegend=False)
+            fig.add_scatter(
+                x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, hoverinfo="skip", showlegend=False
+            )
 
 
 def _nodes(fig: go.Figure, nodes, depth: dict, slot: dict, greedy: bool) -> None:
@@ -196,11 +226,21 @@ def _nodes(fig: go.Figure, nodes, depth: dict, slot: dict, greedy: bool) -> None
             for i in idx
         ]
         fig.add_scatter(
-            x=[depth[i] for i in idx], y=[slot[i] for i in idx], mode="markers+text", name=DECISION_NAMES[decision],
-            text=[_label(nodes[i].text, 10) for i in idx], textposition="top center", textfont=MONO,
-            marker={"size": 14, "color": DECISION_COLOURS[decision], "opacity": 0.55 if decision == "unchecked" else 1.0,
-                    "line": {"width": 0}},
-            customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+            x=[depth[i] for i in idx],
+            y=[slot[i] for i in idx],
+            mode="markers+text",
+            name=DECISION_NAMES[decision],
+            text=[_label(nodes[i].text, 10) for i in idx],
+            textposition="top center",
+            textfont=MONO,
+            marker={
+                "size": 14,
+                "color": DECISION_COLOURS[decision],
+                "opacity": 0.55 if decision == "unchecked" else 1.0,
+                "line": {"width": 0},
+            },
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
         )
 
 
@@ -215,14 +255,32 @@ def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
     n = len(parents)
     names = [ROOT_LABEL] + [f"{i} {_label(t.text, 8)}" for i, t in enumerate(event.tree)]
     words = ["the root"] + [f"node {i} {plotly_text(quoted(t.text))}" for i, t in enumerate(event.tree)]
-    hover = [[f"{words[r]} {'may' if mask[r][c] else 'may not'} look at {words[c]}" for c in range(n + 1)] for r in range(n + 1)]
-    fig = go.Figure(go.Heatmap(
-        z=mask, x=list(range(n + 1)), y=list(range(n + 1)), zmin=0, zmax=1, xgap=1, ygap=1, showscale=False,
-        colorscale=[[0, "rgba(128, 128, 128, 0.10)"], [1, TARGET]], customdata=hover,
-        hovertemplate="%{customdata}<extra></extra>",
-    ))
-    ticks = {"tickmode": "array", "tickvals": list(range(n + 1)), "ticktext": names, "showgrid": False,
-             "tickfont": {"family": "ui-monospace, Menlo, Consolas, monospace", "size": 11}}
+    hover = [
+        [f"{words[r]} {'may' if mask[r][c] else 'may not'} look at {words[c]}" for c in range(n + 1)]
+        for r in range(n + 1)
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=mask,
+            x=list(range(n + 1)),
+            y=list(range(n + 1)),
+            zmin=0,
+            zmax=1,
+            xgap=1,
+            ygap=1,
+            showscale=False,
+            colorscale=[[0, "rgba(128, 128, 128, 0.10)"], [1, TARGET]],
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+        )
+    )
+    ticks = {
+        "tickmode": "array",
+        "tickvals": list(range(n + 1)),
+        "ticktext": names,
+        "showgrid": False,
+        "tickfont": {"family": "ui-monospace, Menlo, Consolas, monospace", "size": 11},
+    }
     fig.update_xaxes(title_text="may look at", side="top", tickangle=-60, **ticks)
     fig.update_yaxes(title_text="token in the pass", autorange="reversed", **ticks)
     fig.update_layout(margin={"t": 90})
@@ -286,17 +344,25 @@ def alignment_html(event: RoundEvent, meta: Mapping[str, Any] | None = None) -> 
     groups = alignment_groups(event)
     cols = []
     for drafts, targets in groups:
-        top = "".join(
-            f'<span class="tok sv-align-draft-tok" title="{esc(_draft_title(event, i))}">{token_inner_html(event.alignment[i].text)}</span>'
-            for i in drafts
-        ) or '<span class="sv-muted">\u2014</span>'
-        bottom = "".join(
-            f'<span class="tok tok-{event.drafted[c].decision}" data-pos="{c + 1}" '
-            f'title="{esc(_target_title(event, c))}">{token_inner_html(event.drafted[c].text)}</span>'
-            for c in targets
-        ) or '<span class="sv-muted" title="no target token yet: its text was incomplete or beyond this round\'s k">\u2014</span>'
-        cols.append(f'<div class="sv-align-col"><div class="sv-align-top">{top}</div>'
-                    f'<div class="sv-align-link" aria-hidden="true">\u2193</div><div class="sv-align-bottom">{bottom}</div></div>')
+        top = (
+            "".join(
+                f'<span class="tok sv-align-draft-tok" title="{esc(_draft_title(event, i))}">{token_inner_html(event.alignment[i].text)}</span>'
+                for i in drafts
+            )
+            or '<span class="sv-muted">\u2014</span>'
+        )
+        bottom = (
+            "".join(
+                f'<span class="tok tok-{event.drafted[c].decision}" data-pos="{c + 1}" '
+                f'title="{esc(_target_title(event, c))}">{token_inner_html(event.drafted[c].text)}</span>'
+                for c in targets
+            )
+            or '<span class="sv-muted" title="no target token yet: its text was incomplete or beyond this round\'s k">\u2014</span>'
+        )
+        cols.append(
+            f'<div class="sv-align-col"><div class="sv-align-top">{top}</div>'
+            f'<div class="sv-align-link" aria-hidden="true">\u2193</div><div class="sv-align-bottom">{bottom}</div></div>'
+        )
     e = event.emitted
     if e is not None:
         kind = "bonus" if e.kind == "bonus" else "resampled"
@@ -306,13 +372,17 @@ def alignment_html(event: RoundEvent, meta: Mapping[str, Any] | None = None) -> 
             f'<span class="tok tok-{kind}" title="{esc(f"emitted by the target ({kind}): {quoted(e.text)}, p = {fmt_prob(e.p)}")}">'
             f"{token_inner_html(e.text)}</span></div></div>"
         )
-    labels = ('<div class="sv-align-col sv-align-labels"><div class="sv-align-top">draft\'s own tokens</div>'
-              '<div class="sv-align-link" aria-hidden="true"></div><div class="sv-align-bottom">target tokens</div></div>')
+    labels = (
+        '<div class="sv-align-col sv-align-labels"><div class="sv-align-top">draft\'s own tokens</div>'
+        '<div class="sv-align-link" aria-hidden="true"></div><div class="sv-align-bottom">target tokens</div></div>'
+    )
     counts = {d: sum(x.decision == d for x in event.drafted) for d in ("accepted", "rejected", "unchecked")}
     n_draft = len(event.alignment)
-    summary = (f"Round {event.index}: the draft wrote {n_draft} token{'s' if n_draft != 1 else ''} of its own; "
-               f"they became {len(event.drafted)} target candidate{'s' if len(event.drafted) != 1 else ''}: "
-               f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['unchecked']} unchecked.")
+    summary = (
+        f"Round {event.index}: the draft wrote {n_draft} token{'s' if n_draft != 1 else ''} of its own; "
+        f"they became {len(event.drafted)} target candidate{'s' if len(event.drafted) != 1 else ''}: "
+        f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['unchecked']} unchecked."
+    )
     method = method_of(meta)
     how = f"Drafted {METHOD_WORDS[method]}." if method else ""
     vocab = (meta or {}).get("vocab")
@@ -330,7 +400,11 @@ def _draft_title(event: RoundEvent, i: int) -> str:
     a = event.alignment[i]
     n = len(event.drafted)
     became = [c + 1 for c in a.candidates if 0 <= c < n]
-    where = f"became target candidate{'s' if len(became) != 1 else ''} {', '.join(map(str, became))}" if became else "became no target candidate this round"
+    where = (
+        f"became target candidate{'s' if len(became) != 1 else ''} {', '.join(map(str, became))}"
+        if became
+        else "became no target candidate this round"
+    )
     return f"the draft's own token {quoted(a.text)} (id {a.id}): {where}"
 
 

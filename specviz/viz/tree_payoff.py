@@ -145,7 +145,9 @@ def tree_payoff(events: Iterable[Event], settings: Mapping[str, Any], meta: Mapp
         return None
     nodes = int(settings.get("tree_nodes") or max(len(r.tree) for r in rounds))
     rates = measured_rates(rounds)
-    tree = float(np.mean([expected_accepted([t.parent for t in r.tree], [t.depth for t in r.tree], rates) for r in rounds]))
+    tree = float(
+        np.mean([expected_accepted([t.parent for t in r.tree], [t.depth for t in r.tree], rates) for r in rounds])
+    )
     measured = float(np.mean([sum(t.decision == "accepted" for t in r.tree) for r in rounds]))
     v1 = cost_at(v, 1)
     chain = []
@@ -154,9 +156,18 @@ def tree_payoff(events: Iterable[Event], settings: Mapping[str, Any], meta: Mapp
         vk = cost_at(v, k + 1)
         chain.append((k, e, vk, (e + 1) * v1 / (k * draft + vk)))
     return TreePayoff(
-        nodes=nodes, rounds=len(rounds), rates=rates, tree_expected=tree, measured_accepted=measured,
-        chain_expected=chain[-1][1], v1=v1, tree_verify_ms=cost_at(v, nodes + 1),
-        tree_draft_ms=float(np.mean([r.draft_ms for r in rounds])), draft_ms=draft, max_measured=max(v), chain=chain,
+        nodes=nodes,
+        rounds=len(rounds),
+        rates=rates,
+        tree_expected=tree,
+        measured_accepted=measured,
+        chain_expected=chain[-1][1],
+        v1=v1,
+        tree_verify_ms=cost_at(v, nodes + 1),
+        tree_draft_ms=float(np.mean([r.draft_ms for r in rounds])),
+        draft_ms=draft,
+        max_measured=max(v),
+        chain=chain,
     )
 
 
@@ -171,8 +182,12 @@ def payoff_sentences(pay: TreePayoff) -> list[str]:
         f"Verifying the tree is one pass over {n + 1} tokens: V({n + 1}) = {pay.tree_verify_ms:.1f} ms, "
         f"{pay.tree_verify_ms / pay.v1:.2f}\u00d7 a one-token pass ({pay.v1:.1f} ms); the best chain, k = {k}, "
         f"verifies {k + 1}: V({k + 1}) = {vk:.1f} ms."
-        + (f" (Passes over more than {pay.max_measured} tokens were not measured: their cost is taken as "
-           f"V({pay.max_measured}), so the tree's cost is understated.)" if n + 1 > pay.max_measured else ""),
+        + (
+            f" (Passes over more than {pay.max_measured} tokens were not measured: their cost is taken as "
+            f"V({pay.max_measured}), so the tree's cost is understated.)"
+            if n + 1 > pay.max_measured
+            else ""
+        ),
         f"With drafting ({pay.tree_draft_ms:.1f} ms per tree round, measured; {pay.draft_ms:.1f} ms per chain token) "
         f"the tree is expected to run at {pay.tree_speedup:.2f}\u00d7 plain decoding, the chain of {k} at {sk:.2f}\u00d7.",
     ]
@@ -182,8 +197,11 @@ def payoff_sentences(pay: TreePayoff) -> list[str]:
         out.append("On this machine neither pays: drafting and verifying cost more than the accepted tokens save.")
     else:
         extra = pay.tree_expected - ek
-        why = (f"its extra {extra:.2f} expected tokens per round do not cover the larger pass and the drafting"
-               if extra > 0 else "it is not even expected to accept more than the chain")
+        why = (
+            f"its extra {extra:.2f} expected tokens per round do not cover the larger pass and the drafting"
+            if extra > 0
+            else "it is not even expected to accept more than the chain"
+        )
         out.append(f"On this machine the tree does not pay: {why}; a chain of {k} is the better choice here.")
     return out
 
@@ -203,31 +221,52 @@ def payoff_html(pay: TreePayoff | None) -> str:
 
     rows = "".join(
         f"<tr><td>{r}</td>{cell(pay.rates.by_rank.get(r))}"
-        + "".join(cell(pay.rates.by_depth_rank.get((d, r))) for d in depths) + "</tr>"
+        + "".join(cell(pay.rates.by_depth_rank.get((d, r))) for d in depths)
+        + "</tr>"
         for r in ranks
     )
-    model = (f"Model: each node is accepted independently with the rate measured for its depth and sibling rank, given "
-             f"that its parent was accepted and its earlier siblings rejected (a depth and rank checked fewer than "
-             f"{MIN_CHECKED} times uses its rank's rate over all depths); costs from the trace's cost model. "
-             f"Over {pay.rounds} tree rounds.")
+    model = (
+        f"Model: each node is accepted independently with the rate measured for its depth and sibling rank, given "
+        f"that its parent was accepted and its earlier siblings rejected (a depth and rank checked fewer than "
+        f"{MIN_CHECKED} times uses its rank's rate over all depths); costs from the trace's cost model. "
+        f"Over {pay.rounds} tree rounds."
+    )
     words = "".join(f"<p>{esc(s)}</p>" for s in payoff_sentences(pay))
-    return (f'<div class="specviz-text" id="tree-payoff-text"><p><b>Tree or chain?</b></p>{words}'
-            f'<p class="sv-muted">Acceptance by sibling rank and depth (checked):</p>'
-            f'<table class="specviz-table">{head}{rows}</table><p class="sv-muted">{esc(model)}</p></div>')
+    return (
+        f'<div class="specviz-text" id="tree-payoff-text"><p><b>Tree or chain?</b></p>{words}'
+        f'<p class="sv-muted">Acceptance by sibling rank and depth (checked):</p>'
+        f'<table class="specviz-table">{head}{rows}</table><p class="sv-muted">{esc(model)}</p></div>'
+    )
 
 
 def payoff_figure(pay: TreePayoff, title: str | None = "Tree or chain: expected speedup on this machine") -> go.Figure:
     """The expected speedup of a chain of each k up to N, and the run's N-node tree as a line."""
     ks = [c[0] for c in pay.chain]
     fig = go.Figure()
-    fig.add_bar(x=ks, y=[c[3] for c in pay.chain], name="chain of k", marker_color=DRAFT,
-                customdata=[[c[1], c[2]] for c in pay.chain],
-                hovertemplate="chain of %{x}: %{y:.2f}\u00d7 (expects %{customdata[0]:.2f} accepted, V(k+1) = %{customdata[1]:.1f} ms)<extra></extra>")
-    fig.add_scatter(x=[0.5, len(ks) + 0.5], y=[pay.tree_speedup] * 2, mode="lines", name=f"tree of {pay.nodes} nodes",
-                    line={"color": ACCEPTED, "width": 3},
-                    hovertemplate=f"tree of {pay.nodes}: {pay.tree_speedup:.2f}\u00d7 (expects {pay.tree_expected:.2f} accepted)<extra></extra>")
-    fig.add_scatter(x=[0.5, len(ks) + 0.5], y=[1, 1], mode="lines", name="plain decoding", line={"color": NEUTRAL, "dash": "dot"},
-                    hoverinfo="skip")
+    fig.add_bar(
+        x=ks,
+        y=[c[3] for c in pay.chain],
+        name="chain of k",
+        marker_color=DRAFT,
+        customdata=[[c[1], c[2]] for c in pay.chain],
+        hovertemplate="chain of %{x}: %{y:.2f}\u00d7 (expects %{customdata[0]:.2f} accepted, V(k+1) = %{customdata[1]:.1f} ms)<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[0.5, len(ks) + 0.5],
+        y=[pay.tree_speedup] * 2,
+        mode="lines",
+        name=f"tree of {pay.nodes} nodes",
+        line={"color": ACCEPTED, "width": 3},
+        hovertemplate=f"tree of {pay.nodes}: {pay.tree_speedup:.2f}\u00d7 (expects {pay.tree_expected:.2f} accepted)<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[0.5, len(ks) + 0.5],
+        y=[1, 1],
+        mode="lines",
+        name="plain decoding",
+        line={"color": NEUTRAL, "dash": "dot"},
+        hoverinfo="skip",
+    )
     fig.update_xaxes(title_text="chain length k", tick0=1, dtick=whole_dtick(len(ks)))
     fig.update_yaxes(title_text="expected speedup", rangemode="tozero")
     return style_figure(fig, title, height=320)

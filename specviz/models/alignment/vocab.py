@@ -62,7 +62,15 @@ def check_vocab(
 
 
 # The files that define a transformers tokenizer's vocabulary and special tokens.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
 
 
 def same_tokenizer_files(a: Path, b: Path) -> bool:

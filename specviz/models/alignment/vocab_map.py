@@ -182,7 +182,9 @@ def default_method(overlap: float) -> tuple[str, str]:
     )
 
 
-def vocab_map(draft_tok: Any, target_tok: Any, *, draft_rows: int | None = None, target_rows: int | None = None) -> VocabMap:
+def vocab_map(
+    draft_tok: Any, target_tok: Any, *, draft_rows: int | None = None, target_rows: int | None = None
+) -> VocabMap:
     """Line the draft's vocabulary up with the target's (see VocabMap).
 
     `draft_rows` / `target_rows`: the ids each model scores (LM-head rows, padding included);
@@ -233,7 +235,9 @@ def _strings(tokenizer: Any, n: int) -> list[str | None]:
 def _first_by_bytes(table: list[bytes | None], strings: list[str | None]) -> dict[bytes, int]:
     """bytes -> one id standing for them: regular tokens before `<0xNN>` byte tokens, then
     the lowest id."""
-    order = sorted((i for i, b in enumerate(table) if b is not None), key=lambda i: (is_byte_token(strings[i] or ""), i))
+    order = sorted(
+        (i for i, b in enumerate(table) if b is not None), key=lambda i: (is_byte_token(strings[i] or ""), i)
+    )
     out: dict[bytes, int] = {}
     for i in order:
         out.setdefault(table[i], i)

@@ -20,7 +20,10 @@ CONNECT_TIMEOUT_S = 3.0
 
 
 def offline_env() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def reachable() -> bool:
@@ -69,11 +72,15 @@ def snapshot(repo_id: str, what: str) -> Path:
     try:
         folder = Path(snapshot_download(repo_id, allow_patterns=ALLOW))
     except GatedRepoError:
-        raise HubUnavailableError(f"{what}: {repo_id} is gated on the Hub: accept its licence there and set HF_TOKEN") from None
+        raise HubUnavailableError(
+            f"{what}: {repo_id} is gated on the Hub: accept its licence there and set HF_TOKEN"
+        ) from None
     except RepositoryNotFoundError:
         raise MissingModelError(f"{what}: there is no model {repo_id} on the Hub (or it is private)") from None
     except (HfHubHTTPError, OSError) as e:
         raise HubUnavailableError(f"{what}: downloading {repo_id} from the Hub failed ({type(e).__name__}: {e})") from e
     if not any(folder.glob("*.safetensors")):
-        raise UnsafeWeightsError(f"{what}: {repo_id} has no safetensors weights; specviz does not load pickled checkpoints")
+        raise UnsafeWeightsError(
+            f"{what}: {repo_id} has no safetensors weights; specviz does not load pickled checkpoints"
+        )
     return folder

@@ -74,7 +74,9 @@ def resolve(spec: str | tuple, *, with_draft: bool = True) -> Plan:
         get_preset(spec.strip())  # a bare name asked to draft must be a preset: say which exist
     draft_src, target_src = _split(spec)
     if target_src in PRESETS or draft_src in PRESETS:
-        raise MissingModelError(f"{spec!r}: a preset name is a whole pair; custom pairs are 'DRAFT -> TARGET' of model ids or paths")
+        raise MissingModelError(
+            f"{spec!r}: a preset name is a whole pair; custom pairs are 'DRAFT -> TARGET' of model ids or paths"
+        )
     if not custom_allowed():
         raise CustomModelsDisabledError(
             f"custom models are disabled here (SPECVIZ_ALLOW_CUSTOM_MODELS=0): choose one of {', '.join(PRESETS)}"
@@ -112,7 +114,9 @@ def custom_ref(src: str) -> ModelRef:
     path = Path(src).expanduser()
     if path.is_file():
         if path.suffix.lower() != ".gguf":
-            raise UnsafeWeightsError(f"{src}: a model file must be .gguf; for safetensors, give the folder that holds them")
+            raise UnsafeWeightsError(
+                f"{src}: a model file must be .gguf; for safetensors, give the folder that holds them"
+            )
         return ModelRef("gguf", path.name, str(path.resolve()))
     if path.is_dir():
         check_folder(path)
@@ -128,6 +132,7 @@ def check_folder(path: Path) -> None:
         raise MissingModelError(f"{path}: not a model folder (no config.json)")
     if not any(path.glob("*.safetensors")):
         pickled = [p for p in PICKLES if (path / p).exists()]
-        why = f"it holds only pickled weights ({', '.join(pickled)})" if pickled else "it holds no *.safetensors weights"
+        why = (
+            f"it holds only pickled weights ({', '.join(pickled)})" if pickled else "it holds no *.safetensors weights"
+        )
         raise UnsafeWeightsError(f"{path}: {why}; specviz loads only safetensors or GGUF")
-

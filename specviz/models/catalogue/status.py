@@ -38,7 +38,9 @@ def model_status(source: ModelSource) -> dict:
 def preset_status(preset: Preset) -> dict:
     models = {role: model_status(m) for role, m in (("draft", preset.draft), ("target", preset.target)) if m}
     offline = all(m["offline"] for m in models.values())
-    pypi_once = not offline and all(m["offline"] or (m.get("wheel") and not m["parts_installed"]) for m in models.values())
+    pypi_once = not offline and all(
+        m["offline"] or (m.get("wheel") and not m["parts_installed"]) for m in models.values()
+    )
     return {
         "name": preset.name,
         "default": preset.name == DEFAULT_PAIR,

@@ -19,6 +19,7 @@ from specviz.models.errors import MissingPartsError
 from specviz.models.catalogue.presets import BundledGGUF
 from specviz.models.progress import Progress
 
+
 def find_part(package: str) -> Path:
     """The data file of one installed part package, located without running its code."""
     try:
@@ -70,14 +71,7 @@ def parts_installed(gguf) -> bool:
         return False
 
 
-def assemble(
-    gguf: BundledGGUF,
-    parts: list[Path],
-    dest: Path,
-    *,
-    label: str,
-    progress: Progress | None = None,
-) -> Path:
+def assemble(gguf: BundledGGUF, parts: list[Path], dest: Path, *, label: str, progress: Progress | None = None) -> Path:
     """Concatenate `parts` into `dest`, hashing as it writes; raise ChecksumError on a mismatch.
 
     `label` names what is being assembled (the preset) in error messages.
@@ -87,9 +81,19 @@ def assemble(
     try:
         with open(tmp, "wb") as out, contextlib.ExitStack() as files:
             sources = (files.enter_context(open(part, "rb")) for part in parts)
-            digest, done = copy_hashed(sources, out, sum(p.stat().st_size for p in parts), progress, f"assembling {gguf.name}")
+            digest, done = copy_hashed(
+                sources, out, sum(p.stat().st_size for p in parts), progress, f"assembling {gguf.name}"
+            )
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return install_checked(tmp, dest, digest, done, gguf.sha256, gguf.size, f"{label}: assembled {gguf.name}",
-                           f"; reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})")
+    return install_checked(
+        tmp,
+        dest,
+        digest,
+        done,
+        gguf.sha256,
+        gguf.size,
+        f"{label}: assembled {gguf.name}",
+        f"; reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})",
+    )

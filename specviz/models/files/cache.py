@@ -42,7 +42,10 @@ def where() -> tuple[Path, str]:
         return Path(env).expanduser(), "SPECVIZ_CACHE"
     if PERSISTENT.is_dir() and os.access(PERSISTENT, os.W_OK | os.X_OK):
         return PERSISTENT / "specviz", f"persistent storage ({PERSISTENT}): kept across restarts"
-    return Path.home() / ".cache" / "specviz", "the home folder; on a Space without persistent storage, lost at each restart"
+    return (
+        Path.home() / ".cache" / "specviz",
+        "the home folder; on a Space without persistent storage, lost at each restart",
+    )
 
 
 @contextlib.contextmanager
@@ -138,11 +141,7 @@ def folder_manifest(folder: Path) -> dict:
     return read_json(folder / MANIFEST) or {}
 
 
-def build_folder(
-    folder: Path,
-    build: Callable[[Path], dict],
-    progress: Progress | None = None,
-) -> None:
+def build_folder(folder: Path, build: Callable[[Path], dict], progress: Progress | None = None) -> None:
     """Run `build(tmp)` to fill a temporary folder, hash its files, then rename it to `folder`.
 
     `build` returns extra manifest fields (where the entry came from, for display).

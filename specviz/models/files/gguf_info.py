@@ -74,7 +74,9 @@ def _entries(h: _Header, n_meta: int, keep) -> Iterator[tuple[str, object, int]]
         yield key, h.value(h.take("I"), keep=keep(key)), start
 
 
-def read_header(path: Path, keep: tuple[str, ...] = ("general.file_type", "general.name", "general.architecture")) -> tuple[dict, list[tuple[str, tuple[int, ...], int]]]:
+def read_header(
+    path: Path, keep: tuple[str, ...] = ("general.file_type", "general.name", "general.architecture")
+) -> tuple[dict, list[tuple[str, tuple[int, ...], int]]]:
     """(the metadata entries named in `keep`, [(tensor name, shape, ggml type), ...])."""
     with _opened(path) as (h, n_tensors, n_meta):
         meta = {key: value for key, value, _ in _entries(h, n_meta, keep.__contains__) if key in keep}
@@ -101,7 +103,7 @@ def vocabulary_digest(path: Path) -> str:
     with _opened(path) as (h, _n_tensors, n_meta):
         for key, _, start in _entries(h, n_meta, lambda key: False):
             if key.startswith("tokenizer.") and key not in NOT_VOCABULARY:
-                digest.update(h.data[start:h.pos])
+                digest.update(h.data[start : h.pos])
     return digest.hexdigest()
 
 

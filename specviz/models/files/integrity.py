@@ -38,7 +38,9 @@ def sha256_file(path: Path, progress: Progress | None = None) -> str:
     return h.hexdigest()
 
 
-def install_checked(tmp: Path, dest: Path, actual: str, size: int, sha256: str, expected_size: int, what: str, advice: str = "") -> Path:
+def install_checked(
+    tmp: Path, dest: Path, actual: str, size: int, sha256: str, expected_size: int, what: str, advice: str = ""
+) -> Path:
     """Move a written file into place if its sha256 and size are the pinned ones; else delete
     it and raise ChecksumError naming `what` and both hashes, then `advice`."""
     if actual != sha256 or size != expected_size:
@@ -60,7 +62,9 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def copy_hashed(sources: Iterable[BinaryIO], out: BinaryIO, total: int, progress: Progress | None, message: str) -> tuple[str, int]:
+def copy_hashed(
+    sources: Iterable[BinaryIO], out: BinaryIO, total: int, progress: Progress | None, message: str
+) -> tuple[str, int]:
     """Copy each of `sources` into `out` in chunks, hashing as it writes, and flush it to disk:
     (sha256 hex digest, bytes written)."""
     h, done, total = hashlib.sha256(), 0, max(total, 1)

