@@ -339,110 +339,122 @@ def _mismatches(per_prompt: dict, names: list[str]) -> list[dict]:
     ]
 
 
+def _row(target: str, goal: str, value: float | None, met: bool | None, detail: str = "") -> dict:
+    """One line of the targets table; `met` is None for a figure shown for information."""
+    return {"target": target, "goal": goal, "value": value, "met": met, "detail": detail}
+
+
 def _targets(
     per_prompt: dict, overall: dict, names: list[str], best_assisted: str | None, opts: BenchOptions
 ) -> list[dict]:
     """The speed goals above, checked on this run where its methods allow."""
-    out: list[dict] = []
-
-    def add(name: str, goal: str, value: float | None, ok: bool | None, detail: str = "") -> None:
-        out.append({"target": name, "goal": goal, "value": value, "met": ok, "detail": detail})
-
     adaptive = "sv-adaptive" if "sv-adaptive" in names else None
+    return (
+        _assisted_targets(overall, names, adaptive, best_assisted, opts)
+        + _plain_targets(per_prompt, overall, names, adaptive)
+        + _fixed_k_targets(per_prompt, overall, names, adaptive)
+        + _theory_targets(per_prompt, overall, names, adaptive)
+        + _event_cost_targets(overall, names, adaptive)
+        + _universal_targets(overall, names, opts)
+    )
+
+
+def _assisted_targets(
+    overall: dict, names: list[str], adaptive: str | None, best_assisted: str | None, opts: BenchOptions
+) -> list[dict]:
+    """Adaptive k against transformers' assisted generation as shipped (the goal), and against
+    the variants with a fix of specviz's; sv-plain against hf-plain in those variants."""
+    out = []
     if adaptive and best_assisted:
         v = overall[adaptive]["vs_best_assisted"]
         need = TARGET_VS_ASSISTED_SAMPLING if opts.temperature > 0 else TARGET_VS_ASSISTED
-        goal = f">= {need:.2f}"
-        add(
-            "adaptive k vs best transformers assisted (geomean tokens/s)",
-            goal,
-            v,
-            v is not None and v >= need,
-            f"best assisted setting: {best_assisted}",
+        name = "adaptive k vs best transformers assisted (geomean tokens/s)"
+        out.append(
+            _row(name, f">= {need:.2f}", v, v is not None and v >= need, f"best assisted setting: {best_assisted}")
         )
     for variant, what in ((GATHERED, "LM-head slow path removed"), (PACKED, "through packed weights")):
         best = _best_assisted(names, overall, variant=variant)
         if adaptive and best and overall[best]["tokens_per_s"]:
             v = overall[adaptive]["tokens_per_s"] / overall[best]["tokens_per_s"]
-            add(
-                f"adaptive k vs best transformers assisted, {what} (geomean)",
-                "(for information)",
-                v,
-                None,
-                f"best: {best}",
-            )
+            name = f"adaptive k vs best transformers assisted, {what} (geomean)"
+            out.append(_row(name, "(for information)", v, None, f"best: {best}"))
         if "sv-plain" in names and "hf-plain" + variant in names:
             v = overall["sv-plain"]["tokens_per_s"] / overall["hf-plain" + variant]["tokens_per_s"]
-            add(f"sv-plain vs hf-plain{variant} (geomean tokens/s)", "(for information)", v, None)
+            out.append(_row(f"sv-plain vs hf-plain{variant} (geomean tokens/s)", "(for information)", v, None))
+    return out
 
-    def worst_prompt(name: str, base: str, need: float, label: str) -> None:
-        ratios = {pid: rows[name]["tokens_per_s"] / rows[base]["tokens_per_s"] for pid, rows in per_prompt.items()}
-        worst = min(ratios, key=ratios.get)
-        add(
-            f"{label} vs {base}, worst prompt",
-            f">= {need:.2f}",
-            ratios[worst],
-            ratios[worst] >= need,
-            f"worst: {worst}",
-        )
 
-    for plain in ("sv-plain", "hf-plain"):
-        if adaptive and plain in names:
-            worst_prompt(adaptive, plain, TARGET_NEVER_SLOWER, "adaptive k")
+def _worst_prompt(per_prompt: dict, name: str, base: str, need: float, label: str) -> dict:
+    """`name` against `base` on the prompt where it does worst."""
+    ratios = {pid: rows[name]["tokens_per_s"] / rows[base]["tokens_per_s"] for pid, rows in per_prompt.items()}
+    worst = min(ratios, key=ratios.get)
+    return _row(
+        f"{label} vs {base}, worst prompt", f">= {need:.2f}", ratios[worst], ratios[worst] >= need, f"worst: {worst}"
+    )
+
+
+def _plain_targets(per_prompt: dict, overall: dict, names: list[str], adaptive: str | None) -> list[dict]:
+    """Adaptive k never slower than plain decoding, and specviz's plain loop as fast as transformers'."""
+    out = [
+        _worst_prompt(per_prompt, adaptive, plain, TARGET_NEVER_SLOWER, "adaptive k")
+        for plain in ("sv-plain", "hf-plain")
+        if adaptive and plain in names
+    ]
     if "sv-plain" in names and "hf-plain" in names:
         v = overall["sv-plain"]["tokens_per_s"] / overall["hf-plain"]["tokens_per_s"]
-        add("sv-plain vs hf-plain (geomean tokens/s)", f">= {TARGET_PLAIN:.2f}", v, v >= TARGET_PLAIN)
-        worst_prompt("sv-plain", "hf-plain", TARGET_PLAIN_EACH, "sv-plain")
+        out.append(_row("sv-plain vs hf-plain (geomean tokens/s)", f">= {TARGET_PLAIN:.2f}", v, v >= TARGET_PLAIN))
+        out.append(_worst_prompt(per_prompt, "sv-plain", "hf-plain", TARGET_PLAIN_EACH, "sv-plain"))
+    return out
+
+
+def _fixed_k_targets(per_prompt: dict, overall: dict, names: list[str], adaptive: str | None) -> list[dict]:
+    """Adaptive k against the best fixed k in hindsight, over the run and per prompt."""
     fixed = [n for n in names if n.startswith("sv-k")]
-    if adaptive and fixed:
-        best = max(fixed, key=lambda n: overall[n]["tokens_per_s"] or 0)
-        v = overall[adaptive]["tokens_per_s"] / overall[best]["tokens_per_s"]
-        add(
-            "adaptive k vs best fixed k in hindsight (geomean)",
-            f">= {TARGET_VS_BEST_FIXED:.2f}",
-            v,
-            v >= TARGET_VS_BEST_FIXED,
-            f"best fixed: {best}",
-        )
-        per = geomean(
-            rows[adaptive]["tokens_per_s"] / max(rows[n]["tokens_per_s"] for n in fixed) for rows in per_prompt.values()
-        )
-        add(
-            "adaptive k vs best fixed k per prompt (geomean)",
-            "(for information)",
-            per,
-            None,
-            "the best k chosen per prompt",
-        )
-    # The goal is judged against the theory the engine chooses k by (a verify pass costs the
-    # measured V(k+1)); the textbook formula, which prices it as one plain step, is shown
-    # beside it: where V(n) grows with n (an fp32 CPU) that assumption is what fails.
+    if not (adaptive and fixed):
+        return []
+    best = max(fixed, key=lambda n: overall[n]["tokens_per_s"] or 0)
+    v = overall[adaptive]["tokens_per_s"] / overall[best]["tokens_per_s"]
+    per = geomean(
+        rows[adaptive]["tokens_per_s"] / max(rows[n]["tokens_per_s"] for n in fixed) for rows in per_prompt.values()
+    )
+    hindsight = "adaptive k vs best fixed k in hindsight (geomean)"
+    per_prompt_name = "adaptive k vs best fixed k per prompt (geomean)"
+    return [
+        _row(hindsight, f">= {TARGET_VS_BEST_FIXED:.2f}", v, v >= TARGET_VS_BEST_FIXED, f"best fixed: {best}"),
+        _row(per_prompt_name, "(for information)", per, None, "the best k chosen per prompt"),
+    ]
+
+
+def _theory_targets(per_prompt: dict, overall: dict, names: list[str], adaptive: str | None) -> list[dict]:
+    """Measured against predicted speedup for adaptive and each fixed k.
+
+    The goal is judged against the theory the engine chooses k by (a verify pass costs the
+    measured V(k+1)); the textbook formula, which prices it as one plain step, is shown
+    beside it: where V(n) grows with n (an fp32 CPU) that assumption is what fails."""
+    out = []
     for name in [n for n in names if n == adaptive or n.startswith("sv-k")]:
         measured = overall[name].get("speedup_vs_sv_plain")
         ratio = geomean(rows[name].get("measured_over_predicted_cost") for rows in per_prompt.values())
         if ratio is not None:
             detail = f"measured {measured:.2f}x, predicted {overall[name]['predicted_speedup_cost']:.2f}x"
-            add(
-                f"{name}: measured / predicted speedup (measured V(n))",
-                f">= {TARGET_VS_THEORY:.2f}",
-                ratio,
-                ratio >= TARGET_VS_THEORY,
-                detail,
-            )
+            target = f"{name}: measured / predicted speedup (measured V(n))"
+            out.append(_row(target, f">= {TARGET_VS_THEORY:.2f}", ratio, ratio >= TARGET_VS_THEORY, detail))
         flat = geomean(rows[name].get("measured_over_predicted") for rows in per_prompt.values())
         if flat is not None:
             detail = f"measured {measured:.2f}x, predicted {overall[name]['predicted_speedup']:.2f}x (a verify pass priced as one plain step)"
-            add(f"{name}: measured / predicted speedup (flat-T formula)", "(for information)", flat, None, detail)
-    if adaptive and "sv-adaptive-min" in names:
-        ratio = overall[adaptive]["tokens_per_s"] / overall["sv-adaptive-min"]["tokens_per_s"]
-        add(
-            "event stream cost (1 - full / minimal tokens/s)",
-            f"<= {TARGET_EVENT_COST:.0%}",
-            1 - ratio,
-            1 - ratio <= TARGET_EVENT_COST,
-        )
-    out += _universal_targets(overall, names, opts)
+            out.append(
+                _row(f"{name}: measured / predicted speedup (flat-T formula)", "(for information)", flat, None, detail)
+            )
     return out
+
+
+def _event_cost_targets(overall: dict, names: list[str], adaptive: str | None) -> list[dict]:
+    """What the full event stream costs against the minimal one."""
+    if not (adaptive and "sv-adaptive-min" in names):
+        return []
+    cost = 1 - overall[adaptive]["tokens_per_s"] / overall["sv-adaptive-min"]["tokens_per_s"]
+    name = "event stream cost (1 - full / minimal tokens/s)"
+    return [_row(name, f"<= {TARGET_EVENT_COST:.0%}", cost, cost <= TARGET_EVENT_COST)]
 
 
 def _universal_targets(overall: dict, names: list[str], opts: BenchOptions) -> list[dict]:
@@ -465,15 +477,10 @@ def _universal_targets(overall: dict, names: list[str], opts: BenchOptions) -> l
         if name not in names or not overall[name]["tokens_per_s"]:
             continue
         v = overall[name]["tokens_per_s"] / overall[best]["tokens_per_s"]
-        out.append(
-            {
-                "target": f"{name} vs transformers {hf_mode} (geomean tokens/s)",
-                "goal": f">= {TARGET_VS_UNIVERSAL:.2f}" if counts else "(for information)",
-                "value": v,
-                "met": v >= TARGET_VS_UNIVERSAL if counts else None,
-                "detail": f"best transformers setting: {best}",
-            }
-        )
+        target = f"{name} vs transformers {hf_mode} (geomean tokens/s)"
+        goal = f">= {TARGET_VS_UNIVERSAL:.2f}" if counts else "(for information)"
+        met = v >= TARGET_VS_UNIVERSAL if counts else None
+        out.append(_row(target, goal, v, met, f"best transformers setting: {best}"))
     return out
 
 
