@@ -182,13 +182,7 @@ def bench(
         resume.adopt_costs(pair, earlier)
     meta, cost = _meta(pair, opts, command, load_s)
     stop = set(eos_ids(pair))
-    kept: Raw = resume.finished(earlier, meta, methods, prompts) if earlier is not None else {}
-    earlier_s, processes = 0.0, 1
-    if kept:
-        earlier_s = earlier["meta"].get("bench_s", 0.0)
-        processes = earlier["meta"].get("processes", 1) + 1
-    if earlier is not None:
-        print(f"resuming: {len(kept)} of {len(prompts)} prompts already done", file=sys.stderr)
+    kept, earlier_s, processes = _resumed(earlier, meta, methods, prompts)
 
     def result(raw, bench_s: float) -> dict[str, Any]:
         done = [p for p in prompts if p.id in raw]
@@ -200,16 +194,7 @@ def bench(
                 "processes": processes,
                 "prompts_done": f"{len(done)} of {len(prompts)}",
             },
-            "methods": [
-                {
-                    "name": m.name,
-                    "library": FAMILY_NAMES[m.family],
-                    "kind": m.kind,
-                    "k": m.k,
-                    "events": m.record if m.family == "sv" else None,
-                }
-                for m in methods
-            ],
+            "methods": [_method_record(m) for m in methods],
             "prompts": [{"id": p.id, "kind": p.kind, "chars": p.chars} for p in done],
             "samples": {p.id: {n: [s.record() for s in runs] for n, runs in raw[p.id].items()} for p in done},
             "summary": summarise(raw, done, methods, opts, stop=stop, cost=cost),
@@ -231,6 +216,26 @@ def bench(
         if bar:
             bar.close()
     return result(raw, time.perf_counter() - t0)
+
+
+def _resumed(
+    earlier: dict[str, Any] | None, meta: dict[str, Any], methods: list[Method], prompts: list[BenchPrompt]
+) -> tuple[Raw, float, int]:
+    """From the bench.json of a run to continue (or None): its finished prompts that still
+    fit this run, the timed seconds they took, and how many processes this one makes."""
+    if earlier is None:
+        return {}, 0.0, 1
+    kept: Raw = resume.finished(earlier, meta, methods, prompts)
+    print(f"resuming: {len(kept)} of {len(prompts)} prompts already done", file=sys.stderr)
+    if not kept:
+        return kept, 0.0, 1
+    return kept, earlier["meta"].get("bench_s", 0.0), earlier["meta"].get("processes", 1) + 1
+
+
+def _method_record(m: Method) -> dict[str, Any]:
+    """What bench.json says of one method."""
+    events = m.record if m.family == "sv" else None
+    return {"name": m.name, "library": FAMILY_NAMES[m.family], "kind": m.kind, "k": m.k, "events": events}
 
 
 def _meta(pair, opts: BenchOptions, command: str, load_s: float) -> tuple[dict[str, Any], Any]:
