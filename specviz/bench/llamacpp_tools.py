@@ -73,37 +73,40 @@ def speculative_simple(
     """One run: {"text", "new_tokens", "wall_s", "drafted", "accepted"} from its own report.
     `spec_type` draft-simple drafts with `draft` up to `draft_max` tokens; an n-gram type
     (NGRAM_TYPES) drafts from the context alone."""
-    args = [
-        str(tools_dir() / "llama-speculative-simple"),
-        "-m",
-        str(target),
-        "-p",
-        prompt_text,
-        "-n",
-        str(max_new_tokens),
-        "--spec-type",
-        spec_type,
-        "-t",
-        str(threads),
-        "--temp",
-        "0",
-        "-c",
-        "4096",
-        "-ngl",
-        "0",
-        "--no-escape",
-    ]  # the prompt as given: a code prompt's "\\n" is not a newline
+    args = _speculative_args(target, draft, prompt_text, max_new_tokens, threads, draft_max, spec_type)
+    done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
+    if done.returncode != 0:
+        tail = " / ".join((done.stdout + done.stderr).strip().splitlines()[-3:])
+        raise RuntimeError(f"llama-speculative-simple exited with {done.returncode}: {tail}")
+    return _speculative_report(done.stdout, done.stderr, prompt_text)
+
+
+def _speculative_args(
+    target: Path,
+    draft: Path | None,
+    prompt_text: str,
+    max_new_tokens: int,
+    threads: int,
+    draft_max: int,
+    spec_type: str,
+) -> list[str]:
+    """llama-speculative-simple's command line: greedy, on the CPU, the prompt as given (a
+    code prompt's "\\n" is not a newline)."""
+    args = [str(tools_dir() / "llama-speculative-simple"), "-m", str(target), "-p", prompt_text]
+    args += ["-n", str(max_new_tokens), "--spec-type", spec_type, "-t", str(threads), "--temp", "0"]
+    args += ["-c", "4096", "-ngl", "0", "--no-escape"]
     if spec_type in NGRAM_TYPES:
         args += NGRAM_TYPES[spec_type]
     else:
         args += ["-md", str(draft), "--spec-draft-n-max", str(draft_max), "-td", str(threads), "-ngld", "0"]
     if cpu_has_amx():
         args.append("--no-repack")  # as the runtime loads on AMX CPUs (lm/llamacpp_runtime/model.py)
-    done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
-    log = done.stdout + done.stderr
-    if done.returncode != 0:
-        tail = " / ".join(log.strip().splitlines()[-3:])
-        raise RuntimeError(f"llama-speculative-simple exited with {done.returncode}: {tail}")
+    return args
+
+
+def _speculative_report(stdout: str, stderr: str, prompt_text: str) -> dict:
+    """The text, counts and timing that llama-speculative-simple printed."""
+    log = stdout + stderr
 
     def number(pattern: str) -> float:
         m = re.search(pattern, log)
@@ -113,9 +116,8 @@ def speculative_simple(
 
     enc_s = number(r"encoded\s+\d+ tokens in\s+([\d.]+) seconds")
     dec_s = number(r"decoded\s+\d+ tokens in\s+([\d.]+) seconds")
-    out = done.stdout
-    start = out.find(prompt_text)
-    text = out[start + len(prompt_text) :] if start >= 0 else out
+    start = stdout.find(prompt_text)
+    text = stdout[start + len(prompt_text) :] if start >= 0 else stdout
     return {
         "text": text.strip("\n"),
         "new_tokens": int(number(r"n_predict\s*=\s*(\d+)")),
