@@ -108,15 +108,7 @@ def stream(
     pair_name = checked(pair_name, settings, config)  # before the session's previous run is stopped
     flag = FLAGS.begin(session)
     try:
-        if config.public:
-            one_pair_at_a_time(pair_name)
-        LOADER.wait(
-            pair_name,
-            with_draft=settings.needs_draft,
-            runtime=settings.runtime,
-            on_progress=on_progress,
-            should_stop=flag.is_set,
-        )
+        _wait_for_pair(pair_name, settings, config, on_progress, flag.is_set)
         history = OUTPUTS.get(session, str(pair_name)) if remember else []
         last = None
         for last in newest(
@@ -130,10 +122,7 @@ def stream(
                 continue
             yield last
         if last is not None and last.summary.stop_reason:
-            if remember:
-                OUTPUTS.add(session, str(pair_name), list(last.token_ids))
-            if zero_gpu.ON_ZERO_GPU:
-                zero_gpu.RATES.observe(str(pair_name), last.summary.wall_s, last.summary.new_tokens)
+            _finished(last, pair_name, session, remember)
     except Cancelled:
         return
     except Exception as e:
@@ -143,6 +132,35 @@ def stream(
         raise zero_gpu.QuotaSpent(words) from None
     finally:
         FLAGS.finish(session, flag)
+
+
+def _wait_for_pair(
+    pair_name: Any,
+    settings: GenerationSettings,
+    config: PageConfig,
+    on_progress: Progress | None,
+    should_stop: Callable[[], bool],
+) -> None:
+    """Until the pair (with its draft where the settings need one) is loaded on their runtime;
+    a public page holds one pair at a time."""
+    if config.public:
+        one_pair_at_a_time(pair_name)
+    LOADER.wait(
+        pair_name,
+        with_draft=settings.needs_draft,
+        runtime=settings.runtime,
+        on_progress=on_progress,
+        should_stop=should_stop,
+    )
+
+
+def _finished(trace: Trace, pair_name: Any, session: str, remember: bool) -> None:
+    """A finished run's output joins the session's outputs (with `remember`); on ZeroGPU its
+    rate tells later runs how long they may take."""
+    if remember:
+        OUTPUTS.add(session, str(pair_name), list(trace.token_ids))
+    if zero_gpu.ON_ZERO_GPU:
+        zero_gpu.RATES.observe(str(pair_name), trace.summary.wall_s, trace.summary.new_tokens)
 
 
 def checked(pair_name: Any, settings: GenerationSettings, config: PageConfig) -> Any:
