@@ -32,7 +32,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.app.tab import MODELS, Shared, Tab
 from specviz.events import RoundEvent, Trace
 from specviz.models.catalogue.presets import list_presets
-from specviz.choices import PLAIN, POLICIES
+from specviz.choices import COST_AWARE, PLAIN, POLICIES, SPECULATIVE, SUFFIX
 from specviz.settings import DEFAULTS, PROMPT, GenerationSettings, Setting, check_prompt, default_k, from_request, specs
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
@@ -71,6 +71,7 @@ class LiveTab:
     timeline: gr.Plot
     round_tree: gr.Plot  # the latest round's tree, in a tree run
     round_alignment: gr.HTML  # the latest round's alignment, with a draft of another tokenizer
+    examples: dict[str, gr.Examples]  # by heading: each sets the prompt and SET_BY_EXAMPLES
 
     @property
     def inputs(self) -> list[gr.components.Component]:
@@ -96,6 +97,35 @@ def load_examples() -> list[dict]:
     return json.loads(EXAMPLES.read_text(encoding="utf-8"))["examples"]
 
 
+# What an example sets besides its prompt. Edit work copies its input, so an edit example picks
+# what pays there on a CPU where a draft model cannot: the suffix drafter (no draft model), the
+# cost-aware policy at its cap (a round inside a copied span verifies as many copied tokens as
+# the measured pass costs pay for), greedy decoding, and room for the whole answer (150-250
+# tokens: the default 128 ends it as the copy gets going). Code and prose examples set the same
+# settings back to their defaults, the draft model's.
+EDIT = "edit"
+EXAMPLE_SETTINGS = {EDIT: GenerationSettings(mode=SPECULATIVE, drafter=SUFFIX, policy=COST_AWARE, k=default_k(COST_AWARE),
+                                             temperature=0.0, max_new_tokens=256)}
+SET_BY_EXAMPLES = ("mode", "drafter", "policy", "k", "temperature", "max_new_tokens")
+EXAMPLE_HEADINGS = {EDIT: "Examples: edit work, where the suffix drafter copies the input (then race it on Side by side)"}
+
+
+def make_examples(examples: list[dict], prompt: gr.Textbox, settings: dict) -> dict[str, gr.Examples]:
+    """One set of examples per heading (code and prose together, edit work apart): a click sets
+    the prompt and SET_BY_EXAMPLES from its kind's settings. A click runs nothing."""
+    groups: dict[str, list[dict]] = {}
+    for e in examples:
+        groups.setdefault(EXAMPLE_HEADINGS.get(e["kind"], "Examples: code and prose"), []).append(e)
+    controls = [prompt, *(settings[name] for name in SET_BY_EXAMPLES)]
+    made = {}
+    for heading, group in groups.items():
+        rows = [[e["prompt"], *(getattr(EXAMPLE_SETTINGS.get(e["kind"], DEFAULTS), n) for n in SET_BY_EXAMPLES)]
+                for e in group]
+        made[heading] = gr.Examples(rows, inputs=controls, label=heading, example_labels=[e["label"] for e in group],
+                                    examples_per_page=len(group))
+    return made
+
+
 def pair_choices(config: PageConfig) -> list[tuple[str, str]]:
     """The presets offered (a public page's own pairs only), the operator's default pair first
     when it is none of them."""
@@ -112,18 +142,17 @@ def build(config: PageConfig) -> LiveTab:
     # On a phone the columns stack; app.css then puts the run between the prompt and the settings.
     with gr.Row(equal_height=False, elem_id="live-row"):
         with gr.Column(scale=2, min_width=300, elem_id="live-controls"):
-            with gr.Column(elem_id="live-prompt"):
+            with gr.Column(elem_id="live-prompt") as prompt_column:
                 prompt = gr.Textbox(label=PROMPT.label, lines=4, max_lines=12, value=examples[0]["prompt"],
                                     elem_id="prompt", max_length=PROMPT.chars.value)
                 with gr.Row():
                     run = gr.Button("Run", variant="primary", elem_id="run", min_width=80)
                     stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
-                gr.Examples(
-                    [[e["prompt"]] for e in examples], inputs=[prompt], label="Examples: code and prose",
-                    example_labels=[e["label"] for e in examples], examples_per_page=len(examples),
-                )
             with gr.Column(elem_id="live-settings"):
                 pair, controls = _settings(config)
+            settings = {name: controls[name] for name in specs()}
+            with prompt_column:  # under the prompt, made once the controls an example sets are
+                example_sets = make_examples(examples, prompt, settings)
         with gr.Column(scale=3, min_width=300, elem_id="live-output"):
             gr.HTML(viz.legend_html(plain=True), elem_id="legend")
             tokens = gr.HTML(viz.tokens_html([], empty="Press Run to generate: each token appears coloured by what happened to it."),
@@ -133,8 +162,8 @@ def build(config: PageConfig) -> LiveTab:
             stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
             timeline = gr.Plot(empty_figure("The time of each round appears here as it runs", "Time per round"),
                                elem_id="timeline", show_label=False)
-    return LiveTab(prompt, pair, {name: controls[name] for name in specs()}, run, stop, tokens, stats, timeline,
-                   round_tree, round_alignment)
+    return LiveTab(prompt, pair, settings, run, stop, tokens, stats, timeline, round_tree, round_alignment,
+                   example_sets)
 
 
 def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.Component]]:

@@ -71,7 +71,17 @@ def runtime_html(pair) -> str:
     note = runtime_choice.plain_beats_drafting(rates)
     if note:
         out += f' <b class="sv-runtime-note">Note: {esc(note)}.</b>'
+    if note and "Edit examples" in note:  # the note names the drafter that pays here: how to see it
+        out += f' <span class="sv-runtime-try">{esc(try_edit_work())}</span>'
     return out + "</span>"
+
+
+def try_edit_work() -> str:
+    """How to see the suffix drafter win: what an edit example sets, then Side by side."""
+    s = live.EXAMPLE_SETTINGS[live.EDIT]
+    return (f"To see it, click an Edit example under the prompt (it picks the {s.drafter} drafter, the {s.policy} "
+            f"policy and {s.max_new_tokens} new tokens), press Run, then race it against plain decoding on "
+            f"{compare.ComparePage.title}.")
 
 
 def runtime_rates(choice: dict) -> dict:
