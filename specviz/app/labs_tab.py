@@ -88,6 +88,13 @@ class LabsTab:
 
 
 def build() -> LabsTab:
+    """The tab's sections, top to bottom, inside the caller's gr.Tab."""
+    return LabsTab(*_trace_sections(), *_sweep_section(), *_batching_section())
+
+
+def _trace_sections() -> tuple:
+    """What the current trace shows: acceptance by position, accepted lengths, hindsight k,
+    and the pass costs by runtime."""
     gr.Markdown(
         "### Acceptance by position\nTwo rates are in use. **Conditional**: of the rounds whose drafts were all "
         "accepted up to position i, the share that accepted i too. **Unconditional** (what vLLM and llama.cpp log): "
@@ -113,6 +120,11 @@ def build() -> LabsTab:
         elem_classes=["sv-hint"],
     )
     pass_costs = gr.Plot(elem_id="labs-pass-costs", show_label=False)
+    return position_rates, lengths, lengths_text, hindsight, hindsight_text, pass_costs
+
+
+def _sweep_section() -> tuple:
+    """The current prompt at several temperatures on the loaded pair."""
     gr.Markdown(
         "### Temperature\nSampling spreads both models' probability over more tokens, and the draft's guess "
         "matches the target's less often.",
@@ -126,6 +138,11 @@ def build() -> LabsTab:
         sweep_stop = gr.Button("Stop", variant="stop", elem_id="labs-sweep-stop", scale=1, min_width=80)
     sweep_plot = gr.Plot(ap.temperature_sweep_figure([], [], [], []), elem_id="labs-sweep-plot", show_label=False)
     sweep_text = gr.HTML(SWEEP_HINT, elem_id="labs-sweep-text")
+    return temperatures, sweep, sweep_stop, sweep_plot, sweep_text
+
+
+def _batching_section() -> tuple:
+    """The pass costs of several sequences at once and the speedup they predict by batch size."""
     gr.Markdown(
         "### Batching\nA server decodes many sequences at once, and the speedup shrinks as the batch grows.",
         elem_classes=["sv-hint"],
@@ -139,23 +156,7 @@ def build() -> LabsTab:
             ap.batch_costs_figure([], [], []), elem_id="labs-batch-costs", show_label=False, min_width=300
         )
     batching_text = gr.HTML(BATCH_HINT, elem_id="labs-batching-text")
-    return LabsTab(
-        position_rates,
-        lengths,
-        lengths_text,
-        hindsight,
-        hindsight_text,
-        pass_costs,
-        temperatures,
-        sweep,
-        sweep_stop,
-        sweep_plot,
-        sweep_text,
-        batching,
-        batching_plot,
-        batch_costs,
-        batching_text,
-    )
+    return batching, batching_plot, batch_costs, batching_text
 
 
 def _spec(trace: Trace | None) -> bool:
