@@ -83,3 +83,23 @@ def test_a_lookahead_round_shows_its_window_and_the_ngrams_it_made(traces, page_
         page.locator("#round-source").scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "lookahead-inspector-1280.png"), full_page=True)
         page.close()
+
+
+def test_an_edit_example_picks_the_suffix_drafter_and_room_for_the_copy(page_url):
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(page_url)
+        page.wait_for_selector("#run", timeout=60_000)
+        page.get_by_text("Edit: rename", exact=True).click()
+        page.wait_for_function("document.querySelector('#prompt textarea').value.startsWith('Rename the function')",
+                               timeout=30_000)
+        assert page.locator("#drafter input[value=suffix]").is_checked()
+        assert page.locator("#max_new_tokens input[type=number]").input_value() == "256"
+        page.screenshot(path=str(ARTIFACTS / "edit-example-1280.png"), full_page=True)
+        # A code example takes the draft model back.
+        page.get_by_text("Python: is_prime", exact=True).click()
+        page.wait_for_function("document.querySelector('#prompt textarea').value.startsWith('Write a Python')",
+                               timeout=30_000)
+        assert page.locator("#drafter input[value=model]").is_checked()
+        assert page.locator("#max_new_tokens input[type=number]").input_value() == "128"
+        page.close()
