@@ -75,6 +75,22 @@ class LosslessTab:
 
 
 def build() -> LosslessTab:
+    """The tab's sections, top to bottom, inside the caller's gr.Tab, with the bug gallery's button wired."""
+    tab = LosslessTab(**_monte_carlo_section(), **_bugs_section(), **_position_section())
+    tab.bugs_run.click(
+        simulate_bugs,
+        tab.bugs_inputs,
+        tab.bugs_outputs,
+        concurrency_id="lossless",
+        concurrency_limit=1,
+        validator=check_distributions,
+        api_visibility="private",
+    )
+    return tab
+
+
+def _monte_carlo_section() -> dict:
+    """The rule run many times on a p and q typed in."""
     gr.Markdown(
         "Draw x from q, keep it with probability min(1, p(x)/q(x)), otherwise draw a replacement from "
         "norm(max(0, p \u2212 q)). Repeat many times: what comes out is distributed exactly as p.",
@@ -102,6 +118,13 @@ def build() -> LosslessTab:
     with gr.Row(equal_height=False):
         frequencies = gr.Plot(elem_id="lossless-frequencies", show_label=False, min_width=300)
         acceptance = gr.Plot(elem_id="lossless-acceptance", show_label=False, min_width=260)
+    return dict(
+        q=q, p=p, samples=samples, seed=seed, run=run, summary=summary, frequencies=frequencies, acceptance=acceptance
+    )
+
+
+def _bugs_section() -> dict:
+    """The exact rule beside the mistakes of real implementations, on the same p and q."""
     gr.Markdown(
         "### Bugs people ship\nThe exact rule beside four mistakes found in real implementations, each run on "
         "the p and q above with the same number of draws. p and q are read as the distributions at temperature "
@@ -123,6 +146,17 @@ def build() -> LosslessTab:
     with gr.Row(equal_height=False):
         bugs_frequencies = gr.Plot(elem_id="lossless-bugs-frequencies", show_label=False, min_width=300)
         bugs_tv = gr.Plot(elem_id="lossless-bugs-tv", show_label=False, min_width=300)
+    return dict(
+        temperature=temperature,
+        bugs_run=bugs_run,
+        bugs_table=bugs_table,
+        bugs_frequencies=bugs_frequencies,
+        bugs_tv=bugs_tv,
+    )
+
+
+def _position_section() -> dict:
+    """The same draws on the loaded pair's p and q at the inspector's position."""
     gr.Markdown(
         "### On the loaded pair\nThe same draws on the target's p and the draft's q at the round and position "
         "chosen in the round inspector, as the run recorded them: the top tokens, and all the others as one."
@@ -132,35 +166,12 @@ def build() -> LosslessTab:
     with gr.Row(equal_height=False):
         position_frequencies = gr.Plot(elem_id="lossless-position-frequencies", show_label=False, min_width=300)
         position_acceptance = gr.Plot(elem_id="lossless-position-acceptance", show_label=False, min_width=260)
-    tab = LosslessTab(
-        q,
-        p,
-        samples,
-        seed,
-        run,
-        summary,
-        frequencies,
-        acceptance,
-        run_position,
-        position_summary,
-        position_frequencies,
-        position_acceptance,
-        temperature,
-        bugs_run,
-        bugs_table,
-        bugs_frequencies,
-        bugs_tv,
+    return dict(
+        run_position=run_position,
+        position_summary=position_summary,
+        position_frequencies=position_frequencies,
+        position_acceptance=position_acceptance,
     )
-    tab.bugs_run.click(
-        simulate_bugs,
-        tab.bugs_inputs,
-        tab.bugs_outputs,
-        concurrency_id="lossless",
-        concurrency_limit=1,
-        validator=check_distributions,
-        api_visibility="private",
-    )
-    return tab
 
 
 def check_distributions(p_text, q_text, *others) -> list:
