@@ -223,6 +223,25 @@ class TextDrafter(_OwnTokens):
         confidence = [_confidence(s, d_spans, conf) for s in spans[: len(tokens)]]
         if len(confidence) < len(tokens):  # the target's EOS standing for the draft's
             confidence.append(conf[-1] if conf else 1.0)
+        return Proposal(
+            tokens=context.new_tensor(tokens, dtype=torch.long),
+            q=None,
+            ms=(time.perf_counter() - start) * 1000,
+            passes=passes,
+            confidence=confidence,
+            alignment=self._alignment(drafted, d_spans, spans, tokens, pending[0] if eos else None),
+        )
+
+    def _alignment(
+        self,
+        drafted: list[int],
+        d_spans: list[tuple[int, int]],
+        spans: list[tuple[int, int]],
+        tokens: list[int],
+        eos: int | None,
+    ) -> list[dict]:
+        """Each drafted token (and the draft's EOS, where it stopped on one) with the proposed
+        target tokens its text overlaps."""
         alignment = [
             {
                 "id": y,
@@ -231,22 +250,15 @@ class TextDrafter(_OwnTokens):
             }
             for i, y in enumerate(drafted)
         ]
-        if eos:
+        if eos is not None:
             alignment.append(
                 {
-                    "id": pending[0],
-                    "text": self.side.d.text(pending),
+                    "id": eos,
+                    "text": self.side.d.text([eos]),
                     "candidates": [len(tokens) - 1] if tokens and tokens[-1] == self._target_eos else [],
                 }
             )
-        return Proposal(
-            tokens=context.new_tensor(tokens, dtype=torch.long),
-            q=None,
-            ms=(time.perf_counter() - start) * 1000,
-            passes=passes,
-            confidence=confidence,
-            alignment=alignment,
-        )
+        return alignment
 
     def _next(self, pending: list[int]) -> tuple[int, float]:
         logits = self._sampler.logits(self.side.feed(pending))
