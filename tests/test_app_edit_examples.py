@@ -54,7 +54,10 @@ def test_a_code_example_after_an_edit_one_takes_the_draft_model_back(tab):
     assert (s.drafter, s.max_new_tokens, s.mode) == ("model", 128, "speculative")
     assert s.needs_draft
     heading = next(h for h, ex in tab.examples.items() if "Python: is_prime" in ex.example_labels)
-    assert "Prose: tides" in tab.examples[heading].example_labels and "Edit: rename" not in tab.examples[heading].example_labels
+    assert (
+        "Prose: tides" in tab.examples[heading].example_labels
+        and "Edit: rename" not in tab.examples[heading].example_labels
+    )
 
 
 def test_a_run_from_an_edit_example_races_plain_decoding_on_side_by_side(tab):

@@ -38,8 +38,15 @@ def test_the_page_builds_with_the_stable_element_ids():
     assert {"prompt", "run", "stop", "k", "pair", "tokens", "timeline", "stats"} <= ids
     api = demo.get_api_info()["named_endpoints"]
     # generate and the tools (app/tools.py, also the MCP server's), nothing the page wires privately
-    assert list(api) == ["/generate", "/speedup", "/best_k", "/lossless_check", "/export_settings", "/read_metrics",
-                         "/generate_summary"]
+    assert list(api) == [
+        "/generate",
+        "/speedup",
+        "/best_k",
+        "/lossless_check",
+        "/export_settings",
+        "/read_metrics",
+        "/generate_summary",
+    ]
     params = [p["parameter_name"] for p in api["/generate"]["parameters"]]
     assert params[:9] == ["prompt", "pair", "drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode"]
 
@@ -151,7 +158,9 @@ def test_the_inspector_explains_itself_without_rounds(trace):
 
 
 def test_theory_marks_the_run_and_fills_the_sliders_from_it(trace):
-    text, tpr, speedup, heatmap, measured, tree_box, tree_text, tree_plot, pass_cost = theory_tab.views(0.7, 4, 40, 4, trace, None)
+    text, tpr, speedup, heatmap, measured, tree_box, tree_text, tree_plot, pass_cost = theory_tab.views(
+        0.7, 4, 40, 4, trace, None
+    )
     # The run's own runtime's measured V(n), as V(n) / V(1), beside the n-passes diagonal.
     curve = next(t for t in pass_cost.data if t.name == trace.meta["runtime"])
     verify = {int(n): v for n, v in trace.meta["cost_model"]["verify"].items()}
@@ -176,8 +185,13 @@ def test_comparison_views_need_a_speculative_run(trace):
     assert "Run a generation in speculative mode" in compare.views(None, None)[0]
     table, identity, curve, spec_col, plain_col = compare.views(trace, None)
     assert "Run plain decoding" in table and spec_col and plain_col == ""
-    assert compare.plain_settings(trace).mode == "plain" and compare.plain_settings(trace).seed == trace.settings["seed"]
-    assert trace.settings["runtime"] == "auto" and compare.plain_settings(trace).runtime == trace.meta["runtime"] == "torch"
+    assert (
+        compare.plain_settings(trace).mode == "plain" and compare.plain_settings(trace).seed == trace.settings["seed"]
+    )
+    assert (
+        trace.settings["runtime"] == "auto"
+        and compare.plain_settings(trace).runtime == trace.meta["runtime"] == "torch"
+    )
 
 
 def test_real_position_distributions_are_distributions_and_run_the_lab(trace):
@@ -203,11 +217,10 @@ def test_a_trace_round_trips_through_download_and_upload(trace, tmp_path):
     assert traces.save_for_download(None).interactive is False
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"\xff\xfe not text", "not"),
-    (b"{not json", "not JSON"),
-    (json.dumps({"prompt": "x"}).encode(), "missing"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"\xff\xfe not text", "not"), (b"{not json", "not JSON"), (json.dumps({"prompt": "x"}).encode(), "missing")],
+)
 def test_a_bad_upload_is_refused_in_words(tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_bytes(content)
@@ -232,8 +245,11 @@ def test_an_uploaded_trace_fills_the_controls_that_can_show_it(trace):
 def test_user_and_model_text_is_escaped(trace):
     state = LoadState(HOSTILE, True, error=HOSTILE)
     state.done.set()
-    for shown in (status_html(HOSTILE, None), status_html(HOSTILE, state),
-                  traces.summary_html(Trace.from_dict({**trace.to_dict(), "prompt": HOSTILE, "pair": HOSTILE}))):
+    for shown in (
+        status_html(HOSTILE, None),
+        status_html(HOSTILE, state),
+        traces.summary_html(Trace.from_dict({**trace.to_dict(), "prompt": HOSTILE, "pair": HOSTILE})),
+    ):
         assert "<img" not in shown and "&lt;img" in shown
 
 
@@ -258,8 +274,11 @@ def test_an_api_client_reads_messages_unescaped():
 
 @pytest.fixture(scope="module")
 def tree_trace() -> Trace:
-    return run(tiny_pair("close"), "for i in range(10):",
-               GenerationSettings(drafter="tree", tree_nodes=8, tree_width=2, policy="fixed", k=8, max_new_tokens=32))
+    return run(
+        tiny_pair("close"),
+        "for i in range(10):",
+        GenerationSettings(drafter="tree", tree_nodes=8, tree_width=2, policy="fixed", k=8, max_new_tokens=32),
+    )
 
 
 def test_a_tree_round_shows_its_tree_and_mask_in_the_inspector_and_the_live_run(tree_trace):
@@ -273,7 +292,9 @@ def test_a_tree_round_shows_its_tree_and_mask_in_the_inspector_and_the_live_run(
     last = [e for e in rounds if e.tree][-1]
     assert live_tree.visible is True and f"Latest round ({last.index})" in live_tree.value["plot"]
     assert live_alignment.visible is False
-    assert live.live_views(tree_trace, plot=False)[3:] == ({"__type__": "update"},) * 2  # redrawn with the timeline only
+    assert (
+        live.live_views(tree_trace, plot=False)[3:] == ({"__type__": "update"},) * 2
+    )  # redrawn with the timeline only
 
 
 def test_theory_says_whether_a_tree_pays(tree_trace):
@@ -291,7 +312,9 @@ def test_a_cross_tokenizer_round_shows_its_alignment():
 
     pair = cross_pair()
     pair.info["cost_model"] = for_pair(tiny_pair("close"))  # the same target's costs
-    cross = run(pair, "The quick brown fox", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=12))
+    cross = run(
+        pair, "The quick brown fox", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=12)
+    )
     first = inspector.first_drafted(cross)
     assert first == 1 and not cross.events[0].drafted and cross.events[1].drafted
     *_, tree_box, tree, mask, alignment, _source = inspector.inspect(cross, first)
@@ -312,6 +335,8 @@ def test_the_status_of_a_cross_tokenizer_pair_says_its_overlap_and_method():
     # the overlap and the method in words; the check's own message as the tooltip, its markup
     # arriving as text (no <b> element made from it)
     assert "77.1%" in vocab["text"] and "(intersection)" in vocab["text"]
-    assert vocab["title"] == "<b>77.1%</b> shared" and not [e for e in status.found if e["tag"] == "b" and "77.1%" in e["text"]]
+    assert vocab["title"] == "<b>77.1%</b> shared" and not [
+        e for e in status.found if e["tag"] == "b" and "77.1%" in e["text"]
+    ]
     Pair.info = {"vocab": {"method": "same", "identical": True}}
     assert not _Elements(status_html("p", state)).by_class("sv-vocab")

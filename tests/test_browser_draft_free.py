@@ -28,7 +28,9 @@ def traces(tmp_path_factory):
     pair = tiny_pair(None)
     out = {}
     for name, extra in (("suffix", {}), ("lookahead", {"lookahead_window": 3, "lookahead_ngram": 3})):
-        trace = run(pair, PROMPT, GenerationSettings(drafter=name, policy="fixed", k=4, max_new_tokens=24, raw=True, **extra))
+        trace = run(
+            pair, PROMPT, GenerationSettings(drafter=name, policy="fixed", k=4, max_new_tokens=24, raw=True, **extra)
+        )
         (folder / f"{name}.json").write_text(trace.to_json())
         out[name] = (folder / f"{name}.json", trace)
     return out
@@ -91,15 +93,17 @@ def test_an_edit_example_picks_the_suffix_drafter_and_room_for_the_copy(page_url
         page.goto(page_url)
         page.wait_for_selector("#run", timeout=60_000)
         page.get_by_text("Edit: rename", exact=True).click()
-        page.wait_for_function("document.querySelector('#prompt textarea').value.startsWith('Rename the function')",
-                               timeout=30_000)
+        page.wait_for_function(
+            "document.querySelector('#prompt textarea').value.startsWith('Rename the function')", timeout=30_000
+        )
         assert page.locator("#drafter input[value=suffix]").is_checked()
         assert page.locator("#max_new_tokens input[type=number]").input_value() == "256"
         page.screenshot(path=str(ARTIFACTS / "edit-example-1280.png"), full_page=True)
         # A code example takes the draft model back.
         page.get_by_text("Python: is_prime", exact=True).click()
-        page.wait_for_function("document.querySelector('#prompt textarea').value.startsWith('Write a Python')",
-                               timeout=30_000)
+        page.wait_for_function(
+            "document.querySelector('#prompt textarea').value.startsWith('Write a Python')", timeout=30_000
+        )
         assert page.locator("#drafter input[value=model]").is_checked()
         assert page.locator("#max_new_tokens input[type=number]").input_value() == "128"
         page.close()

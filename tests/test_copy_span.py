@@ -148,7 +148,9 @@ PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return a + b\n
 def test_sized_proposals_keep_greedy_output_plain(drafter):
     pair = tiny_pair(None)
     plain = engine.run(pair, PROMPT, GenerationSettings(mode="plain", max_new_tokens=32, raw=True)).token_ids
-    trace = engine.run(pair, PROMPT, GenerationSettings(drafter=drafter, policy="cost-aware", max_new_tokens=32, raw=True))
+    trace = engine.run(
+        pair, PROMPT, GenerationSettings(drafter=drafter, policy="cost-aware", max_new_tokens=32, raw=True)
+    )
     assert trace.token_ids == plain
 
 
@@ -158,8 +160,10 @@ N_RUNS = 20_000
 # Contexts over the toy language's 4 tokens: short repeats (trees with siblings), and a copy of a
 # 8-token span, so a round proposes behind a long span and, when the copy breaks off, the next
 # round may guess a replaced token or resume it.
-CONTEXTS = {"repeats": (0, 1, 2, 0, 1, 3, 2, 0, 1, 2, 3, 0, 1),
-            "copy": (0, 1, 2, 3, 2, 1, 0, 3, 3, 1, 2, 0, 1, 2, 3, 2, 1, 0, 3)}
+CONTEXTS = {
+    "repeats": (0, 1, 2, 0, 1, 3, 2, 0, 1, 2, 3, 0, 1),
+    "copy": (0, 1, 2, 3, 2, 1, 0, 3, 3, 1, 2, 0, 1, 2, 3, 2, 1, 0, 3),
+}
 # Mild enough that a proposal's size follows the learnt chances (neither always all nor none).
 MILD = TreeCost(CostModel(verify={1: 100.0, 2: 125.0, 4: 150.0, 8: 200.0, 17: 300.0}, draft=0.0), 16)
 
@@ -200,8 +204,9 @@ def expected_first_two(context) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("variant", ["repeats", "resume", "skip"])
-@pytest.mark.parametrize("make", [lambda: SuffixDrafter(max_nodes=6, min_score=0.0), LookupDrafter],
-                         ids=["suffix", "lookup"])
+@pytest.mark.parametrize(
+    "make", [lambda: SuffixDrafter(max_nodes=6, min_score=0.0), LookupDrafter], ids=["suffix", "lookup"]
+)
 def test_sized_sampled_output_is_distributed_as_the_target(make, variant, monkeypatch):
     """repeats: the evidence carried over 20,000 runs sizes the proposals; resume and skip: on
     the copy, each run from the priors, a match that resumes the broken-off copy, or (with no

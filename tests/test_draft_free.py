@@ -51,13 +51,16 @@ def plain(pair):
 
 @pytest.mark.parametrize("policy", ["fixed", "cost-aware"])
 @pytest.mark.parametrize("k", [1, 3, 8])
-@pytest.mark.parametrize("extra", [
-    {"drafter": "suffix"},
-    {"drafter": "suffix", "suffix_max_nodes": 3, "suffix_min_score": 0.0},
-    {"drafter": "lookahead"},
-    {"drafter": "lookahead", "lookahead_window": 2, "lookahead_ngram": 6, "lookahead_candidates": 1},
-    {"drafter": "lookahead", "lookahead_window": 7, "lookahead_ngram": 3, "lookahead_candidates": 8},
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"drafter": "suffix"},
+        {"drafter": "suffix", "suffix_max_nodes": 3, "suffix_min_score": 0.0},
+        {"drafter": "lookahead"},
+        {"drafter": "lookahead", "lookahead_window": 2, "lookahead_ngram": 6, "lookahead_candidates": 1},
+        {"drafter": "lookahead", "lookahead_window": 7, "lookahead_ngram": 3, "lookahead_candidates": 8},
+    ],
+)
 def test_greedy_equals_plain(pair, plain, extra, k, policy):
     trace = engine.run(pair, PROMPT, GenerationSettings(max_new_tokens=N_NEW, k=k, policy=policy, raw=True, **extra))
     assert trace.token_ids == plain
@@ -66,7 +69,9 @@ def test_greedy_equals_plain(pair, plain, extra, k, policy):
 
 
 def test_a_suffix_round_says_what_it_matched_and_each_nodes_count(pair):
-    trace = engine.run(pair, PROMPT, GenerationSettings(drafter="suffix", policy="fixed", k=8, max_new_tokens=N_NEW, raw=True))
+    trace = engine.run(
+        pair, PROMPT, GenerationSettings(drafter="suffix", policy="fixed", k=8, max_new_tokens=N_NEW, raw=True)
+    )
     proposed = [e for e in trace.events if e.type == "round" and e.source is not None and e.source.counts]
     assert proposed
     for event in proposed:
@@ -83,8 +88,13 @@ def test_a_suffix_round_says_what_it_matched_and_each_nodes_count(pair):
 
 
 def test_a_lookahead_round_shows_its_window_and_the_ngrams_it_made(pair):
-    trace = engine.run(pair, PROMPT, GenerationSettings(drafter="lookahead", policy="fixed", k=4, max_new_tokens=6,
-                                                        lookahead_window=3, lookahead_ngram=4))
+    trace = engine.run(
+        pair,
+        PROMPT,
+        GenerationSettings(
+            drafter="lookahead", policy="fixed", k=4, max_new_tokens=6, lookahead_window=3, lookahead_ngram=4
+        ),
+    )
     src = [e.source for e in trace.events if e.type == "round" and e.source is not None][0]
     assert src.window_on
     assert [len(level) for level in src.window] == [3, 3, 3]  # N - 1 levels of W columns
@@ -156,7 +166,9 @@ def test_ride_nodes_ride_in_the_pass_and_leave_nothing_in_the_cache(pair):
     chain = fresh.feed(torch.cat([ids, ride[:2]]), keep=2)
     assert torch.allclose(r.ride_logits[:2], sampler.logits(chain), atol=1e-4)
     fresh.reset()
-    assert torch.allclose(r.ride_logits[2], sampler.logits(fresh.feed(torch.cat([ids, ride[2:]]), keep=1))[0], atol=1e-4)
+    assert torch.allclose(
+        r.ride_logits[2], sampler.logits(fresh.feed(torch.cat([ids, ride[2:]]), keep=1))[0], atol=1e-4
+    )
     # The cache holds the context and the accepted path only, as a fresh feed would.
     kept = ids.numel() + len(r.path)
     assert target.length == kept
@@ -259,13 +271,16 @@ def test_suffix_stops_after_misses_and_starts_again_while_it_waits():
 # ---- settings -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad,words", [
-    ({"lookahead_window": 0}, "lookahead window must be a whole number from 1 to 16"),
-    ({"lookahead_ngram": 2}, "lookahead n-gram size must be a whole number from 3 to 8"),
-    ({"lookahead_candidates": 17}, "lookahead candidates must be a whole number from 1 to 16"),
-    ({"suffix_max_nodes": 65}, "suffix max nodes must be a whole number from 1 to 64"),
-    ({"suffix_min_score": 1.5}, "suffix min score must be between 0 and 1"),
-])
+@pytest.mark.parametrize(
+    "bad,words",
+    [
+        ({"lookahead_window": 0}, "lookahead window must be a whole number from 1 to 16"),
+        ({"lookahead_ngram": 2}, "lookahead n-gram size must be a whole number from 3 to 8"),
+        ({"lookahead_candidates": 17}, "lookahead candidates must be a whole number from 1 to 16"),
+        ({"suffix_max_nodes": 65}, "suffix max nodes must be a whole number from 1 to 64"),
+        ({"suffix_min_score": 1.5}, "suffix min score must be between 0 and 1"),
+    ],
+)
 def test_bad_settings_name_the_range(bad, words):
     with pytest.raises(SettingsError, match=words):
         from_request({"drafter": "lookahead", **bad})
@@ -317,8 +332,11 @@ def expected_first_two() -> torch.Tensor:
     return torch.stack([first[a] * toy(0, CONTEXT + (a,)) for a in range(4)]).reshape(-1)
 
 
-@pytest.mark.parametrize("make", [lambda: SuffixDrafter(max_nodes=6, min_score=0.0),
-                                  lambda: LookaheadDrafter(window=3, ngram=3, candidates=3)], ids=["suffix", "lookahead"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: SuffixDrafter(max_nodes=6, min_score=0.0), lambda: LookaheadDrafter(window=3, ngram=3, candidates=3)],
+    ids=["suffix", "lookahead"],
+)
 def test_sampled_output_is_distributed_as_the_target(make):
     d = make()
     # The check is meaningful only if trees with siblings were proposed.
@@ -331,5 +349,7 @@ def test_sampled_output_is_distributed_as_the_target(make):
 
 def test_not_removing_a_rejected_candidate_is_caught(monkeypatch):
     monkeypatch.setattr(tv, "remove_token", lambda dist, token: dist)
-    ok, message = frequencies_match(first_two(SuffixDrafter(max_nodes=6, min_score=0.0), seed=5), expected_first_two(), N_RUNS)
+    ok, message = frequencies_match(
+        first_two(SuffixDrafter(max_nodes=6, min_score=0.0), seed=5), expected_first_two(), N_RUNS
+    )
     assert not ok, message

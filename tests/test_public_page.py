@@ -25,20 +25,26 @@ BIG = "x" * 100_000_000  # 100 MB
 # --- the environment ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env, words", [
-    ({"SPECVIZ_MAX_WALL_S": "0"}, "SPECVIZ_MAX_WALL_S is '0'; it must be a number of seconds above 0"),
-    ({"SPECVIZ_MAX_WALL_S": "-5"}, "SPECVIZ_MAX_WALL_S is '-5'"),
-    ({"SPECVIZ_MAX_WALL_S": "inf"}, "SPECVIZ_MAX_WALL_S is 'inf'"),
-    ({"SPECVIZ_MAX_WALL_S": "soon"}, "SPECVIZ_MAX_WALL_S is 'soon'"),
-    ({"SPECVIZ_MCP": "maybe"}, "SPECVIZ_MCP is 'maybe'; it must be one of 1, true, yes, on, 0, false, no, off"),
-    ({"SPECVIZ_PUBLIC": "2"}, "SPECVIZ_PUBLIC is '2'"),
-    ({"SPECVIZ_QUEUE_SIZE": "0"}, "SPECVIZ_QUEUE_SIZE is '0'; it must be a whole number, 1 or more"),
-    ({"SPECVIZ_MAX_RUNS_PER_VISITOR": "1.5"}, "SPECVIZ_MAX_RUNS_PER_VISITOR is '1.5'"),
-    ({"GRADIO_SERVER_PORT": "http"}, "GRADIO_SERVER_PORT is 'http'"),
-    ({"SPECVIZ_PAIRS": "qwen-coder,/etc"}, "SPECVIZ_PAIRS names '/etc'; it must list presets"),
-    ({"SPECVIZ_MAX_REQUEST_BYTES": "-1"}, "SPECVIZ_MAX_REQUEST_BYTES is '-1'; it must be a whole number, 1 or more"),
-    ({"SPECVIZ_MAX_PROMPT_CHARS": "0"}, "SPECVIZ_MAX_PROMPT_CHARS is '0'; it must be a number above 0"),
-])
+@pytest.mark.parametrize(
+    "env, words",
+    [
+        ({"SPECVIZ_MAX_WALL_S": "0"}, "SPECVIZ_MAX_WALL_S is '0'; it must be a number of seconds above 0"),
+        ({"SPECVIZ_MAX_WALL_S": "-5"}, "SPECVIZ_MAX_WALL_S is '-5'"),
+        ({"SPECVIZ_MAX_WALL_S": "inf"}, "SPECVIZ_MAX_WALL_S is 'inf'"),
+        ({"SPECVIZ_MAX_WALL_S": "soon"}, "SPECVIZ_MAX_WALL_S is 'soon'"),
+        ({"SPECVIZ_MCP": "maybe"}, "SPECVIZ_MCP is 'maybe'; it must be one of 1, true, yes, on, 0, false, no, off"),
+        ({"SPECVIZ_PUBLIC": "2"}, "SPECVIZ_PUBLIC is '2'"),
+        ({"SPECVIZ_QUEUE_SIZE": "0"}, "SPECVIZ_QUEUE_SIZE is '0'; it must be a whole number, 1 or more"),
+        ({"SPECVIZ_MAX_RUNS_PER_VISITOR": "1.5"}, "SPECVIZ_MAX_RUNS_PER_VISITOR is '1.5'"),
+        ({"GRADIO_SERVER_PORT": "http"}, "GRADIO_SERVER_PORT is 'http'"),
+        ({"SPECVIZ_PAIRS": "qwen-coder,/etc"}, "SPECVIZ_PAIRS names '/etc'; it must list presets"),
+        (
+            {"SPECVIZ_MAX_REQUEST_BYTES": "-1"},
+            "SPECVIZ_MAX_REQUEST_BYTES is '-1'; it must be a whole number, 1 or more",
+        ),
+        ({"SPECVIZ_MAX_PROMPT_CHARS": "0"}, "SPECVIZ_MAX_PROMPT_CHARS is '0'; it must be a number above 0"),
+    ],
+)
 def test_a_bad_environment_value_is_refused_in_one_line(env, words):
     with pytest.raises(UserError) as e:
         PageConfig.from_env(env)
@@ -57,8 +63,9 @@ def test_a_page_is_public_on_a_space_or_beyond_this_machine_unless_told():
     assert PageConfig.from_env({"SPACE_ID": "me/specviz"}).public
     assert PageConfig.from_env({"GRADIO_SERVER_NAME": "0.0.0.0"}).public
     assert not PageConfig.from_env({"GRADIO_SERVER_NAME": "0.0.0.0", "SPECVIZ_PUBLIC": "0"}).public
-    public = PageConfig.from_env({"SPECVIZ_PUBLIC": "1", "SPECVIZ_ALLOW_CUSTOM_MODELS": "1",
-                                  "SPECVIZ_PAIRS": "smollm2"})
+    public = PageConfig.from_env(
+        {"SPECVIZ_PUBLIC": "1", "SPECVIZ_ALLOW_CUSTOM_MODELS": "1", "SPECVIZ_PAIRS": "smollm2"}
+    )
     assert public.public and not public.allow_custom  # a public page loads what its operator chose, never what is typed
     assert public.public_pairs == ("qwen-coder", "smollm2")
 
@@ -93,7 +100,8 @@ def test_a_conversation_is_bounded_in_turns_and_in_characters():
     words = "the number of messages is 65; the limit is 64 (SPECVIZ_MAX_MESSAGES)"
     assert _refused_fast(lambda: check_prompt([turn] * 65)) == words
     assert _refused_fast(lambda: check_prompt([{"role": "user", "content": "x" * 60_000}] * 2)).startswith(
-        "the conversation is 120,000 characters; the limit is 100,000")
+        "the conversation is 120,000 characters; the limit is 100,000"
+    )
 
 
 def test_the_limit_is_the_operators_to_change(monkeypatch):
@@ -188,15 +196,18 @@ def _request(address: str = "127.0.0.1", forwarded: str = ""):
 
 
 def _queue(waiting=(), running=()):
-    return SimpleNamespace(event_queue_per_concurrency_id={"models": SimpleNamespace(queue=list(waiting))},
-                           active_jobs=[list(running), None])
+    return SimpleNamespace(
+        event_queue_per_concurrency_id={"models": SimpleNamespace(queue=list(waiting))},
+        active_jobs=[list(running), None],
+    )
 
 
 def test_a_visitor_at_the_limit_is_refused_in_one_line_and_others_are_not():
     queue = _queue(waiting=[_event("a", "127.0.0.1")], running=[_event("a", "127.0.0.1")])
     config = PageConfig(max_runs_per_visitor=2)
     assert visitors.refusal(queue, _request(), "a", config) == (
-        "you have 2 model requests waiting or running; the limit is 2 per visitor (SPECVIZ_MAX_RUNS_PER_VISITOR)")
+        "you have 2 model requests waiting or running; the limit is 2 per visitor (SPECVIZ_MAX_RUNS_PER_VISITOR)"
+    )
     assert visitors.refusal(queue, _request(), "b", config) is None  # another session on a local page
     assert visitors.refusal(queue, _request(), "a", PageConfig(max_runs_per_visitor=3)) is None
 
@@ -228,9 +239,12 @@ def test_requests_sent_at_once_join_one_after_another_so_each_counts_the_others(
 
     async def both():
         body = SimpleNamespace(fn_index=0, session_hash="a")
-        return await asyncio.gather(queue.push(body, _request(), None), queue.push(body, _request(), None),
-                                    queue.push(SimpleNamespace(fn_index=0, session_hash="b"), _request(), None),
-                                    queue.push(SimpleNamespace(fn_index=1, session_hash="a"), _request(), None))
+        return await asyncio.gather(
+            queue.push(body, _request(), None),
+            queue.push(body, _request(), None),
+            queue.push(SimpleNamespace(fn_index=0, session_hash="b"), _request(), None),
+            queue.push(SimpleNamespace(fn_index=1, session_hash="a"), _request(), None),
+        )
 
     first, second, other, light = asyncio.run(both())
     assert first[2] == "success" and other[2] == "success" and light[2] == "success"
@@ -258,4 +272,6 @@ def test_a_body_sent_without_its_length_is_cut_off_at_the_limit():
     scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "headers": []}
     asyncio.run(RequestSize(app, max_bytes=1000)(scope, chunks, send))
     assert read == [600] and sent[0]["status"] == 413
-    assert b"the request is more than 1,200 bytes; the limit is 1,000 bytes (SPECVIZ_MAX_REQUEST_BYTES)" in sent[1]["body"]
+    assert (
+        b"the request is more than 1,200 bytes; the limit is 1,000 bytes (SPECVIZ_MAX_REQUEST_BYTES)" in sent[1]["body"]
+    )

@@ -49,8 +49,11 @@ class CompareTab:
 
 
 def build() -> CompareTab:
-    gr.Markdown("Plain decoding runs the target alone, one forward pass per token, with the same prompt, settings "
-                "and seed as the current run.", elem_classes=["sv-hint"])
+    gr.Markdown(
+        "Plain decoding runs the target alone, one forward pass per token, with the same prompt, settings "
+        "and seed as the current run.",
+        elem_classes=["sv-hint"],
+    )
     with gr.Row():
         run = gr.Button("Run plain decoding and compare", variant="primary", elem_id="compare-run", scale=3)
         stop = gr.Button("Stop", variant="stop", elem_id="compare-stop", scale=1, min_width=80)
@@ -59,7 +62,11 @@ def build() -> CompareTab:
             table = gr.HTML(NOTHING, elem_id="compare-table")
             identity = gr.HTML(elem_id="identity")
         with gr.Column(min_width=300):
-            curve = gr.Plot(viz.empty_figure("Tokens over time appear here", "Tokens over time"), elem_id="race-curve", show_label=False)
+            curve = gr.Plot(
+                viz.empty_figure("Tokens over time appear here", "Tokens over time"),
+                elem_id="race-curve",
+                show_label=False,
+            )
     with gr.Row(equal_height=False, elem_id="race-controls"):
         replay = gr.Button("\u25b6 Replay the race", elem_id="race-replay", scale=0, min_width=180)
         speed = gr.Radio(SPEEDS, value=1.0, label="Replay speed", elem_id="race-speed", scale=1)
@@ -78,8 +85,13 @@ def views(spec: Trace | None, plain: Trace | None) -> tuple:
         spec_col, _ = viz.race_frame(spec, [], end)
         return READY, "", viz.tokens_vs_time_figure(spec), spec_col, ""
     spec_col, plain_col = viz.race_frame(spec, plain, end)
-    return (viz.comparison_html(spec.summary, plain.summary), viz.identity_html(spec, plain),
-            viz.tokens_vs_time_figure(spec, plain), spec_col, plain_col)
+    return (
+        viz.comparison_html(spec.summary, plain.summary),
+        viz.identity_html(spec, plain),
+        viz.tokens_vs_time_figure(spec, plain),
+        spec_col,
+        plain_col,
+    )
 
 
 def plain_settings(spec: Trace) -> GenerationSettings:
@@ -105,8 +117,14 @@ class Comparisons:
             raise UserError("run a generation in speculative mode first: plain decoding is compared with it")
         settings = plain_settings(spec)
         plain = None
-        for plain in runner.stream(spec.pair, spec.prompt, settings, session_of(request), self.config,
-                                   on_progress=lambda f, message: progress(f, desc=f"Loading {spec.pair}: {message}")):
+        for plain in runner.stream(
+            spec.pair,
+            spec.prompt,
+            settings,
+            session_of(request),
+            self.config,
+            on_progress=lambda f, message: progress(f, desc=f"Loading {spec.pair}: {message}"),
+        ):
             _, column = viz.race_frame([], plain, viz.race_end_s(plain))
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), column
         if plain is not None:
@@ -148,10 +166,20 @@ class ComparePage(Tab):
         ui, private = self.ui, {"api_visibility": "private"}
         run = ui.run.click(self.comparisons.run, [shared.trace], [shared.plain, *ui.outputs], **MODELS, **private)
         theory = shared.built["theory"]
-        run.success(theory.redraw_with_plain, [*theory.redraw_inputs, shared.trace, shared.plain], theory.redraw_outputs,
-                    **private)
-        replay = ui.replay.click(self.comparisons.replay, [shared.trace, shared.plain, ui.speed], [ui.spec_column, ui.plain_column],
-                                 concurrency_limit=None, show_progress="hidden", **private)
+        run.success(
+            theory.redraw_with_plain,
+            [*theory.redraw_inputs, shared.trace, shared.plain],
+            theory.redraw_outputs,
+            **private,
+        )
+        replay = ui.replay.click(
+            self.comparisons.replay,
+            [shared.trace, shared.plain, ui.speed],
+            [ui.spec_column, ui.plain_column],
+            concurrency_limit=None,
+            show_progress="hidden",
+            **private,
+        )
         ui.stop.click(shared.built["live"].runs.stop, None, None, queue=False, cancels=[run, replay], **private)
 
     @property

@@ -104,10 +104,20 @@ def load_examples() -> list[dict]:
 # tokens: the default 128 ends it as the copy gets going). Code and prose examples set the same
 # settings back to their defaults, the draft model's.
 EDIT = "edit"
-EXAMPLE_SETTINGS = {EDIT: GenerationSettings(mode=SPECULATIVE, drafter=SUFFIX, policy=COST_AWARE, k=default_k(COST_AWARE),
-                                             temperature=0.0, max_new_tokens=256)}
+EXAMPLE_SETTINGS = {
+    EDIT: GenerationSettings(
+        mode=SPECULATIVE,
+        drafter=SUFFIX,
+        policy=COST_AWARE,
+        k=default_k(COST_AWARE),
+        temperature=0.0,
+        max_new_tokens=256,
+    )
+}
 SET_BY_EXAMPLES = ("mode", "drafter", "policy", "k", "temperature", "max_new_tokens")
-EXAMPLE_HEADINGS = {EDIT: "Examples: edit work, where the suffix drafter copies the input (then race it on Side by side)"}
+EXAMPLE_HEADINGS = {
+    EDIT: "Examples: edit work, where the suffix drafter copies the input (then race it on Side by side)"
+}
 
 
 def make_examples(examples: list[dict], prompt: gr.Textbox, settings: dict) -> dict[str, gr.Examples]:
@@ -119,18 +129,28 @@ def make_examples(examples: list[dict], prompt: gr.Textbox, settings: dict) -> d
     controls = [prompt, *(settings[name] for name in SET_BY_EXAMPLES)]
     made = {}
     for heading, group in groups.items():
-        rows = [[e["prompt"], *(getattr(EXAMPLE_SETTINGS.get(e["kind"], DEFAULTS), n) for n in SET_BY_EXAMPLES)]
-                for e in group]
-        made[heading] = gr.Examples(rows, inputs=controls, label=heading, example_labels=[e["label"] for e in group],
-                                    examples_per_page=len(group))
+        rows = [
+            [e["prompt"], *(getattr(EXAMPLE_SETTINGS.get(e["kind"], DEFAULTS), n) for n in SET_BY_EXAMPLES)]
+            for e in group
+        ]
+        made[heading] = gr.Examples(
+            rows,
+            inputs=controls,
+            label=heading,
+            example_labels=[e["label"] for e in group],
+            examples_per_page=len(group),
+        )
     return made
 
 
 def pair_choices(config: PageConfig) -> list[tuple[str, str]]:
     """The presets offered (a public page's own pairs only), the operator's default pair first
     when it is none of them."""
-    choices = [(f"{p.name}: {p.description}", p.name) for p in list_presets()
-               if not config.public or p.name in config.public_pairs]
+    choices = [
+        (f"{p.name}: {p.description}", p.name)
+        for p in list_presets()
+        if not config.public or p.name in config.public_pairs
+    ]
     if config.default_pair not in {value for _, value in choices}:
         choices.insert(0, (config.default_pair, config.default_pair))
     return choices
@@ -143,8 +163,14 @@ def build(config: PageConfig) -> LiveTab:
     with gr.Row(equal_height=False, elem_id="live-row"):
         with gr.Column(scale=2, min_width=300, elem_id="live-controls"):
             with gr.Column(elem_id="live-prompt") as prompt_column:
-                prompt = gr.Textbox(label=PROMPT.label, lines=4, max_lines=12, value=examples[0]["prompt"],
-                                    elem_id="prompt", max_length=PROMPT.chars.value)
+                prompt = gr.Textbox(
+                    label=PROMPT.label,
+                    lines=4,
+                    max_lines=12,
+                    value=examples[0]["prompt"],
+                    elem_id="prompt",
+                    max_length=PROMPT.chars.value,
+                )
                 with gr.Row():
                     run = gr.Button("Run", variant="primary", elem_id="run", min_width=80)
                     stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
@@ -155,24 +181,34 @@ def build(config: PageConfig) -> LiveTab:
                 example_sets = make_examples(examples, prompt, settings)
         with gr.Column(scale=3, min_width=300, elem_id="live-output"):
             gr.HTML(viz.legend_html(plain=True), elem_id="legend")
-            tokens = gr.HTML(viz.tokens_html([], empty="Press Run to generate: each token appears coloured by what happened to it."),
-                             elem_id="tokens", js_on_load=TOKEN_CLICK_JS)
+            tokens = gr.HTML(
+                viz.tokens_html([], empty="Press Run to generate: each token appears coloured by what happened to it."),
+                elem_id="tokens",
+                js_on_load=TOKEN_CLICK_JS,
+            )
             round_tree = gr.Plot(visible=False, elem_id="live-tree", show_label=False)
             round_alignment = gr.HTML(visible=False, elem_id="live-alignment")
             stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
-            timeline = gr.Plot(empty_figure("The time of each round appears here as it runs", "Time per round"),
-                               elem_id="timeline", show_label=False)
-    return LiveTab(prompt, pair, settings, run, stop, tokens, stats, timeline, round_tree, round_alignment,
-                   example_sets)
+            timeline = gr.Plot(
+                empty_figure("The time of each round appears here as it runs", "Time per round"),
+                elem_id="timeline",
+                show_label=False,
+            )
+    return LiveTab(
+        prompt, pair, settings, run, stop, tokens, stats, timeline, round_tree, round_alignment, example_sets
+    )
 
 
 def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.Component]]:
     """The pair and one control per setting, by setting name."""
     custom = " or type 'DRAFT -> TARGET' (Hub ids, folders or .gguf files)" if config.allow_custom else ""
     pair = gr.Dropdown(
-        pair_choices(config), value=config.default_pair, label="Model pair (draft \u2192 target)",
+        pair_choices(config),
+        value=config.default_pair,
+        label="Model pair (draft \u2192 target)",
         info=f"A preset{custom}. Changing it loads the pair, then runs again.",
-        allow_custom_value=config.allow_custom, elem_id="pair",
+        allow_custom_value=config.allow_custom,
+        elem_id="pair",
     )
     spec, c = specs(), {}
     for name in STACKED:
@@ -254,10 +290,16 @@ def latest_round_views(trace: Trace) -> tuple:
     round is drawn, however long the run. A round that drafted nothing (at the token limit)
     leaves the one before it shown."""
     last = next((e for e in reversed(trace.events) if isinstance(e, RoundEvent) and (e.tree or e.alignment)), None)
-    tree = (gr.Plot(tree_figure(last, title=f"Latest round ({last.index}): its token tree"), visible=True)
-            if last is not None and last.tree else gr.Plot(visible=False))
-    align = (gr.HTML(alignment_html(last, trace.meta), visible=True)
-             if last is not None and last.alignment else gr.HTML(visible=False))
+    tree = (
+        gr.Plot(tree_figure(last, title=f"Latest round ({last.index}): its token tree"), visible=True)
+        if last is not None and last.tree
+        else gr.Plot(visible=False)
+    )
+    align = (
+        gr.HTML(alignment_html(last, trace.meta), visible=True)
+        if last is not None and last.alignment
+        else gr.HTML(visible=False)
+    )
     return tree, align
 
 
@@ -275,24 +317,39 @@ class LiveRuns:
         self.config = config
         self.ui = ui
 
-    def run(self, prompt, pair, settings: GenerationSettings, request: gr.Request | None,
-            progress: gr.Progress | None = None) -> Iterator[tuple]:
+    def run(
+        self,
+        prompt,
+        pair,
+        settings: GenerationSettings,
+        request: gr.Request | None,
+        progress: gr.Progress | None = None,
+    ) -> Iterator[tuple]:
         """Run: yields (stream, stats, timeline, tree, alignment, trace) once per round."""
         prompt = check_prompt(prompt)
         shown, plotted_at = -1, -math.inf
         session = session_of(request)
         loading = (lambda f, message: progress(f, desc=f"Loading {pair}: {message}")) if progress else None
-        for trace in runner.stream(pair, prompt, settings, session, self.config, remember=session != NO_SESSION,
-                                   on_progress=loading):
+        for trace in runner.stream(
+            pair, prompt, settings, session, self.config, remember=session != NO_SESSION, on_progress=loading
+        ):
             # The finished trace repeats the last round's events: only the stats change then.
             now = time.monotonic()
-            plot = len(trace.events) != shown and (bool(trace.summary.stop_reason) or now - plotted_at >= plot_interval_s(trace))
+            plot = len(trace.events) != shown and (
+                bool(trace.summary.stop_reason) or now - plotted_at >= plot_interval_s(trace)
+            )
             yield *live_views(trace, plot=plot), trace
             if plot:
                 shown, plotted_at = len(trace.events), now
 
-    def rerun(self, prompt, pair, settings: GenerationSettings, request: gr.Request | None,
-              progress: gr.Progress | None = None) -> Iterator[tuple]:
+    def rerun(
+        self,
+        prompt,
+        pair,
+        settings: GenerationSettings,
+        request: gr.Request | None,
+        progress: gr.Progress | None = None,
+    ) -> Iterator[tuple]:
         """A setting changed or the pair changed: run again if there is a prompt, else only load."""
         if not (isinstance(prompt, str) and prompt.strip()):
             runner.load(pair, settings, self.config)
@@ -311,11 +368,13 @@ class LiveRuns:
             yield from method(prompt, pair, settings, args[n], args[n + 1])
 
         P = inspect.Parameter
-        handle.__signature__ = inspect.Signature([
-            *(P(f"input_{i}", P.POSITIONAL_ONLY) for i in range(n)),
-            P("request", P.POSITIONAL_ONLY, annotation=gr.Request),
-            P("progress", P.POSITIONAL_ONLY, default=gr.Progress()),
-        ])
+        handle.__signature__ = inspect.Signature(
+            [
+                *(P(f"input_{i}", P.POSITIONAL_ONLY) for i in range(n)),
+                P("request", P.POSITIONAL_ONLY, annotation=gr.Request),
+                P("progress", P.POSITIONAL_ONLY, default=gr.Progress()),
+            ]
+        )
         handle.__annotations__ = {"request": gr.Request}
         handle.__name__ = handle.__qualname__ = method.__name__
         return shown_errors(handle)
@@ -333,8 +392,9 @@ def controls_from(trace: Trace, config: PageConfig) -> tuple:
     """
     s = from_request(trace.settings)
     offered = config.allow_custom or trace.pair in {value for _, value in pair_choices(config)}
-    values = [gr.skip() if beyond_slider(spec, getattr(s, name)) else getattr(s, name)
-              for name, spec in specs().items()]
+    values = [
+        gr.skip() if beyond_slider(spec, getattr(s, name)) else getattr(s, name) for name, spec in specs().items()
+    ]
     return (trace.prompt, trace.pair if trace.pair and offered else gr.skip(), *values)
 
 
@@ -368,16 +428,18 @@ class LivePage(Tab):
         outputs = [*ui.outputs, shared.trace]
         running = {**MODELS, "show_progress_on": [ui.tokens], **private}
         inputs = ui.inputs  # the prompt first: a refusal as the run joins the queue is shown there
-        run = ui.run.click(runs.stop, None, None, queue=False, **private).then(runs.handler(runs.run), inputs, outputs,
-                                                                                **running)
+        run = ui.run.click(runs.stop, None, None, queue=False, **private).then(
+            runs.handler(runs.run), inputs, outputs, **running
+        )
         reruns = []
         for trigger in [*(slider.release for slider in ui.sliders), ui.pair.input]:
             event = trigger(runs.stop, None, None, queue=False, **private)
             reruns.append(event.then(runs.handler(runs.rerun), inputs, outputs, trigger_mode="always_last", **running))
         for event in (run, *reruns):
             shared.then_refresh(event)
-        ui.settings["policy"].input(k_for_policy, [ui.settings["policy"], ui.settings["k"]], [ui.settings["k"]], queue=False,
-                                    **private)
+        ui.settings["policy"].input(
+            k_for_policy, [ui.settings["policy"], ui.settings["k"]], [ui.settings["k"]], queue=False, **private
+        )
         stop = ui.stop.click(runs.stop, None, None, queue=False, cancels=[run, *reruns], **private)
         shared.then_refresh(stop.then(stopped_views, [shared.trace], ui.outputs, **private))
         production.wire_export(self.export, shared.trace)

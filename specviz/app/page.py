@@ -17,7 +17,19 @@ from pathlib import Path
 import gradio as gr
 
 from specviz.choices import INTERSECTION, TEXT
-from specviz.app import compare, inspector, labs_tab, live, lossless_tab, runner, theory_tab, tools, traces, visitors, zero_gpu
+from specviz.app import (
+    compare,
+    inspector,
+    labs_tab,
+    live,
+    lossless_tab,
+    runner,
+    theory_tab,
+    tools,
+    traces,
+    visitors,
+    zero_gpu,
+)
 from specviz.app.background import unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
@@ -39,8 +51,10 @@ def status_html(name: str, state: LoadState | None) -> str:
     if state.error is not None:
         return f'<div class="sv-load sv-load-error" role="alert"><b>{esc(name)}</b> could not load: {esc(redact(state.error))}</div>'
     if state.ready:
-        return (f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{precision_html(state.pair)}.'
-                f'{vocab_html(state.pair)}{runtime_html(state.pair)}{cache_html()}</div>')
+        return (
+            f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{precision_html(state.pair)}.'
+            f"{vocab_html(state.pair)}{runtime_html(state.pair)}{cache_html()}</div>"
+        )
     pct = round(100 * state.fraction)
     waited = time.monotonic() - state.started
     return (
@@ -61,8 +75,11 @@ def runtime_html(pair) -> str:
         return ""
     spec = c.get("spec")
     rates = runtime_rates(c)
-    measured = "; ".join(f"{esc(r)}: plain {v['plain']:.1f} tok/s, drafting {v['speculative']:.1f} (k={v['k']})"
-                         for r, v in sorted(rates.items()) if isinstance(v, dict))
+    measured = "; ".join(
+        f"{esc(r)}: plain {v['plain']:.1f} tok/s, drafting {v['speculative']:.1f} (k={v['k']})"
+        for r, v in sorted(rates.items())
+        if isinstance(v, dict)
+    )
     out = f' <span class="sv-runtime">Runtime <b>{esc(c.get("runtime", ""))}</b> ({esc(c.get("reason", ""))})'
     out += f"; measured here: {measured}." if measured else "."
     for prep in runtime_prepare.preparations(spec) if spec else []:
@@ -79,9 +96,11 @@ def runtime_html(pair) -> str:
 def try_edit_work() -> str:
     """How to see the suffix drafter win: what an edit example sets, then Side by side."""
     s = live.EXAMPLE_SETTINGS[live.EDIT]
-    return (f"To see it, click an Edit example under the prompt (it picks the {s.drafter} drafter, the {s.policy} "
-            f"policy and {s.max_new_tokens} new tokens), press Run, then race it against plain decoding on "
-            f"{compare.ComparePage.title}.")
+    return (
+        f"To see it, click an Edit example under the prompt (it picks the {s.drafter} drafter, the {s.policy} "
+        f"policy and {s.max_new_tokens} new tokens), press Run, then race it against plain decoding on "
+        f"{compare.ComparePage.title}."
+    )
 
 
 def runtime_rates(choice: dict) -> dict:
@@ -97,8 +116,10 @@ def preparation_sentence(prep, pair) -> str:
     from specviz.engine.runtime_prepare import switch_to
 
     if prep.state == "running":
-        return (f"{prep.runtime} is being prepared and timed in the background, at low priority (the first time, "
-                "converting the GGUF files takes minutes)")
+        return (
+            f"{prep.runtime} is being prepared and timed in the background, at low priority (the first time, "
+            "converting the GGUF files takes minutes)"
+        )
     if prep.state == "failed":
         return f"{prep.runtime} could not be prepared: {prep.last_line() or 'see ' + str(prep.log)}"
     if switch_to(pair) == prep.runtime:
@@ -123,7 +144,7 @@ def cache_html() -> str:
 
 
 def precision_html(pair) -> str:
-    """": target in bf16 (measured faster), draft in int8 (the default on a CPU)", the
+    """ ": target in bf16 (measured faster), draft in int8 (the default on a CPU)", the
     measured figures as a tooltip; empty for a pair that does not say."""
     p = (getattr(pair, "info", None) or {}).get("precision")
     if not isinstance(p, dict) or "target" not in p:
@@ -131,7 +152,7 @@ def precision_html(pair) -> str:
     reason = str(p.get("reason") or "")
     parts = [f'<span title="{esc(reason)}">target in {esc(p["target"])} ({esc(reason.split(" (")[0])})</span>']
     if p.get("draft"):
-        parts.append(f'draft in {esc(p["draft"])} ({esc(p.get("draft_reason") or "")})')
+        parts.append(f"draft in {esc(p['draft'])} ({esc(p.get('draft_reason') or '')})")
     return ": " + ", ".join(parts)
 
 
@@ -145,9 +166,15 @@ def vocab_html(pair) -> str:
     if not isinstance(vocab, dict) or vocab.get("method") not in VOCAB_METHOD_WORDS:
         return ""
     overlap = vocab.get("overlap")
-    share = f"{overlap:.1%} of the target's vocabulary matches the draft's" if isinstance(overlap, (int, float)) else "vocabularies differ"
-    return (f' <span class="sv-vocab" title="{esc(vocab.get("message") or vocab.get("reason") or "")}">Its draft has another tokenizer: '
-            f'{esc(share)}; by default it {esc(VOCAB_METHOD_WORDS[vocab["method"]])} ({esc(vocab["method"])}).</span>')
+    share = (
+        f"{overlap:.1%} of the target's vocabulary matches the draft's"
+        if isinstance(overlap, (int, float))
+        else "vocabularies differ"
+    )
+    return (
+        f' <span class="sv-vocab" title="{esc(vocab.get("message") or vocab.get("reason") or "")}">Its draft has another tokenizer: '
+        f"{esc(share)}; by default it {esc(VOCAB_METHOD_WORDS[vocab['method']])} ({esc(vocab['method'])}).</span>"
+    )
 
 
 def model_status(pair: str) -> tuple[str, gr.Timer]:
@@ -160,8 +187,15 @@ def model_status(pair: str) -> tuple[str, gr.Timer]:
 
 
 # The tabs, in the page's order (app/tab.py: what a tab is).
-TABS = (live.LivePage, inspector.InspectorPage, compare.ComparePage, theory_tab.TheoryPage, lossless_tab.LosslessPage,
-        labs_tab.LabsPage, traces.TracesPage)
+TABS = (
+    live.LivePage,
+    inspector.InspectorPage,
+    compare.ComparePage,
+    theory_tab.TheoryPage,
+    lossless_tab.LosslessPage,
+    labs_tab.LabsPage,
+    traces.TracesPage,
+)
 
 
 # A session's traces are dropped this long after their last update (a tab left open for days
@@ -189,8 +223,12 @@ def build_page(config: PageConfig) -> gr.Blocks:
         gr.api(generate_api(config), api_name="generate", **MODELS)
         tools.register(config, MODELS)
         # Callable, but not among the documented endpoints; no limit, so it answers while a run goes on.
-        gr.api(shown_errors(status_api(config), html=False), api_name="status", concurrency_limit=None,
-               api_visibility="undocumented")
+        gr.api(
+            shown_errors(status_api(config), html=False),
+            api_name="status",
+            concurrency_limit=None,
+            api_visibility="undocumented",
+        )
     hide_details(config.public)
     one_queue(demo)
     return demo
@@ -215,10 +253,18 @@ def one_queue(demo: gr.Blocks) -> None:
 
 def _header(config: PageConfig) -> tuple[gr.HTML, gr.Timer]:
     with gr.Row(elem_id="sv-header", equal_height=True):
-        gr.HTML('<div class="sv-title"><h1>specviz</h1><p>Speculative decoding on real models, made visible: a small '
-                'model drafts k tokens, the large one checks them all in one pass.</p></div>', min_width=300, scale=3)
-        status = gr.HTML(status_html(config.default_pair, runner.LOADER.status(config.default_pair)), elem_id="model-status",
-                         min_width=280, scale=2)
+        gr.HTML(
+            '<div class="sv-title"><h1>specviz</h1><p>Speculative decoding on real models, made visible: a small '
+            "model drafts k tokens, the large one checks them all in one pass.</p></div>",
+            min_width=300,
+            scale=3,
+        )
+        status = gr.HTML(
+            status_html(config.default_pair, runner.LOADER.status(config.default_pair)),
+            elem_id="model-status",
+            min_width=280,
+            scale=2,
+        )
     return status, gr.Timer(1.0, active=True)
 
 
@@ -228,8 +274,10 @@ def _refresher(shared: Shared):
     tabs that also read a widget (the export format, the theory sliders) redraw after them, so
     a widget changed while the figures were drawn is read as it is then, not as it was."""
     tabs = [t for t in shared.built.values() if t.redraw_outputs]
-    steps = [_redraw_step([t for t in tabs if not t.redraw_inputs], shared),
-             _redraw_step([t for t in tabs if t.redraw_inputs], shared)]
+    steps = [
+        _redraw_step([t for t in tabs if not t.redraw_inputs], shared),
+        _redraw_step([t for t in tabs if t.redraw_inputs], shared),
+    ]
 
     def then_refresh(event):
         for fn, inputs, outputs in steps:
@@ -248,7 +296,7 @@ def _redraw_step(tabs: list[Tab], shared: Shared) -> tuple:
         out, i = [], 0
         for t in tabs:
             n = len(t.redraw_inputs)
-            out += t.redraw(trace, *values[i:i + n])
+            out += t.redraw(trace, *values[i : i + n])
             i += n
         return tuple(out)
 
@@ -280,22 +328,38 @@ def status_api(config: PageConfig):
         pair = PAIR_CHARS.check_text(pair.strip()) or config.default_pair
         state = runner.LOADER.status(pair)
         folder, why = where() if DETAILS["shown"] else ("", "a public page names no server folders")
-        out = {"pair": pair, "state": "idle", "fraction": 0.0, "message": "", "error": None, "seconds": None,
-               "cache": str(folder), "cache_reason": why, "zero_gpu": zero_gpu_status(config, pair)}
+        out = {
+            "pair": pair,
+            "state": "idle",
+            "fraction": 0.0,
+            "message": "",
+            "error": None,
+            "seconds": None,
+            "cache": str(folder),
+            "cache_reason": why,
+            "zero_gpu": zero_gpu_status(config, pair),
+        }
         if state is not None:
-            out.update(state="error" if state.error is not None else "ready" if state.ready else "loading",
-                       fraction=state.fraction, message=state.message,
-                       error=None if state.error is None else redact(state.error),
-                       seconds=round(time.monotonic() - state.started, 1))
+            out.update(
+                state="error" if state.error is not None else "ready" if state.ready else "loading",
+                fraction=state.fraction,
+                message=state.message,
+                error=None if state.error is None else redact(state.error),
+                seconds=round(time.monotonic() - state.started, 1),
+            )
             choice = (getattr(state.pair, "info", None) or {}).get("runtime_choice") if state.ready else None
             if isinstance(choice, dict):
                 from specviz.engine import runtime_choice
                 from specviz.engine.runtime_prepare import preparations
 
                 rates = runtime_rates(choice)
-                out.update(runtime=choice.get("runtime"), runtime_reason=choice.get("reason"), rates=rates,
-                           note=runtime_choice.plain_beats_drafting(rates),
-                           preparing={p.runtime: p.state for p in preparations(pair)})
+                out.update(
+                    runtime=choice.get("runtime"),
+                    runtime_reason=choice.get("reason"),
+                    rates=rates,
+                    note=runtime_choice.plain_beats_drafting(rates),
+                    preparing={p.runtime: p.state for p in preparations(pair)},
+                )
         return json.dumps(out)
 
     return status
@@ -306,8 +370,10 @@ def zero_gpu_status(config: PageConfig, pair: str) -> dict | None:
     if not zero_gpu.ON_ZERO_GPU:
         return None
     grants = {n: runner.run_wall_s(config, GenerationSettings(max_new_tokens=n), pair) for n in (16, 128, 512)}
-    return {"grant_s": {str(n): zero_gpu.grant_for_limit(limit) for n, limit in grants.items()},
-            "s_per_token": zero_gpu.RATES.s_per_token(pair)}
+    return {
+        "grant_s": {str(n): zero_gpu.grant_for_limit(limit) for n, limit in grants.items()},
+        "s_per_token": zero_gpu.RATES.s_per_token(pair),
+    }
 
 
 # The API's first parameters after the prompt and the pair, in the order gradio_client callers
@@ -323,8 +389,10 @@ def api_signature(config: PageConfig) -> inspect.Signature:
     P = inspect.Parameter
     types = typing.get_type_hints(GenerationSettings)
     names = [*API_LEAD, *(f for f in FIELDS if f not in API_LEAD)]
-    params = [P("prompt", P.POSITIONAL_OR_KEYWORD, annotation=str),
-              P("pair", P.POSITIONAL_OR_KEYWORD, default=config.default_pair, annotation=str)]
+    params = [
+        P("prompt", P.POSITIONAL_OR_KEYWORD, annotation=str),
+        P("pair", P.POSITIONAL_OR_KEYWORD, default=config.default_pair, annotation=str),
+    ]
     for name in names:
         if name in API_NONE:
             params.append(P(name, P.POSITIONAL_OR_KEYWORD, default=None, annotation=API_NONE[name] | None))
@@ -351,7 +419,9 @@ def generate_api(config: PageConfig):
         settings = from_request(values)
         prompt = check_prompt(prompt)
         # A job posted to /call/generate that nobody reads is stopped, not kept running and queued.
-        for trace in while_read(runner.stream(pair, prompt, settings, live.session_of(request), config), unread(request)):
+        for trace in while_read(
+            runner.stream(pair, prompt, settings, live.session_of(request), config), unread(request)
+        ):
             yield trace.to_json()
 
     generate.__signature__ = signature

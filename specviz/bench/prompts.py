@@ -51,7 +51,7 @@ def load_prompts(path: str | Path) -> list[BenchPrompt]:
     prompts = []
     for i, item in enumerate(items):
         if not isinstance(item, dict) or ("prompt" in item) == ("messages" in item):
-            raise UserError(f"{path}: prompt {i + 1} needs a \"prompt\" string or a \"messages\" list (one of them)")
+            raise UserError(f'{path}: prompt {i + 1} needs a "prompt" string or a "messages" list (one of them)')
         try:
             text = check_prompt(item.get("prompt", item.get("messages")))
         except UserError as e:

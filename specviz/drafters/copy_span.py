@@ -107,7 +107,9 @@ class CopyEvidence:
         start = source[1] - length + 1
         return source[0] == doc and at <= start <= at + RESUME_WINDOW and context_len - since <= RESUME_REACH
 
-    def proposed(self, span: int, parents: list[int], sources: list[Source], context_len: int, *, skip: bool = False) -> None:
+    def proposed(
+        self, span: int, parents: list[int], sources: list[Source], context_len: int, *, skip: bool = False
+    ) -> None:
         """The round proposes these nodes (each read at `sources`) behind a span of `span`
         (`skip`: guessing that the last token replaced one of the copy's)."""
         self._last = (span, parents, sources, skip)
@@ -148,13 +150,19 @@ def sizing_note(span: int, how: str, rate: float, kept: int, offered: int) -> st
     """How a round was sized, in the words the Round inspector shows."""
     s = "s" if span != 1 else ""
     if how == SKIPPED:
-        head = ("The last token broke off the copy, so the round guesses it replaced one of the copy's tokens and reads "
-                "on after that token: a guess")
+        head = (
+            "The last token broke off the copy, so the round guesses it replaced one of the copy's tokens and reads "
+            "on after that token: a guess"
+        )
     elif how == RESUMED:
-        head = (f"The match starts just after where the last copied span broke off, so it resumes that copy and "
-                f"counts as a span of {span} token{s}: a copied token behind a span this long")
+        head = (
+            f"The match starts just after where the last copied span broke off, so it resumes that copy and "
+            f"counts as a span of {span} token{s}: a copied token behind a span this long"
+        )
     else:
         head = f"The match is a span of {span} token{s}: a copied token behind a span this long"
-    return (f"{head} is taken to be accepted {rate:.0%} of the time once the token before it is (a prior, then this "
-            f"run's verdicts). Priced on the measured pass costs V(n), the round verified {kept} of the {offered} "
-            f"candidate{'s' if offered != 1 else ''}.")
+    return (
+        f"{head} is taken to be accepted {rate:.0%} of the time once the token before it is (a prior, then this "
+        f"run's verdicts). Priced on the measured pass costs V(n), the round verified {kept} of the {offered} "
+        f"candidate{'s' if offered != 1 else ''}."
+    )

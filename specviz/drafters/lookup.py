@@ -35,7 +35,9 @@ class LookupDrafter(ChainDrafting):
     def begin(self, prompt_ids: torch.Tensor) -> None:
         self.evidence = CopyEvidence()
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         start = time.perf_counter()
         at, span, skip = self._find(context) if k > 0 else (None, 0, False)
         tokens = context[at : at + k] if at is not None else context[:0]

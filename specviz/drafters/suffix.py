@@ -79,12 +79,18 @@ class SuffixDrafter:
     def begin(self, prompt_ids: torch.Tensor) -> None:
         self.evidence = CopyEvidence()
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         start = time.perf_counter()
         ctx = context.detach().cpu().numpy().astype(np.int64, copy=False)
         tree, match, span, how = self._tree([*self._history, ctx], ctx, k)
-        source = {"method": SUFFIX, "matched": ctx[len(ctx) - match.length:].tolist() if match.length else [],
-                  "occurrences": len(match.ends), "counts": []}
+        source = {
+            "method": SUFFIX,
+            "matched": ctx[len(ctx) - match.length :].tolist() if match.length else [],
+            "occurrences": len(match.ends),
+            "counts": [],
+        }
         self.evidence.waited()
         if tree is None or not tree.tokens:
             return self._empty(context, start, source)
@@ -98,8 +104,14 @@ class SuffixDrafter:
             return self._empty(context, start, source)
         self.evidence.proposed(span, tree.parents[:n], tree.sources[:n], len(ctx), skip=skip)
         source.update(counts=tree.counts[:n], occurrences=tree.occurrences)
-        return Proposal(tokens=torch.tensor(tree.tokens[:n], dtype=torch.long), q=None, ms=_ms(start),
-                        confidence=chances[:n], parents=tree_or_chain(tree.parents[:n]), source=source)
+        return Proposal(
+            tokens=torch.tensor(tree.tokens[:n], dtype=torch.long),
+            q=None,
+            ms=_ms(start),
+            confidence=chances[:n],
+            parents=tree_or_chain(tree.parents[:n]),
+            source=source,
+        )
 
     def _tree(self, docs: list[np.ndarray], ctx: np.ndarray, k: int) -> tuple[SuffixTree | None, Match, int, str]:
         """The round's tree, the match behind it, its span and how the copy was found: a match
@@ -167,7 +179,9 @@ def longest_match(docs: Sequence[np.ndarray], ctx: np.ndarray, max_match: int) -
     return Match(length, [(d, int(i)) for d, e in enumerate(ends) for i in e])
 
 
-def grow(docs: Sequence[np.ndarray], match: Match, *, depth: int, max_nodes: int, min_score: float) -> SuffixTree | None:
+def grow(
+    docs: Sequence[np.ndarray], match: Match, *, depth: int, max_nodes: int, min_score: float
+) -> SuffixTree | None:
     """The speculation tree of what followed the match's occurrences, best first by score."""
     if not match.ends:
         return None
@@ -218,8 +232,14 @@ def chain_of(tree: SuffixTree | None) -> SuffixTree | None:
         if parent == at:
             keep.append(i)
             at = i
-    return SuffixTree([tree.tokens[i] for i in keep], list(range(-1, len(keep) - 1)), [tree.counts[i] for i in keep],
-                      [tree.scores[i] for i in keep], tree.occurrences, [tree.sources[i] for i in keep])
+    return SuffixTree(
+        [tree.tokens[i] for i in keep],
+        list(range(-1, len(keep) - 1)),
+        [tree.counts[i] for i in keep],
+        [tree.scores[i] for i in keep],
+        tree.occurrences,
+        [tree.sources[i] for i in keep],
+    )
 
 
 def _ms(start: float) -> float:
