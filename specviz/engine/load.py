@@ -45,25 +45,12 @@ def load(
     pair = lm.load_pair(spec, with_draft=with_draft, progress=models_progress, runtime=choice.runtime, **options)
     if cuda_emulated():
         # The first run on a lent GPU times the passes (engine.generation's for_pair) and caches them.
-        pair.info["runtime_choice"] = {
-            "runtime": pair.runtime,
-            "reason": choice.reason,
-            "rates": {},
-            "note": None,
-            "requested": runtime,
-            "spec": str(spec),
-            "preparing": [],
-        }
+        pair.info["runtime_choice"] = _choice_info(pair, choice, runtime, spec, rates={}, preparing=[])
         if progress is not None:
             progress(1.0, "ready (the first run on the GPU times its passes)")
         return pair
     if "cost_model" not in pair.info and progress is not None:
-        spread = (pair.info.get("target") or {}).get("placement")
-        fewer = "; the target is spread by a device map, so fewer passes are timed" if spread else ""
-        if is_cached(pair):
-            progress(MODELS_SHARE, "checking the cached pass costs with a few one-token passes")
-        else:
-            progress(MODELS_SHARE, f"timing the target's and the draft's passes (once per machine, then cached{fewer})")
+        progress(MODELS_SHARE, _timing_message(pair))
     cost = for_pair(pair)
     # A drafting rate needs a draft model's D. Costs timed at a busy moment price this load
     # only: the rates kept for choosing a runtime stay the undisturbed ones.
@@ -75,15 +62,30 @@ def load(
         preparing = [r for r in choice.untimed if r not in measured]
         for other in preparing:
             runtime_prepare.start(str(spec), other)
-    pair.info["runtime_choice"] = {
-        "runtime": pair.runtime,
-        "reason": choice.reason,
-        "rates": measured,
-        "note": runtime_choice.plain_beats_drafting(measured),
-        "requested": runtime,
-        "spec": str(spec),
-        "preparing": preparing,
-    }
+    pair.info["runtime_choice"] = _choice_info(pair, choice, runtime, spec, rates=measured, preparing=preparing)
     if progress is not None:
         progress(1.0, "ready")
     return pair
+
+
+def _timing_message(pair: ModelPair) -> str:
+    """What the progress bar says while the pair's pass costs are measured or checked."""
+    if is_cached(pair):
+        return "checking the cached pass costs with a few one-token passes"
+    spread = (pair.info.get("target") or {}).get("placement")
+    fewer = "; the target is spread by a device map, so fewer passes are timed" if spread else ""
+    return f"timing the target's and the draft's passes (once per machine, then cached{fewer})"
+
+
+def _choice_info(pair: ModelPair, choice, requested: str, spec, *, rates: dict, preparing: list) -> dict:
+    """pair.info["runtime_choice"]: the runtime chosen and why, the rates measured on each
+    runtime (with the note where plain decoding beats drafting) and those being timed now."""
+    return {
+        "runtime": pair.runtime,
+        "reason": choice.reason,
+        "rates": rates,
+        "note": runtime_choice.plain_beats_drafting(rates),
+        "requested": requested,
+        "spec": str(spec),
+        "preparing": preparing,
+    }
