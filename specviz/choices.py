@@ -28,6 +28,7 @@ MODEL = "model"
 TREE = "tree"
 LOOKUP = "lookup"
 EARLY_EXIT = "early-exit"
+HEAD = "head"
 SUFFIX = "suffix"
 LOOKAHEAD = "lookahead"
 COST_AWARE = "cost-aware"
@@ -58,6 +59,7 @@ BATCHED = "batched-passes"  # passes over several sequences at once (the batchin
 DRAFT_MODEL_COST = "draft-model"
 FREE = "free"
 TARGET_LAYERS = "target-layers"
+HEAD_PASS = "head-pass"  # a trained head's step and readout, timed when a run starts
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class Choice:
     shape: str = CHAIN  # drafters: CHAIN, MODEL_TREE or DRAFT_FREE_TREE
     draft_cost: str = DRAFT_MODEL_COST  # drafters: what the cost-aware policy charges per drafted token
     capability: str = ""  # drafters: a runtime capability it needs (lm.runtime), "" for none
+    reads_target: bool = False  # drafters: drafts from the run's target LM (its hidden states), passed as `target`
     adaptive: bool = False  # policies: k is a cap and the policy decides each round's length
     capabilities: frozenset[str] = field(default_factory=frozenset)  # runtimes: what they offer
 
@@ -135,6 +138,9 @@ DRAFTERS = Registry(
            shape=DRAFT_FREE_TREE, draft_cost=FREE),
     Choice(EARLY_EXIT, "Early exit (the target's first layers)", "the target's own first L layers, final norm and LM head",
            "specviz.drafters.early_exit:make", draft_cost=TARGET_LAYERS, capability=EARLY_EXIT_PASS),
+    Choice(HEAD, "Draft head (the target's own state, run ahead by a trained head)",
+           "a head trained here runs the target's last hidden state ahead (EAGLE-style; train-head)",
+           "specviz.drafters.head:make", draft_cost=HEAD_PASS, reads_target=True),
     Choice(SUFFIX, "Suffix (a tree of what followed earlier matches, no second model)",
            "a speculation tree from what followed the context's longest earlier match",
            "specviz.drafters.suffix:make", shape=DRAFT_FREE_TREE, draft_cost=FREE, capability=TREE_PASS),

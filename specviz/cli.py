@@ -25,6 +25,8 @@ COMMANDS = {
                "write what a run found (the pair, drafter and best k) as a vLLM, SGLang, llama.cpp or transformers command"),
     "metrics": ("specviz.production.metrics_cli",
                 "read an engine's speculative metrics (vLLM, SGLang, llama.cpp) and predict what its drafting gains"),
+    "train-head": ("specviz.training.cli",
+                   "train a draft head on the target's own hidden states over local text (the head drafter)"),
     "schema": ("specviz.events", "print the JSON Schema of a trace file (docs/trace.schema.json)"),
 }
 

@@ -29,15 +29,20 @@ __all__ = ["Drafter", "KeepGoing", "Proposal", "DraftLength", "HeuristicLength",
 
 
 def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: torch.Generator | None = None,
-                 history: Sequence[Sequence[int]] = ()) -> Drafter:
+                 history: Sequence[Sequence[int]] = (), target=None) -> Drafter:
     """The drafter `settings.drafter` names, on this pair; `generator` drives its sampling,
-    `history` (a page session's earlier outputs) joins a draft-free drafter's corpus."""
+    `history` (a page session's earlier outputs) joins a draft-free drafter's corpus, `target`
+    (the run's target LM) is what a drafter reading the target's own state reads."""
     choice = DRAFTERS[settings.drafter]
     why = choice.capability and missing(pair.runtime, choice.capability)
     if why:
         raise UserError(f"the {choice.name} drafter: {why}")
     if choice.needs_draft and pair.draft is None:
         raise UserError(f"the pair {pair.name!r} has no draft model: {no_draft_help()}")
+    if choice.reads_target:
+        if target is None:
+            raise ValueError(f"the {choice.name} drafter reads the run's target LM: pass `target`")
+        return choice.make(pair, settings, generator=generator, history=history, target=target)
     return choice.make(pair, settings, generator=generator, history=history)
 
 

@@ -249,7 +249,7 @@ class CostAwareLength(DraftLength):
 def make(pair, settings, drafter) -> CostAwareLength:
     """The cost-aware policy over the pair's measured cost model, charging a drafted token
     what `drafter` (a `choices.DRAFTERS` entry) costs."""
-    from specviz.choices import FREE, TARGET_LAYERS
+    from specviz.choices import FREE, HEAD_PASS, TARGET_LAYERS
     from specviz.drafters.cost_model import for_pair
 
     cost = for_pair(pair).copy()
@@ -259,4 +259,8 @@ def make(pair, settings, drafter) -> CostAwareLength:
         from specviz.drafters.early_exit import target_share
 
         return CostAwareLength(cost, settings.k, draft_ms=cost.target * target_share(pair, settings))
+    if drafter.draft_cost == HEAD_PASS:
+        from specviz.drafters.head import draft_ms
+
+        return CostAwareLength(cost, settings.k, draft_ms=draft_ms(pair))
     return CostAwareLength(cost, settings.k)

@@ -32,7 +32,8 @@ from specviz.events import AlignedToken, DraftToken, EmittedToken, RoundEvent, T
 class SpeculativeDecoder(Decoder):
     def __init__(self, *args, history: list[list[int]] | None = None, **kw):
         super().__init__(*args, **kw)
-        self.drafter = drafters.make_drafter(self.pair, self.settings, generator=self.generator, history=history or ())
+        self.drafter = drafters.make_drafter(self.pair, self.settings, generator=self.generator, history=history or (),
+                                             target=self.target)
         self.length = drafters.make_length(self.pair, self.settings)
         self.index = 0
         self._drafter_begun = False

@@ -59,6 +59,9 @@ class LlamaCppLM:
         self._tree: OpenTree | None = None
         self._spent = False  # a decode was aborted: the cache holds a part of a batch
         self.length = 0
+        self._width = int(L.llama_model_n_embd(model.ptr))
+        self._features = False  # llama.cpp returns the hidden states too (`keep_features`)
+        self.features: torch.Tensor | None = None  # (n_kept, hidden) of the last pass, once kept
 
     def _make_context(self, model) -> tuple:
         L = self._L
@@ -75,6 +78,12 @@ class LlamaCppLM:
         return ctx, L.llama_batch_init(BATCH, 0, SEQUENCES)
 
     # -- the interface ------------------------------------------------------------------
+
+    def keep_features(self) -> None:
+        """Keep each pass's final hidden states (after the output norm, what the LM head reads)
+        in `features`: llama.cpp's embeddings of the flagged tokens, with no pooling."""
+        self._L.llama_set_embeddings(self._ctx, True)
+        self._features = True
 
     def reset(self) -> None:
         self._L.llama_memory_clear(self._mem, True)
@@ -204,6 +213,12 @@ class LlamaCppLM:
         kept = sum(flags)
         if not kept:
             return None
+        if self._features:  # llama.cpp then outputs every token of the batch: keep the flagged rows
+            rows = [i for i, f in enumerate(flags) if f]
+            embd = np.ctypeslib.as_array(self._L.llama_get_embeddings(self._ctx), shape=(len(toks), self._width))
+            self.features = torch.from_numpy(embd[rows].copy())
+            logits = np.ctypeslib.as_array(self._L.llama_get_logits(self._ctx), shape=(len(toks), self.vocab_size))
+            return logits[rows].copy()
         ptr = self._L.llama_get_logits(self._ctx)
         return np.ctypeslib.as_array(ptr, shape=(kept, self.vocab_size)).copy()
 
@@ -211,6 +226,8 @@ class LlamaCppLM:
         """Give the context back to the model, cleared, for the next run; a spent one is freed."""
         if getattr(self, "_ctx", None):
             pair, self._ctx = (self._ctx, self._batch), None
+            if self._features:  # the next run's context starts as any other
+                self._L.llama_set_embeddings(pair[0], False)
             if self._spent:
                 self.model.give_context(pair, reuse=False)
                 return

@@ -98,7 +98,11 @@ class LeanLM(TorchFacts, TreeByMask):
         self._rotary = inner.rotary_emb
         self._keys = self._values = self._cos = self._sin = None
         self.length = 0
+        self.features: torch.Tensor | None = None  # (n_kept, hidden) of the last pass
         self.facts_from(config, generation_config=getattr(model, "generation_config", None), tree=True)
+
+    def keep_features(self) -> None:
+        """Keep the last pass's final hidden states in `features` (this loop always does)."""
 
     def reset(self) -> None:
         self.length = 0  # the buffers stay allocated for the next run
@@ -163,6 +167,7 @@ class LeanLM(TorchFacts, TreeByMask):
             x = x[:, -keep:]
         x = _rms_norm(x, *self._norm)
         self.length = end
+        self.features = x[0]  # what the LM head reads: a draft head's input (drafters.head)
         return self._head(x.contiguous())[0]
 
     def _make_room(self, positions: int, dtype: torch.dtype) -> None:

@@ -1,0 +1,142 @@
+"""The target drafts for itself: a trained head (`head_model.DraftHead`) runs its state ahead.
+
+Each round starts from the target's own hidden state at the last accepted position (the
+verify pass computed it; the LM keeps it in `features`) and the token the target emitted
+after it. The head guesses the next state, reads out q over its vocabulary subset, draws a
+token from q, and goes on from its own guess. Nothing is cached: a round after any other
+(accepted, rejected, or drafting nothing) starts from the newest verified state, so there is
+no draft KV cache to catch up.
+
+Heads live in the cache under `heads/`, one per target, trained by
+`python -m specviz train-head` (`specviz.training`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import torch
+
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
+from specviz.drafters.head_model import DraftHead, HeadInfo, load
+from specviz.errors import UserError
+from specviz.lm import rows
+from specviz.lm.sampling import Sampler
+
+# Head passes timed for the cost-aware policy's D (after one warm-up pass).
+TIMED_PASSES = 8
+_loaded: dict[tuple[str, float], tuple[DraftHead, HeadInfo]] = {}
+_draft_ms: dict[tuple[str, float, int], float] = {}
+
+
+def target_label(pair) -> str:
+    """The name a target's head is filed under: its model's label, else the pair's name."""
+    return str(((pair.info or {}).get("target") or {}).get("label") or pair.name)
+
+
+def head_path(label: str) -> Path:
+    from specviz.models.files.cache import cache_root
+
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-").lower() or "target"
+    return cache_root() / "heads" / f"{slug}.safetensors"
+
+
+def train_command(pair) -> str:
+    return f"python -m specviz train-head --pair {pair.name}"
+
+
+def head_for(pair) -> tuple[DraftHead, HeadInfo]:
+    """The trained head for this pair's target (loaded once per file version)."""
+    path = head_path(target_label(pair))
+    if not path.is_file():
+        raise UserError(f"no draft head is trained for {target_label(pair)} yet: {train_command(pair)} "
+                        f"trains one on this machine (minutes; see the README)")
+    key = (str(path), path.stat().st_mtime)
+    if key not in _loaded:
+        _loaded[key] = load(path)
+    head, info = _loaded[key]
+    if head.vocab_size < pair.vocab_size:
+        raise UserError(f"{path}: a head for a vocabulary of {head.vocab_size:,}, this target has {pair.vocab_size:,}")
+    return head, info
+
+
+def draft_ms(pair) -> float:
+    """What one drafted token costs here: the head's step and readout, timed once per head
+    file and thread count."""
+    head, _ = head_for(pair)
+    path = head_path(target_label(pair))
+    key = (str(path), path.stat().st_mtime, torch.get_num_threads())
+    if key not in _draft_ms:
+        state = head.readout[:1].clone()
+        token = head.subset[:1]
+        with torch.inference_mode():
+            head(state, token)
+            start = time.perf_counter()
+            for _ in range(TIMED_PASSES):
+                head(state, token)
+        _draft_ms[key] = (time.perf_counter() - start) * 1000 / TIMED_PASSES
+    return _draft_ms[key]
+
+
+class HeadDrafter(ChainDrafting):
+    def __init__(self, name: str, head: DraftHead, target, sampler: Sampler, generator: torch.Generator | None,
+                 eos_ids: set[int]):
+        keep = getattr(target, "keep_features", None)
+        if keep is None:
+            raise UserError("the head drafter reads the target's hidden states: this target's loop does not give them "
+                            "(the lean torch loop and llama.cpp do)")
+        keep()
+        self.name = name
+        self._head = head
+        self._target = target
+        self._sampler = sampler
+        self._generator = generator
+        self._eos = eos_ids
+        self._state: torch.Tensor | None = None
+
+    def _verified_state(self, row: int) -> None:
+        self._state = self._target.features[row].to(self._head.readout.device, torch.float32)
+
+    def begin(self, prompt_ids: torch.Tensor) -> None:
+        self._verified_state(-1)  # the prefill's last position: it chose the first token
+
+    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+        start = time.perf_counter()
+        if k <= 0:
+            return Proposal(tokens=context.new_empty(0), q=None)
+        state, token = self._state[None], context[-1:].to(self._state.device)
+        tokens, dists, confidence = [], [], []
+        for _ in range(k):
+            state, logits = self._head(state, token)
+            row = self._sampler.logits(self._head.full_row(logits[0]))
+            if self._sampler.greedy:
+                token = rows.argmax(row).view(1)
+                conf = row.softmax(-1).max()
+            else:
+                dist = self._sampler.distribution(row)
+                token = self._sampler.choose(dist, self._generator).view(1)
+                conf = dist.max()
+                dists.append(dist)
+            tokens.append(token[0])
+            confidence.append(float(conf))
+            if not keep_going(float(conf)) or int(token) in self._eos:
+                break
+        device = context.device
+        return Proposal(tokens=torch.stack(tokens).to(device), q=torch.stack(dists).to(device) if dists else None,
+                        ms=(time.perf_counter() - start) * 1000, passes=len(tokens), confidence=confidence)
+
+    def accepted(self, n: int) -> None:
+        self._verified_state(n)  # the verify pass's row after the last accepted token
+
+    def unread(self, context_len: int) -> int:
+        return 0
+
+
+def make(pair, settings, *, generator=None, history=(), target=None) -> HeadDrafter:
+    from specviz.lm.prompt import stop_ids
+
+    head, info = head_for(pair)
+    head.to(pair.device)
+    return HeadDrafter(f"head-{info.subset}", head, target, Sampler(settings, pair.vocab_size), generator, stop_ids(pair))

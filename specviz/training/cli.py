@@ -1,0 +1,81 @@
+"""`python -m specviz train-head`: train the target's draft head here, from local text only.
+
+The target reads Python source of the installed packages (`corpus.py`) on the runtime
+`--runtime` names (auto: the one measured faster here); its states train a head
+(`train.py`), which is stored under the cache's `heads/` with what it was trained on and its
+held-out acceptance. The head drafter (`--drafter head`) then finds it for that target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+# Share of the time budget the target spends reading text; training gets the rest.
+READ_SHARE = 0.4
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from specviz.engine.cli import add_runtime
+    from specviz.training.train import Plan
+
+    parser.add_argument("--pair", help="the preset whose target gets a head (default qwen-coder)")
+    parser.add_argument("--target", metavar="SRC", help="or a target model: Hub id, local folder or GGUF file")
+    add_runtime(parser)
+    parser.add_argument("--tokens", type=int, default=40_000, help="tokens of text the target reads (default %(default)s)")
+    parser.add_argument("--minutes", type=float, default=20.0,
+                        help="time for reading and training together, at most (default %(default)s)")
+    parser.add_argument("--subset", type=int, default=Plan.subset,
+                        help="vocabulary the head reads out, most frequent first (default %(default)s)")
+    parser.add_argument("--window", type=int, default=512, help="tokens of one file the target reads at a time")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specviz.drafters.head import head_path, target_label
+    from specviz.drafters.head_model import save
+    from specviz.errors import UserError
+    from specviz.lm import load_pair
+    from specviz.engine.runtime_choice import choose
+    from specviz.models import DEFAULT_PAIR
+    from specviz.training import corpus, states, train
+    from specviz.training.tables import target_tables
+
+    if not 1_000 <= args.tokens <= 2_000_000:
+        raise UserError(f"--tokens must be from 1,000 to 2,000,000 (got {args.tokens:,})")
+    if not 0.5 <= args.minutes <= 600:
+        raise UserError(f"--minutes must be from 0.5 to 600 (got {args.minutes})")
+    spec = args.target or args.pair or DEFAULT_PAIR
+    runtime = choose(spec, args.runtime).runtime
+    start = time.perf_counter()
+    pair = load_pair(spec, with_draft=False, runtime=runtime, progress=_say)
+    files = corpus.source_files(args.seed)
+    where = "Python source of the installed packages (standard library and site-packages, not specviz)"
+    _say(0.0, f"{len(files):,} source files; the target ({runtime}) reads up to {args.tokens:,} tokens of them")
+    budget_s = args.minutes * 60
+    got = states.collect(pair, corpus.windows(files, pair.tokenizer, args.window), args.tokens, _say,
+                         deadline=start + READ_SHARE * budget_s)
+    plan = train.Plan(subset=args.subset, seconds=max(10.0, budget_s - (time.perf_counter() - start)), seed=args.seed)
+    head, info = train.train_head(got, target_tables(pair), plan, label=target_label(pair), runtime=runtime,
+                                  corpus=where, progress=_say)
+    path = head_path(target_label(pair))
+    save(head, info, path)
+    print(f"head for {info.target}: {path}")
+    print(f"read {len(got):,} tokens from {len(got.files):,} files; {info.steps:,} steps; {info.seconds:.0f} s training, "
+          f"{time.perf_counter() - start:.0f} s in all")
+    print(f"held-out greedy acceptance by draft position: {', '.join(f'{a:.2f}' for a in info.acceptance)} "
+          f"({info.held_out_tokens:,} positions; the subset of {info.subset:,} tokens holds "
+          f"{info.subset_coverage:.1%} of the target's choices)")
+    return 0
+
+
+_said = [-1]
+
+
+def _say(fraction: float, message: str) -> None:
+    """A line per percent of each stage (readable on a terminal and in CI logs)."""
+    pct = int(fraction * 100)
+    if pct != _said[0]:
+        _said[0] = pct
+        print(f"[{pct:3d}%] {message}", file=sys.stderr, flush=True)

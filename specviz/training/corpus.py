@@ -1,0 +1,51 @@
+"""The training text: Python source of the packages installed here, read locally.
+
+Never this project's own files (its bench prompts and the text its tests check live there):
+only the standard library's and site-packages' `.py` files outside `specviz`, in an order
+fixed by the seed, each file cut into windows of whole tokens.
+"""
+
+from __future__ import annotations
+
+import random
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+# Files larger than this are mostly data (tables, generated code): skipped.
+MAX_FILE_BYTES = 200_000
+MIN_FILE_BYTES = 500
+
+
+def source_files(seed: int = 0, roots: list[Path] | None = None) -> list[Path]:
+    """Every `.py` file under the standard library and site-packages (or `roots`), outside
+    `specviz`, shuffled by `seed`."""
+    if roots is None:
+        paths = sysconfig.get_paths()
+        roots = sorted({Path(paths[k]) for k in ("stdlib", "purelib", "platlib") if k in paths})
+    files = sorted({p for r in roots if r.is_dir() for p in r.rglob("*.py")
+                    if "specviz" not in p.parts and MIN_FILE_BYTES <= _size(p) <= MAX_FILE_BYTES})
+    random.Random(seed).shuffle(files)
+    return files
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+def windows(files: list[Path], tokenizer, window: int) -> Iterator[tuple[str, list[int]]]:
+    """(file name, token ids) windows of `window` tokens (a file's last shorter piece too, if
+    it holds at least a quarter of a window), file after file."""
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        for lo in range(0, len(ids), window):
+            piece = ids[lo: lo + window]
+            if len(piece) >= max(8, window // 4):
+                yield str(path), piece
