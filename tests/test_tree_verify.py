@@ -18,7 +18,7 @@ import torch
 
 import specviz.engine.tree_verify as tv
 from specviz.drafters.tree import grow_tree
-from specviz.engine.tree_verify import tree_greedy, tree_multistep_sampling, tree_point_masses
+from specviz.engine.tree_verify import tree_greedy, tree_point_masses
 from specviz.engine.verify import verify
 from specviz.lm.tree import depths
 
@@ -73,44 +73,19 @@ def top_tree(context: tuple[int, ...]):
     return torch.tensor(tokens), parents, target_rows(context, tokens, parents)
 
 
-def sampled_tree(context: tuple[int, ...], g: torch.Generator, widths=(3, 2, 1)):
-    """A SpecInfer tree: each node's children drawn independently from the draft's q there,
-    widths[d] children per node at depth d."""
-    tokens: list[int] = []
-    parents: list[int] = []
-    q_rows: list[torch.Tensor] = []
-    paths: list[tuple[int, ...]] = []
-    level = [(-1, ())]
-    for width in widths:
-        nxt = []
-        for par, path in level:
-            q = toy(1, context + path)
-            for t in torch.multinomial(q, width, replacement=True, generator=g).tolist():
-                tokens.append(t)
-                parents.append(par)
-                q_rows.append(q)
-                paths.append(path + (t,))
-                nxt.append((len(tokens) - 1, path + (t,)))
-        level = nxt
-    return torch.tensor(tokens), parents, torch.stack(q_rows), target_rows(context, tokens, parents)
+def one_round(context: tuple[int, ...], g: torch.Generator) -> list[int]:
+    tokens, parents, p = top_tree(context)
+    return tree_point_masses(tokens, parents, p, generator=g).new_tokens
 
 
-def one_round(rule: str, context: tuple[int, ...], g: torch.Generator) -> list[int]:
-    if rule == "point-masses":
-        tokens, parents, p = top_tree(context)
-        return tree_point_masses(tokens, parents, p, generator=g).new_tokens
-    tokens, parents, q, p = sampled_tree(context, g)
-    return tree_multistep_sampling(tokens, parents, p, q, generator=g).new_tokens
-
-
-def first_two(rule: str, n: int, seed: int):
+def first_two(n: int, seed: int):
     g = torch.Generator().manual_seed(seed)
     first = torch.zeros(V, dtype=torch.long)
     pairs = torch.zeros(V * V, dtype=torch.long)
     for _ in range(n):
-        out = one_round(rule, (), g)
+        out = one_round((), g)
         if len(out) < 2:
-            out += one_round(rule, (out[0],), g)
+            out += one_round((out[0],), g)
         first[out[0]] += 1
         pairs[out[0] * V + out[1]] += 1
     return first, pairs
@@ -122,8 +97,8 @@ def target_first_two():
     return p1, joint
 
 
-def check_lossless(rule: str, n: int, seed: int) -> list[tuple[bool, str]]:
-    first, pairs = first_two(rule, n, seed)
+def check_lossless(n: int, seed: int) -> list[tuple[bool, str]]:
+    first, pairs = first_two(n, seed)
     p1, joint = target_first_two()
     return [frequencies_match(first, p1, n), frequencies_match(pairs, joint, n)]
 
@@ -182,18 +157,14 @@ def test_a_chain_decides_exactly_as_the_chain_rule(k):
         if case % 3 == 0 and k:
             p[:k] = q  # long accepted runs too
         parents = list(range(-1, k - 1))
-        for tree_rule, chain_q in (
-            (lambda s: tree_multistep_sampling(x, parents, p, q, generator=s), q),
-            (lambda s: tree_point_masses(x, parents, p, generator=s), None),
-        ):
-            t = tree_rule(torch.Generator().manual_seed(case))
-            c = verify(x, p, chain_q, generator=torch.Generator().manual_seed(case))
-            assert t.path == list(range(c.n_accepted))
-            assert (t.emitted, t.emitted_kind) == (c.emitted, c.emitted_kind)
-            assert t.emitted_p == pytest.approx(c.emitted_p)
-            assert t.decisions == c.decisions
-            assert t.u == c.u
-            assert t.p[: c.n_accepted + 1] == pytest.approx(c.p[: c.n_accepted + 1])
+        t = tree_point_masses(x, parents, p, generator=torch.Generator().manual_seed(case))
+        c = verify(x, p, None, generator=torch.Generator().manual_seed(case))
+        assert t.path == list(range(c.n_accepted))
+        assert (t.emitted, t.emitted_kind) == (c.emitted, c.emitted_kind)
+        assert t.emitted_p == pytest.approx(c.emitted_p)
+        assert t.decisions == c.decisions
+        assert t.u == c.u
+        assert t.p[: c.n_accepted + 1] == pytest.approx(c.p[: c.n_accepted + 1])
         t = tree_greedy(x, parents, p)
         c = verify(x, p, greedy=True)
         assert (t.path, t.emitted, t.emitted_kind, t.decisions) == (
@@ -215,22 +186,14 @@ def test_the_drafted_toy_tree_is_a_real_tree():
 # ---- statistical losslessness -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rule", ["point-masses", "multistep-sampling"])
-def test_first_two_tokens_are_distributed_as_the_target(rule):
+def test_first_two_tokens_are_distributed_as_the_target():
     # N = 40,000 runs; 5 standard errors per outcome (4 first tokens, 16 pairs).
-    for ok, message in check_lossless(rule, N_RUNS, seed=11):
+    for ok, message in check_lossless(N_RUNS, seed=11):
         assert ok, message
-
-
-def test_a_wrong_residual_is_caught(monkeypatch):
-    # After a rejection keep p' as it was instead of norm(max(0, p' - q)).
-    monkeypatch.setattr(tv, "residual_distribution", lambda p, q: p)
-    results = check_lossless("multistep-sampling", N_RUNS, seed=11)
-    assert not all(ok for ok, _ in results), [m for _, m in results]
 
 
 def test_not_removing_a_rejected_candidate_is_caught(monkeypatch):
     # After rejecting candidate c keep p' as it was, so c can still be emitted.
     monkeypatch.setattr(tv, "remove_token", lambda dist, token: dist)
-    results = check_lossless("point-masses", N_RUNS, seed=11)
+    results = check_lossless(N_RUNS, seed=11)
     assert not all(ok for ok, _ in results), [m for _, m in results]

@@ -6,9 +6,8 @@ With the context ids[0..L) and the target's cache holding ids[0..L-1):
 1. one target pass over [ids[L-1], node 0, ..., node n-1] under the tree mask (`lm.tree`)
    gives p after the root and after every node;
 2. the rule (`tree_verify`) walks down the tree and emits one token at the end of the
-   accepted path: `tree_greedy` when greedy, `tree_point_masses` for children chosen
-   deterministically (the draft's top-B, the tree drafter's way), `tree_multistep_sampling`
-   for children drawn independently from q;
+   accepted path: `tree_greedy` when greedy, else `tree_point_masses` (every drafter here
+   chooses its children deterministically: the draft's top-B, the tree drafter's way);
 3. the target's cache keeps ids[0..L) and the accepted path, the emitted token left pending
    for the next pass, exactly as the chain round's crop leaves it.
 
@@ -26,13 +25,11 @@ from typing import Literal
 import torch
 
 from specviz.drafters.base import Proposal
-from specviz.engine.tree_verify import Decision, Rule, tree_greedy, tree_multistep_sampling, tree_point_masses
+from specviz.engine.tree_verify import Decision, Rule, tree_greedy, tree_point_masses
 from specviz.lm.sampling import Sampler
 from specviz.lm.runtime import LM
 from specviz.lm.tree import depths
 from specviz.lm.timing import sync
-
-Children = Literal["top", "sampled"]
 
 
 @dataclass
@@ -71,29 +68,18 @@ def chain_parents(n: int) -> list[int]:
 
 
 def tree_round(
-    target: LM,
-    sampler: Sampler,
-    proposal: Proposal,
-    root: int,
-    generator: torch.Generator | None,
-    greedy: bool,
-    *,
-    children: Children = "top",
+    target: LM, sampler: Sampler, proposal: Proposal, root: int, generator: torch.Generator | None, greedy: bool
 ) -> TreeRound:
     """Verify `proposal` (a tree, or a chain when `parents` is None) in one target pass.
 
     target: the target's cache, holding the context up to but not including `root`, the
-    last token of the context; children: how the drafter chose each node's
-    children, "top" (deterministically, e.g. the draft's top-B) or "sampled" (drawn
-    independently from the proposal's q).
+    last token of the context.
     """
     x = proposal.tokens.to(target.device)
     n = x.numel()
     parents = list(proposal.parents) if proposal.parents is not None else chain_parents(n)
     if len(parents) != n:
         raise ValueError(f"the proposal has {n} tokens but {len(parents)} parents")
-    if children == "sampled" and not greedy and proposal.q is None:
-        raise ValueError("children drawn from q need the proposal's q")
 
     ride, ride_parents = _ride(proposal)
     start = time.perf_counter()
@@ -105,14 +91,10 @@ def tree_round(
     sync(logits)
     target_ms = (time.perf_counter() - start) * 1000
     dist = None if greedy else sampler.distribution(logits)
-    v = _verify(x, parents, logits, dist, proposal, generator, children)
+    v = tree_greedy(x, parents, logits) if dist is None else tree_point_masses(x, parents, dist, generator=generator)
     sync(logits)
     verify_ms = (time.perf_counter() - start) * 1000
     target.keep_path([0] + [i + 1 for i in v.path])
-    if proposal.q is None:
-        q = [1.0] * n
-    else:
-        q = proposal.q[torch.arange(n, device=proposal.q.device), proposal.tokens.to(proposal.q.device)].tolist()
     return TreeRound(
         rule=v.rule,
         path=v.path,
@@ -124,7 +106,7 @@ def tree_round(
         parents=parents,
         depth=[d + 1 for d in depths(parents)],
         p=v.p,
-        q=q,
+        q=_drafted_q(proposal),
         u=v.u,
         decision=v.decisions,
         target_ms=target_ms,
@@ -135,22 +117,12 @@ def tree_round(
     )
 
 
-def _verify(
-    x: torch.Tensor,
-    parents: list[int],
-    logits: torch.Tensor,
-    dist: torch.Tensor | None,
-    proposal: Proposal,
-    generator: torch.Generator | None,
-    children: Children,
-):
-    """The tree rule that fits how the children were chosen: greedy (dist None), point masses
-    for deterministic children, or multi-step sampling for children drawn from q."""
-    if dist is None:
-        return tree_greedy(x, parents, logits)
-    if children == "top":
-        return tree_point_masses(x, parents, dist, generator=generator)
-    return tree_multistep_sampling(x, parents, dist, proposal.q.to(dist.device, dist.dtype), generator=generator)
+def _drafted_q(proposal: Proposal) -> list[float]:
+    """Per node: the draft's q of its token (1.0 where the proposal carries no q)."""
+    n = proposal.tokens.numel()
+    if proposal.q is None:
+        return [1.0] * n
+    return proposal.q[torch.arange(n, device=proposal.q.device), proposal.tokens.to(proposal.q.device)].tolist()
 
 
 def _ride(proposal: Proposal) -> tuple[torch.Tensor, list[int]]:

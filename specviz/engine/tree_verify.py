@@ -20,15 +20,12 @@ chosen:
                             with probability p'(c); after a rejection remove c from p' and
                             renormalise; if all are rejected, draw from p'. Sampling without
                             replacement, one candidate at a time.
-    tree_multistep_sampling children drawn independently from the draft's q at their parent
-                            (SpecInfer's multi-step speculative sampling): accept x with
-                            probability min(1, p'(x) / q(x)); after a rejection
-                            p' <- norm(max(0, p' - q)); if all are rejected, draw from p'.
 
-p' starts as the target's distribution at the node. On a chain (one child per node) the
-last rule is exactly `verify.verify`, and the point-mass rule is `verify.verify` with q None;
-all rules draw their randomness in the same order as `verify`: one uniform per node up
-front, then the emitted token.
+p' starts as the target's distribution at the node. Every tree drafter here chooses its
+children deterministically (the tree drafter's top-B, the copying drafters' continuations).
+On a chain (one child per node) the point-mass rule is `verify.verify` with q None, and it
+draws its randomness in the same order: one uniform per node up front, then the emitted
+token.
 """
 
 from __future__ import annotations
@@ -38,11 +35,11 @@ from typing import Literal, Sequence
 
 import torch
 
-from specviz.engine.verify import residual_distribution
+from specviz.engine.verify import remove_token
 from specviz.lm.sampling import draw
 
 Decision = Literal["accepted", "rejected", "unchecked"]
-Rule = Literal["greedy", "point-masses", "multistep-sampling"]
+Rule = Literal["greedy", "point-masses"]
 
 
 @dataclass
@@ -80,14 +77,12 @@ def children_of(parents: Sequence[int]) -> list[list[int]]:
     return kids
 
 
-def _check(tokens: torch.Tensor, parents: Sequence[int], p: torch.Tensor, q: torch.Tensor | None = None) -> None:
+def _check(tokens: torch.Tensor, parents: Sequence[int], p: torch.Tensor) -> None:
     n = tokens.numel()
     if len(parents) != n:
         raise ValueError(f"{n} tokens but {len(parents)} parents")
     if p.shape[0] != n + 1:
         raise ValueError(f"p needs n + 1 = {n + 1} rows (the root, then each node), got {p.shape[0]}")
-    if q is not None and q.shape[0] != n:
-        raise ValueError(f"q needs n = {n} rows (each node's distribution at its parent), got {q.shape[0]}")
 
 
 def tree_greedy(tokens: torch.Tensor, parents: Sequence[int], p: torch.Tensor) -> TreeVerification:
@@ -128,40 +123,10 @@ def tree_point_masses(
 
     p: (n + 1, V) processed target distributions."""
     _check(tokens, parents, p)
-    return _walk("point-masses", tokens, parents, p, None, generator)
+    return _walk(tokens, parents, p, generator)
 
 
-def tree_multistep_sampling(
-    tokens: torch.Tensor,
-    parents: Sequence[int],
-    p: torch.Tensor,
-    q: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-) -> TreeVerification:
-    """SpecInfer's multi-step speculative sampling, for children drawn independently from q.
-
-    p: (n + 1, V) processed target distributions; q: (n, V), row i the draft distribution
-    node i was drawn from (the draft's at node i's parent; siblings share it)."""
-    _check(tokens, parents, p, q)
-    return _walk("multistep-sampling", tokens, parents, p, q, generator)
-
-
-def remove_token(dist: torch.Tensor, token: int) -> torch.Tensor:
-    """dist with `token` removed and renormalised; dist itself if nothing would be left
-    (then the rejection was a rounding artefact: the token held all the mass)."""
-    return residual_distribution(dist, _point_mass(token, dist))
-
-
-def _point_mass(token: int, like: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros_like(like)
-    out[token] = 1.0
-    return out
-
-
-def _walk(
-    rule: Rule, tokens: torch.Tensor, parents: Sequence[int], p: torch.Tensor, q: torch.Tensor | None, generator
-) -> TreeVerification:
+def _walk(tokens: torch.Tensor, parents: Sequence[int], p: torch.Tensor, generator) -> TreeVerification:
     toks = tokens.tolist()
     n = len(toks)
     kids = children_of(parents)
@@ -180,19 +145,27 @@ def _walk(
             x = toks[c]
             u_node[c] = u_all[c]
             p_node[c] = float(target[x])
-            qx = 1.0 if q is None else float(q[c, x])
-            # u < p'/q without dividing: q > 0 for a token drawn from q; p' == 0 never accepts.
-            if u_all[c] * qx < float(residual[x]):
+            # u < p'(x): a point mass's q(x) is 1; p' == 0 never accepts.
+            if u_all[c] < float(residual[x]):
                 decisions[c] = "accepted"
                 nxt = c
                 break
             decisions[c] = "rejected"
-            residual = remove_token(residual, x) if q is None else residual_distribution(residual, q[c])
+            residual = remove_token(residual, x)
         if nxt is None:
             kind = "resampled" if kids[at + 1] else "bonus"
             emitted = int(draw(residual, generator))
             return TreeVerification(
-                rule, toks, list(parents), path, decisions, p_node, u_node, emitted, float(target[emitted]), kind
+                "point-masses",
+                toks,
+                list(parents),
+                path,
+                decisions,
+                p_node,
+                u_node,
+                emitted,
+                float(target[emitted]),
+                kind,
             )
         path.append(nxt)
         at = nxt

@@ -36,6 +36,15 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.where(mass > 0, r / torch.where(mass > 0, mass, torch.ones_like(mass)), p)
 
 
+def remove_token(dist: torch.Tensor, token: int | torch.Tensor) -> torch.Tensor:
+    """dist with `token` removed and renormalised: the residual after a point-mass draft is
+    rejected. dist itself if nothing would be left (then the rejection was a rounding
+    artefact: the token held all the mass)."""
+    mass = torch.zeros_like(dist)
+    mass[token] = 1.0
+    return residual_distribution(dist, mass)
+
+
 @dataclass
 class Verification:
     """The outcome of verifying one round's drafts (plain Python values, one sync)."""
@@ -94,8 +103,8 @@ def verify(
     accepted = u * qx < px
     n = int(accepted.long().cumprod(0).sum())
     if n < k:
-        q_n = q[n] if q is not None else _point_mass(draft_tokens[n], p.shape[-1], p)
-        dist, kind = residual_distribution(p[n], q_n), "resampled"
+        dist = residual_distribution(p[n], q[n]) if q is not None else remove_token(p[n], draft_tokens[n])
+        kind = "resampled"
     else:
         dist, kind = p[k], "bonus"
     emitted = draw(dist, generator)
@@ -128,9 +137,3 @@ def _verify_greedy(draft_tokens: torch.Tensor, p: torch.Tensor) -> Verification:
         emitted_p=1.0,
         emitted_kind="bonus" if n == k else "resampled",
     )
-
-
-def _point_mass(token: torch.Tensor, vocab: int, like: torch.Tensor) -> torch.Tensor:
-    q = torch.zeros(vocab, dtype=like.dtype, device=like.device)
-    q[token] = 1.0
-    return q
