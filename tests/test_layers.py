@@ -1,7 +1,7 @@
 """Data flows one way: models -> lm -> drafters -> engine -> viz -> app. No module imports a
 layer to its right (function-level imports included). `events`, `settings`, `errors`,
 `theory`, `acceptance`, `choices`, `cost_curve` and `limits` are leaves that any layer may import; the bench, the labs, the
-lossless lab and the command line sit at the top beside the app."""
+lossless lab, head training and the command line sit at the top beside the app."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
 ORDER = ["models", "lm", "drafters", "engine", "viz", "app"]
-TOP = {"app", "bench", "labs", "production", "lossless", "lossless_cli", "models_cli", "cli", "__main__", "__init__"}
+TOP = {"app", "bench", "labs", "production", "training", "lossless", "lossless_cli", "models_cli", "cli", "__main__", "__init__"}
 LEAVES = {"events", "settings", "errors", "theory", "acceptance", "choices", "cost_curve", "lazy", "limits"}
 
 
