@@ -7,7 +7,6 @@ import json
 import sys
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the list (or the prepared files) as JSON")
     parser.add_argument(
@@ -23,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
         from specviz.lm.loader import prepare
 
         result = prepare(args.prepare, progress=_print_steps())
+        _prepare_head(args.prepare)
         if args.json:
             print(json.dumps(result, indent=1))
         else:
@@ -42,6 +42,24 @@ def run(args: argparse.Namespace) -> int:
             if role in row:
                 print(f"  {role:6} {_describe(row[role])}")
     return 0
+
+
+def _prepare_head(name: str) -> None:
+    """A preset with a head: train it here unless its file is already in the cache."""
+    from specviz.models.catalogue.presets import PRESETS
+
+    preset = PRESETS.get(name)
+    if preset is None or not preset.head:
+        return
+    from specviz.drafters.head import head_path
+
+    path = head_path(preset.target.label)
+    if path.is_file():
+        print(f"head: {path} (trained already)", file=sys.stderr)
+        return
+    from specviz.training.cli import train_for
+
+    train_for(name)
 
 
 def _describe(m: dict) -> str:

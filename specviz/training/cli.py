@@ -28,37 +28,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time for reading and training together, at most (default %(default)s)")
     parser.add_argument("--subset", type=int, default=Plan.subset,
                         help="vocabulary the head reads out, most frequent first (default %(default)s)")
-    parser.add_argument("--window", type=int, default=512, help="tokens of one file the target reads at a time")
+    parser.add_argument("--window", type=int, default=512, choices=range(16, 4097), metavar="16..4096",
+                        help="tokens of one file the target reads at a time (default %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.drafters.head import head_path, target_label
-    from specviz.drafters.head_model import save
     from specviz.errors import UserError
-    from specviz.lm import load_pair
-    from specviz.engine.runtime_choice import choose
     from specviz.models import DEFAULT_PAIR
-    from specviz.training import corpus, states, train
-    from specviz.training.tables import target_tables
 
     if not 1_000 <= args.tokens <= 2_000_000:
         raise UserError(f"--tokens must be from 1,000 to 2,000,000 (got {args.tokens:,})")
     if not 0.5 <= args.minutes <= 600:
         raise UserError(f"--minutes must be from 0.5 to 600 (got {args.minutes})")
-    spec = args.target or args.pair or DEFAULT_PAIR
-    runtime = choose(spec, args.runtime).runtime
+    if not 64 <= args.subset <= 1_000_000:
+        raise UserError(f"--subset must be from 64 to 1,000,000 (got {args.subset:,})")
+    train_for(args.target or args.pair or DEFAULT_PAIR, runtime=args.runtime, tokens=args.tokens,
+              minutes=args.minutes, subset=args.subset, window=args.window, seed=args.seed)
+    return 0
+
+
+def train_for(spec, *, runtime: str = "auto", tokens: int = 40_000, minutes: float = 20.0, subset: int = 8192,
+              window: int = 512, seed: int = 0):
+    """Train the head of `spec`'s target and store it where the head drafter finds it."""
+    from specviz.drafters.head import head_path, target_label
+    from specviz.drafters.head_model import save
+    from specviz.engine.runtime_choice import choose
+    from specviz.lm import load_pair
+    from specviz.training import corpus, states, train
+    from specviz.training.tables import target_tables
+
     start = time.perf_counter()
+    runtime = choose(spec, runtime).runtime
     pair = load_pair(spec, with_draft=False, runtime=runtime, progress=_say)
-    files = corpus.source_files(args.seed)
-    where = "Python source of the installed packages (standard library and site-packages, not specviz)"
-    _say(0.0, f"{len(files):,} source files; the target ({runtime}) reads up to {args.tokens:,} tokens of them")
-    budget_s = args.minutes * 60
-    got = states.collect(pair, corpus.windows(files, pair.tokenizer, args.window), args.tokens, _say,
+    files = corpus.source_files(seed)
+    _say(0.0, f"{len(files):,} source files; the target ({runtime}) reads up to {tokens:,} tokens of them")
+    budget_s = minutes * 60
+    got = states.collect(pair, corpus.windows(files, pair.tokenizer, window), tokens, _say,
                          deadline=start + READ_SHARE * budget_s)
-    plan = train.Plan(subset=args.subset, seconds=max(10.0, budget_s - (time.perf_counter() - start)), seed=args.seed)
+    plan = train.Plan(subset=subset, seconds=max(10.0, budget_s - (time.perf_counter() - start)), seed=seed)
     head, info = train.train_head(got, target_tables(pair), plan, label=target_label(pair), runtime=runtime,
-                                  corpus=where, progress=_say)
+                                  corpus=corpus.DESCRIPTION, progress=_say)
     path = head_path(target_label(pair))
     save(head, info, path)
     print(f"head for {info.target}: {path}")
@@ -67,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"held-out greedy acceptance by draft position: {', '.join(f'{a:.2f}' for a in info.acceptance)} "
           f"({info.held_out_tokens:,} positions; the subset of {info.subset:,} tokens holds "
           f"{info.subset_coverage:.1%} of the target's choices)")
-    return 0
+    return head, info
 
 
 _said = [-1]

@@ -12,6 +12,7 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
+DESCRIPTION = "Python source of the installed packages (standard library and site-packages, not specviz)"
 # Files larger than this are mostly data (tables, generated code): skipped.
 MAX_FILE_BYTES = 200_000
 MIN_FILE_BYTES = 500
