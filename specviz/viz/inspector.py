@@ -249,23 +249,12 @@ def position_bars_figure(event: RoundEvent, position: int, top_n: int = 10, titl
     if not shown:
         return empty_figure("No candidates recorded at this position", title)
     x = list(range(len(shown)))
-    labels = []
-    for t in shown:
-        mark = ("\u25b2" if drafted is not None and t.id == drafted.id else "") + (
-            "\u2605" if emitted_here and t.id == e.id else ""
-        )
-        labels.append(f"<b>{label_html(t.text)} {mark}</b>" if mark else label_html(t.text))
-    p = [t.p for t in shown]
-    q = [t.q for t in shown]
-    overlap = [min(a, b) for a, b in zip(p, q)]
-    names = [label_html(t.text, limit=40) for t in shown]
+    labels = _marked_labels(shown, drafted, e if emitted_here else None)
     title = title or (
         f"Round {event.index}, bonus position {position}: drawn from p"
         if bonus
         else f"Round {event.index}, position {position}: overlap \u03b2 = {info.overlap:.2f}"
     )
-    hover = "%{customdata}: %{y:.3f}<extra>%{fullData.name}</extra>"
-
     rest = 1 - info.overlap
     with_residual = not bonus and rest > 1e-9
     fig = make_subplots(
@@ -275,25 +264,7 @@ def position_bars_figure(event: RoundEvent, position: int, top_n: int = 10, titl
         row_heights=[0.65, 0.35] if with_residual else None,
         vertical_spacing=0.08,
     )
-    fig.add_bar(x=x, y=p, name="p (target)", marker_color=TARGET, customdata=names, hovertemplate=hover, row=1, col=1)
-    if not bonus:
-        fig.add_bar(x=x, y=q, name="q (draft)", marker_color=DRAFT, customdata=names, hovertemplate=hover, row=1, col=1)
-        fig.add_bar(
-            x=x, y=overlap, name="min(p, q)", marker_color=OVERLAP, customdata=names, hovertemplate=hover, row=1, col=1
-        )
-    if with_residual:
-        residual = [max(0.0, a - b) / rest for a, b in zip(p, q)]
-        fig.add_bar(
-            x=x,
-            y=residual,
-            name="residual (normalised)",
-            marker_color=RESIDUAL,
-            customdata=names,
-            hovertemplate=hover,
-            row=2,
-            col=1,
-        )
-        fig.update_yaxes(title_text="residual", rangemode="tozero", row=2, col=1)
+    _add_position_bars(fig, shown, bonus, rest if with_residual else None)
     fig.update_yaxes(title_text="probability", rangemode="tozero", row=1, col=1)
     fig.update_xaxes(
         tickmode="array",
@@ -304,3 +275,34 @@ def position_bars_figure(event: RoundEvent, position: int, top_n: int = 10, titl
     )
     fig.update_layout(barmode="group")
     return style_figure(fig, title, height=420 if with_residual else 320)
+
+
+def _marked_labels(shown: list, drafted, emitted) -> list[str]:
+    """Tick labels for the shown tokens: the drafted one marked \u25b2 and the emitted one
+    \u2605 (None where the target emitted nothing here), in bold."""
+    labels = []
+    for t in shown:
+        mark = ("\u25b2" if drafted is not None and t.id == drafted.id else "") + (
+            "\u2605" if emitted is not None and t.id == emitted.id else ""
+        )
+        labels.append(f"<b>{label_html(t.text)} {mark}</b>" if mark else label_html(t.text))
+    return labels
+
+
+def _add_position_bars(fig: go.Figure, shown: list, bonus: bool, rest: float | None) -> None:
+    """p over the shown tokens; beside it q and min(p, q) unless this is the bonus position;
+    below, where `rest` (1 - overlap) is given, the residual a replacement is drawn from."""
+    x = list(range(len(shown)))
+    p = [t.p for t in shown]
+    q = [t.q for t in shown]
+    names = [label_html(t.text, limit=40) for t in shown]
+    bar = {"x": x, "customdata": names, "hovertemplate": "%{customdata}: %{y:.3f}<extra>%{fullData.name}</extra>"}
+    fig.add_bar(y=p, name="p (target)", marker_color=TARGET, row=1, col=1, **bar)
+    if not bonus:
+        fig.add_bar(y=q, name="q (draft)", marker_color=DRAFT, row=1, col=1, **bar)
+        overlap = [min(a, b) for a, b in zip(p, q)]
+        fig.add_bar(y=overlap, name="min(p, q)", marker_color=OVERLAP, row=1, col=1, **bar)
+    if rest is not None:
+        residual = [max(0.0, a - b) / rest for a, b in zip(p, q)]
+        fig.add_bar(y=residual, name="residual (normalised)", marker_color=RESIDUAL, row=2, col=1, **bar)
+        fig.update_yaxes(title_text="residual", rangemode="tozero", row=2, col=1)
