@@ -68,18 +68,11 @@ def predict(
     stats = live_stats(rounds)
     alpha = summary.mean_overlap if summary.mean_overlap > 0 else stats.mean_overlap
     alpha = float(np.clip(alpha, 0.0, 1.0))
-    # k and V from the rounds that drafted: a round of none (the first token, which the
-    # prompt's prefill gives, or one where no draft paid) verifies no draft.
-    drafting = [r for r in rounds if r.drafted] or rounds
-    if k is None:
-        k = max(1, round(float(np.mean([r.k for r in drafting])))) if drafting else 1
-    verify = float(np.mean([r.verify_ms for r in drafting])) if drafting else summary.target_ms
-    if summary.plain_ms_per_token > 0:
-        t, source = summary.plain_ms_per_token, "one-token pass measured at load"
-    elif plain is not None and plain.target_ms > 0:
-        t, source = plain.target_ms, "the plain run's mean pass"
-    else:
+    k, v = _k_and_verify(rounds, k, summary, verify_cost)
+    known = _one_token_pass(summary, plain)
+    if known is None:
         return None
+    t, source = known
     drafted = sum(len(r.drafted) for r in rounds)
     d = summary.draft_ms if summary.draft_ms > 0 else (stats.draft_ms / drafted if drafted else 0.0)
     tpr = float(theory.tokens_per_round(alpha, k))
@@ -89,9 +82,6 @@ def predict(
     plain_run = (
         tokens_per_s / plain.tokens_per_s if plain is not None and plain.tokens_per_s > 0 and tokens_per_s > 0 else None
     )
-    v = verify
-    if verify_cost:
-        v = _cost_at(verify_cost, k + 1)
     bk, bs = theory.best_k(alpha, t, d, k_max=MAX_K)
     wall_ms = (summary.wall_s or stats.elapsed_s) * 1000
     model_ms = stats.draft_ms + stats.verify_ms
@@ -115,6 +105,30 @@ def predict(
         break_even_alpha=float(theory.break_even_alpha(k, t, d)),
         overhead_share=max(0.0, 1 - model_ms / wall_ms) if wall_ms > 0 else 0.0,
     )
+
+
+def _k_and_verify(
+    rounds: list[RoundEvent], k: int | None, summary: RunSummary, verify_cost: Mapping[int, float] | None
+) -> tuple[int, float]:
+    """The run's k (given, else the mean drafted per round, rounded) and V, its verify pass
+    over k+1 tokens: from the cost model where the trace has one, else the run's mean."""
+    # From the rounds that drafted: a round of none (the first token, which the prompt's
+    # prefill gives, or one where no draft paid) verifies no draft.
+    drafting = [r for r in rounds if r.drafted] or rounds
+    if k is None:
+        k = max(1, round(float(np.mean([r.k for r in drafting])))) if drafting else 1
+    if verify_cost:
+        return k, _cost_at(verify_cost, k + 1)
+    return k, float(np.mean([r.verify_ms for r in drafting])) if drafting else summary.target_ms
+
+
+def _one_token_pass(summary: RunSummary, plain: RunSummary | None) -> tuple[float, str] | None:
+    """T and where it came from: the pass measured at load, else a plain run's mean pass."""
+    if summary.plain_ms_per_token > 0:
+        return summary.plain_ms_per_token, "one-token pass measured at load"
+    if plain is not None and plain.target_ms > 0:
+        return plain.target_ms, "the plain run's mean pass"
+    return None
 
 
 def _cost_at(verify_cost: Mapping[int, float], n: int) -> float:
