@@ -83,14 +83,7 @@ def tokens_per_round_figure(
             label="this run",
         )
     if run_k is not None and measured_tokens_per_round is not None:
-        fig.add_scatter(
-            x=[run_k],
-            y=[measured_tokens_per_round],
-            name="measured",
-            mode="markers",
-            marker={"color": REJECTED, "size": 12, "symbol": "x"},
-            hovertemplate="measured at k = %{x}: %{y:.2f} tokens<extra></extra>",
-        )
+        _measured_mark(fig, run_k, measured_tokens_per_round, " tokens")
     fig.update_layout(
         xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "tokens per round", "rangemode": "tozero"}
     )
@@ -137,29 +130,41 @@ def speedup_vs_k_figure(
         hovertemplate="%{customdata}: best k = %{x} (%{y:.2f}\u00d7)<extra></extra>",
     )
     if run_alpha is not None and verify_ms is not None:
-        kc = ks[ks + 1 <= len(verify_ms)]
-        fig.add_scatter(
-            x=kc,
-            y=theory.speedup_with_cost(run_alpha, kc, list(verify_ms), draft_ms, target_ms),
-            name="this run, measured verify cost",
-            mode="lines",
-            line={"color": NEUTRAL, "width": 2.5, "dash": "dash"},
-            hovertemplate="measured cost, k = %{x}: %{y:.2f}\u00d7<extra></extra>",
-        )
+        _measured_cost_curve(fig, ks, run_alpha, verify_ms, target_ms, draft_ms)
     if run_k is not None and measured_speedup is not None:
-        fig.add_scatter(
-            x=[run_k],
-            y=[measured_speedup],
-            name="measured",
-            mode="markers",
-            marker={"color": REJECTED, "size": 12, "symbol": "x"},
-            hovertemplate="measured at k = %{x}: %{y:.2f}\u00d7<extra></extra>",
-        )
+        _measured_mark(fig, run_k, measured_speedup, "\u00d7")
     fig.add_hline(y=1, line={"color": NEUTRAL, "width": 1, "dash": "dot"})
     fig.update_layout(
         xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "\u00d7 plain decoding", "rangemode": "tozero"}
     )
     return style_figure(fig, title).update_layout(margin_r=72)  # room for the curve labels
+
+
+def _measured_cost_curve(
+    fig: go.Figure, ks: np.ndarray, run_alpha: float, verify_ms: Sequence[float], target_ms: float, draft_ms: float
+) -> None:
+    """The run's curve with the measured cost of each verify pass, dashed, as far as it was measured."""
+    kc = ks[ks + 1 <= len(verify_ms)]
+    fig.add_scatter(
+        x=kc,
+        y=theory.speedup_with_cost(run_alpha, kc, list(verify_ms), draft_ms, target_ms),
+        name="this run, measured verify cost",
+        mode="lines",
+        line={"color": NEUTRAL, "width": 2.5, "dash": "dash"},
+        hovertemplate="measured cost, k = %{x}: %{y:.2f}\u00d7<extra></extra>",
+    )
+
+
+def _measured_mark(fig: go.Figure, run_k: int, measured: float, unit: str) -> None:
+    """The run itself: what it measured at its k."""
+    fig.add_scatter(
+        x=[run_k],
+        y=[measured],
+        name="measured",
+        mode="markers",
+        marker={"color": REJECTED, "size": 12, "symbol": "x"},
+        hovertemplate=f"measured at k = %{{x}}: %{{y:.2f}}{unit}<extra></extra>",
+    )
 
 
 def speedup_heatmap_figure(
