@@ -22,6 +22,30 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
         return empty_figure("No rounds yet", title)
     x = [r.index for r in rounds]
     fig = go.Figure()
+    _add_time_bars(fig, rounds)
+    _add_token_lines(fig, rounds)
+    top = max(max(r.gained for r in rounds), max(r.k for r in rounds) + 1)
+    fig.update_layout(
+        barmode="stack",
+        legend={"traceorder": "normal"},
+        xaxis={"title": "round", "tick0": 0, "dtick": whole_dtick(max(x) - min(x) + 1)},
+        yaxis={"title": "ms", "rangemode": "tozero"},
+        yaxis2={
+            "title": "tokens",
+            "overlaying": "y",
+            "side": "right",
+            "showgrid": False,
+            "range": [0, top + 0.5],
+            "tick0": 0,
+            "dtick": whole_dtick(top, 5),
+        },
+    )
+    return style_figure(fig, title)
+
+
+def _add_time_bars(fig: go.Figure, rounds: list[RoundEvent]) -> None:
+    """Each round's draft ms and verify ms, stacked."""
+    x = [r.index for r in rounds]
     fig.add_bar(
         x=x,
         y=[r.draft_ms for r in rounds],
@@ -37,6 +61,12 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
         marker_color=TARGET,
         hovertemplate="round %{x}: verify %{y:.0f} ms<extra></extra>",
     )
+
+
+def _add_token_lines(fig: go.Figure, rounds: list[RoundEvent]) -> None:
+    """On the second axis: the tokens each round gained (blue after a bonus, amber after a
+    replacement) and the k it drafted."""
+    x = [r.index for r in rounds]
     gained = [r.gained for r in rounds]
     bonus = [r.emitted is not None and r.emitted.kind == "bonus" for r in rounds]
     fig.add_scatter(
@@ -63,20 +93,3 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
         line={"color": DRAFT, "width": 1.5, "dash": "dot", "shape": "hvh"},
         hovertemplate="round %{x}: drafted k = %{y}<extra></extra>",
     )
-    top = max(max(gained), max(r.k for r in rounds) + 1)
-    fig.update_layout(
-        barmode="stack",
-        legend={"traceorder": "normal"},
-        xaxis={"title": "round", "tick0": 0, "dtick": whole_dtick(max(x) - min(x) + 1)},
-        yaxis={"title": "ms", "rangemode": "tozero"},
-        yaxis2={
-            "title": "tokens",
-            "overlaying": "y",
-            "side": "right",
-            "showgrid": False,
-            "range": [0, top + 0.5],
-            "tick0": 0,
-            "dtick": whole_dtick(top, 5),
-        },
-    )
-    return style_figure(fig, title)
