@@ -20,7 +20,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.events import RoundEvent
+from specviz.events import EmittedToken, RoundEvent
 from specviz.viz.palette import ACCEPTED, BONUS, GRID, NEUTRAL, REJECTED, RESAMPLED, TARGET, empty_figure, style_figure
 from specviz.viz.text import esc, plotly_text, quoted, token_inner_html, visible_text
 from specviz.viz.tokens import fmt_prob, round_is_greedy
@@ -139,35 +139,10 @@ def tree_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
 
     fig = go.Figure()
     _edges(fig, parents, on_path, depth, slot, last if e is not None else None)
-    fig.add_scatter(
-        x=[0],
-        y=[slot[-1]],
-        mode="markers+text",
-        name="root (the last output token)",
-        text=[ROOT_LABEL],
-        textposition="middle left",
-        marker={"symbol": "square", "size": 12, "color": NEUTRAL},
-        hovertemplate="the root: the last token of the output so far<extra></extra>",
-        showlegend=False,
-    )
+    _root(fig, slot[-1])
     _nodes(fig, nodes, depth, slot, greedy)
     if e is not None:
-        kind = "bonus" if e.kind == "bonus" else "replacement"
-        fig.add_scatter(
-            x=[depth[len(nodes)]],
-            y=[slot[len(nodes)]],
-            mode="markers+text",
-            name=f"emitted ({kind})",
-            text=[_label(e.text, 10)],
-            textposition="top center",
-            textfont=MONO,
-            marker={"symbol": "star", "size": 18, "color": BONUS if e.kind == "bonus" else RESAMPLED},
-            customdata=[
-                f"emitted by the target after the path: {plotly_text(quoted(e.text))} (id {e.id})<br>"
-                f"{kind}, p = {fmt_prob(e.p)}"
-            ],
-            hovertemplate="%{customdata}<extra></extra>",
-        )
+        _emitted(fig, e, depth[len(nodes)], slot[len(nodes)])
     chosen = list(path) + ([len(nodes)] if e is not None else [])
     if chosen:
         fig.add_scatter(
@@ -189,6 +164,41 @@ def tree_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
     )
     fig.update_yaxes(visible=False, range=[leaves - 0.4, -0.8])  # reversed: the first leaf on top
     return style_figure(fig, title, height=max(260, 120 + 34 * leaves))
+
+
+def _root(fig: go.Figure, slot: int) -> None:
+    """The root, the last output token, at depth 0."""
+    fig.add_scatter(
+        x=[0],
+        y=[slot],
+        mode="markers+text",
+        name="root (the last output token)",
+        text=[ROOT_LABEL],
+        textposition="middle left",
+        marker={"symbol": "square", "size": 12, "color": NEUTRAL},
+        hovertemplate="the root: the last token of the output so far<extra></extra>",
+        showlegend=False,
+    )
+
+
+def _emitted(fig: go.Figure, e: EmittedToken, depth: int, slot: int) -> None:
+    """The token the target emitted below the path: a star, blue for a bonus, amber for a replacement."""
+    kind = "bonus" if e.kind == "bonus" else "replacement"
+    fig.add_scatter(
+        x=[depth],
+        y=[slot],
+        mode="markers+text",
+        name=f"emitted ({kind})",
+        text=[_label(e.text, 10)],
+        textposition="top center",
+        textfont=MONO,
+        marker={"symbol": "star", "size": 18, "color": BONUS if e.kind == "bonus" else RESAMPLED},
+        customdata=[
+            f"emitted by the target after the path: {plotly_text(quoted(e.text))} (id {e.id})<br>"
+            f"{kind}, p = {fmt_prob(e.p)}"
+        ],
+        hovertemplate="%{customdata}<extra></extra>",
+    )
 
 
 MONO = {"family": "ui-monospace, Menlo, Consolas, monospace", "size": 12}
