@@ -17,6 +17,9 @@ from specviz.lm.runtime import open_lm
 
 # Tokens one pass reads (a window goes in pieces of this size, the cache carrying on).
 PIECE = 256
+# The target's likeliest next tokens kept per position, with their probabilities: what the
+# head's distribution is taught (the rest of the vocabulary holds little of the mass).
+TEACHER_TOP = 16
 
 
 @dataclass
@@ -24,6 +27,8 @@ class States:
     features: torch.Tensor  # (N, H) float16
     tokens: torch.Tensor  # (N,) the token at each position
     argmax: torch.Tensor  # (N,) the target's greedy choice after each position
+    top_ids: torch.Tensor  # (N, TEACHER_TOP) its likeliest next tokens, likeliest first
+    top_p: torch.Tensor  # (N, TEACHER_TOP) float16, their probabilities
     window: torch.Tensor  # (N,) which window each position belongs to
     files: list[str]  # one per window
 
@@ -36,7 +41,7 @@ def collect(pair, windows, budget: int, progress=None, deadline: float | None = 
     `deadline`, a perf_counter time) are read."""
     lm = open_lm(pair.target, pair.device)
     lm.keep_features()
-    feats, toks, best, which, files = [], [], [], [], []
+    feats, toks, best, which, files, top_ids, top_p = [], [], [], [], [], [], []
     read = 0
     for name, ids in windows:
         if read >= budget or (deadline is not None and time.perf_counter() > deadline):
@@ -46,7 +51,10 @@ def collect(pair, windows, budget: int, progress=None, deadline: float | None = 
         for lo in range(0, len(ids), PIECE):
             piece = torch.tensor(ids[lo: lo + PIECE], dtype=torch.long, device=pair.device)
             logits = lm.feed(piece, keep=0)[:, : pair.vocab_size].float()
-            best.append(rows.argmax(logits.cpu()))
+            p, ids_top = rows.top(logits.cpu().softmax(-1), TEACHER_TOP)
+            best.append(ids_top[:, 0])
+            top_ids.append(ids_top.int())
+            top_p.append(p.half())
             feats.append(lm.features.to("cpu", torch.float16))
         toks.append(torch.tensor(ids))
         which.append(torch.full((len(ids),), len(files)))
@@ -57,4 +65,5 @@ def collect(pair, windows, budget: int, progress=None, deadline: float | None = 
     close = getattr(lm, "close", None)
     if close is not None:
         close()
-    return States(torch.cat(feats), torch.cat(toks), torch.cat(best), torch.cat(which), files)
+    return States(torch.cat(feats), torch.cat(toks), torch.cat(best), torch.cat(top_ids).long(), torch.cat(top_p),
+                  torch.cat(which), files)

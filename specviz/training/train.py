@@ -76,10 +76,7 @@ def fit(head: DraftHead, states: States, train: torch.Tensor, plan: Plan, progre
         state = f0
         for j in (1, 2):
             state = head.step(state, states.tokens[t + j])
-            truth = feats[t + j].float()
-            with torch.no_grad():
-                teacher = head.read(truth).softmax(-1)
-            loss = loss + F.cross_entropy(head.read(state), teacher) + STATE_WEIGHT * F.smooth_l1_loss(state, truth)
+            loss = loss + distilled(head, state, states, t + j) + STATE_WEIGHT * F.smooth_l1_loss(state, feats[t + j].float())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -87,6 +84,16 @@ def fit(head: DraftHead, states: States, train: torch.Tensor, plan: Plan, progre
         if progress is not None and step % 20 == 0:
             progress(frac, f"training step {step:,}: loss {float(loss):.3f}")
     return step
+
+
+def distilled(head: DraftHead, state: torch.Tensor, states: States, at: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy from the target's next-token distribution at positions `at` (its likeliest
+    tokens that the subset holds) to the head's, read out from its guessed `state`."""
+    logq = head.read(state).log_softmax(-1)
+    slots = head.slot[states.top_ids[at]]  # (B, K); the subset's size where outside it
+    inside = slots < logq.shape[1]
+    picked = logq.gather(1, slots.clamp(max=logq.shape[1] - 1))
+    return -(states.top_p[at].float() * inside * picked).sum(1).mean()
 
 
 @torch.inference_mode()
