@@ -141,9 +141,10 @@ def _tree_shape(tree: list[TreeNode]) -> list[TreeNode]:
 
 @dataclass
 class CandidateSource:
-    """Where a draft-free round's candidates came from, for the Round inspector."""
+    """Where a draft-free round's candidates came from (or that a draft head proposed them), for
+    the Round inspector."""
 
-    method: Short  # the drafter: choices.SUFFIX or LOOKAHEAD
+    method: Short  # the drafter: choices.SUFFIX, LOOKAHEAD or HEAD
     # suffix: the context's last tokens that matched earlier text, how many times they occur
     # there, and per tree node how many of those occurrences continued through it.
     matched: Shorts = field(default_factory=list)

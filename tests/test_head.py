@@ -178,3 +178,17 @@ def test_sampled_output_is_distributed_as_the_targets(wrong_q):
     want = torch.stack([target_p(()) [a] * target_p((a,)) for a in range(V)]).flatten()
     ok, why = frequencies_match(counts, want, N_RUNS)
     assert ok != wrong_q, why
+
+
+def test_the_inspector_tells_a_head_round_with_its_q(trained):
+    from specviz import viz
+    from specviz.viz.source import source_html
+
+    pair = trained[0]
+    trace = engine.run(pair, PROMPT, GenerationSettings(drafter="head", policy="fixed", k=3, max_new_tokens=12,
+                                                        temperature=0.8, raw=True))
+    event = next(e for e in trace.events if e.type == "round" and e.drafted)
+    story = " ".join(viz.round_story(event))
+    assert "the draft head, from the target's own state proposed" in story and "the head gave q =" in story
+    panel = source_html(event)
+    assert "nothing to catch up" in panel and f"q = {event.drafted[0].q:.2f}" in panel

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.choices import HEAD
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 from specviz.drafters.head_model import DraftHead, HeadInfo, load
 from specviz.errors import UserError
@@ -125,7 +126,8 @@ class HeadDrafter(ChainDrafting):
                 break
         device = context.device
         return Proposal(tokens=torch.stack(tokens).to(device), q=torch.stack(dists).to(device) if dists else None,
-                        ms=(time.perf_counter() - start) * 1000, passes=len(tokens), confidence=confidence)
+                        ms=(time.perf_counter() - start) * 1000, passes=len(tokens), confidence=confidence,
+                        source={"method": HEAD})
 
     def accepted(self, n: int) -> None:
         self._verified_state(n)  # the verify pass's row after the last accepted token

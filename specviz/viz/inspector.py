@@ -15,10 +15,11 @@ from specviz.events import RoundEvent
 from specviz.viz.palette import DRAFT, OVERLAP, RESIDUAL, TARGET, empty_figure, style_figure
 from specviz.viz.text import EMPTY_MARK, esc, label_html, quoted, visible_text
 from specviz.viz.tokens import fmt_prob, fmt_ratio, ratio, round_is_greedy
-from specviz.choices import LOOKAHEAD, SUFFIX
+from specviz.choices import HEAD, LOOKAHEAD, SUFFIX
 
-# Who proposed a round's tokens, by the draft-free method that did (the draft model otherwise).
-PROPOSERS = {SUFFIX: "suffix decoding's speculation tree", LOOKAHEAD: "lookahead's n-grams"}
+# Who proposed a round's tokens, by the method that did (the draft model otherwise).
+PROPOSERS = {SUFFIX: "suffix decoding's speculation tree", LOOKAHEAD: "lookahead's n-grams",
+             HEAD: "the draft head, from the target's own state"}
 NEAR_TIE_LOGITS = 0.5  # a top-2 logit gap this small can flip between a 1-token and a k-token pass
 
 
@@ -138,8 +139,11 @@ def _judgement(event: RoundEvent, i: int, d, f: _Plain, greedy: bool) -> str:
 
 
 def _proposer(event: RoundEvent) -> str:
-    """Who proposed the round's tokens, after the first sentence has named it: the draft model,
-    or a draft-free method's proposal (its tokens certain: q = 1)."""
+    """Who proposed the round's tokens, after the first sentence has named it: the draft model
+    or the draft head (each with its own q), or a draft-free method's proposal (its tokens
+    certain: q = 1)."""
+    if event.source is not None and event.source.method == HEAD:
+        return "the head"
     return "the draft" if event.source is None else "the proposal"
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from specviz.events import CandidateSource, RoundEvent
 from specviz.viz.text import esc, token_inner_html
-from specviz.choices import SUFFIX
+from specviz.viz.tokens import round_is_greedy
+from specviz.choices import HEAD, SUFFIX
 
 DECISION_WORDS = {"accepted": "accepted", "rejected": "rejected", "unchecked": "not checked"}
 
@@ -31,7 +32,7 @@ def source_html(event: RoundEvent) -> str:
     src = event.source
     if src is None:
         return f'<p class="sv-muted">Round {event.index} was not drafted by a draft-free tree method.</p>'
-    body = _suffix(event, src) if src.method == SUFFIX else _lookahead(event, src)
+    body = _suffix(event, src) if src.method == SUFFIX else _head(event) if src.method == HEAD else _lookahead(event, src)
     note = f'<p class="sv-muted">{esc(src.note)}</p>' if src.note else ""
     return f'<div class="specviz-text sv-source" data-method="{esc(src.method)}">{body}{note}</div>'
 
@@ -85,6 +86,23 @@ def _suffix(event: RoundEvent, src: CandidateSource) -> str:
         else ""
     )
     return head + _nodes(event, label) + taken
+
+
+def _head(event: RoundEvent) -> str:
+    """A head round: where its state came from, and each drafted token with its q."""
+    start = (
+        f"<p>Round {event.index}: the draft head started from the target's own hidden state at the last accepted "
+        "position (the previous verify pass computed it) and the token the target chose there, guessed the "
+        "target's next state, read out q over its vocabulary (q = 0 outside it), drew a token, and went on from "
+        "its own guess. It keeps no cache: unlike a draft model, it has nothing to catch up before drafting.</p>"
+    )
+
+    greedy = round_is_greedy(event)
+
+    def label(i: int) -> str:  # greedy drafts the head's top choice: no q to show
+        return f"q = {event.drafted[i].q:.2f}" if i < len(event.drafted) and not greedy else ""
+
+    return start + _nodes(event, label)
 
 
 def _lookahead(event: RoundEvent, src: CandidateSource) -> str:
