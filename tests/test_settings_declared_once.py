@@ -15,8 +15,8 @@ import pytest
 from specviz.settings import DEFAULTS, SPECS, SettingsError, from_request
 
 ROOT = Path(__file__).resolve().parent.parent
-# The last field's declaration, after which the toy field goes (a new field goes last).
-LAST = '"Lookahead: n-grams verified G", span=(1, 16))\n'
+# The toy field goes after the last field, before the class's first method (a new field goes last).
+LAST = "\n\n    def __post_init__(self) -> None:\n"
 TOY = '    toy_level: int = setting(3, "a toy setting, added for a test", "Toy level", span=(1, 9))\n'
 
 PROBE = r"""
@@ -61,7 +61,7 @@ def test_a_toy_setting_added_in_settings_py_alone_reaches_the_cli_the_api_and_th
     settings = tmp_path / "specviz" / "settings.py"
     source = settings.read_text(encoding="utf-8")
     assert source.count(LAST) == 1
-    settings.write_text(source.replace(LAST, LAST + TOY), encoding="utf-8")
+    settings.write_text(source.replace(LAST, "\n" + TOY + LAST), encoding="utf-8")
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(Path.home()),
