@@ -18,8 +18,11 @@ from specviz.viz.tokens import fmt_prob, fmt_ratio, ratio, round_is_greedy
 from specviz.choices import HEAD, LOOKAHEAD, SUFFIX
 
 # Who proposed a round's tokens, by the method that did (the draft model otherwise).
-PROPOSERS = {SUFFIX: "suffix decoding's speculation tree", LOOKAHEAD: "lookahead's n-grams",
-             HEAD: "the draft head, from the target's own state"}
+PROPOSERS = {
+    SUFFIX: "suffix decoding's speculation tree",
+    LOOKAHEAD: "lookahead's n-grams",
+    HEAD: "the draft head, from the target's own state",
+}
 NEAR_TIE_LOGITS = 0.5  # a top-2 logit gap this small can flip between a 1-token and a k-token pass
 
 

@@ -32,7 +32,9 @@ def source_html(event: RoundEvent) -> str:
     src = event.source
     if src is None:
         return f'<p class="sv-muted">Round {event.index} was not drafted by a draft-free tree method.</p>'
-    body = _suffix(event, src) if src.method == SUFFIX else _head(event) if src.method == HEAD else _lookahead(event, src)
+    body = (
+        _suffix(event, src) if src.method == SUFFIX else _head(event) if src.method == HEAD else _lookahead(event, src)
+    )
     note = f'<p class="sv-muted">{esc(src.note)}</p>' if src.note else ""
     return f'<div class="specviz-text sv-source" data-method="{esc(src.method)}">{body}{note}</div>'
 
