@@ -56,8 +56,8 @@ def trained(cache):
     pair = tiny_pair(None)
     got = states.collect(pair, iter(windows(pair.tokenizer)), 3000)
     plan = train.Plan(subset=300, steps=400, seconds=120, batch=64)
-    head, info = train.train_head(got, target_tables(pair), plan, label=headmod.target_label(pair), runtime="torch",
-                                  corpus="tiny corpus")
+    head, info = train.train_head({"source": got}, target_tables(pair), plan, label=headmod.target_label(pair),
+                                  runtime="torch", corpus="tiny corpus")
     save(head, info, headmod.head_path(headmod.target_label(pair)))
     return pair, got, head, info
 
@@ -78,12 +78,30 @@ def test_training_learns_and_the_file_says_how_it_was_trained(trained, cache):
     untrained = DraftHead(head.subset, head.embed[:-1], head.readout, head.vocab_size, info.inner)
     _, held = train.split(got)
     before, _ = train.held_out_acceptance(untrained.eval(), got, held)
-    assert info.acceptance[0] > before[0] + 0.1  # learnt well beyond a random layer
+    assert info.acceptance["source"][0] > before[0] + 0.1  # learnt well beyond a random layer
     assert info.train_tokens > 0 and info.held_out_tokens > 0 and info.steps == 400
     again, info_again = load(headmod.head_path(headmod.target_label(pair)))
     assert info_again == info
     for name, value in head.state_dict().items():
         assert torch.equal(again.state_dict()[name], value)
+
+
+def test_answers_are_the_targets_own_greedy_text_with_its_states(trained):
+    pair = trained[0]
+    got = states.answer(pair, iter(["Write a function `add(a, b)`: adds two numbers", CORPUS[2]]), 40)
+    assert 2 <= len(got) <= 40 and got.files[0].startswith("Write a function")
+    same = got.window[1:] == got.window[:-1]
+    assert torch.equal(got.argmax[:-1][same], got.tokens[1:][same])  # each token is the target's choice before it
+    torch.testing.assert_close(got.top_p.float().sum(1), torch.ones(len(got)), atol=0.35, rtol=0)  # top-16 of 384
+
+
+def test_requests_come_from_documented_public_functions(tmp_path):
+    from specviz.training.corpus import requests
+
+    (tmp_path / "m.py").write_text('def area(w, h):\n    """The area of a w by h rectangle."""\n    return w * h\n\n'
+                                   'def _hidden():\n    """Not asked about, being private."""\n\n'
+                                   'def short():\n    """Too short"""\n')
+    assert list(requests([tmp_path / "m.py"])) == ["Write a Python function `area(w, h)`: The area of a w by h rectangle."]
 
 
 def test_a_target_without_a_trained_head_is_told_how_to_train_one(cache):

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-FORMAT = 1  # bumped when the file's tensors change meaning
+FORMAT = 2  # bumped when the file's tensors change meaning
 
 
 class RMSNorm(nn.Module):
@@ -34,7 +34,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        return F.rms_norm(x, (x.shape[-1],), self.weight.to(x.dtype), self.eps)
 
 
 class DraftHead(nn.Module):
@@ -106,10 +106,14 @@ class HeadInfo:
     steps: int
     seconds: float
     runtime: str  # the runtime whose states it was trained on
-    # Held-out greedy acceptance by draft position (1, 2, ...): the head's argmax equals the
-    # target's, each position given the earlier ones were.
-    acceptance: list[float] = field(default_factory=list)
-    subset_coverage: float = 0.0  # share of the target's held-out argmax tokens inside the subset
+    # Per part of the data ("source": the packages' own text, "answers": the target's own
+    # answers to requests made from it), held-out greedy acceptance by draft position (1, 2,
+    # ...): the head's argmax equals the target's, each position given the earlier ones were.
+    acceptance: dict[str, list[float]] = field(default_factory=dict)
+    # Per part, the share of the target's held-out choices inside the subset.
+    subset_coverage: dict[str, float] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)  # positions per part
+    precision: str = "fp32"  # of the training's matrix products
     format: int = FORMAT
 
 

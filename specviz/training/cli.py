@@ -12,8 +12,10 @@ import argparse
 import sys
 import time
 
-# Share of the time budget the target spends reading text; training gets the rest.
-READ_SHARE = 0.4
+# Shares of the time budget: the target reading source, then answering requests made from
+# it (a decoding token costs several read ones); training gets the rest.
+READ_SHARE = 0.35
+ANSWER_SHARE = 0.25
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,8 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", help="the preset whose target gets a head (default qwen-coder)")
     parser.add_argument("--target", metavar="SRC", help="or a target model: Hub id, local folder or GGUF file")
     add_runtime(parser)
-    parser.add_argument("--tokens", type=int, default=40_000, help="tokens of text the target reads (default %(default)s)")
-    parser.add_argument("--minutes", type=float, default=20.0,
+    parser.add_argument("--tokens", type=int, default=60_000, help="tokens of source the target reads (default %(default)s)")
+    parser.add_argument("--answer-tokens", type=int, default=12_000,
+                        help="tokens the target writes answering requests made from the source (default %(default)s)")
+    parser.add_argument("--minutes", type=float, default=30.0,
                         help="time for reading and training together, at most (default %(default)s)")
     parser.add_argument("--subset", type=int, default=Plan.subset,
                         help="vocabulary the head reads out, most frequent first (default %(default)s)")
@@ -39,17 +43,19 @@ def run(args: argparse.Namespace) -> int:
 
     if not 1_000 <= args.tokens <= 2_000_000:
         raise UserError(f"--tokens must be from 1,000 to 2,000,000 (got {args.tokens:,})")
+    if not 0 <= args.answer_tokens <= 500_000:
+        raise UserError(f"--answer-tokens must be from 0 to 500,000 (got {args.answer_tokens:,})")
     if not 0.5 <= args.minutes <= 600:
         raise UserError(f"--minutes must be from 0.5 to 600 (got {args.minutes})")
     if not 64 <= args.subset <= 1_000_000:
         raise UserError(f"--subset must be from 64 to 1,000,000 (got {args.subset:,})")
     train_for(args.target or args.pair or DEFAULT_PAIR, runtime=args.runtime, tokens=args.tokens,
-              minutes=args.minutes, subset=args.subset, window=args.window, seed=args.seed)
+              answer_tokens=args.answer_tokens, minutes=args.minutes, subset=args.subset, window=args.window, seed=args.seed)
     return 0
 
 
-def train_for(spec, *, runtime: str = "auto", tokens: int = 40_000, minutes: float = 20.0, subset: int = 8192,
-              window: int = 512, seed: int = 0):
+def train_for(spec, *, runtime: str = "auto", tokens: int = 60_000, answer_tokens: int = 12_000,
+              minutes: float = 30.0, subset: int = 8192, window: int = 512, seed: int = 0):
     """Train the head of `spec`'s target and store it where the head drafter finds it."""
     from specviz.drafters.head import head_path, target_label
     from specviz.drafters.head_model import save
@@ -64,19 +70,23 @@ def train_for(spec, *, runtime: str = "auto", tokens: int = 40_000, minutes: flo
     files = corpus.source_files(seed)
     _say(0.0, f"{len(files):,} source files; the target ({runtime}) reads up to {tokens:,} tokens of them")
     budget_s = minutes * 60
-    got = states.collect(pair, corpus.windows(files, pair.tokenizer, window), tokens, _say,
-                         deadline=start + READ_SHARE * budget_s)
+    parts = {"source": states.collect(pair, corpus.windows(files, pair.tokenizer, window), tokens, _say,
+                                      deadline=start + READ_SHARE * budget_s)}
+    if answer_tokens:  # requests from files the reading did not reach
+        asked = corpus.requests(files[::-1])
+        parts["answers"] = states.answer(pair, asked, answer_tokens, _say,
+                                         deadline=start + (READ_SHARE + ANSWER_SHARE) * budget_s)
     plan = train.Plan(subset=subset, seconds=max(10.0, budget_s - (time.perf_counter() - start)), seed=seed)
-    head, info = train.train_head(got, target_tables(pair), plan, label=target_label(pair), runtime=runtime,
+    head, info = train.train_head(parts, target_tables(pair), plan, label=target_label(pair), runtime=runtime,
                                   corpus=corpus.DESCRIPTION, progress=_say)
     path = head_path(target_label(pair))
     save(head, info, path)
     print(f"head for {info.target}: {path}")
-    print(f"read {len(got):,} tokens from {len(got.files):,} files; {info.steps:,} steps; {info.seconds:.0f} s training, "
-          f"{time.perf_counter() - start:.0f} s in all")
-    print(f"held-out greedy acceptance by draft position: {', '.join(f'{a:.2f}' for a in info.acceptance)} "
-          f"({info.held_out_tokens:,} positions; the subset of {info.subset:,} tokens holds "
-          f"{info.subset_coverage:.1%} of the target's choices)")
+    print(f"{', '.join(f'{n:,} {k} tokens' for k, n in info.tokens.items())}; {info.steps:,} steps "
+          f"({info.precision}); {info.seconds:.0f} s training, {time.perf_counter() - start:.0f} s in all")
+    for name, rates in info.acceptance.items():
+        print(f"held-out greedy acceptance by draft position, {name}: {', '.join(f'{a:.2f}' for a in rates)} "
+              f"(the subset of {info.subset:,} tokens holds {info.subset_coverage[name]:.1%} of the target's choices)")
     return head, info
 
 

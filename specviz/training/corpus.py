@@ -2,11 +2,13 @@
 
 Never this project's own files (its bench prompts and the text its tests check live there):
 only the standard library's and site-packages' `.py` files outside `specviz`, in an order
-fixed by the seed, each file cut into windows of whole tokens.
+fixed by the seed, each file cut into windows of whole tokens (`windows`), and requests made
+from the documented functions in them (`requests`), which the target answers itself.
 """
 
 from __future__ import annotations
 
+import ast
 import random
 import sysconfig
 from collections.abc import Iterator
@@ -50,3 +52,21 @@ def windows(files: list[Path], tokenizer, window: int) -> Iterator[tuple[str, li
             piece = ids[lo: lo + window]
             if len(piece) >= max(8, window // 4):
                 yield str(path), piece
+
+
+def requests(files: list[Path]) -> Iterator[str]:
+    """A chat request per documented function of the files, in the files' order: write a
+    function with its name, arguments and the first line of its docstring."""
+    for path in files:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                continue
+            doc = (ast.get_docstring(node) or "").strip().split("\n")[0].strip()
+            if len(doc) < 12:
+                continue
+            args = ", ".join(a.arg for a in node.args.args)
+            yield f"Write a Python function `{node.name}({args})`: {doc}"
