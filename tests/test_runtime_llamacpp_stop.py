@@ -22,6 +22,7 @@ from specviz.settings import GenerationSettings  # noqa: E402
 from test_runtime_llamacpp import llamacpp_pair  # noqa: E402
 from test_stop_prefill import long_prompt  # noqa: E402
 from tiny_gguf import tiny_gguf  # noqa: E402
+from tiny_head import ensure_head  # noqa: E402
 
 PROMPT_IDS = torch.arange(3 * BATCH) % 300 + 20  # three batches of ids inside the tiny vocabulary
 GREEDY = GenerationSettings(max_new_tokens=10, k=3, policy="fixed")
@@ -76,6 +77,7 @@ def test_stop_during_the_prefill_through_the_engine_then_the_next_run_is_exact()
     generation = engine.start(pair, prompt, GREEDY, should_stop=lambda: generation._decoder.target.length > 0)
     assert list(generation) == [] and generation.trace().summary.stop_reason == "cancelled"
     plain = engine.run(pair, prompt, GenerationSettings(mode="plain", max_new_tokens=10))
+    ensure_head(pair)  # the head drafter reads a trained head
     for drafter in [c.name for c in DRAFTERS if not c.capability or not missing(LLAMACPP, c.capability)]:
         spec = engine.run(pair, prompt, GenerationSettings(max_new_tokens=10, k=3, policy="fixed", drafter=drafter))
         assert spec.token_ids == plain.token_ids, drafter

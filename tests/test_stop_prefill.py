@@ -9,6 +9,7 @@ import threading
 import pytest
 import torch
 from tiny_models import CORPUS, single_thread, tiny_pair, tiny_tokenizer  # noqa: F401
+from tiny_head import ensure_head
 
 from specviz import engine
 from specviz.choices import DRAFTERS
@@ -120,6 +121,7 @@ def test_after_an_interrupted_prefill_the_next_run_is_exact(pair, passes):
     assert not list(generation) and generation.trace().summary.stop_reason == "cancelled"
     watch(passes)
     plain = engine.run(pair, prompt, GenerationSettings(mode="plain", max_new_tokens=12))
+    ensure_head(pair)  # the head drafter reads a trained head
     for drafter in [c.name for c in DRAFTERS]:  # each reads the prompt its own way: in chunks, through the LM
         extra = {"early_exit_layers": 2} if drafter == "early-exit" else {}
         settings = GenerationSettings(max_new_tokens=12, k=3, policy="fixed", drafter=drafter, **extra)
