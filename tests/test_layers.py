@@ -10,7 +10,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
 ORDER = ["models", "lm", "drafters", "engine", "viz", "app"]
-TOP = {"app", "bench", "labs", "production", "training", "lossless", "lossless_cli", "models_cli", "cli", "__main__", "__init__"}
+TOP = {
+    "app",
+    "bench",
+    "labs",
+    "production",
+    "training",
+    "lossless",
+    "lossless_cli",
+    "models_cli",
+    "cli",
+    "__main__",
+    "__init__",
+}
 LEAVES = {"events", "settings", "errors", "theory", "acceptance", "choices", "cost_curve", "lazy", "limits"}
 
 
@@ -64,7 +76,9 @@ def test_no_module_imports_a_layer_to_its_right():
 
 
 def test_every_package_has_a_layer():
-    parts = {p.relative_to(ROOT).parts[0].removesuffix(".py") for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts}
+    parts = {
+        p.relative_to(ROOT).parts[0].removesuffix(".py") for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts
+    }
     unplaced = {p for p in parts if p not in ORDER and p not in TOP and p not in LEAVES}
     assert not unplaced, f"place these in the layer order of this test and docs/ARCHITECTURE.md: {unplaced}"
 
@@ -139,8 +153,11 @@ MAX_FUNCTION_LINES = 60
 def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
     """The functions of a module longer than `limit` lines, from `def` to their last line."""
     tree = ast.parse(path.read_text())
-    return [f"{path.name}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(tree)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+    return [
+        f"{path.name}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)"
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit
+    ]
 
 
 def test_no_function_is_longer_than_a_screen():

@@ -26,9 +26,18 @@ BF16_TOLERANCE = 3e-2  # a few bf16 roundings (2**-8 each) of the largest logit
 def tiny_llama(rope: dict | None = None):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=len(tiny_tokenizer()), hidden_size=64, intermediate_size=96, num_hidden_layers=3,
-                         num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=4096,
-                         initializer_range=0.6, tie_word_embeddings=False, rope_parameters=rope)
+    config = LlamaConfig(
+        vocab_size=len(tiny_tokenizer()),
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        initializer_range=0.6,
+        tie_word_embeddings=False,
+        rope_parameters=rope,
+    )
     torch.manual_seed(3)
     return LlamaForCausalLM(config).eval()
 
@@ -45,6 +54,7 @@ def same_logits_through_a_run(model, capacity_steps: bool, tolerance: float = TO
     new = LeanLM(model, DEVICE)
     steps = 0
     with torch.inference_mode():
+
         def both(tokens, keep=1):
             nonlocal steps
             a, b = ref.feed(tokens, keep), new.feed(tokens, keep)
@@ -91,8 +101,20 @@ def test_lean_bf16_target_matches_transformers():
     same_logits_through_a_run(model, capacity_steps=False, tolerance=BF16_TOLERANCE)
 
 
-@pytest.mark.parametrize("rope", [None, {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                                         "high_freq_factor": 4.0, "original_max_position_embeddings": 64}])
+@pytest.mark.parametrize(
+    "rope",
+    [
+        None,
+        {
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+        },
+    ],
+)
 def test_lean_llama_matches_transformers(rope):
     model = tiny_llama(rope)
     assert lean_supported(model)
@@ -103,9 +125,19 @@ def test_other_shapes_keep_transformers_forward():
     from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
 
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2)).eval()
-    sliding = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                           num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True,
-                                           sliding_window=8, max_window_layers=0)).eval()
+    sliding = Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            use_sliding_window=True,
+            sliding_window=8,
+            max_window_layers=0,
+        )
+    ).eval()
     dynamic = tiny_llama({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})
     for model in (gpt2, sliding, dynamic):
         assert not lean_supported(model)

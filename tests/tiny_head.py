@@ -18,8 +18,14 @@ def _trained():
     pair = tiny_pair(None)
     ids = pair.tokenizer("\n".join(CORPUS * 10), add_special_tokens=False)["input_ids"]
     got = states.collect(pair, iter([(f"w{i}", ids[i : i + 96]) for i in range(0, len(ids) - 96, 96)]), 1500)
-    return train.train_head({"source": got}, target_tables(pair), train.Plan(subset=300, steps=60, batch=64),
-                            label="tiny", runtime="torch", corpus="tiny corpus")
+    return train.train_head(
+        {"source": got},
+        target_tables(pair),
+        train.Plan(subset=300, steps=60, batch=64),
+        label="tiny",
+        runtime="torch",
+        corpus="tiny corpus",
+    )
 
 
 def ensure_head(pair) -> None:

@@ -56,7 +56,20 @@ import torch
 
 from specviz.bench import hf_baselines
 from specviz.bench.llamacpp_tools import NGRAM_TYPES
-from specviz.choices import DRAFTERS, FIXED, HEURISTIC, INTERSECTION, LLAMACPP, MODEL, PLAIN, POLICIES, SPECULATIVE, TEXT, TORCH, TREE
+from specviz.choices import (
+    DRAFTERS,
+    FIXED,
+    HEURISTIC,
+    INTERSECTION,
+    LLAMACPP,
+    MODEL,
+    PLAIN,
+    POLICIES,
+    SPECULATIVE,
+    TEXT,
+    TORCH,
+    TREE,
+)
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
 from specviz.lm.timing import sync
@@ -131,17 +144,33 @@ def default_methods(ks: list[int], *, cross_tokenizer: bool = False, runtime: st
     take the place of same-tokenizer assisted generation and the tree; on the llama.cpp
     runtime llama-cpp-python's own plain and prompt-lookup decoding are the references."""
     if runtime == LLAMACPP:
-        return ["lc-plain", "lc-lookup", "sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-lookup", "sv-suffix", "sv-lookahead"]
+        return [
+            "lc-plain",
+            "lc-lookup",
+            "sv-plain",
+            *[f"sv-k{k}" for k in ks],
+            "sv-adaptive",
+            "sv-lookup",
+            "sv-suffix",
+            "sv-lookahead",
+        ]
     if cross_tokenizer:
-        return (
-            ["hf-plain", "hf-universal", *[f"hf-universal-k{k}" for k in ks]]
-            + ["sv-plain", *[f"sv-k{k}" for k in ks], "sv-text", "sv-intersection"]
-        )
-    return (
-        ["hf-plain", "hf-assisted", *[f"hf-assisted-k{k}" for k in ks], "hf-lookup"]
-        + ["sv-plain", *[f"sv-k{k}" for k in ks], "sv-adaptive", "sv-adaptive-min", "sv-lookup", "sv-early-exit", "sv-suffix",
-           "sv-lookahead"]
-    )
+        return ["hf-plain", "hf-universal", *[f"hf-universal-k{k}" for k in ks]] + [
+            "sv-plain",
+            *[f"sv-k{k}" for k in ks],
+            "sv-text",
+            "sv-intersection",
+        ]
+    return ["hf-plain", "hf-assisted", *[f"hf-assisted-k{k}" for k in ks], "hf-lookup"] + [
+        "sv-plain",
+        *[f"sv-k{k}" for k in ks],
+        "sv-adaptive",
+        "sv-adaptive-min",
+        "sv-lookup",
+        "sv-early-exit",
+        "sv-suffix",
+        "sv-lookahead",
+    ]
 
 
 def drafter_methods() -> tuple[str, ...]:
@@ -184,7 +213,11 @@ def parse_method(name: str) -> Method:
     m = re.fullmatch(r"(sv-k|hf-assisted-k|hf-universal-k)(\d+)", name)
     if m and 1 <= int(m.group(2)) <= 16:
         k = int(m.group(2))
-        family, kind = {"sv-k": ("sv", SPECULATIVE), "hf-assisted-k": ("hf", "assisted"), "hf-universal-k": ("hf", "universal")}[m.group(1)]
+        family, kind = {
+            "sv-k": ("sv", SPECULATIVE),
+            "hf-assisted-k": ("hf", "assisted"),
+            "hf-universal-k": ("hf", "universal"),
+        }[m.group(1)]
         return Method(name, family, kind, k=k)
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, "
@@ -200,15 +233,19 @@ def check_pair(pair, methods: list[Method]) -> None:
     another tokenizer needs a draft that has one, and the others that need the draft's ids to
     be the target's need a draft that shares the target's tokenizer."""
     if any(m.needs_draft for m in methods) and pair.draft is None:
-        raise UserError(f"pair {pair.name} has no draft model: drop the draft-model methods "
-                        "(sv-k*, sv-adaptive*, sv-text, sv-intersection, sv-tree*, hf-assisted*, hf-universal*)")
+        raise UserError(
+            f"pair {pair.name} has no draft model: drop the draft-model methods "
+            "(sv-k*, sv-adaptive*, sv-text, sv-intersection, sv-tree*, hf-assisted*, hf-universal*)"
+        )
     from specviz.lm.runtime import HF_GENERATE, missing
 
     families = {m.family for m in methods}
     if "hf" in families and missing(pair.runtime, HF_GENERATE):
         raise UserError(f"the hf-* methods: {missing(pair.runtime, HF_GENERATE)}; run them with --runtime torch")
     if families & {"lc", "ll"} and pair.runtime != LLAMACPP:
-        raise UserError("the lc-* and ll-* methods run llama.cpp on the pair's GGUF files: run them with --runtime llama.cpp")
+        raise UserError(
+            "the lc-* and ll-* methods run llama.cpp on the pair's GGUF files: run them with --runtime llama.cpp"
+        )
     cross = pair.cross_tokenizer
     if cross:
         same_only = [m.name for m in methods if m.kind == "assisted" or m.kind == TREE]
@@ -256,14 +293,13 @@ def trace_stats(trace) -> dict[str, Any]:
     """What the bench reports from a specviz run: acceptance, tokens per round, T, D, k."""
     s = trace.summary
     rounds = [e for e in trace.events if getattr(e, "type", None) == "round"]
-    stats = {
-        "stop_reason": s.stop_reason,
-        "engine_wall_s": s.wall_s,
-        "target_ms": s.target_ms,
-        "draft_ms": s.draft_ms,
-    }
+    stats = {"stop_reason": s.stop_reason, "engine_wall_s": s.wall_s, "target_ms": s.target_ms, "draft_ms": s.draft_ms}
     if trace.mode == SPECULATIVE and s.rounds:
-        stats.update(rounds=s.rounds, tokens_per_round=s.tokens_per_round, mean_k=sum(r.k for r in rounds) / len(rounds) if rounds else None)
+        stats.update(
+            rounds=s.rounds,
+            tokens_per_round=s.tokens_per_round,
+            mean_k=sum(r.k for r in rounds) / len(rounds) if rounds else None,
+        )
         if s.drafted:  # acceptance is undefined when nothing was drafted (lookup found no match)
             stats.update(acceptance=s.acceptance_rate, mean_overlap=s.mean_overlap)
     else:
@@ -294,10 +330,17 @@ def run_transformers(pair, input_ids: torch.Tensor, method: Method, config, seed
     if method.kind == "assisted":
         kwargs = dict(assistant=pair.draft, assistant_k=method.k)
     elif method.kind == "universal":
-        kwargs = dict(assistant=pair.draft, assistant_k=method.k, tokenizer=pair.tokenizer, assistant_tokenizer=pair.draft_tokenizer)
+        kwargs = dict(
+            assistant=pair.draft,
+            assistant_k=method.k,
+            tokenizer=pair.tokenizer,
+            assistant_tokenizer=pair.draft_tokenizer,
+        )
     elif method.kind == "lookup":
         kwargs = dict(prompt_lookup=hf_baselines.PROMPT_LOOKUP_TOKENS)
-    r = hf_baselines.generate(pair.target, input_ids, config, seed=seed, gathered=method.gathered, packed=method.packed, **kwargs)
+    r = hf_baselines.generate(
+        pair.target, input_ids, config, seed=seed, gathered=method.gathered, packed=method.packed, **kwargs
+    )
     stats: dict[str, Any] = {"stop_reason": "eos" if len(r.token_ids) < config.max_new_tokens else "max_new_tokens"}
     if method.kind in ("assisted", "universal", "lookup") and r.target_calls:
         stats.update(rounds=r.target_calls, tokens_per_round=len(r.token_ids) / r.target_calls)
@@ -312,8 +355,14 @@ def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: Genera
     from specviz.lm.prompt import stop_ids
 
     llm = llamacpp_baselines.model(pair.target.path, pair.target.threads, lookup=method.kind == "lookup")
-    r = llamacpp_baselines.generate(llm, input_ids.tolist(), max_new_tokens=settings.max_new_tokens,
-                                    temperature=settings.temperature, seed=settings.seed, stop_ids=stop_ids(pair))
+    r = llamacpp_baselines.generate(
+        llm,
+        input_ids.tolist(),
+        max_new_tokens=settings.max_new_tokens,
+        temperature=settings.temperature,
+        seed=settings.seed,
+        stop_ids=stop_ids(pair),
+    )
     stop = "eos" if r.token_ids and r.token_ids[-1] in stop_ids(pair) else "max_new_tokens"
     return Sample(token_ids=r.token_ids, wall_s=r.wall_s, stats={"stop_reason": stop})
 
@@ -327,12 +376,27 @@ def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: G
         raise UserError(f"{method.name} runs greedy only here: drop it from a sampling bench")
     text = pair.tokenizer.decode(input_ids.tolist())
     if method.kind in NGRAM_TYPES:
-        r = llamacpp_tools.speculative_simple(pair.target.path, None, text, max_new_tokens=settings.max_new_tokens,
-                                              threads=pair.target.threads, spec_type=method.kind)
+        r = llamacpp_tools.speculative_simple(
+            pair.target.path,
+            None,
+            text,
+            max_new_tokens=settings.max_new_tokens,
+            threads=pair.target.threads,
+            spec_type=method.kind,
+        )
     else:
-        r = llamacpp_tools.speculative_simple(pair.target.path, pair.draft.path, text, max_new_tokens=settings.max_new_tokens,
-                                              draft_max=method.k, threads=pair.target.threads)
+        r = llamacpp_tools.speculative_simple(
+            pair.target.path,
+            pair.draft.path,
+            text,
+            max_new_tokens=settings.max_new_tokens,
+            draft_max=method.k,
+            threads=pair.target.threads,
+        )
     ids = pair.tokenizer(r["text"], add_special_tokens=False)["input_ids"][: r["new_tokens"]]
-    stats = {"stop_reason": "max_new_tokens" if r["new_tokens"] >= settings.max_new_tokens else "eos",
-             "acceptance": r["accepted"] / r["drafted"] if r["drafted"] else None, "drafted": r["drafted"]}
+    stats = {
+        "stop_reason": "max_new_tokens" if r["new_tokens"] >= settings.max_new_tokens else "eos",
+        "acceptance": r["accepted"] / r["drafted"] if r["drafted"] else None,
+        "drafted": r["drafted"],
+    }
     return Sample(token_ids=ids, wall_s=r["wall_s"], stats=stats)

@@ -24,12 +24,27 @@ from specviz.lm.runtime import missing
 from specviz.lm.pair import ModelPair
 from specviz.settings import GenerationSettings, no_draft_help
 
-__all__ = ["Drafter", "KeepGoing", "Proposal", "DraftLength", "HeuristicLength", "CostAwareLength", "CostModel",
-           "make_drafter", "make_length"]
+__all__ = [
+    "Drafter",
+    "KeepGoing",
+    "Proposal",
+    "DraftLength",
+    "HeuristicLength",
+    "CostAwareLength",
+    "CostModel",
+    "make_drafter",
+    "make_length",
+]
 
 
-def make_drafter(pair: ModelPair, settings: GenerationSettings, *, generator: torch.Generator | None = None,
-                 history: Sequence[Sequence[int]] = (), target=None) -> Drafter:
+def make_drafter(
+    pair: ModelPair,
+    settings: GenerationSettings,
+    *,
+    generator: torch.Generator | None = None,
+    history: Sequence[Sequence[int]] = (),
+    target=None,
+) -> Drafter:
     """The drafter `settings.drafter` names, on this pair; `generator` drives its sampling,
     `history` (a page session's earlier outputs) joins a draft-free drafter's corpus, `target`
     (the run's target LM) is what a drafter reading the target's own state reads."""

@@ -52,8 +52,10 @@ def head_for(pair) -> tuple[DraftHead, HeadInfo]:
     """The trained head for this pair's target (loaded once per file version)."""
     path = head_path(target_label(pair))
     if not path.is_file():
-        raise UserError(f"no draft head is trained for {target_label(pair)} yet: {train_command(pair)} "
-                        f"trains one on this machine (minutes; see the README)")
+        raise UserError(
+            f"no draft head is trained for {target_label(pair)} yet: {train_command(pair)} "
+            f"trains one on this machine (minutes; see the README)"
+        )
     key = (str(path), path.stat().st_mtime)
     if key not in _loaded:
         _loaded[key] = load(path)
@@ -82,12 +84,15 @@ def draft_ms(pair) -> float:
 
 
 class HeadDrafter(ChainDrafting):
-    def __init__(self, name: str, head: DraftHead, target, sampler: Sampler, generator: torch.Generator | None,
-                 eos_ids: set[int]):
+    def __init__(
+        self, name: str, head: DraftHead, target, sampler: Sampler, generator: torch.Generator | None, eos_ids: set[int]
+    ):
         keep = getattr(target, "keep_features", None)
         if keep is None:
-            raise UserError("the head drafter reads the target's hidden states: this target's loop does not give them "
-                            "(the lean torch loop and llama.cpp do)")
+            raise UserError(
+                "the head drafter reads the target's hidden states: this target's loop does not give them "
+                "(the lean torch loop and llama.cpp do)"
+            )
         keep()
         self.name = name
         self._head = head
@@ -103,7 +108,9 @@ class HeadDrafter(ChainDrafting):
     def begin(self, prompt_ids: torch.Tensor) -> None:
         self._verified_state(-1)  # the prefill's last position: it chose the first token
 
-    def propose(self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
+    ) -> Proposal:
         start = time.perf_counter()
         if k <= 0:
             return Proposal(tokens=context.new_empty(0), q=None)
@@ -125,9 +132,14 @@ class HeadDrafter(ChainDrafting):
             if not keep_going(float(conf)) or int(token) in self._eos:
                 break
         device = context.device
-        return Proposal(tokens=torch.stack(tokens).to(device), q=torch.stack(dists).to(device) if dists else None,
-                        ms=(time.perf_counter() - start) * 1000, passes=len(tokens), confidence=confidence,
-                        source={"method": HEAD})
+        return Proposal(
+            tokens=torch.stack(tokens).to(device),
+            q=torch.stack(dists).to(device) if dists else None,
+            ms=(time.perf_counter() - start) * 1000,
+            passes=len(tokens),
+            confidence=confidence,
+            source={"method": HEAD},
+        )
 
     def accepted(self, n: int) -> None:
         self._verified_state(n)  # the verify pass's row after the last accepted token
@@ -141,4 +153,6 @@ def make(pair, settings, *, generator=None, history=(), target=None) -> HeadDraf
 
     head, info = head_for(pair)
     head.to(pair.device)
-    return HeadDrafter(f"head-{info.subset}", head, target, Sampler(settings, pair.vocab_size), generator, stop_ids(pair))
+    return HeadDrafter(
+        f"head-{info.subset}", head, target, Sampler(settings, pair.vocab_size), generator, stop_ids(pair)
+    )

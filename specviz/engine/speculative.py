@@ -32,8 +32,9 @@ from specviz.events import AlignedToken, DraftToken, EmittedToken, RoundEvent, T
 class SpeculativeDecoder(Decoder):
     def __init__(self, *args, history: list[list[int]] | None = None, **kw):
         super().__init__(*args, **kw)
-        self.drafter = drafters.make_drafter(self.pair, self.settings, generator=self.generator, history=history or (),
-                                             target=self.target)
+        self.drafter = drafters.make_drafter(
+            self.pair, self.settings, generator=self.generator, history=history or (), target=self.target
+        )
         self.length = drafters.make_length(self.pair, self.settings)
         self.index = 0
         self._drafter_begun = False
@@ -54,10 +55,14 @@ class SpeculativeDecoder(Decoder):
         if proposal.parents is not None:
             return self._tree_step(proposal)
         start = time.perf_counter()
-        logits = self.sampler.logits(self.target.feed(torch.cat([self.ids[-1:], proposal.tokens.to(self.device)]), keep=0))
+        logits = self.sampler.logits(
+            self.target.feed(torch.cat([self.ids[-1:], proposal.tokens.to(self.device)]), keep=0)
+        )
         return self._round(proposal, logits, start)
 
-    def _round(self, proposal: drafters.Proposal, logits: torch.Tensor, start: float, *, first: bool = False) -> RoundEvent:
+    def _round(
+        self, proposal: drafters.Proposal, logits: torch.Tensor, start: float, *, first: bool = False
+    ) -> RoundEvent:
         """Verify a chain `proposal` against the target's `logits` (its m+1 rows, processed),
         the pass having started at `start`; keep what was accepted and tell the round."""
         greedy = self.sampler.greedy
@@ -72,11 +77,26 @@ class SpeculativeDecoder(Decoder):
         self.target.crop(context_len + v.n_accepted)
         if not first:  # the drafter and the policy had no part in the first round
             self.drafter.accepted(v.n_accepted)
-            self.length.update(x.numel(), v.n_accepted, verify_ms=target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms)
-        drafted = [DraftToken(id=t, text="", p=v.p[i], q=v.q[i], u=v.u[i], decision=d)
-                   for i, (t, d) in enumerate(zip(v.tokens, v.decisions))]
-        verdict = Verdict(drafted, v.new_tokens, v.n_accepted, (v.emitted, v.emitted_p, v.emitted_kind), logits, p, proposal.q,
-                          x, target_ms, verify_ms, x.numel())
+            self.length.update(
+                x.numel(), v.n_accepted, verify_ms=target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms
+            )
+        drafted = [
+            DraftToken(id=t, text="", p=v.p[i], q=v.q[i], u=v.u[i], decision=d)
+            for i, (t, d) in enumerate(zip(v.tokens, v.decisions))
+        ]
+        verdict = Verdict(
+            drafted,
+            v.new_tokens,
+            v.n_accepted,
+            (v.emitted, v.emitted_p, v.emitted_kind),
+            logits,
+            p,
+            proposal.q,
+            x,
+            target_ms,
+            verify_ms,
+            x.numel(),
+        )
         return self._finish(proposal, verdict, first=first)
 
     def _tree_step(self, proposal: drafters.Proposal) -> RoundEvent:
@@ -92,16 +112,49 @@ class SpeculativeDecoder(Decoder):
             self.drafter.observe(r.ride_logits)
         self.drafter.accepted_path(r.path)
         shown = r.path + _first_descendants(r.parents, r.path[-1] if r.path else -1)
-        self.length.update(len(shown), len(r.path), verify_ms=r.target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms)
-        drafted = [DraftToken(id=r.tokens[i], text="", p=r.p[i] if r.p[i] is not None else 0.0, q=r.q[i], u=r.u[i],
-                              decision=r.decision[i]) for i in shown]
+        self.length.update(
+            len(shown), len(r.path), verify_ms=r.target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms
+        )
+        drafted = [
+            DraftToken(
+                id=r.tokens[i],
+                text="",
+                p=r.p[i] if r.p[i] is not None else 0.0,
+                q=r.q[i],
+                u=r.u[i],
+                decision=r.decision[i],
+            )
+            for i in shown
+        ]
         # Along the shown chain: the target's distribution after the root and after each path node.
         rows = torch.tensor([0] + [i + 1 for i in r.path], device=r.logits.device)
         x = torch.tensor([r.tokens[i] for i in shown], dtype=torch.long, device=r.logits.device)
-        tree = [TreeNode(parent=r.parents[i], token=r.tokens[i], text=self.texts(r.tokens[i]), depth=r.depth[i], q=r.q[i],
-                         p=r.p[i], decision=r.decision[i]) for i in range(len(r.tokens))]
-        verdict = Verdict(drafted, r.new_tokens, len(r.path), (r.emitted, r.emitted_p, r.emitted_kind), r.logits[rows],
-                          None if greedy else r.dist[rows], None, x, r.target_ms, r.verify_ms, len(r.tokens), tree)
+        tree = [
+            TreeNode(
+                parent=r.parents[i],
+                token=r.tokens[i],
+                text=self.texts(r.tokens[i]),
+                depth=r.depth[i],
+                q=r.q[i],
+                p=r.p[i],
+                decision=r.decision[i],
+            )
+            for i in range(len(r.tokens))
+        ]
+        verdict = Verdict(
+            drafted,
+            r.new_tokens,
+            len(r.path),
+            (r.emitted, r.emitted_p, r.emitted_kind),
+            r.logits[rows],
+            None if greedy else r.dist[rows],
+            None,
+            x,
+            r.target_ms,
+            r.verify_ms,
+            len(r.tokens),
+            tree,
+        )
         return self._finish(proposal, verdict)
 
     def _finish(self, proposal: drafters.Proposal, v: "Verdict", *, first: bool = False) -> RoundEvent:
@@ -126,18 +179,41 @@ class SpeculativeDecoder(Decoder):
             self.say(emitted, emitted.id)
         q = None if v.q is None else v.q[:tested]
         overlap = display.overlaps(v.p, q, v.x[:tested], v.logits)
-        positions = display.positions(n_pos, v.logits, v.p, v.q, v.x, overlap, self.texts) if self.record == "full" else []
+        positions = (
+            display.positions(n_pos, v.logits, v.p, v.q, v.x, overlap, self.texts) if self.record == "full" else []
+        )
         t = self.tally
         if first:
             t.count_first(kept)
         else:
-            t.count_round(new=kept, tested=tested, accepted=accepted, overlap=overlap, target_ms=v.target_ms,
-                          draft_ms=proposal.ms, draft_passes=proposal.passes, draft_tokens=v.draft_tokens)
-        alignment = [AlignedToken(id=int(a["id"]), text=str(a["text"]), candidates=[int(c) for c in a["candidates"]])
-                     for a in proposal.alignment or []]
-        event = RoundEvent(index=self.index, k=len(v.drafted), drafted=v.drafted, emitted=emitted, positions=positions,
-                           draft_ms=proposal.ms, verify_ms=v.verify_ms, t_end_s=self.elapsed(), new_tokens=t.new_tokens,
-                           alignment=alignment, tree=v.tree or [], source=display.source(proposal.source, self.texts))
+            t.count_round(
+                new=kept,
+                tested=tested,
+                accepted=accepted,
+                overlap=overlap,
+                target_ms=v.target_ms,
+                draft_ms=proposal.ms,
+                draft_passes=proposal.passes,
+                draft_tokens=v.draft_tokens,
+            )
+        alignment = [
+            AlignedToken(id=int(a["id"]), text=str(a["text"]), candidates=[int(c) for c in a["candidates"]])
+            for a in proposal.alignment or []
+        ]
+        event = RoundEvent(
+            index=self.index,
+            k=len(v.drafted),
+            drafted=v.drafted,
+            emitted=emitted,
+            positions=positions,
+            draft_ms=proposal.ms,
+            verify_ms=v.verify_ms,
+            t_end_s=self.elapsed(),
+            new_tokens=t.new_tokens,
+            alignment=alignment,
+            tree=v.tree or [],
+            source=display.source(proposal.source, self.texts),
+        )
         self.index += 1
         return event
 

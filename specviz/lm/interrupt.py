@@ -56,8 +56,9 @@ def check_now() -> None:
         raise Interrupted(reason)
 
 
-def feed_in_chunks(one_pass: Callable[[torch.Tensor, int], torch.Tensor], ids: torch.Tensor, keep: int,
-                   chunk: int = CHUNK) -> torch.Tensor:
+def feed_in_chunks(
+    one_pass: Callable[[torch.Tensor, int], torch.Tensor], ids: torch.Tensor, keep: int, chunk: int = CHUNK
+) -> torch.Tensor:
     """`one_pass(ids, keep)` (an LM's feed: logits of the last `keep` positions, 0: all) over
     `ids` in chunks of `chunk` tokens, the run's stop check between them; the same rows one
     pass over all of `ids` returns."""

@@ -132,13 +132,18 @@ def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, progress
     decided = measured_precision.cache_file(plan.target.key, dev)
     with _lock:
         measuring = not decided.is_file()
-        prec = choose_precision(dev, dtype, cache_file=decided,
-                                measure=lambda dts: _measure_target(plan, dev, dts, progress and _span(progress, 0.0, 0.5)))
+        prec = choose_precision(
+            dev,
+            dtype,
+            cache_file=decided,
+            measure=lambda dts: _measure_target(plan, dev, dts, progress and _span(progress, 0.0, 0.5)),
+        )
     return prec, _span(progress, 0.5, 1.0) if measuring and progress is not None else progress
 
 
-def _materialise_and_load(plan: Plan, dev: torch.device, prec: Precision, placement: Placement, int8: bool,
-                          progress: Progress | None) -> tuple[Steps, dict[str, Loaded]]:
+def _materialise_and_load(
+    plan: Plan, dev: torch.device, prec: Precision, placement: Placement, int8: bool, progress: Progress | None
+) -> tuple[Steps, dict[str, Loaded]]:
     """Each model's files made ready (assembled, converted, fetched), then loaded, then
     quantized where int8 is wanted, the progress bar weighted by what each step costs."""
     # The target first: a draft with the very same tokenizer files then reuses its tokenizer.
@@ -149,8 +154,11 @@ def _materialise_and_load(plan: Plan, dev: torch.device, prec: Precision, placem
     weights = {}
     for role, ref in roles:
         weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, load_dt[role], places[role])
-    quantized = [(role, ref) for role, ref, wanted in (("target", plan.target, prec.dtype == INT8), ("draft", plan.draft, int8))
-                 if wanted]
+    quantized = [
+        (role, ref)
+        for role, ref, wanted in (("target", plan.target, prec.dtype == INT8), ("draft", plan.draft, int8))
+        if wanted
+    ]
     for role, ref in quantized:  # quantizing takes several times as long as loading from the cache
         weights[f"int8 {role}"] = 0.0 if _int8_key(ref, dev) in _models else 3.0 * float(ref.params or 1e9)
     steps = Steps(progress, weights)
@@ -167,15 +175,26 @@ def _materialise_and_load(plan: Plan, dev: torch.device, prec: Precision, placem
         reserve["target"] = model_bytes(params_in_folder(folders["draft"][0]), load_dt["draft"])
     loaded: dict[str, Loaded] = {}
     for role, ref in roles:
-        loaded[role] = _load_model(ref, plan.name, role, dev, load_dt[role], folders.get(role), loaded.get("target"),
-                                   steps.step(f"load {role}"), places[role], reserve[role])
+        loaded[role] = _load_model(
+            ref,
+            plan.name,
+            role,
+            dev,
+            load_dt[role],
+            folders.get(role),
+            loaded.get("target"),
+            steps.step(f"load {role}"),
+            places[role],
+            reserve[role],
+        )
     for role, ref in quantized:
         loaded[role] = _int8_copy(ref, dev, loaded[role], steps.step(f"int8 {role}"), role)
     return steps, loaded
 
 
-def _assemble(plan: Plan, loaded: dict[str, Loaded], dev: torch.device, prec: Precision, int8: bool, int8_draft,
-              start: float) -> ModelPair:
+def _assemble(
+    plan: Plan, loaded: dict[str, Loaded], dev: torch.device, prec: Precision, int8: bool, int8_draft, start: float
+) -> ModelPair:
     """The pair from its loaded models: the vocabulary they share (or the map between two
     tokenizers) and what was chosen and why."""
     target, draft = loaded["target"], loaded.get("draft")
@@ -183,8 +202,14 @@ def _assemble(plan: Plan, loaded: dict[str, Loaded], dev: torch.device, prec: Pr
     info["precision"] = _precision_info(prec, draft, int8, int8_draft)
     vmap = None
     if draft is not None and draft.tokenizer is not target.tokenizer:
-        vmap, message = check_vocab(draft.tokenizer, target.tokenizer, plan.draft.label, plan.target.label,
-                                    draft_rows=head_rows(draft.model), target_rows=head_rows(target.model))
+        vmap, message = check_vocab(
+            draft.tokenizer,
+            target.tokenizer,
+            plan.draft.label,
+            plan.target.label,
+            draft_rows=head_rows(draft.model),
+            target_rows=head_rows(target.model),
+        )
         info["vocab"] = {**vmap.summary(), "message": message}
         if vmap.identical:
             vmap = None
@@ -197,9 +222,19 @@ def _assemble(plan: Plan, loaded: dict[str, Loaded], dev: torch.device, prec: Pr
         # head must still score every id of its own tokenizer.
         vocab = shared_vocab_size(target.tokenizer, target.model, None, plan.name)
         shared_vocab_size(draft.tokenizer, draft.model, None, f"{plan.name} (draft)")
-    return ModelPair(name=plan.name, tokenizer=target.tokenizer, target=target.model, draft=draft.model if draft else None,
-                     vocab_size=vocab, device=dev, dtype=prec.dtype, load_s=time.perf_counter() - start, info=info,
-                     draft_tokenizer=draft.tokenizer if vmap is not None else None, vocab_map=vmap)
+    return ModelPair(
+        name=plan.name,
+        tokenizer=target.tokenizer,
+        target=target.model,
+        draft=draft.model if draft else None,
+        vocab_size=vocab,
+        device=dev,
+        dtype=prec.dtype,
+        load_s=time.perf_counter() - start,
+        info=info,
+        draft_tokenizer=draft.tokenizer if vmap is not None else None,
+        vocab_map=vmap,
+    )
 
 
 def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) -> dict:
@@ -221,7 +256,9 @@ def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) 
 def loaded_bytes(device: torch.device | None = None) -> int:
     """Bytes held by the models loaded in this process (on `device`, or everywhere), packed
     copies of their weights (`lm.torch_runtime.packed`) included."""
-    return sum(m.nbytes + packed_bytes(m.model) for k, m in list(_models.items()) if device is None or k[1] == str(device))
+    return sum(
+        m.nbytes + packed_bytes(m.model) for k, m in list(_models.items()) if device is None or k[1] == str(device)
+    )
 
 
 def _pair_bytes(pair: ModelPair) -> int:
@@ -260,7 +297,9 @@ def _model_key(ref: ModelRef, dev: torch.device, dt: torch.dtype, placement: Pla
     return (ref.key, str(dev), dt) + ((placement.key,) if placement.spread else ())
 
 
-def _weights(ref: ModelRef, dev: torch.device, dt: torch.dtype, placement: Placement = Placement()) -> tuple[float, float]:
+def _weights(
+    ref: ModelRef, dev: torch.device, dt: torch.dtype, placement: Placement = Placement()
+) -> tuple[float, float]:
     """Relative durations of (preparing, loading) one model, for the progress bar."""
     if _model_key(ref, dev, dt, placement) in _models:
         return 0.0, 0.01
@@ -305,15 +344,27 @@ def _load_model(
     progress(0.0, f"loading {ref.label}" + (f" with device map {placement.name}" if placement.spread else ""))
     shared = target.tokenizer if target is not None and same_tokenizer_files(folder, target.folder) else None
     with _unreadable(what, folder):
-        model, tokenizer = _load_folder(folder, dev, dt, what, shared, placement=placement, reserve=reserve,
-                                        progress=lambda f, m: progress(0.02 + 0.95 * f, f"{ref.label}: {m}"))
+        model, tokenizer = _load_folder(
+            folder,
+            dev,
+            dt,
+            what,
+            shared,
+            placement=placement,
+            reserve=reserve,
+            progress=lambda f, m: progress(0.02 + 0.95 * f, f"{ref.label}: {m}"),
+        )
     use_few_rows_product(model)
     spread = spread_over(model)
     if spread:
         # What it holds on `dev` counts against the budget there; the rest is elsewhere.
         nbytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.device == dev)
-        info["placement"] = {"device_map": placement.name, "max_memory": {str(k): v for k, v in (placement.max_memory or {}).items()},
-                             "modules": spread, "offload_folder": str(_offload_folder(folder))}
+        info["placement"] = {
+            "device_map": placement.name,
+            "max_memory": {str(k): v for k, v in (placement.max_memory or {}).items()},
+            "modules": spread,
+            "offload_folder": str(_offload_folder(folder)),
+        }
     progress(1.0, f"loaded {ref.label}" + (f", spread by device map: {_spread_words(spread)}" if spread else ""))
     info.update(bytes=nbytes, load_s=round(time.perf_counter() - start, 2), head_rows=head_rows(model))
     _models[key] = Loaded(model, tokenizer, nbytes, info, folder)
@@ -331,7 +382,9 @@ def _int8_copy(ref: ModelRef, dev: torch.device, full: Loaded, progress: Progres
         start = time.perf_counter()
         model = quantized_draft(full.model, lambda f, m: progress(f, f"quantizing {ref.label} to int8: {m}"))
         info = {**full.info, "precision": INT8_NAME, "quantize_s": round(time.perf_counter() - start, 2)}
-        _models[key] = Loaded(model, full.tokenizer, full.nbytes // 2, info, full.folder)  # int8 layers, fp32 embeddings
+        _models[key] = Loaded(
+            model, full.tokenizer, full.nbytes // 2, info, full.folder
+        )  # int8 layers, fp32 embeddings
     progress(1.0, f"{ref.label} in int8")
     return _models[key]
 
@@ -340,8 +393,9 @@ def _int8_key(ref: ModelRef, dev: torch.device) -> tuple:
     return (ref.key, str(dev), torch.float32, INT8_NAME)
 
 
-def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ...],
-                    progress: Progress | None) -> dict[str, dict[int, float]]:
+def _measure_target(
+    plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ...], progress: Progress | None
+) -> dict[str, dict[int, float]]:
     """The target's one-token and 8-token pass costs in each of `dtypes` (`precision.pass_ms`).
     Every copy loaded only for this is dropped again, the winner too: load_pair loads it in
     the usual way."""
@@ -367,7 +421,11 @@ def _measure_target(plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ..
 
 def _precision_info(prec: Precision, draft: Loaded | None, int8: bool, asked: bool | None) -> dict:
     """The target's and the draft's precision and why, for the page and traces."""
-    out = {"target": prec.name, "reason": prec.reason, "costs": {k: {str(n): v for n, v in c.items()} for k, c in prec.costs.items()}}
+    out = {
+        "target": prec.name,
+        "reason": prec.reason,
+        "costs": {k: {str(n): v for n, v in c.items()} for k, c in prec.costs.items()},
+    }
     if draft is not None:
         if int8:
             out["draft"], out["draft_reason"] = INT8_NAME, "chosen" if asked else "the default on a CPU"
@@ -392,7 +450,12 @@ def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tup
             def gguf_file() -> Path:
                 # Converting dequantises the whole model into float32 in RAM.
                 cpu = torch.device("cpu")
-                check_fits(f"converting {what}: {ref.label}", model_bytes(ref.params or 0, torch.float32), loaded_bytes(cpu), cpu)
+                check_fits(
+                    f"converting {what}: {ref.label}",
+                    model_bytes(ref.params or 0, torch.float32),
+                    loaded_bytes(cpu),
+                    cpu,
+                )
                 return ensure_gguf(ref.bundled, name, _span(progress, 0.0, 0.15))
 
             folder, built = ensure_converted(folder, gguf_file, what, _span(progress, 0.15, 1.0))

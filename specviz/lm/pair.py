@@ -69,12 +69,14 @@ class ModelPair:
 
     @property
     def draft_precision(self) -> str | None:
-        """"int8" for a draft quantized at load (lm/torch_runtime/int8_draft.py), else the precision it
+        """ "int8" for a draft quantized at load (lm/torch_runtime/int8_draft.py), else the precision it
         was loaded in (the target's, float32 beside an int8 target); None without a draft."""
         if self.draft is None:
             return None
         if self.runtime != TORCH:
             return self.draft.precision
-        return (self.info.get("draft", {}).get("precision") or self.info.get("precision", {}).get("draft")
-                or str(next(self.draft.parameters()).dtype).removeprefix("torch."))
-
+        return (
+            self.info.get("draft", {}).get("precision")
+            or self.info.get("precision", {}).get("draft")
+            or str(next(self.draft.parameters()).dtype).removeprefix("torch.")
+        )

@@ -17,8 +17,10 @@ def encode_prompt(pair: ModelPair, prompt: str | list[dict], settings: Generatio
     tok = pair.tokenizer
     has_template = bool(getattr(tok, "chat_template", None))
     if isinstance(prompt, list) and (settings.raw or not has_template):
-        raise UserError("a conversation (a list of messages) is rendered by the chat template: "
-                        + ("drop raw" if has_template else f"{pair.name}'s tokenizer has none, so send one prompt"))
+        raise UserError(
+            "a conversation (a list of messages) is rendered by the chat template: "
+            + ("drop raw" if has_template else f"{pair.name}'s tokenizer has none, so send one prompt")
+        )
     if not settings.raw and has_template:
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

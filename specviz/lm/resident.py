@@ -136,8 +136,13 @@ def make_room(need: int, *, keep: Any = None) -> None:
     for entry in idle:
         if held_bytes() + need <= limit:
             return
-        log.info("unloading %s (%s, %d bytes): the loaded models are over %s", entry.pair.name, entry.pair.runtime,
-                 entry.nbytes, ENV)
+        log.info(
+            "unloading %s (%s, %d bytes): the loaded models are over %s",
+            entry.pair.name,
+            entry.pair.runtime,
+            entry.nbytes,
+            ENV,
+        )
         unload(entry.pair)
 
 

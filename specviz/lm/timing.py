@@ -55,8 +55,17 @@ def release() -> None:
 
 
 @torch.inference_mode()
-def measure_pass_ms(model: torch.nn.Module, sizes: list[int], *, vocab_size: int, context: int = MEASURE_CONTEXT, repeats: int = REPEATS, seed: int = 0,
-                    batch: int = 1, should_stop: Callable[[], bool] | None = None) -> dict[int, float]:
+def measure_pass_ms(
+    model: torch.nn.Module,
+    sizes: list[int],
+    *,
+    vocab_size: int,
+    context: int = MEASURE_CONTEXT,
+    repeats: int = REPEATS,
+    seed: int = 0,
+    batch: int = 1,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[int, float]:
     """Median ms of one forward pass over n new tokens after `context` cached tokens, for
     each n in `sizes`, with logits for every new position (as a verify pass needs). Sizes
     are interleaved within each repeat so machine drift hits them alike; untimed sweeps
@@ -88,8 +97,15 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def median_ms(run: Callable[[int], None], sizes: list[int], *, device: torch.device, repeats: int = REPEATS,
-              should_stop: Callable[[], bool] | None = None, runtime: str = TORCH) -> dict[int, float]:
+def median_ms(
+    run: Callable[[int], None],
+    sizes: list[int],
+    *,
+    device: torch.device,
+    repeats: int = REPEATS,
+    should_stop: Callable[[], bool] | None = None,
+    runtime: str = TORCH,
+) -> dict[int, float]:
     """Median ms of `run(n)` (one pass over n new tokens, undone afterwards) for each n in
     `sizes`, interleaved within each repeat, after the runtime's untimed warm-up sweeps."""
     _quiet.wait(QUIET_WAIT_S)
@@ -136,12 +152,15 @@ def drafted_token_ms(draft, device, vocab_size: int, *, repeats: int = REPEATS) 
     return chain_pass_ms(draft, torch.device(device), vocab_size, [1], keep=1, repeats=repeats)[1]
 
 
-def target_pass_ms(pair, sizes: list[int], *, repeats: int = REPEATS, context: int = MEASURE_CONTEXT) -> dict[int, float]:
+def target_pass_ms(
+    pair, sizes: list[int], *, repeats: int = REPEATS, context: int = MEASURE_CONTEXT
+) -> dict[int, float]:
     """One target pass over n new tokens as the engine runs it (`runtime.open_lm`, as
     `engine.decoder` opens it for every mode), after `context` cached tokens, with logits
     for every new position (as a verify pass needs)."""
-    return chain_pass_ms(pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats,
-                         context=context)
+    return chain_pass_ms(
+        pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats, context=context
+    )
 
 
 def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes, repeats: int = REPEATS) -> dict[int, float]:
@@ -151,8 +170,16 @@ def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes, repeats: in
 
 
 @torch.inference_mode()
-def chain_pass_ms(model, device: torch.device, vocab_size: int, sizes: list[int], *, keep: int,
-                  repeats: int, context: int = MEASURE_CONTEXT) -> dict[int, float]:
+def chain_pass_ms(
+    model,
+    device: torch.device,
+    vocab_size: int,
+    sizes: list[int],
+    *,
+    keep: int,
+    repeats: int,
+    context: int = MEASURE_CONTEXT,
+) -> dict[int, float]:
     """Median ms of a feed of n random tokens through `open_lm(model)` after `context`
     cached ones (`keep` as `feed` takes it), cropped back after each, for each n in `sizes`."""
     lm = open_lm(model, device)

@@ -25,15 +25,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", help="the preset whose target gets a head (default qwen-coder)")
     parser.add_argument("--target", metavar="SRC", help="or a target model: Hub id, local folder or GGUF file")
     add_runtime(parser)
-    parser.add_argument("--tokens", type=int, default=60_000, help="tokens of source the target reads (default %(default)s)")
-    parser.add_argument("--answer-tokens", type=int, default=12_000,
-                        help="tokens the target writes answering requests made from the source (default %(default)s)")
-    parser.add_argument("--minutes", type=float, default=30.0,
-                        help="time for reading and training together, at most (default %(default)s)")
-    parser.add_argument("--subset", type=int, default=Plan.subset,
-                        help="vocabulary the head reads out, most frequent first (default %(default)s)")
-    parser.add_argument("--window", type=int, default=512, choices=range(16, 4097), metavar="16..4096",
-                        help="tokens of one file the target reads at a time (default %(default)s)")
+    parser.add_argument(
+        "--tokens", type=int, default=60_000, help="tokens of source the target reads (default %(default)s)"
+    )
+    parser.add_argument(
+        "--answer-tokens",
+        type=int,
+        default=12_000,
+        help="tokens the target writes answering requests made from the source (default %(default)s)",
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=30.0,
+        help="time for reading and training together, at most (default %(default)s)",
+    )
+    parser.add_argument(
+        "--subset",
+        type=int,
+        default=Plan.subset,
+        help="vocabulary the head reads out, most frequent first (default %(default)s)",
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=512,
+        choices=range(16, 4097),
+        metavar="16..4096",
+        help="tokens of one file the target reads at a time (default %(default)s)",
+    )
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -49,13 +69,30 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--minutes must be from 0.5 to 600 (got {args.minutes})")
     if not 64 <= args.subset <= 1_000_000:
         raise UserError(f"--subset must be from 64 to 1,000,000 (got {args.subset:,})")
-    train_for(args.target or args.pair or DEFAULT_PAIR, runtime=args.runtime, tokens=args.tokens,
-              answer_tokens=args.answer_tokens, minutes=args.minutes, subset=args.subset, window=args.window, seed=args.seed)
+    train_for(
+        args.target or args.pair or DEFAULT_PAIR,
+        runtime=args.runtime,
+        tokens=args.tokens,
+        answer_tokens=args.answer_tokens,
+        minutes=args.minutes,
+        subset=args.subset,
+        window=args.window,
+        seed=args.seed,
+    )
     return 0
 
 
-def train_for(spec, *, runtime: str = "auto", tokens: int = 60_000, answer_tokens: int = 12_000,
-              minutes: float = 30.0, subset: int = 8192, window: int = 512, seed: int = 0):
+def train_for(
+    spec,
+    *,
+    runtime: str = "auto",
+    tokens: int = 60_000,
+    answer_tokens: int = 12_000,
+    minutes: float = 30.0,
+    subset: int = 8192,
+    window: int = 512,
+    seed: int = 0,
+):
     """Train the head of `spec`'s target and store it where the head drafter finds it."""
     from specviz.drafters.head import head_path, target_label
     from specviz.drafters.head_model import save
@@ -70,23 +107,38 @@ def train_for(spec, *, runtime: str = "auto", tokens: int = 60_000, answer_token
     files = corpus.source_files(seed)
     _say(0.0, f"{len(files):,} source files; the target ({runtime}) reads up to {tokens:,} tokens of them")
     budget_s = minutes * 60
-    parts = {"source": states.collect(pair, corpus.windows(files, pair.tokenizer, window), tokens, _say,
-                                      deadline=start + READ_SHARE * budget_s)}
+    parts = {
+        "source": states.collect(
+            pair, corpus.windows(files, pair.tokenizer, window), tokens, _say, deadline=start + READ_SHARE * budget_s
+        )
+    }
     if answer_tokens:  # requests from files the reading did not reach
         asked = corpus.requests(files[::-1])
-        parts["answers"] = states.answer(pair, asked, answer_tokens, _say,
-                                         deadline=start + (READ_SHARE + ANSWER_SHARE) * budget_s)
+        parts["answers"] = states.answer(
+            pair, asked, answer_tokens, _say, deadline=start + (READ_SHARE + ANSWER_SHARE) * budget_s
+        )
     plan = train.Plan(subset=subset, seconds=max(10.0, budget_s - (time.perf_counter() - start)), seed=seed)
-    head, info = train.train_head(parts, target_tables(pair), plan, label=target_label(pair), runtime=runtime,
-                                  corpus=corpus.DESCRIPTION, progress=_say)
+    head, info = train.train_head(
+        parts,
+        target_tables(pair),
+        plan,
+        label=target_label(pair),
+        runtime=runtime,
+        corpus=corpus.DESCRIPTION,
+        progress=_say,
+    )
     path = head_path(target_label(pair))
     save(head, info, path)
     print(f"head for {info.target}: {path}")
-    print(f"{', '.join(f'{n:,} {k} tokens' for k, n in info.tokens.items())}; {info.steps:,} steps "
-          f"({info.precision}); {info.seconds:.0f} s training, {time.perf_counter() - start:.0f} s in all")
+    print(
+        f"{', '.join(f'{n:,} {k} tokens' for k, n in info.tokens.items())}; {info.steps:,} steps "
+        f"({info.precision}); {info.seconds:.0f} s training, {time.perf_counter() - start:.0f} s in all"
+    )
     for name, rates in info.acceptance.items():
-        print(f"held-out greedy acceptance by draft position, {name}: {', '.join(f'{a:.2f}' for a in rates)} "
-              f"(the subset of {info.subset:,} tokens holds {info.subset_coverage[name]:.1%} of the target's choices)")
+        print(
+            f"held-out greedy acceptance by draft position, {name}: {', '.join(f'{a:.2f}' for a in rates)} "
+            f"(the subset of {info.subset:,} tokens holds {info.subset_coverage[name]:.1%} of the target's choices)"
+        )
     return head, info
 
 

@@ -26,8 +26,15 @@ def source_files(seed: int = 0, roots: list[Path] | None = None) -> list[Path]:
     if roots is None:
         paths = sysconfig.get_paths()
         roots = sorted({Path(paths[k]) for k in ("stdlib", "purelib", "platlib") if k in paths})
-    files = sorted({p for r in roots if r.is_dir() for p in r.rglob("*.py")
-                    if "specviz" not in p.parts and MIN_FILE_BYTES <= _size(p) <= MAX_FILE_BYTES})
+    files = sorted(
+        {
+            p
+            for r in roots
+            if r.is_dir()
+            for p in r.rglob("*.py")
+            if "specviz" not in p.parts and MIN_FILE_BYTES <= _size(p) <= MAX_FILE_BYTES
+        }
+    )
     random.Random(seed).shuffle(files)
     return files
 
@@ -49,7 +56,7 @@ def windows(files: list[Path], tokenizer, window: int) -> Iterator[tuple[str, li
             continue
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         for lo in range(0, len(ids), window):
-            piece = ids[lo: lo + window]
+            piece = ids[lo : lo + window]
             if len(piece) >= max(8, window // 4):
                 yield str(path), piece
 

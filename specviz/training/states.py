@@ -76,8 +76,15 @@ class Recorder:
 
     def states(self) -> States:
         top = torch.cat(self.top_ids)
-        return States(torch.cat(self.feats), torch.cat(self.toks), top[:, 0], top, torch.cat(self.top_p),
-                      torch.cat(self.which), self.files)
+        return States(
+            torch.cat(self.feats),
+            torch.cat(self.toks),
+            top[:, 0],
+            top,
+            torch.cat(self.top_p),
+            torch.cat(self.which),
+            self.files,
+        )
 
 
 def collect(pair, windows, budget: int, progress=None, deadline: float | None = None) -> States:
@@ -127,7 +134,9 @@ def answer(pair, requests, budget: int, progress=None, deadline: float | None = 
             logits = lm.feed(token, keep=1)[:, : pair.vocab_size]
         rec.end_window(text)
         if progress is not None:
-            progress(rec.read / budget, f"the target answered {len(rec.files):,} requests: {rec.read:,} of {budget:,} tokens")
+            progress(
+                rec.read / budget, f"the target answered {len(rec.files):,} requests: {rec.read:,} of {budget:,} tokens"
+            )
     _close(lm)
     return rec.states()
 

@@ -22,8 +22,11 @@ def target_tables(pair) -> tuple[Rows, Rows, int]:
     if runtime_of(pair.target) == TORCH:
         embed = pair.target.get_input_embeddings().weight
         head = pair.target.get_output_embeddings().weight
-        return (lambda ids: embed[ids.to(embed.device)].detach().float().cpu(),
-                lambda ids: head[ids.to(head.device)].detach().float().cpu(), int(head.shape[0]))
+        return (
+            lambda ids: embed[ids.to(embed.device)].detach().float().cpu(),
+            lambda ids: head[ids.to(head.device)].detach().float().cpu(),
+            int(head.shape[0]),
+        )
     return _gguf_tables(pair.target.path, pair.target.vocab_size)
 
 
@@ -36,7 +39,8 @@ def _gguf_tables(path, vocab_size: int) -> tuple[Rows, Rows, int]:
     head = tensors.get("output.weight", embed)  # a tied head is the embedding
 
     def rows(t) -> Rows:
-        return lambda ids: torch.from_numpy(np.ascontiguousarray(dequantize(t.data[ids.numpy()], t.tensor_type),
-                                                                 dtype=np.float32))
+        return lambda ids: torch.from_numpy(
+            np.ascontiguousarray(dequantize(t.data[ids.numpy()], t.tensor_type), dtype=np.float32)
+        )
 
     return rows(embed), rows(head), vocab_size

@@ -143,8 +143,9 @@ def held_out_acceptance(head: DraftHead, states: States, held: torch.Tensor) -> 
     return rates, float(covered)
 
 
-def train_head(parts: dict[str, States], tables, plan: Plan, *, label: str, runtime: str, corpus: str,
-               progress=None) -> tuple[DraftHead, HeadInfo]:
+def train_head(
+    parts: dict[str, States], tables, plan: Plan, *, label: str, runtime: str, corpus: str, progress=None
+) -> tuple[DraftHead, HeadInfo]:
     """A head trained on the states of every part ("source", "answers", ...); `tables` are the
     target's embedding and LM head rows (`tables.target_tables`) and its logits width. Its
     held-out acceptance is measured on each part apart."""
@@ -164,9 +165,21 @@ def train_head(parts: dict[str, States], tables, plan: Plan, *, label: str, runt
         _, part_held = split(part)
         rates, covered = held_out_acceptance(head, part, part_held)
         acceptance[name], coverage[name] = [round(r, 4) for r in rates], round(covered, 4)
-    info = HeadInfo(target=label, hidden=hidden, vocab_size=vocab_size, subset=len(subset), inner=inner, corpus=corpus,
-                    train_tokens=int(len(train)), held_out_tokens=int(len(held)), steps=steps,
-                    seconds=round(time.perf_counter() - start, 1), runtime=runtime, acceptance=acceptance,
-                    subset_coverage=coverage, tokens={name: len(part) for name, part in parts.items()},
-                    precision="bf16 products" if bf16 else "fp32")
+    info = HeadInfo(
+        target=label,
+        hidden=hidden,
+        vocab_size=vocab_size,
+        subset=len(subset),
+        inner=inner,
+        corpus=corpus,
+        train_tokens=int(len(train)),
+        held_out_tokens=int(len(held)),
+        steps=steps,
+        seconds=round(time.perf_counter() - start, 1),
+        runtime=runtime,
+        acceptance=acceptance,
+        subset_coverage=coverage,
+        tokens={name: len(part) for name, part in parts.items()},
+        precision="bf16 products" if bf16 else "fp32",
+    )
     return head, info

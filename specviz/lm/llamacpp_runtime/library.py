@@ -35,9 +35,12 @@ def llama():
     try:
         import llama_cpp
     except ImportError as e:
-        raise LlamaCppUnavailable(f"the llama.cpp runtime needs llama-cpp-python (pip install -r requirements.txt): {e}") from None
+        raise LlamaCppUnavailable(
+            f"the llama.cpp runtime needs llama-cpp-python (pip install -r requirements.txt): {e}"
+        ) from None
     with _lock:
         if _callback is None:
+
             @llama_cpp.llama_log_callback
             def keep(level, text, user_data):
                 _log.append((text or b"").decode("utf-8", "replace"))
@@ -57,7 +60,7 @@ _AMX_VARIANTS = ("sapphirerapids",)  # GGML_CPU_ALL_VARIANTS' variants built wit
 
 def cpu_variants(lib: Path) -> dict[str, Path]:
     """A portable build's CPU backends by variant name; empty for a native build."""
-    return {f.name[len("libggml-cpu-"):].split(".so")[0]: f for f in sorted(lib.glob("libggml-cpu-*.so"))}
+    return {f.name[len("libggml-cpu-") :].split(".so")[0]: f for f in sorted(lib.glob("libggml-cpu-*.so"))}
 
 
 def choose_variant(scores: dict[str, int]) -> str | None:
@@ -108,7 +111,7 @@ def extra_buffer_types() -> bool:
 
 
 def build_kind() -> str:
-    """"portable (CPU backend zen4)" or "native", for the status and the bench's notes."""
+    """ "portable (CPU backend zen4)" or "native", for the status and the bench's notes."""
     llama()
     return f"portable (CPU backend {CPU_VARIANT})" if CPU_VARIANT else "native"
 

@@ -132,7 +132,9 @@ class LlamaCppLM:
         all_depths = tree.extended(tokens, parents)
         old, n = len(tree), len(parents)
         if 1 + old + n > SEQUENCES:
-            raise UserError(f"a tree of {old + n} nodes is more than the {SEQUENCES - 1} the {LLAMACPP} runtime holds at once")
+            raise UserError(
+                f"a tree of {old + n} nodes is more than the {SEQUENCES - 1} the {LLAMACPP} runtime holds at once"
+            )
         if n > BATCH:
             raise UserError(f"{n} tree nodes in one pass: the {LLAMACPP} runtime takes at most {BATCH}")
         self._check_room(n)
@@ -174,7 +176,8 @@ class LlamaCppLM:
         if self.length + n > self._cells:
             raise UserError(
                 f"{self.model.path.name}: {self.length + n:,} positions are more than the {self._cells:,}-token context "
-                f"of the {LLAMACPP} runtime")
+                f"of the {LLAMACPP} runtime"
+            )
 
     def _check(self, toks: list[int], positions: list[int], seqs: list[tuple[int, ...]]) -> None:
         """What llama.cpp would otherwise abort on: bad ids, sequences, positions."""

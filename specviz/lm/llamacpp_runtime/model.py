@@ -93,7 +93,12 @@ class LlamaCppModel:
         return LlamaCppLM(self)
 
     def cost_facts(self) -> dict:
-        return {"llama-cpp-python": version(), "build": build_kind(), "file": [str(self.path), self.path.stat().st_size], "threads": self.threads}
+        return {
+            "llama-cpp-python": version(),
+            "build": build_kind(),
+            "file": [str(self.path), self.path.stat().st_size],
+            "threads": self.threads,
+        }
 
     def lend_context(self, make) -> tuple:
         """A (context, batch) pair for an LM: an idle one, or `make()`'s; given back by

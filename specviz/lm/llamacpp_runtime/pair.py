@@ -57,8 +57,13 @@ def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Prog
             tokenizers[role] = tokenizers["target"] if shared else _load_tokenizer(folders[role])
         models = {role: files.model(role) for role, _ in roles}
         for role, ref in roles:
-            info[role] = {"label": ref.label, "file": str(models[role].path), "model": models[role].description,
-                          "bytes": models[role].size_bytes, "source": ref.kind}
+            info[role] = {
+                "label": ref.label,
+                "file": str(models[role].path),
+                "model": models[role].description,
+                "bytes": models[role].size_bytes,
+                "source": ref.kind,
+            }
         pair = _assemble(plan, models, tokenizers, info, start)
         _pairs[key] = pair
         resident.register(pair, sum(m.size_bytes for m in models.values()), lambda: _forget(key, pair))
@@ -98,8 +103,10 @@ class _Files:
         threading.Thread(target=self._run, args=args, name=f"gguf {name}", daemon=True).start()
 
     def _run(self, roles, name, threads, steps) -> None:
-        for futures, make in ((self._paths, lambda role, ref: gguf_file(ref, name, role, steps.step(f"file {role}"))),
-                              (self._models, lambda role, ref: self._load(role, ref, threads, steps))):
+        for futures, make in (
+            (self._paths, lambda role, ref: gguf_file(ref, name, role, steps.step(f"file {role}"))),
+            (self._models, lambda role, ref: self._load(role, ref, threads, steps)),
+        ):
             for role, ref in roles:
                 try:
                     futures[role].set_result(make(role, ref))
@@ -125,8 +132,14 @@ def _assemble(plan: Plan, models: dict, tokenizers: dict, info: dict, start: flo
     target, draft = models["target"], models.get("draft")
     draft_tok, vmap = None, None
     if draft is not None and tokenizers["draft"] is not tokenizers["target"]:
-        vmap, message = check_vocab(tokenizers["draft"], tokenizers["target"], plan.draft.label, plan.target.label,
-                                    draft_rows=draft.vocab_size, target_rows=target.vocab_size)
+        vmap, message = check_vocab(
+            tokenizers["draft"],
+            tokenizers["target"],
+            plan.draft.label,
+            plan.target.label,
+            draft_rows=draft.vocab_size,
+            target_rows=target.vocab_size,
+        )
         info["vocab"] = {**vmap.summary(), "message": message}
         if vmap.identical:
             vmap = None
@@ -139,11 +152,25 @@ def _assemble(plan: Plan, models: dict, tokenizers: dict, info: dict, start: flo
     else:
         vocab = shared_vocab_size(tokenizers["target"], target, None, plan.name)
         shared_vocab_size(draft_tok, draft, None, f"{plan.name} (draft)")
-    pair = ModelPair(name=plan.name, tokenizer=tokenizers["target"], target=target, draft=draft, vocab_size=vocab,
-                     device=torch.device("cpu"), dtype=torch.float32, load_s=time.perf_counter() - start, info=info,
-                     draft_tokenizer=draft_tok, vocab_map=vmap, runtime=RUNTIME)
-    info["precision"] = {"target": pair.precision, "reason": "the GGUF file's own, run by llama.cpp",
-                         **({"draft": pair.draft_precision, "draft_reason": "the GGUF file's own"} if draft else {})}
+    pair = ModelPair(
+        name=plan.name,
+        tokenizer=tokenizers["target"],
+        target=target,
+        draft=draft,
+        vocab_size=vocab,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        load_s=time.perf_counter() - start,
+        info=info,
+        draft_tokenizer=draft_tok,
+        vocab_map=vmap,
+        runtime=RUNTIME,
+    )
+    info["precision"] = {
+        "target": pair.precision,
+        "reason": "the GGUF file's own, run by llama.cpp",
+        **({"draft": pair.draft_precision, "draft_reason": "the GGUF file's own"} if draft else {}),
+    }
     return pair
 
 
@@ -153,8 +180,10 @@ def gguf_file(ref: ModelRef, name: str, role: str, progress: Progress) -> Path:
         return ensure_gguf(ref.bundled, f"{name} ({role})", progress)
     if ref.kind == "gguf":
         return Path(ref.location)
-    raise UserError(f"{name} ({role}): {ref.label} is a transformers model, not a GGUF file: the {RUNTIME} runtime runs "
-                    "GGUF files; use the torch runtime for it")
+    raise UserError(
+        f"{name} ({role}): {ref.label} is a transformers model, not a GGUF file: the {RUNTIME} runtime runs "
+        "GGUF files; use the torch runtime for it"
+    )
 
 
 def tokenizer_folder(ref: ModelRef, path: Path, progress: Progress) -> Path:

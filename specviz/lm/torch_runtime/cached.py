@@ -31,7 +31,9 @@ TreeForward = Callable[[torch.Tensor, DynamicCache, torch.Tensor, torch.Tensor],
 
 def model_forward(model: torch.nn.Module) -> Forward:
     def forward(ids: torch.Tensor, cache: DynamicCache, keep: int) -> torch.Tensor:
-        return model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=logits_to_keep(ids.shape[1], keep, ids.device)).logits
+        return model(
+            input_ids=ids, cache=cache, use_cache=True, logits_to_keep=logits_to_keep(ids.shape[1], keep, ids.device)
+        ).logits
 
     return forward
 
@@ -48,7 +50,9 @@ def model_tree_forward(model: torch.nn.Module) -> TreeForward:
 
     def forward(ids: torch.Tensor, cache: DynamicCache, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         mask = float_mask(allowed.to(ids.device), model.dtype)
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=0)
+        out = model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=0
+        )
         return out.logits[0]
 
     return forward
@@ -108,7 +112,9 @@ class CachedLM(TorchFacts, TreeByMask):
             src = torch.tensor(rows, dtype=torch.long) + start
             for layer in self.cache.layers:
                 if type(layer) is not DynamicLayer:
-                    raise TypeError(f"keeping a tree path needs full-attention cache layers, not {type(layer).__name__}")
+                    raise TypeError(
+                        f"keeping a tree path needs full-attention cache layers, not {type(layer).__name__}"
+                    )
                 index = src.to(layer.keys.device)
                 for name in ("keys", "values"):
                     t = getattr(layer, name)

@@ -109,7 +109,7 @@ def choose_placement(device_map: str | None = None, max_memory: dict | str | Non
 
 
 def parse_max_memory(text: str) -> dict:
-    """"0=20GiB,cpu=60GiB" (or cuda:0=...; a bare number is bytes) -> {0: "20GiB", "cpu": "60GiB"}."""
+    """ "0=20GiB,cpu=60GiB" (or cuda:0=...; a bare number is bytes) -> {0: "20GiB", "cpu": "60GiB"}."""
     from accelerate.utils import convert_file_size_to_int
 
     out: dict = {}
@@ -159,7 +159,9 @@ def choose_device(device: str | torch.device | None = None) -> torch.device:
         if not torch.cuda.is_available():
             raise DeviceError(f"device {str(wanted)!r} asked for, but CUDA is not available here: use cpu")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise DeviceError(f"device {str(wanted)!r} asked for, but there are {torch.cuda.device_count()} CUDA devices")
+            raise DeviceError(
+                f"device {str(wanted)!r} asked for, but there are {torch.cuda.device_count()} CUDA devices"
+            )
     elif dev.type != "cpu":
         raise DeviceError(f"device {str(wanted)!r} is not supported: use cpu, cuda or cuda:N")
     return dev

@@ -52,7 +52,9 @@ def quantized(model: torch.nn.Module, progress: Callable[[float, str], None] | N
         warnings.simplefilter("ignore")
         for start in range(0, len(names), LAYERS_PER_STEP):
             chunk = names[start : start + LAYERS_PER_STEP]
-            quantization.quantize_dynamic(copy, dict.fromkeys(chunk, quantization.per_channel_dynamic_qconfig), dtype=torch.qint8, inplace=True)
+            quantization.quantize_dynamic(
+                copy, dict.fromkeys(chunk, quantization.per_channel_dynamic_qconfig), dtype=torch.qint8, inplace=True
+            )
             if progress is not None:
                 done = start + len(chunk)
                 progress(done / len(names), f"{done} of {len(names)} linear layers")

@@ -57,7 +57,9 @@ def lean_supported(model: torch.nn.Module) -> bool:
     rotary = getattr(inner, "rotary_emb", None)
     if rotary is None or getattr(rotary, "rope_type", None) not in FIXED_ROPE:
         return False
-    if getattr(config, "use_sliding_window", False) or any(t != "full_attention" for t in (getattr(config, "layer_types", None) or [])):
+    if getattr(config, "use_sliding_window", False) or any(
+        t != "full_attention" for t in (getattr(config, "layer_types", None) or [])
+    ):
         return False
     for layer in inner.layers:
         attn = layer.self_attn
@@ -90,9 +92,19 @@ class LeanLM(TorchFacts, TreeByMask):
         self._head_dim = first.head_dim
         self._heads, self._kv_heads = config.num_attention_heads, config.num_key_value_heads
         self._layers = [
-            (L.input_layernorm.weight, L.input_layernorm.variance_epsilon, lin(L.self_attn.q_proj), lin(L.self_attn.k_proj),
-             lin(L.self_attn.v_proj), lin(L.self_attn.o_proj), L.post_attention_layernorm.weight,
-             L.post_attention_layernorm.variance_epsilon, lin(L.mlp.gate_proj), lin(L.mlp.up_proj), lin(L.mlp.down_proj))
+            (
+                L.input_layernorm.weight,
+                L.input_layernorm.variance_epsilon,
+                lin(L.self_attn.q_proj),
+                lin(L.self_attn.k_proj),
+                lin(L.self_attn.v_proj),
+                lin(L.self_attn.o_proj),
+                L.post_attention_layernorm.weight,
+                L.post_attention_layernorm.variance_epsilon,
+                lin(L.mlp.gate_proj),
+                lin(L.mlp.up_proj),
+                lin(L.mlp.down_proj),
+            )
             for L in inner.layers
         ]
         self._rotary = inner.rotary_emb
@@ -135,7 +147,9 @@ class LeanLM(TorchFacts, TreeByMask):
         self.crop(start + len(rows))
 
     @torch.inference_mode()
-    def _pass(self, ids: torch.Tensor, keep: int, allowed: torch.Tensor | None, positions: torch.Tensor | None) -> torch.Tensor:
+    def _pass(
+        self, ids: torch.Tensor, keep: int, allowed: torch.Tensor | None, positions: torch.Tensor | None
+    ) -> torch.Tensor:
         ids = ids.to(self.device)
         n, start = ids.numel(), self.length
         end = start + n
@@ -158,8 +172,13 @@ class LeanLM(TorchFacts, TreeByMask):
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), -1) * sin
             self._keys[i, :, start:end] = qk[0, heads:]
             self._values[i, :, start:end] = v_proj(h).view(n, kv, self._head_dim).transpose(0, 1)
-            att = F.scaled_dot_product_attention(qk[:, :heads], self._keys[i, None, :, :end], self._values[i, None, :, :end],
-                                                 attn_mask=mask, enable_gqa=True)
+            att = F.scaled_dot_product_attention(
+                qk[:, :heads],
+                self._keys[i, None, :, :end],
+                self._values[i, None, :, :end],
+                attn_mask=mask,
+                enable_gqa=True,
+            )
             x = x + o_proj(att.transpose(1, 2).reshape(1, n, -1))
             h = _rms_norm(x, w2, eps2)
             x = x + down(F.silu(gate(h)) * up(h))

