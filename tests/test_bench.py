@@ -19,6 +19,7 @@ from specviz.bench.report import markdown, write_all, write_traces
 from specviz.bench.summary import geomean, summarise
 from specviz.errors import UserError
 from specviz.events import load_trace
+from tiny_head import ensure_head
 from tiny_models import tiny_pair
 
 
@@ -361,6 +362,7 @@ def one_thread():
 def test_bench_end_to_end_on_tiny_models(tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     pair = tiny_pair("close")
+    ensure_head(pair)
     prompts = [BenchPrompt("code", "code", "def reverse(s):"), BenchPrompt("prose", "prose", "The quick brown fox")]
     names = [
         "hf-plain",
@@ -373,6 +375,7 @@ def test_bench_end_to_end_on_tiny_models(tmp_path, monkeypatch, one_thread):
         "sv-adaptive-min",
         "sv-lookup",
         "sv-early-exit",
+        "sv-head",
     ]
     methods = [parse_method(n) for n in names]
     result = bench(pair, prompts, methods, BenchOptions(max_new_tokens=12, k_max=4), command="test", load_s=0.0)
@@ -395,6 +398,9 @@ def test_bench_end_to_end_on_tiny_models(tmp_path, monkeypatch, one_thread):
     table = paths["markdown"].read_text()
     assert table == markdown(data)
     assert "| sv-adaptive |" in table and "Every method produced the same tokens" in table
+    # in-run acceptance by draft position, and the head's held-out figures beside its runs
+    assert "Acceptance by draft position" in table and "| sv-k2 | " in table.split("Acceptance by draft position")[1]
+    assert data["meta"]["head"]["steps"] > 0 and "The draft head's held-out greedy acceptance" in table
     png = paths["plot"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])

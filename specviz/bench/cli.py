@@ -269,7 +269,20 @@ def _meta(pair, opts: BenchOptions, command: str, load_s: float) -> tuple[dict[s
     }
     if pair.cross_tokenizer:
         meta["vocab"] = vocab_summary(pair)
+    meta["head"] = head_summary(pair)
     return meta, cost
+
+
+def head_summary(pair) -> dict[str, Any] | None:
+    """The trained draft head for the pair's target, if there is one: what it was trained on
+    and its held-out acceptance (the head drafter's runs are compared with it)."""
+    from dataclasses import asdict
+
+    from specviz.drafters.head import head_for, head_path, target_label
+
+    if not head_path(target_label(pair)).is_file():
+        return None
+    return asdict(head_for(pair)[1])
 
 
 def vocab_summary(pair) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from typing import Any
 
 import torch
 
+from specviz.acceptance import position_stats
 from specviz.bench import hf_baselines
 from specviz.bench.llamacpp_tools import NGRAM_TYPES
 from specviz.choices import (
@@ -302,6 +303,8 @@ def trace_stats(trace) -> dict[str, Any]:
         )
         if s.drafted:  # acceptance is undefined when nothing was drafted (lookup found no match)
             stats.update(acceptance=s.acceptance_rate, mean_overlap=s.mean_overlap)
+            ps = position_stats(trace.events)
+            stats["by_position"] = {"reached": ps.reached.tolist(), "accepted": ps.accepted.tolist()}
     else:
         stats["draft_ms"] = None
     return stats

@@ -47,6 +47,7 @@ def _runtime(method: dict, meta: dict) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = _header(result) + _overall(result) + _targets(result["summary"]) + _by_kind(result) + _per_prompt(result)
+    lines += _by_position(result)
     summ = result["summary"]
     if summ["mismatches"]:
         lines += ["", "\\* output differs from the reference (greedy runs should match token for token):", ""]
@@ -186,6 +187,38 @@ def _per_prompt(result: dict[str, Any]) -> list[str]:
             + " | ".join(cells)
             + " |"
         )
+    return lines
+
+
+def _by_position(result: dict[str, Any], positions: int = 5) -> list[str]:
+    """Acceptance at draft positions 1, 2, ... (accepted of reached, pooled over prompts) for
+    each method that drafted; the trained head's held-out figures beside its runs."""
+    pooled: dict[str, tuple[list[int], list[int]]] = {}
+    for rows in result["summary"]["per_prompt"].values():
+        for name, row in rows.items():
+            counts = row.get("by_position")
+            if not counts:
+                continue
+            reached, accepted = pooled.setdefault(name, ([0] * positions, [0] * positions))
+            for i, (r, a) in enumerate(zip(counts["reached"][:positions], counts["accepted"][:positions])):
+                reached[i], accepted[i] = reached[i] + r, accepted[i] + a
+    if not pooled:
+        return []
+    lines = ["", "Acceptance by draft position (accepted / reached, all prompts):", ""]
+    lines += ["| method | " + " | ".join(str(i + 1) for i in range(positions)) + " |", "|---" * (positions + 1) + "|"]
+    for name, (reached, accepted) in pooled.items():
+        cells = [f"{a / r:.2f} ({r})" if r else "-" for r, a in zip(reached, accepted)]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    head = result["meta"].get("head")
+    if head and any(n.endswith("-head") for n in pooled):
+        held = "; ".join(
+            f"{part}: " + ", ".join(f"{a:.2f}" for a in rates) for part, rates in head["acceptance"].items()
+        )
+        lines += [
+            "",
+            f"The draft head's held-out greedy acceptance by position when it was trained ({held}); "
+            f"{head['steps']:,} steps on {', '.join(f'{n:,} {k} tokens' for k, n in head['tokens'].items())}.",
+        ]
     return lines
 
 

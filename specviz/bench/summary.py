@@ -263,6 +263,8 @@ def _prompt_rows(
             values = [s.stats[key] for s in runs if s.stats.get(key) is not None]
             if values:
                 row[key] = statistics.median(values)
+        if runs[0].stats.get("by_position"):  # the first run's counts: repeats of a greedy run are the same
+            row["by_position"] = runs[0].stats["by_position"]
         rows[m.name] = row
     for name, row in rows.items():
         for ref in ("hf-plain", "sv-plain"):
