@@ -105,7 +105,7 @@ def export_settings(format: str, pair: str = "qwen-coder", drafter: str = MODEL,
     Args:
         format: vllm, sglang, llamacpp, transformers or llama-cpp-python
         pair: a model pair preset
-        drafter: model, tree, lookup, early-exit, suffix or lookahead
+        drafter: model, tree, lookup, early-exit, head, suffix or lookahead
         k: tokens drafted per step
 
     Returns:
@@ -155,7 +155,7 @@ def generate_api_summary(config: PageConfig):
         Args:
             prompt: the user message
             pair: a model pair preset
-            drafter: model, tree, lookup, early-exit, suffix or lookahead
+            drafter: model, tree, lookup, early-exit, head, suffix or lookahead
             temperature: 0 for greedy, up to 2
             max_new_tokens: tokens to generate
 
