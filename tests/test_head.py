@@ -226,3 +226,29 @@ def test_the_inspector_tells_a_head_round_with_its_q(trained):
     assert "the draft head, from the target's own state proposed" in story and "the head gave q =" in story
     panel = source_html(event)
     assert "nothing to catch up" in panel and f"q = {event.drafted[0].q:.2f}" in panel
+
+
+def test_llamacpp_gives_the_targets_hidden_states_for_the_kept_rows():
+    pytest.importorskip("llama_cpp")
+    from test_runtime_llamacpp import llamacpp_pair
+
+    from specviz.lm.runtime import open_lm
+
+    pair = llamacpp_pair(None)
+    ids = torch.tensor(pair.tokenizer("\n".join(CORPUS), add_special_tokens=False)["input_ids"])
+    lm = open_lm(pair.target, pair.device)
+    lm.keep_features()
+    last = lm.feed(ids, keep=1)
+    state = lm.features
+    lm.reset()
+    every = lm.feed(ids, keep=0)
+    assert state.shape[0] == 1 and lm.features.shape[0] == len(ids)
+    # The same rows up to the rounding of batches of other sizes (the kept tail goes in a batch of its own).
+    torch.testing.assert_close(last, every[-1:], atol=3e-2, rtol=0)
+    torch.testing.assert_close(state, lm.features[-1:], atol=3e-2, rtol=0)
+    torch_target = tiny_pair(None).target  # the same weights in torch
+    hidden = torch_target(ids[None], output_hidden_states=True).hidden_states[-1][0]
+    # llama.cpp keeps its KV cache in float16: each row points the same way (an off-by-one row would not)
+    cosine = torch.nn.functional.cosine_similarity(lm.features, hidden.detach(), dim=1)
+    assert cosine.min() > 0.999, cosine.min()
+    lm.close()

@@ -108,10 +108,13 @@ class LlamaCppLM:
         first_kept = 0 if keep <= 0 else max(0, n - keep)
         self._check_room(n)
         rows = []
-        for lo in range(0, n, BATCH):
+        # Batches of BATCH tokens; with hidden states kept, the kept tail goes in a batch of its
+        # own, since llama.cpp then reads out every token of a batch (the LM head over a whole prompt).
+        cuts = sorted({*range(0, n, BATCH), *([first_kept] if self._features and 0 < first_kept < n else [])}) + [n]
+        for lo, hi in zip(cuts, cuts[1:]):
             if lo:
                 interrupt.check_now()
-            chunk = toks[lo : lo + BATCH]
+            chunk = toks[lo:hi]
             seqs = [(0,)] * len(chunk)
             positions = [self.length + i for i in range(len(chunk))]
             flags = [lo + i >= first_kept for i in range(len(chunk))]
@@ -203,6 +206,8 @@ class LlamaCppLM:
         b.n_tokens = len(toks)
         if self._spent:
             raise RuntimeError("this context's last decode was aborted: its run has ended")
+        if self._features:  # hidden states only where rows are kept (see `feed`)
+            self._L.llama_set_embeddings(self._ctx, any(flags))
         clear_log()
         with abortable(self._L, self._ctx, interrupt.current(), len(toks)) as aborted:
             rc = self._L.llama_decode(self._ctx, b)
