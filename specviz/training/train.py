@@ -101,7 +101,7 @@ def fit(head: DraftHead, states: States, train: torch.Tensor, plan: Plan, progre
         opt.step()
         step += 1
         if progress is not None and step % 20 == 0:
-            progress(frac, f"training step {step:,}: loss {float(loss):.3f}")
+            progress(frac, f"training step {step:,}: loss {loss.item():.3f}")
     return step, bf16
 
 
