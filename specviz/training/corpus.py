@@ -48,7 +48,10 @@ def _size(path: Path) -> int:
 
 def windows(files: list[Path], tokenizer, window: int) -> Iterator[tuple[str, list[int]]]:
     """(file name, token ids) windows of `window` tokens (a file's last shorter piece too, if
-    it holds at least a quarter of a window), file after file."""
+    it holds at least a quarter of a window), file after file. Every other window is read as a
+    chat answer (`as_answer`): the target's states inside its own replies differ from those in
+    a bare file, and reading is several times faster than writing answers."""
+    n = 0
     for path in files:
         try:
             text = path.read_text(encoding="utf-8")
@@ -58,7 +61,17 @@ def windows(files: list[Path], tokenizer, window: int) -> Iterator[tuple[str, li
         for lo in range(0, len(ids), window):
             piece = ids[lo : lo + window]
             if len(piece) >= max(8, window // 4):
-                yield str(path), piece
+                n += 1
+                yield str(path), as_answer(tokenizer, path, piece) if n % 2 and tokenizer.chat_template else piece
+
+
+def as_answer(tokenizer, path: Path, piece: list[int]) -> list[int]:
+    """`piece` as the assistant's reply, in a code block, to a request for the file's code."""
+    ask = [{"role": "user", "content": f"Show me the code of {path.name}."}]
+    lead = tokenizer.apply_chat_template(ask, add_generation_prompt=True, tokenize=True)
+    if not isinstance(lead, list):  # a BatchEncoding in some versions
+        lead = lead["input_ids"]
+    return list(lead) + tokenizer("Here it is:\n```python\n", add_special_tokens=False)["input_ids"] + piece
 
 
 def requests(files: list[Path]) -> Iterator[str]:
