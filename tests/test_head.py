@@ -252,3 +252,13 @@ def test_llamacpp_gives_the_targets_hidden_states_for_the_kept_rows():
     cosine = torch.nn.functional.cosine_similarity(lm.features, hidden.detach(), dim=1)
     assert cosine.min() > 0.999, cosine.min()
     lm.close()
+
+
+def test_the_page_status_names_the_head_with_its_acceptance_and_cost(trained):
+    from specviz.app.page import head_html
+
+    pair, _, _, info = trained
+    line = head_html(pair)
+    assert "drafter <b>head</b>" in line and f"source {info.acceptance['source'][0]:.2f}" in line
+    assert "a drafted token costs" in line
+    assert head_html(dataclasses.replace(pair, name="tiny-untrained")) == ""  # no head, nothing said

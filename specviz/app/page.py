@@ -53,7 +53,7 @@ def status_html(name: str, state: LoadState | None) -> str:
     if state.ready:
         return (
             f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{precision_html(state.pair)}.'
-            f"{vocab_html(state.pair)}{runtime_html(state.pair)}{cache_html()}</div>"
+            f"{vocab_html(state.pair)}{runtime_html(state.pair)}{head_html(state.pair)}{cache_html()}</div>"
         )
     pct = round(100 * state.fraction)
     waited = time.monotonic() - state.started
@@ -91,6 +91,28 @@ def runtime_html(pair) -> str:
     if note and "Edit examples" in note:  # the note names the drafter that pays here: how to see it
         out += f' <span class="sv-runtime-try">{esc(try_edit_work())}</span>'
     return out + "</span>"
+
+
+def head_html(pair) -> str:
+    """The target's trained draft head, where there is one: its held-out acceptance and what a
+    drafted token costs against a target pass, both measured here."""
+    from specviz.drafters.head import draft_ms, head_for, head_path, target_label
+    from specviz.errors import UserError
+
+    if not head_path(target_label(pair)).is_file():
+        return ""
+    try:
+        _, info = head_for(pair)
+        d = draft_ms(pair)
+    except (UserError, ValueError, OSError) as e:
+        return f' <span class="sv-head">The draft head cannot be read: {esc(redact(str(e)))}.</span>'
+    cost = (getattr(pair, "info", None) or {}).get("cost_model")
+    share = f", {d / cost.target:.2f} of a target pass" if cost is not None and cost.target else ""
+    held = "; ".join(f"{part} {rates[0]:.2f}" for part, rates in info.acceptance.items() if rates)
+    return (
+        f' <span class="sv-head">Draft head (drafter <b>head</b>): trained here, held-out acceptance of its first '
+        f"token {esc(held)}; a drafted token costs {d:.1f} ms{share}.</span>"
+    )
 
 
 def try_edit_work() -> str:
