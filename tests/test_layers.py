@@ -169,3 +169,15 @@ def test_the_length_check_finds_a_long_function(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("def short():\n    pass\n\n\ndef long():\n" + "    x = 1\n" * 61)
     assert long_functions(probe) == ["probe.py:5 long (62 lines)"]
+
+
+def test_one_round_reads_through_at_most_15_files_that_exist():
+    """docs/ARCHITECTURE.md opens with the files a newcomer reads to follow one round."""
+    import re
+
+    doc = (ROOT.parent / "docs" / "ARCHITECTURE.md").read_text()
+    section = doc.split("## One round, file by file", 1)[1].split("\n## ", 1)[0]
+    files = re.findall(r"`(specviz/[\w/]+\.py)`", section)
+    assert 10 <= len(set(files)) <= 15 + 1  # the pass itself names one file per runtime
+    missing = [f for f in files if not (ROOT.parent / f).is_file()]
+    assert not missing, missing
