@@ -73,6 +73,7 @@ def test_a_run_from_an_edit_example_races_plain_decoding_on_side_by_side(tab):
 
 
 class _Pair:
+    name = "a pair without a draft head"  # ModelPair's name: the status looks up the target's head by it
     draft_precision = "float32"
 
     def __init__(self, rates: dict):

@@ -324,6 +324,7 @@ def test_a_cross_tokenizer_round_shows_its_alignment():
 
 def test_the_status_of_a_cross_tokenizer_pair_says_its_overlap_and_method():
     class Pair:
+        name = "a pair without a draft head"  # ModelPair's name: the status looks up the target's head by it
         draft_precision = "float32"
         info = {"vocab": {"method": "intersection", "overlap": 0.7712, "message": "<b>77.1%</b> shared"}}
 
