@@ -400,7 +400,7 @@ def test_bench_end_to_end_on_tiny_models(tmp_path, monkeypatch, one_thread):
     assert "| sv-adaptive |" in table and "Every method produced the same tokens" in table
     # in-run acceptance by draft position, and the head's held-out figures beside its runs
     assert "Acceptance by draft position" in table and "| sv-k2 | " in table.split("Acceptance by draft position")[1]
-    assert data["meta"]["head"]["steps"] > 0 and "The draft head's held-out greedy acceptance" in table
+    assert data["meta"]["draft_head"]["steps"] > 0 and "The draft head's held-out greedy acceptance" in table
     png = paths["plot"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])

@@ -269,7 +269,7 @@ def _meta(pair, opts: BenchOptions, command: str, load_s: float) -> tuple[dict[s
     }
     if pair.cross_tokenizer:
         meta["vocab"] = vocab_summary(pair)
-    meta["head"] = head_summary(pair)
+    meta["draft_head"] = head_summary(pair)
     return meta, cost
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specviz.choices import LLAMACPP, TORCH
+from specviz.choices import HEAD, LLAMACPP, TORCH
 from specviz.bench.methods import GATHERED, PACKED
 
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
@@ -209,8 +209,8 @@ def _by_position(result: dict[str, Any], positions: int = 5) -> list[str]:
     for name, (reached, accepted) in pooled.items():
         cells = [f"{a / r:.2f} ({r})" if r else "-" for r, a in zip(reached, accepted)]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    head = result["meta"].get("head")
-    if head and any(n.endswith("-head") for n in pooled):
+    head = result["meta"].get("draft_head")
+    if head and any(n == f"sv-{HEAD}" for n in pooled):
         held = "; ".join(
             f"{part}: " + ", ".join(f"{a:.2f}" for a in rates) for part, rates in head["acceptance"].items()
         )
