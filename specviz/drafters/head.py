@@ -93,7 +93,6 @@ class HeadDrafter(ChainDrafting):
                 "the head drafter reads the target's hidden states: this target's loop does not give them "
                 "(the lean torch loop and llama.cpp do)"
             )
-        keep()
         self.name = name
         self._head = head
         self._target = target
@@ -106,13 +105,17 @@ class HeadDrafter(ChainDrafting):
         self._state = self._target.features[row].to(self._head.readout.device, torch.float32)
 
     def begin(self, prompt_ids: torch.Tensor) -> None:
-        self._verified_state(-1)  # the prefill's last position: it chose the first token
+        # Hidden states from here on: the prompt was read as plain decoding reads it (on
+        # llama.cpp keeping them changes how a batch is read out, and so its rounding), so
+        # this round drafts nothing and its pass gives the first state.
+        self._target.keep_features()
+        self._state = None
 
     def propose(
         self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
     ) -> Proposal:
         start = time.perf_counter()
-        if k <= 0:
+        if k <= 0 or self._state is None:
             return Proposal(tokens=context.new_empty(0), q=None)
         state, token = self._state[None], context[-1:].to(self._state.device)
         tokens, dists, confidence = [], [], []
