@@ -135,7 +135,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             name="qwen-coder-head",
             description="The bundled pair, plus a draft head for the 1.5B target trained on this machine "
-            "(`models --prepare qwen-coder-head`, about 20 minutes on 2 cores): the target drafting for itself "
+            "(`models --prepare qwen-coder-head`, about 30 minutes on 2 cores): the target drafting for itself "
             "beside the 0.5B draft. Bundled: works offline.",
             draft=ModelSource(
                 "Qwen2.5-Coder-0.5B-Instruct", 630_167_424, QWEN_CODER_DRAFT, "Qwen/Qwen2.5-Coder-0.5B-Instruct"
