@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from specviz.choices import HEAD
 from specviz import acceptance
 from specviz.errors import UserError
 from specviz.events import DraftToken, EmittedToken, RoundEvent
@@ -193,6 +194,9 @@ def test_each_engine_gets_its_own_names_and_a_drafter_it_lacks_says_so():
     assert any("arctic-inference" in n for n in suffix.notes)
     for fmt in export.FORMATS:  # no engine here runs lookahead's Jacobi window, nor suffix decoding but vLLM
         assert export.export(_found("lookahead"), fmt).text == ""
+    for fmt in export.FORMATS:  # nor a specviz draft head: engines read heads of their own format
+        head = export.export(_found(HEAD), fmt)
+        assert head.text == "" and any("specviz's draft head" in n for n in head.notes)
         assert fmt == "vllm" or export.export(_found("suffix"), fmt).text == ""
     assert export.export(_found("model"), "llama-cpp-python").text == ""
     unpaid = export.export(_found("model", hindsight_k=0), "llamacpp")

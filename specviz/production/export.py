@@ -26,7 +26,7 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
-from specviz.choices import EARLY_EXIT, LOOKUP, MODEL, SUFFIX, TREE
+from specviz.choices import EARLY_EXIT, HEAD, LOOKUP, MODEL, SUFFIX, TREE
 from specviz.errors import UserError
 from specviz.production.found import Found
 
@@ -77,6 +77,12 @@ def export(found: Found, fmt: str) -> Exported:
 
 
 def _lacks(fmt: str, language: str, found: Found, what: str) -> Exported:
+    if found.drafter == HEAD:  # engines draft from a target's own states too, but through heads of their own format
+        why = (
+            f"{what} has no place for specviz's draft head (its own format, trained here); its EAGLE or MTP "
+            "methods read heads trained for them. Nothing to export."
+        )
+        return Exported(fmt, language, "", [why])
     return Exported(fmt, language, "", [f"{what} has no {found.drafter!r} drafter; nothing to export."])
 
 
