@@ -25,6 +25,7 @@ SLOW = {
     "test_tree_verify.py",
     "test_resident.py",
     "test_browser_gate.py",
+    "test_head.py",
 }
 SHARED = (
     "models",
