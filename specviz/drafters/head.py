@@ -26,10 +26,8 @@ from specviz.errors import UserError
 from specviz.lm import rows
 from specviz.lm.sampling import Sampler
 
-# Head passes timed for the cost-aware policy's D (after one warm-up pass).
-TIMED_PASSES = 8
-_loaded: dict[tuple[str, float], tuple[DraftHead, HeadInfo]] = {}
-_draft_ms: dict[tuple[str, float, int], float] = {}
+# Per head file: its modification time when read, the head and its info, and D by thread count.
+_loaded: dict[str, tuple[float, DraftHead, HeadInfo, dict[int, float]]] = {}
 
 
 def target_label(pair) -> str:
@@ -48,39 +46,47 @@ def train_command(pair) -> str:
     return f"python -m specviz train-head --pair {pair.name}"
 
 
-def head_for(pair) -> tuple[DraftHead, HeadInfo]:
-    """The trained head for this pair's target (loaded once per file version)."""
+def _entry(pair) -> tuple[float, DraftHead, HeadInfo, dict[int, float]]:
+    """This pair's target's head file as read (again once the file changes)."""
     path = head_path(target_label(pair))
     if not path.is_file():
         raise UserError(
             f"no draft head is trained for {target_label(pair)} yet: {train_command(pair)} "
             f"trains one on this machine (minutes; see the README)"
         )
-    key = (str(path), path.stat().st_mtime)
-    if key not in _loaded:
-        _loaded[key] = load(path)
-    head, info = _loaded[key]
-    if head.vocab_size < pair.vocab_size:
-        raise UserError(f"{path}: a head for a vocabulary of {head.vocab_size:,}, this target has {pair.vocab_size:,}")
+    mtime = path.stat().st_mtime
+    if _loaded.get(str(path), (None,))[0] != mtime:
+        _loaded[str(path)] = (mtime, *load(path), {})
+    entry = _loaded[str(path)]
+    if entry[1].vocab_size < pair.vocab_size:
+        raise UserError(
+            f"{path}: a head for a vocabulary of {entry[1].vocab_size:,}, this target has {pair.vocab_size:,}"
+        )
+    return entry
+
+
+def head_for(pair) -> tuple[DraftHead, HeadInfo]:
+    """The trained head for this pair's target."""
+    _, head, info, _ = _entry(pair)
     return head, info
 
 
 def draft_ms(pair) -> float:
-    """What one drafted token costs here: the head's step and readout, timed once per head
-    file and thread count."""
-    head, _ = head_for(pair)
-    path = head_path(target_label(pair))
-    key = (str(path), path.stat().st_mtime, torch.get_num_threads())
-    if key not in _draft_ms:
-        state = head.readout[:1].clone()
-        token = head.subset[:1]
-        with torch.inference_mode():
+    """What one drafted token costs here: the head's step and readout, timed as every pass is
+    (`lm.timing.median_ms`), once per head file and thread count."""
+    from specviz.lm.timing import median_ms
+
+    _, head, _, costs = _entry(pair)
+    threads = torch.get_num_threads()
+    if threads not in costs:
+        state, token = head.readout[:1].clone(), head.subset[:1]
+
+        @torch.inference_mode()
+        def step(n: int) -> None:
             head(state, token)
-            start = time.perf_counter()
-            for _ in range(TIMED_PASSES):
-                head(state, token)
-        _draft_ms[key] = (time.perf_counter() - start) * 1000 / TIMED_PASSES
-    return _draft_ms[key]
+
+        costs[threads] = median_ms(step, [1], device=head.readout.device)[1]
+    return costs[threads]
 
 
 class HeadDrafter(ChainDrafting):

@@ -2,7 +2,8 @@
 
 Each window is read by the target through the run's own LM (`lm.runtime.open_lm`), so the
 states are the ones a head reads when it drafts on that runtime: for every position, the
-final hidden state (`features`), the token there, and the target's argmax after it.
+final hidden state (`features`), the token there, and the target's likeliest next tokens
+with their probabilities.
 """
 
 from __future__ import annotations
@@ -30,14 +31,18 @@ ANSWER_TOKENS = 256
 class States:
     features: torch.Tensor  # (N, H) float16
     tokens: torch.Tensor  # (N,) the token at each position
-    argmax: torch.Tensor  # (N,) the target's greedy choice after each position
-    top_ids: torch.Tensor  # (N, TEACHER_TOP) its likeliest next tokens, likeliest first
+    top_ids: torch.Tensor  # (N, TEACHER_TOP) the target's likeliest next tokens, likeliest first
     top_p: torch.Tensor  # (N, TEACHER_TOP) float16, their probabilities
     window: torch.Tensor  # (N,) which window each position belongs to
     files: list[str]  # one per window
 
     def __len__(self) -> int:
         return self.tokens.numel()
+
+    @property
+    def argmax(self) -> torch.Tensor:
+        """(N,) the target's greedy choice after each position."""
+        return self.top_ids[:, 0]
 
     @staticmethod
     def joined(parts: list["States"], align: int) -> "States":
@@ -48,7 +53,7 @@ class States:
             windows.append(part.window + offset)
             files += part.files + [""] * (-len(part.files) % align)
             offset = len(files)
-        fields = ("features", "tokens", "argmax", "top_ids", "top_p")
+        fields = ("features", "tokens", "top_ids", "top_p")
         return States(*(torch.cat([getattr(p, f) for p in parts]) for f in fields), torch.cat(windows), files)
 
 
@@ -75,12 +80,10 @@ class Recorder:
         return sum(len(t) for t in self.toks)
 
     def states(self) -> States:
-        top = torch.cat(self.top_ids)
         return States(
             torch.cat(self.feats),
             torch.cat(self.toks),
-            top[:, 0],
-            top,
+            torch.cat(self.top_ids),
             torch.cat(self.top_p),
             torch.cat(self.which),
             self.files,

@@ -1,8 +1,9 @@
 """Training a draft head by self-distillation: the target's states over local text teach it.
 
 From position t's state f_t and the next token x_{t+1}, the head guesses f_{t+1}; the loss is
-the cross-entropy from the target's own next-token distribution (f_{t+1} read out over the
-subset) to the head's, plus a small L1 pull on the state itself (as EAGLE trains). Each batch
+the cross-entropy from the target's own next-token distribution there (its likeliest tokens,
+kept while it read: `states.TEACHER_TOP`) to the head's readout over the subset, plus a small
+L1 pull on the state itself (as EAGLE trains). Products run in bf16 on a CPU that has it natively. Each batch
 also runs the head a second step from its own guess (f'_{t+1}, x_{t+2} -> f_{t+2}), as it
 drafts. One window in twenty is held out; the head's held-out greedy acceptance by draft
 position is what the file records and the bench compares with the run's.
@@ -12,13 +13,13 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from specviz.drafters.head_model import DraftHead, HeadInfo
+from specviz.lm.torch_runtime.devices import native_bf16
 from specviz.training.states import States
 
 HELD_OUT_EVERY = 20  # one window in this many is held out
@@ -69,17 +70,6 @@ def batch_loss(head: DraftHead, states: States, t: torch.Tensor, g: torch.Genera
             truth = states.features[t + j].float()
             loss = loss + distilled(head, state, states, t + j) + STATE_WEIGHT * F.smooth_l1_loss(state.float(), truth)
     return loss
-
-
-def native_bf16() -> bool:
-    """Whether this CPU multiplies in bf16 natively (AVX-512 BF16 or AMX): a training step then
-    takes about a third of fp32's time (0.10 s against 0.31 s for a batch of 256 on an AMD EPYC
-    with AVX-512 BF16, measured alone). A timing at the start would be swayed by other work."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
 def fit(head: DraftHead, states: States, train: torch.Tensor, plan: Plan, progress=None) -> tuple[int, bool]:

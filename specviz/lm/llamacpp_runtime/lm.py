@@ -81,8 +81,8 @@ class LlamaCppLM:
 
     def keep_features(self) -> None:
         """Keep each pass's final hidden states (after the output norm, what the LM head reads)
-        in `features`: llama.cpp's embeddings of the flagged tokens, with no pooling."""
-        self._L.llama_set_embeddings(self._ctx, True)
+        in `features`: llama.cpp's embeddings of the flagged tokens, with no pooling (switched
+        on for each decode that keeps rows, in `_decode`)."""
         self._features = True
 
     def reset(self) -> None:
