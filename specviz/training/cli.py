@@ -67,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--answer-tokens must be from 0 to 500,000 (got {args.answer_tokens:,})")
     if not 0.5 <= args.minutes <= 600:
         raise UserError(f"--minutes must be from 0.5 to 600 (got {args.minutes})")
+    if not 0 <= args.seed < 2**32:
+        raise UserError(f"--seed must be from 0 to {2**32 - 1:,} (got {args.seed:,})")
     if not 64 <= args.subset <= 1_000_000:
         raise UserError(f"--subset must be from 64 to 1,000,000 (got {args.subset:,})")
     train_for(
