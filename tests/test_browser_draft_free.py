@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from app_server import ARTIFACTS, chromium, launched_app
 from test_browser_trees import upload
+from tiny_head import ensure_head
 from tiny_models import tiny_pair
 
 from specviz.engine import run
@@ -107,3 +108,24 @@ def test_an_edit_example_picks_the_suffix_drafter_and_room_for_the_copy(page_url
         assert page.locator("#drafter input[value=model]").is_checked()
         assert page.locator("#max_new_tokens input[type=number]").input_value() == "128"
         page.close()
+
+
+def test_a_head_round_shows_where_its_state_came_from_and_each_tokens_q(page_url, tmp_path):
+    pair = tiny_pair(None)
+    ensure_head(pair)
+    trace = run(
+        pair,
+        PROMPT,
+        GenerationSettings(drafter="head", policy="fixed", k=3, max_new_tokens=16, raw=True, temperature=0.8),
+    )
+    path = tmp_path / "head.json"
+    path.write_text(trace.to_json())
+    event = first_drafted(trace)
+    with chromium() as browser:
+        page = upload(browser, page_url, path)
+        page.get_by_role("tab", name="Round inspector").click()
+        page.wait_for_selector("#round-source .sv-source[data-method=head]", timeout=60_000)
+        text = page.inner_text("#round-source")
+        assert "nothing to catch up" in text and f"q = {event.drafted[0].q:.2f}" in text
+        page.locator("#round-source").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "head-inspector-1280.png"), full_page=True)

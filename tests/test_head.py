@@ -224,7 +224,7 @@ def test_the_inspector_tells_a_head_round_with_its_q(trained):
     )
     event = next(e for e in trace.events if e.type == "round" and e.drafted)
     story = " ".join(viz.round_story(event))
-    assert "the draft head, from the target's own state proposed" in story and "the head gave q =" in story
+    assert "the draft head (from the target's own state) proposed" in story and "the head gave q =" in story
     panel = source_html(event)
     assert "nothing to catch up" in panel and f"q = {event.drafted[0].q:.2f}" in panel
 

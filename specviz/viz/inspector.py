@@ -21,7 +21,7 @@ from specviz.choices import HEAD, LOOKAHEAD, SUFFIX
 PROPOSERS = {
     SUFFIX: "suffix decoding's speculation tree",
     LOOKAHEAD: "lookahead's n-grams",
-    HEAD: "the draft head, from the target's own state",
+    HEAD: "the draft head (from the target's own state)",
 }
 NEAR_TIE_LOGITS = 0.5  # a top-2 logit gap this small can flip between a 1-token and a k-token pass
 
