@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from specviz import engine  # noqa: E402
-from specviz.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
+from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.lm import clear_loaded, load_pair  # noqa: E402
 from specviz.lm.torch_runtime.devices import choose_device  # noqa: E402
 from specviz.lm.torch_runtime.precision import choose_precision  # noqa: E402

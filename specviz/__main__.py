@@ -1,5 +1,5 @@
 import sys
 
-from specviz.cli import main
+from specviz.periphery.cli import main
 
 sys.exit(main())

@@ -10,13 +10,13 @@ import struct
 import pytest
 import torch
 
-from specviz.bench import hf_baselines
-from specviz.bench.cli import bench
-from specviz.bench.harness import BenchOptions
-from specviz.bench.methods import Method, Sample, default_methods, parse_method
-from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
-from specviz.bench.report import markdown, write_all, write_traces
-from specviz.bench.summary import geomean, summarise
+from specviz.periphery.bench import hf_baselines
+from specviz.periphery.bench.cli import bench
+from specviz.periphery.bench.harness import BenchOptions
+from specviz.periphery.bench.methods import Method, Sample, default_methods, parse_method
+from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
+from specviz.periphery.bench.report import markdown, write_all, write_traces
+from specviz.periphery.bench.summary import geomean, summarise
 from specviz.errors import UserError
 from specviz.events import load_trace
 from tiny_head import ensure_head
@@ -193,7 +193,7 @@ def test_llamacpp_ngram_methods_run_the_tool_without_a_draft_model(monkeypatch, 
     import subprocess
     from types import SimpleNamespace
 
-    from specviz.bench import llamacpp_tools
+    from specviz.periphery.bench import llamacpp_tools
 
     assert parse_method("ll-ngram-mod") == Method("ll-ngram-mod", "ll", "ngram-mod")
     assert not parse_method("ll-ngram-simple").needs_draft and parse_method("ll-spec-k4").needs_draft
@@ -455,7 +455,7 @@ def test_the_command_writes_its_outputs_and_the_traces(tmp_path, monkeypatch, ca
     import argparse
 
     import specviz.lm
-    from specviz.bench import cli
+    from specviz.periphery.bench import cli
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: tiny_pair("close"))
@@ -489,7 +489,7 @@ def _cli(tmp_path, monkeypatch, *argv):
     import argparse
 
     import specviz.lm
-    from specviz.bench import cli
+    from specviz.periphery.bench import cli
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: tiny_pair("close"))
@@ -553,7 +553,7 @@ def test_resume_refuses_a_run_measured_otherwise(tmp_path, monkeypatch, one_thre
     assert _cli(tmp_path, monkeypatch, "--limit", "1", "--max-new-tokens", "4") == 0
     with pytest.raises(UserError, match="max_new_tokens was 4"):
         _cli(tmp_path, monkeypatch, "--limit", "2", "--max-new-tokens", "5", "--resume")
-    from specviz.bench import resume
+    from specviz.periphery.bench import resume
 
     with monkeypatch.context() as m:
         m.setattr(resume, "code_digest", lambda: "changed")

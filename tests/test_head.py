@@ -25,8 +25,8 @@ from specviz.engine.verify import verify
 from specviz.errors import UserError
 from specviz.lm.sampling import Sampler
 from specviz.settings import GenerationSettings
-from specviz.training import states, train
-from specviz.training.tables import target_tables
+from specviz.periphery.training import states, train
+from specviz.periphery.training.tables import target_tables
 from test_tree_verify import frequencies_match
 from tiny_models import CORPUS, single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
@@ -102,7 +102,7 @@ def test_answers_are_the_targets_own_greedy_text_with_its_states(trained):
 
 
 def test_requests_come_from_documented_public_functions(tmp_path):
-    from specviz.training.corpus import requests
+    from specviz.periphery.training.corpus import requests
 
     (tmp_path / "m.py").write_text(
         'def area(w, h):\n    """The area of a w by h rectangle."""\n    return w * h\n\n'

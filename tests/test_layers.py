@@ -1,7 +1,8 @@
 """Data flows one way: models -> lm -> drafters -> engine -> viz -> app. No module imports a
 layer to its right (function-level imports included). `events`, `settings`, `errors`,
-`theory`, `acceptance`, `choices`, `cost_curve` and `limits` are leaves that any layer may import; the bench, the labs, the
-lossless lab, head training and the command line sit at the top beside the app."""
+`theory`, `acceptance`, `choices`, `cost_curve` and `limits` are leaves that any layer may
+import. The periphery (bench, labs, production, head training, the lossless lab, the command
+line) uses the core and is used by nothing in it but the page's tabs that show its work."""
 
 from __future__ import annotations
 
@@ -9,20 +10,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
-ORDER = ["models", "lm", "drafters", "engine", "viz", "app"]
-TOP = {
-    "app",
-    "bench",
-    "labs",
-    "production",
-    "training",
-    "lossless",
-    "lossless_cli",
-    "models_cli",
-    "cli",
-    "__main__",
-    "__init__",
-}
+ORDER = ["models", "lm", "drafters", "engine", "viz", "periphery", "app"]
+TOP = {"__main__", "__init__"}
 LEAVES = {"events", "settings", "errors", "theory", "acceptance", "choices", "cost_curve", "lazy", "limits"}
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from app_server import free_port
-from specviz.bench import llamacpp_tools
+from specviz.periphery.bench import llamacpp_tools
 from specviz.lm.llamacpp_runtime.library import default_threads
-from specviz.production import found, metrics
-from specviz.production.export import export
+from specviz.periphery.production import found, metrics
+from specviz.periphery.production.export import export
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.bundled

@@ -15,7 +15,7 @@ from specviz.choices import HEAD
 from specviz import acceptance
 from specviz.errors import UserError
 from specviz.events import DraftToken, EmittedToken, RoundEvent
-from specviz.production import export, found, judge, metrics
+from specviz.periphery.production import export, found, judge, metrics
 
 DATA = Path(__file__).parent / "data" / "production"
 

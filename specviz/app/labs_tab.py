@@ -29,7 +29,7 @@ from specviz.engine import model_lock
 from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse_temperatures, wall_left
+from specviz.periphery.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse_temperatures, wall_left
 from specviz.limits import SWEEP_WALL_S
 from specviz.settings import GenerationSettings
 from specviz.viz import acceptance_plots as ap
@@ -279,7 +279,7 @@ class Labs:
     @shown_errors
     def batching(self, trace: Trace | None, pair_name: str, request: gr.Request, progress=gr.Progress()) -> tuple:
         """Time the pair's batched passes; predict the speedup at the run's acceptance and k."""
-        from specviz.labs import batching as lab
+        from specviz.periphery.labs import batching as lab
 
         if not _spec(trace):
             raise UserError(
@@ -309,7 +309,7 @@ def _sweep_point(
     on_progress=None,
 ):
     """One temperature of the sweep on the loaded pair, stopped by the session's Stop."""
-    from specviz.labs.sweep import sweep as run_sweep
+    from specviz.periphery.labs.sweep import sweep as run_sweep
     from specviz.settings import from_request
 
     pair = runner.LOADER.wait(pair_name, with_draft=with_draft)
@@ -327,7 +327,7 @@ def _sweep_point(
 
 def _batch_costs(pair_name: str, session: str, on_progress=None):
     """The loaded pair's batched pass costs, and the device's copy and product speeds."""
-    from specviz.labs import batching as lab
+    from specviz.periphery.labs import batching as lab
 
     pair = runner.LOADER.wait(pair_name, with_draft=True)
     if pair.draft is None:
@@ -393,7 +393,7 @@ def batching_views(r) -> tuple:
         r.k,
         r.stops_paying_at,
     )
-    from specviz.labs.batching import explanation
+    from specviz.periphery.labs.batching import explanation
 
     muted = [
         f"Predicted from \u03b1 = {r.alpha:.2f} (the run's measured acceptance) and k = {r.k}; pass costs are the "

@@ -16,10 +16,10 @@ from specviz.drafters.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.limits import METRICS_BYTES
-from specviz.production import found
-from specviz.production.export import FORMATS, export
-from specviz.production.judge import judge, measured_cost, typed_cost
-from specviz.production.metrics import read
+from specviz.periphery.production import found
+from specviz.periphery.production.export import FORMATS, export
+from specviz.periphery.production.judge import judge, measured_cost, typed_cost
+from specviz.periphery.production.metrics import read
 from specviz.viz.acceptance_plots import position_stats_figure, words_html
 from specviz.viz.palette import empty_figure
 

@@ -2,7 +2,7 @@
 hindsight k, the temperature sweep and the batching prediction.
 
 The per-position and per-round numbers come from specviz.acceptance; the sweep and batching
-figures take plain columns (what specviz.labs measured), so nothing here runs a model.
+figures take plain columns (what specviz.periphery.labs measured), so nothing here runs a model.
 The accepted-length histogram is stats_plots.accepted_length_figure, given the run's
 measured acceptance.
 """

@@ -19,8 +19,8 @@ ANSWER_SHARE = 0.25
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from specviz.engine.cli import add_runtime
-    from specviz.training.train import Plan
+    from specviz.periphery.generate_cli import add_runtime
+    from specviz.periphery.training.train import Plan
 
     parser.add_argument("--pair", help="the preset whose target gets a head (default qwen-coder)")
     parser.add_argument("--target", metavar="SRC", help="or a target model: Hub id, local folder or GGUF file")
@@ -100,8 +100,8 @@ def train_for(
     from specviz.drafters.head_model import save
     from specviz.engine.runtime_choice import choose
     from specviz.lm import load_pair
-    from specviz.training import corpus, states, train
-    from specviz.training.tables import target_tables
+    from specviz.periphery.training import corpus, states, train
+    from specviz.periphery.training.tables import target_tables
 
     start = time.perf_counter()
     runtime = choose(spec, runtime).runtime

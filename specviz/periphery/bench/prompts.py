@@ -12,7 +12,7 @@ from pathlib import Path
 from specviz.errors import UserError
 from specviz.settings import check_prompt
 
-DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "bench_prompts.json"
+DEFAULT_PROMPTS = Path(__file__).resolve().parents[3] / "assets" / "bench_prompts.json"
 KINDS = ("code", "prose", "repetitive", "edit")
 # The kinds the bench's older goals are measured on; the repetitive group (answers that
 # repeat their input, where draft-free methods should win) and the edit group (longer edit

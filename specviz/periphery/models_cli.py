@@ -59,7 +59,7 @@ def _prepare_head(name: str) -> None:
     if path.is_file():
         print(f"head: {path} (trained already)", file=sys.stderr)
         return
-    from specviz.training.cli import train_for
+    from specviz.periphery.training.cli import train_for
 
     train_for(name)
 

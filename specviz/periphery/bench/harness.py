@@ -13,8 +13,8 @@ from typing import Callable
 
 import torch
 
-from specviz.bench import hf_baselines
-from specviz.bench.methods import (
+from specviz.periphery.bench import hf_baselines
+from specviz.periphery.bench.methods import (
     Method,
     Sample,
     run_llamacpp,
@@ -23,7 +23,7 @@ from specviz.bench.methods import (
     run_transformers,
     sv_settings,
 )
-from specviz.bench.prompts import BenchPrompt, alternating
+from specviz.periphery.bench.prompts import BenchPrompt, alternating
 from specviz.choices import POLICIES
 from specviz.settings import GenerationSettings, default_k
 

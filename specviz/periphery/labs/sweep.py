@@ -187,7 +187,7 @@ def table(rows: Sequence[SweepRow]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from specviz.engine import cli as generate_cli
+    from specviz.periphery import generate_cli
 
     generate_cli.add_arguments(parser)
     parser.add_argument(
@@ -199,7 +199,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.engine import cli as generate_cli
+    from specviz.periphery import generate_cli
     from specviz.lm.prompt import check_prompt
 
     settings = generate_cli.settings_from(args)

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from specviz.errors import UserError
-from specviz.production.metrics import Counts
+from specviz.periphery.production.metrics import Counts
 
 # Within this much of 1x, drafting neither helps nor costs anything worth a verdict.
 EVEN = 0.05

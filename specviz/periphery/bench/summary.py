@@ -13,9 +13,9 @@ import statistics
 from typing import Any
 
 from specviz import theory
-from specviz.bench.harness import BenchOptions, Raw
-from specviz.bench.methods import GATHERED, PACKED, VARIANTS, Method, Sample
-from specviz.bench.prompts import COPY_KINDS, GOAL_KINDS, BenchPrompt
+from specviz.periphery.bench.harness import BenchOptions, Raw
+from specviz.periphery.bench.methods import GATHERED, PACKED, VARIANTS, Method, Sample
+from specviz.periphery.bench.prompts import COPY_KINDS, GOAL_KINDS, BenchPrompt
 
 # The speed goals: the cost-aware chain against transformers' best assisted setting (greedy,
 # and sampling), never slower than plain decoding on a prompt, and a plain loop as fast as

@@ -21,14 +21,14 @@ from typing import Any, Callable
 
 import torch
 
-from specviz.bench import report, resume
-from specviz.bench.harness import BenchOptions, Raw, count_runs, eos_ids, run_bench
-from specviz.bench.methods import FAMILY_NAMES, Method, check_pair, default_methods, parse_method
-from specviz.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
-from specviz.bench.summary import summarise
+from specviz.periphery.bench import report, resume
+from specviz.periphery.bench.harness import BenchOptions, Raw, count_runs, eos_ids, run_bench
+from specviz.periphery.bench.methods import FAMILY_NAMES, Method, check_pair, default_methods, parse_method
+from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
+from specviz.periphery.bench.summary import summarise
 from specviz.errors import UserError
 from specviz.choices import LLAMACPP, POLICIES
-from specviz.engine.cli import add_precision, add_runtime, add_setting
+from specviz.periphery.generate_cli import add_precision, add_runtime, add_setting
 from specviz.settings import MAX_K, default_k
 
 DEFAULT_KS = "2,4"
@@ -88,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _without_missing_tools(methods: list[Method]) -> list[Method]:
     """The methods less llama.cpp's own tools' where they are not built, saying so."""
-    from specviz.bench import llamacpp_tools
+    from specviz.periphery.bench import llamacpp_tools
 
     why = llamacpp_tools.missing() if any(m.family == "ll" for m in methods) else None
     if why:

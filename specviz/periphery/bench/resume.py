@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specviz.bench.harness import Raw
-from specviz.bench.methods import Method, Sample
-from specviz.bench.prompts import BenchPrompt
+from specviz.periphery.bench.harness import Raw
+from specviz.periphery.bench.methods import Method, Sample
+from specviz.periphery.bench.prompts import BenchPrompt
 from specviz.errors import UserError
 
 # meta fields of bench.json that must be the same in both processes
@@ -39,7 +39,7 @@ SAME = (
 
 def code_digest() -> str:
     """A digest of specviz's Python source, so a run is not resumed with a changed engine."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # specviz/
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         h.update(path.relative_to(root).as_posix().encode())

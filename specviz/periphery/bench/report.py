@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.choices import HEAD, LLAMACPP, TORCH
-from specviz.bench.methods import GATHERED, PACKED
+from specviz.periphery.bench.methods import GATHERED, PACKED
 
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
 

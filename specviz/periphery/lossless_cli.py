@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from specviz.errors import UserError
-    from specviz.lossless import DEFAULT_TEMPERATURE, bug_gallery, parse_distribution, simulate
+    from specviz.periphery.lossless import DEFAULT_TEMPERATURE, bug_gallery, parse_distribution, simulate
 
     if args.bugs:
         temperature = DEFAULT_TEMPERATURE if args.temperature is None else args.temperature
@@ -81,7 +81,7 @@ def _table(r) -> str:
 
 
 def _bugs_table(rules: dict) -> str:
-    from specviz.lossless import Z_TOLERANCE
+    from specviz.periphery.lossless import Z_TOLERANCE
 
     first = next(iter(rules.values()))
     t = first.temperature
