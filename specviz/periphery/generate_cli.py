@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from specviz.periphery import progress
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.choices import COST_AWARE, PRECISIONS, RUNTIMES, SPECULATIVE, help_line
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     pair = load(
         spec,
         with_draft=settings.needs_draft,
-        progress=_print_progress,
+        progress=progress.lines(terminal_only=True),
         device=args.device,
         dtype=args.dtype,
         int8_draft=False if args.fp32_draft else None,
@@ -178,12 +179,6 @@ def warm_up(pair, prompt: str, settings: GenerationSettings) -> float:
         pair, prompt, replace(settings, max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens)), record="minimal"
     )
     return time.perf_counter() - t0
-
-
-def _print_progress(fraction: float, message: str) -> None:
-    # Only to a terminal: a script reading stderr gets one line, and only on an error.
-    if sys.stderr.isatty():
-        print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
 
 def generate(

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from specviz.periphery import progress
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the list (or the prepared files) as JSON")
@@ -21,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     if args.prepare:
         from specviz.lm.loader import prepare
 
-        result = prepare(args.prepare, progress=_print_steps())
+        result = prepare(args.prepare, progress=progress.lines())
         _prepare_head(args.prepare)
         if args.json:
             print(json.dumps(result, indent=1))
@@ -78,15 +80,3 @@ def _describe(m: dict) -> str:
     if "hub_id" in m:
         where.append(f"hub {m['hub_id']}{' (downloaded)' if m['hub_cached'] else ''}")
     return f"{m['label']}: {size}; " + " | ".join(where)
-
-
-def _print_steps():
-    """A progress callback that prints each new step once (readable in CI logs)."""
-    last = [None]
-
-    def report(fraction: float, message: str) -> None:
-        if message != last[0]:
-            last[0] = message
-            print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
-
-    return report

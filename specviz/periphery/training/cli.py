@@ -9,8 +9,8 @@ held-out acceptance. The head drafter (`--drafter head`) then finds it for that 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
+from specviz.periphery import progress
 
 # Shares of the time budget: the target reading source, then answering requests made from
 # it (a decoding token costs several read ones); training gets the rest.
@@ -144,12 +144,4 @@ def train_for(
     return head, info
 
 
-_said = [-1]
-
-
-def _say(fraction: float, message: str) -> None:
-    """A line per percent of each stage (readable on a terminal and in CI logs)."""
-    pct = int(fraction * 100)
-    if pct != _said[0]:
-        _said[0] = pct
-        print(f"[{pct:3d}%] {message}", file=sys.stderr, flush=True)
+_say = progress.lines(per_percent=True)
