@@ -1,6 +1,6 @@
 """V(n) and D on a GPU without the bundled weights: random-weight models built from the
 bundled pair's configs (assets/model_configs), timed by the cost model's own code
-(`drafters.cost_model`, as every load times a pair), in bf16 on the torch runtime, with
+(`costs.measure`, as every load times a pair), in bf16 on the torch runtime, with
 transformers' own greedy `generate` on the same model object for a per-token reference.
 
 Random weights change no pass cost (the same shapes, the same kernels), but they make any
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
-from specviz.drafters import cost_model  # noqa: E402
+from specviz.costs import measure as cost_model  # noqa: E402
 from specviz.lm import timing  # noqa: E402
 from specviz.lm.runtime import open_lm  # noqa: E402
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from specviz import theory  # noqa: E402
 from specviz.drafters.cost_aware import CostAwareLength  # noqa: E402
-from specviz.drafters.cost_model import CostModel  # noqa: E402
+from specviz.cost_curve import CostModel  # noqa: E402
 from specviz.settings import default_k  # noqa: E402
 
 # V(n) in ms, bundled pair, target in bf16, 2-core AMD EPYC with avx512_bf16 (the bench's
@@ -61,7 +61,7 @@ def simulate(
         tokens += accepted + 1
         drafted_total += drafted
         plain += drafted == 0
-    best_k, best = theory.best_k_with_cost(alpha, cost.verify_ms, cost.draft, k_max=k_max)
+    best_k, best = theory.best_k_with_cost(alpha, cost, k_max=k_max)
     return {
         "d_over_t": d_over_t,
         "alpha": alpha,

@@ -5,7 +5,7 @@ engine runs it in, timed side by side.
 
 The pair's target as a load gives it, after 160 random context tokens, logits for every new
 position (as a verify pass needs): `lm.timing.measure_pass_ms` (transformers' forward, what
-transformers' `generate` runs) and `drafters.cost_model.target_pass_ms` (the engine's loop:
+transformers' `generate` runs) and `lm.timing.target_pass_ms` (the engine's loop:
 `lm.torch_runtime.lean` over packed weights where it applies, what the cost model and every speedup use).
 Each takes untimed warm-up sweeps, then the median of `--repeats` sweeps over all sizes.
 `--trees` adds a tree round's target pass (`lm.tree.TreeLM`: n nodes, each node's parent the
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.drafters.cost_model import MEASURED_SIZES  # noqa: E402
+from specviz.costs.measure import MEASURED_SIZES  # noqa: E402
 from specviz.lm.torch_runtime.cached import cached_lm  # noqa: E402
 from specviz.lm.torch_runtime.lean import model_lm  # noqa: E402
 from specviz.lm.tree import TreeLM  # noqa: E402

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specviz import theory
-from specviz.cost_curve import PassCosts
+from specviz.cost_curve import CostModel
 from specviz.events import Event, RoundEvent
 from specviz.settings import MAX_K
 
@@ -302,10 +302,6 @@ def departure_words(events: Iterable[Event]) -> list[str]:
 # --- hindsight k ----------------------------------------------------------------------------
 
 
-def verify_cost(cost_model: Mapping) -> PassCosts:
-    return PassCosts.from_dict(cost_model)
-
-
 @dataclass
 class HindsightRound:
     index: int
@@ -355,7 +351,7 @@ class Hindsight:
         return sum(r.drafted == r.best_k for r in self.rounds)
 
 
-def _round_options(r: RoundEvent, cost: PassCosts, k_max: int) -> tuple[int, list[tuple[int, int, float]]]:
+def _round_options(r: RoundEvent, cost: CostModel, k_max: int) -> tuple[int, list[tuple[int, int, float]]]:
     """(accepted, [(k', tokens, ms)]) for the draft lengths this round could have used.
 
     A round with a rejection at a + 1 would have yielded min(k', a) + 1 tokens for any k'.
@@ -367,14 +363,14 @@ def _round_options(r: RoundEvent, cost: PassCosts, k_max: int) -> tuple[int, lis
     if r.tree:
         return a, _tree_options(r, cost)
     if n == 0:
-        return a, [(0, 1, cost(1))]
+        return a, [(0, 1, cost.round_ms(0))]
     if not finished(r):
         return a, [(n, r.gained, cost.round_ms(n))]
     last = n if a == n else max(n, k_max)
     return a, [(kk, min(kk, a) + 1, cost.round_ms(kk)) for kk in range(1, last + 1)]
 
 
-def _tree_options(r: RoundEvent, cost: PassCosts) -> list[tuple[int, int, float]]:
+def _tree_options(r: RoundEvent, cost: CostModel) -> list[tuple[int, int, float]]:
     """A tree round's node budgets b = 0..n: the tree's first b nodes (every drafter lists a
     parent before its children and grows best first, so a smaller budget is a prefix), the
     accepted path's nodes among them, and a pass over 1 + ride + b nodes, plus the round's
@@ -385,7 +381,7 @@ def _tree_options(r: RoundEvent, cost: PassCosts) -> list[tuple[int, int, float]
 
     def option(b: int) -> tuple[int, int, float]:
         kept = sum(i < b for i in path)
-        return b, kept + 1, cost(1 + ride + b) + (r.draft_ms if b else 0.0)
+        return b, kept + 1, cost.verify_ms(1 + ride + b) + (r.draft_ms if b else 0.0)
 
     if not finished(r):
         return [(n, r.gained, option(n)[2])]
@@ -401,7 +397,7 @@ def hindsight(events: Iterable[Event], cost_model: Mapping, k_max: int = MAX_K) 
     Choosing each round's best ratio is not quite the fastest run: a round's cheap option can
     pull the total down less than a dear one pulls it up. `best_tokens_per_s` is the
     fastest (total tokens / total ms maximised over every choice, by Dinkelbach's method)."""
-    cost = verify_cost(cost_model)
+    cost = CostModel.from_dict(cost_model)
     rounds, options, policy_t, policy_ms, measured_ms = [], [], 0, 0.0, 0.0
     for r in rounds_of(events):
         a, opts = _round_options(r, cost, k_max)
@@ -415,7 +411,7 @@ def hindsight(events: Iterable[Event], cost_model: Mapping, k_max: int = MAX_K) 
     by_k = [{o[0]: o for o in opts} for opts in options]
     h_t = sum(by_k[i][r.best_k][1] for i, r in enumerate(rounds))
     h_ms = sum(by_k[i][r.best_k][2] for i, r in enumerate(rounds))
-    return Hindsight(rounds, policy_t, policy_ms, h_t, h_ms, cost(1), measured_ms, best_speed(options))
+    return Hindsight(rounds, policy_t, policy_ms, h_t, h_ms, cost.target, measured_ms, best_speed(options))
 
 
 def best_speed(options: list[list[tuple[int, int, float]]]) -> float:

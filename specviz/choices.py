@@ -210,7 +210,7 @@ POLICIES = Registry(
 )
 
 # What runs the models (lm.runtime): "auto" takes SPECVIZ_RUNTIME, else the one measured
-# faster here (engine.runtime_choice). A runtime's factory is its loader, (plan, *, progress)
+# faster here (costs.runtime_choice). A runtime's factory is its loader, (plan, *, progress)
 # -> ModelPair; torch's is lm.load_pair's own path.
 RUNTIMES = Registry(
     "runtime",

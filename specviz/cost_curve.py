@@ -1,4 +1,6 @@
-"""V(n): what one target pass over n new tokens costs, from the pass sizes measured.
+"""V(n): what one target pass over n new tokens costs, from the pass sizes measured, and
+`CostModel`, V(n) with D (one drafted token): the one cost type, whose `round_ms` is the one
+place a round's cost k*D + V(k+1) is written.
 
 The one curve the cost model, the hindsight figures, the labs and the theory share:
 - never cheaper with more tokens: each size costs at least what any smaller one did (a busy
@@ -13,8 +15,9 @@ A leaf: numbers in, numbers out, no models.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -56,23 +59,82 @@ class CostCurve:
         return self.costs[-1] + self.slope * (n - self.sizes[-1])
 
 
-@dataclass(frozen=True)
-class PassCosts:
-    """V(n) and D, one drafted token, as a run's cost model records them (`CostModel.to_dict()`)."""
+@dataclass
+class CostModel:
+    """V(n) and D in ms, the one type every cost in specviz has: measured at load
+    (`costs.measure`), read back from a trace (`from_dict`) or a user's table.
 
-    verify: CostCurve
+    `verify[n]` is one target pass over n new tokens (sizes between measured ones are
+    interpolated, larger ones extrapolated unless `extrapolate` is False: a table that says
+    nothing past its end), `draft` one drafted token."""
+
+    verify: dict[int, float]
     draft: float
+    source: str = "measured"
+    meta: dict = field(default_factory=dict)
+    extrapolate: bool = True
 
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "PassCosts":
-        measured = {int(n): float(v) for n, v in dict(d["verify"]).items()}
-        if 1 not in measured:
-            raise ValueError("a cost model needs the cost of a one-token pass")
-        return cls(CostCurve(measured), float(d["draft"]))
+    def __post_init__(self) -> None:
+        for n, ms in self.verify.items():
+            if not float(ms) > 0:
+                raise UserError(f"a verify pass over {n} tokens must cost more than 0 ms (got {ms!r})")
+        if not 0 <= float(self.draft) < float("inf"):
+            raise UserError(f"draft_ms must be 0 or more and finite (got {self.draft!r})")
+        self.verify = never_cheaper(self.verify)
+        if 1 not in self.verify:
+            raise UserError("a cost model needs the cost of a one-token pass")
+        self.draft = float(self.draft)
+        self.curve = CostCurve(self.verify, extrapolate=self.extrapolate)
 
-    def __call__(self, n: int) -> float:
-        return self.verify(n)
+    def verify_ms(self, n: int) -> float:
+        """V(n): a target pass over n new tokens."""
+        return self.curve(n)
 
     def round_ms(self, k: int) -> float:
         """A round that drafts k tokens: k drafted tokens and a verify pass over k + 1."""
-        return k * self.draft + self(k + 1)
+        return k * self.draft + self.verify_ms(k + 1)
+
+    @property
+    def target(self) -> float:
+        """T: one plain-decoding step."""
+        return self.verify[1]
+
+    @property
+    def busy(self) -> bool:
+        """Timed at a busy moment: this load is priced as the machine was then, and the cache
+        kept the undisturbed costs (`costs.measure.load_or_measure` marks it "cache_kept")."""
+        return bool(self.meta.get("cache_kept"))
+
+    def with_draft(self, draft_ms: float) -> "CostModel":
+        """The same V(n) with another D (a drafter that is not the draft model)."""
+        return replace(self, verify=dict(self.verify), draft=draft_ms, meta=dict(self.meta))
+
+    def copy(self) -> "CostModel":
+        return self.with_draft(self.draft)
+
+    def to_dict(self) -> dict:
+        return {
+            "verify": {str(n): v for n, v in self.verify.items()},
+            "draft": self.draft,
+            "source": self.source,
+            "meta": copy.deepcopy(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "CostModel":
+        return cls(
+            verify={int(n): float(v) for n, v in dict(d["verify"]).items()},
+            draft=float(d["draft"]),
+            source=d.get("source", "measured"),
+            meta=dict(d.get("meta") or {}),
+        )
+
+
+def recorded(meta: Mapping | None) -> CostModel | None:
+    """The costs a trace recorded (`meta["cost_model"]`); None where it has none, or none
+    that prices a one-token pass (traces from before runs kept one)."""
+    d = (meta or {}).get("cost_model")
+    try:
+        return CostModel.from_dict(d) if isinstance(d, Mapping) else None
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -9,7 +9,7 @@ costing T and one drafted token costing D (the analysis of Leviathan, Kalman and
 
 k = 0 means no drafting (one token per target pass: speedup 1). The formula takes a verify
 pass over k+1 tokens to cost the same T as a one-token pass; on a CPU in fp32 it does not,
-so `speedup_with_cost` / `best_k_with_cost` take a measured cost per pass size instead.
+so `speedup_with_cost` / `best_k_with_cost` take a measured `cost_curve.CostModel` instead.
 
 Every function accepts numpy arrays for alpha (and k where it says so) and broadcasts, so
 the app can draw alpha x k heatmaps in one call; plain numbers in give plain numbers out.
@@ -17,23 +17,15 @@ the app can draw alpha x k heatmaps in one call; plain numbers in give plain num
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Union
-
 import numpy as np
 
 from specviz import limits
-from specviz.cost_curve import CostCurve
+from specviz.cost_curve import CostModel
 from specviz.errors import UserError
 from specviz.settings import MAX_K
 
 # Best k is searched up to the largest k a run can use.
 DEFAULT_K_MAX = MAX_K
-
-# A verify-pass cost model: ms for a target pass over n new tokens. A callable n -> ms;
-# a sequence whose entry i is the cost of i+1 tokens; or a mapping {n: ms} of measured
-# sizes, interpolated linearly between them (e.g. passes timed at 1, 2, 4, 8 and 16 tokens).
-VerifyCosts = Union[Callable[[int], float], Sequence[float], Mapping[int, float]]
 
 
 def tokens_per_round(alpha, k):
@@ -86,31 +78,28 @@ def break_even_alpha(k, target_ms, draft_ms):
     return _out(np.where(need > kk + 1, np.nan, root))
 
 
-def speedup_with_cost(alpha, k, verify_ms: VerifyCosts, draft_ms, target_ms=None):
-    """Speedup when a verify pass over n tokens costs verify_ms(n), as measured.
+def speedup_with_cost(alpha, k, cost: CostModel, target_ms=None):
+    """Speedup when a round drafting k tokens costs `cost.round_ms(k)`, V(n) as measured:
 
         tokens_per_round * T0 / (k*D + V(k+1))
 
     T0 is the cost of one plain-decoding step: target_ms, or V(1) when not given.
     """
-    cost = _cost_fn(verify_ms)
     kk = _ks(k)
-    d = _non_negative(draft_ms, "draft_ms")
-    t0 = cost(1) if target_ms is None else _positive(target_ms, "target_ms")
-    sizes = np.unique(kk + 1)
-    v = np.asarray([cost(int(n)) for n in sizes.ravel()], dtype=float)
-    verify = v[np.searchsorted(sizes, kk + 1)]
-    return _out(np.asarray(tokens_per_round(alpha, kk)) * t0 / (kk * d + verify))
+    t0 = cost.target if target_ms is None else _positive(target_ms, "target_ms")
+    ks = np.unique(kk)
+    rounds = np.asarray([cost.round_ms(int(m)) for m in ks.ravel()], dtype=float)
+    return _out(np.asarray(tokens_per_round(alpha, kk)) * t0 / rounds[np.searchsorted(ks, kk)])
 
 
-def best_k_with_cost(alpha, verify_ms: VerifyCosts, draft_ms, target_ms=None, k_max: int | None = None):
-    """best_k for a measured verify cost. k_max defaults to MAX_K, capped at the largest
-    pass size a table (sequence or mapping) measured, less one: no extrapolation."""
+def best_k_with_cost(alpha, cost: CostModel, target_ms=None, k_max: int | None = None):
+    """best_k for a measured cost. k_max defaults to MAX_K, capped for a table that says
+    nothing past its end at its largest pass size less one."""
     if k_max is None:
-        k_max = min(DEFAULT_K_MAX, _measured_max_n(verify_ms) - 1)
+        k_max = DEFAULT_K_MAX if cost.extrapolate else min(DEFAULT_K_MAX, max(cost.verify) - 1)
     ks = np.arange(_k_max(k_max) + 1)
     a = _alpha(alpha)[..., None]
-    return _argmax_k(np.asarray(speedup_with_cost(a, ks, verify_ms, draft_ms, target_ms)))
+    return _argmax_k(np.asarray(speedup_with_cost(a, ks, cost, target_ms)))
 
 
 def accepted_length_distribution(alpha, k: int):
@@ -169,37 +158,6 @@ def _argmax_k(s: np.ndarray):
     if k.ndim == 0:
         return int(k), float(best)
     return k, best
-
-
-def _cost_fn(verify_ms: VerifyCosts) -> Callable[[int], float]:
-    if callable(verify_ms):
-        return lambda n: _checked_cost(verify_ms(n), n)
-    if isinstance(verify_ms, Mapping):
-        curve = CostCurve(verify_ms, extrapolate=False)  # a table says nothing past its largest size
-        return lambda n: _checked_cost(curve(n), n)
-    table = list(verify_ms)
-
-    def tabulated(n: int) -> float:
-        if not 1 <= n <= len(table):
-            raise UserError(
-                f"verify cost measured for 1 to {len(table)} tokens only; a pass over {n} tokens was asked for"
-            )
-        return _checked_cost(table[n - 1], n)
-
-    return tabulated
-
-
-def _measured_max_n(verify_ms: VerifyCosts) -> int:
-    if callable(verify_ms):
-        return DEFAULT_K_MAX + 1
-    return int(max(verify_ms)) if isinstance(verify_ms, Mapping) else len(verify_ms)
-
-
-def _checked_cost(ms, n: int) -> float:
-    ms = float(ms)
-    if not ms > 0:
-        raise UserError(f"a verify pass over {n} tokens must cost more than 0 ms (got {ms!r})")
-    return ms
 
 
 def _out(x: np.ndarray):

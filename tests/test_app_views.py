@@ -308,7 +308,7 @@ def test_theory_says_whether_a_tree_pays(tree_trace):
 def test_a_cross_tokenizer_round_shows_its_alignment():
     from test_cross_vocab import cross_pair
 
-    from specviz.drafters.cost_model import for_pair
+    from specviz.costs.measure import for_pair
 
     pair = cross_pair()
     pair.info["cost_model"] = for_pair(tiny_pair("close"))  # the same target's costs

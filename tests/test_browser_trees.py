@@ -24,7 +24,7 @@ TREE = GenerationSettings(drafter="tree", tree_nodes=8, tree_width=2, policy="fi
 def traces(tmp_path_factory):
     from test_cross_vocab import cross_pair
 
-    from specviz.drafters.cost_model import for_pair
+    from specviz.costs.measure import for_pair
 
     folder = tmp_path_factory.mktemp("traces")
     tree = run(tiny_pair("close"), "for i in range(10):", TREE)

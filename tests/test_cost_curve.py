@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.cost_curve import CostCurve, PassCosts, never_cheaper
+from specviz.cost_curve import CostCurve, CostModel, never_cheaper, recorded
 from specviz.errors import UserError
 
 
@@ -38,9 +38,20 @@ def test_a_table_refuses_what_it_did_not_measure():
 
 
 def test_a_round_costs_k_drafted_tokens_and_a_pass_over_k_plus_one():
-    costs = PassCosts.from_dict({"verify": {"1": 10.0, "5": 30.0}, "draft": 2.0})
+    costs = CostModel.from_dict({"verify": {"1": 10.0, "5": 30.0}, "draft": 2.0})
     assert costs.round_ms(0) == 10.0
     assert costs.round_ms(4) == pytest.approx(4 * 2.0 + 30.0)
     assert costs.round_ms(2) == pytest.approx(2 * 2.0 + 20.0)  # V(3) half way from 10 to 30
     with pytest.raises(ValueError, match="one-token pass"):
-        PassCosts.from_dict({"verify": {"2": 10.0}, "draft": 1.0})
+        CostModel.from_dict({"verify": {"2": 10.0}, "draft": 1.0})
+    assert CostModel({1: 10.0, 5: 30.0}, 2.0).with_draft(0.0).round_ms(4) == 30.0  # a drafter that costs nothing
+
+
+def test_a_trace_without_a_usable_cost_model_prices_nothing():
+    assert recorded({"cost_model": {"verify": {"1": 10.0}, "draft": 1.0}}).round_ms(1) == 11.0
+    assert recorded({}) is None and recorded(None) is None
+    assert recorded({"cost_model": {"verify": {"2": 10.0}, "draft": 1.0}}) is None  # no one-token pass
+    with pytest.raises(UserError, match="must cost more than 0 ms"):
+        CostModel({1: 0.0}, 1.0)
+    with pytest.raises(UserError, match="draft_ms must be 0 or more"):
+        CostModel({1: 10.0}, -1.0)

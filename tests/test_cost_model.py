@@ -11,8 +11,10 @@ import torch
 
 from specviz import theory
 from specviz.drafters.cost_aware import PROBE_EVERY, CostAwareLength
-from specviz.drafters import cost_aware, cost_model
-from specviz.drafters.cost_model import CostModel, for_pair, load_or_measure
+from specviz.costs import measure as cost_model
+from specviz.drafters import cost_aware
+from specviz.cost_curve import CostModel
+from specviz.costs.measure import for_pair, load_or_measure
 from specviz.lm import timing
 from specviz.lm.timing import measure_pass_ms
 from specviz.engine.generation import run
@@ -36,25 +38,25 @@ def flat(ms=100.0, draft=10.0, n=17):
 def test_flat_costs_pick_the_textbook_best_k():
     # A verify pass as cheap over 9 tokens as over 1: the measured-cost choice is the formula's.
     for alpha in (0.3, 0.6, 0.8, 0.95):
-        assert flat().best_k(alpha, k_max=8)[0] == theory.best_k(alpha, 100.0, 10.0, k_max=8)[0]
+        assert theory.best_k_with_cost(alpha, flat(), k_max=8)[0] == theory.best_k(alpha, 100.0, 10.0, k_max=8)[0]
 
 
 def test_costs_that_grow_with_n_shorten_the_draft():
     growing = CostModel(verify={n: 60.0 + 40.0 * n for n in range(1, 10)}, draft=10.0)  # like fp32 on a CPU
-    assert growing.best_k(0.9, k_max=8)[0] < flat().best_k(0.9, k_max=8)[0]
+    assert theory.best_k_with_cost(0.9, growing, k_max=8)[0] < theory.best_k_with_cost(0.9, flat(), k_max=8)[0]
 
 
 def test_below_break_even_the_best_k_is_no_drafting():
     cost = CostModel(verify={1: 100.0, 2: 120.0, 3: 140.0}, draft=40.0)
-    assert cost.best_k(0.05, k_max=2)[0] == 0
-    assert cost.best_k(0.99, k_max=2)[0] == 2
+    assert theory.best_k_with_cost(0.05, cost, k_max=2)[0] == 0
+    assert theory.best_k_with_cost(0.99, cost, k_max=2)[0] == 2
 
 
 def test_verify_cost_interpolates_between_and_extrapolates_past_the_measured_sizes():
     cost = CostModel(verify={1: 100.0, 2: 110.0, 4: 130.0}, draft=10.0)
     assert cost.verify_ms(3) == pytest.approx(120.0)
     assert cost.verify_ms(6) == pytest.approx(150.0)  # the last step's slope, 10 ms a token
-    assert cost(1) == 100.0 and cost.target == 100.0
+    assert cost.verify_ms(1) == 100.0 and cost.target == 100.0
     with pytest.raises(ValueError):
         CostModel(verify={2: 1.0}, draft=1.0)
 
@@ -67,15 +69,6 @@ def test_a_pass_over_more_tokens_never_costs_less():
     # the adaptive policy's round cost C(m) = m*D + V(m+1) then grows with m
     policy = CostAwareLength(cost, 8)
     assert all(policy.round_ms(m) < policy.round_ms(m + 1) for m in range(8))
-
-
-def test_predicted_speedup_interpolates_a_fractional_mean_k():
-    cost = CostModel(verify={1: 100.0, 2: 110.0, 3: 120.0, 4: 130.0}, draft=10.0)
-    # alpha 0.8. k = 2: 1 + 0.8 + 0.64 = 2.44 tokens per 2 * 10 + V(3) = 140 ms, against 1 per 100 ms.
-    assert cost.predicted_speedup(0.8, 2) == pytest.approx(2.44 * 100 / 140)
-    # k = 3: 2.952 tokens per 30 + 130 = 160 ms; a mean k of 2.25 is a quarter of the way there.
-    assert cost.predicted_speedup(0.8, 3) == pytest.approx(2.952 * 100 / 160)
-    assert cost.predicted_speedup(0.8, 2.25) == pytest.approx(0.75 * 2.44 * 100 / 140 + 0.25 * 2.952 * 100 / 160)
 
 
 def _play(
@@ -160,7 +153,7 @@ def test_policy_learns_round_costs_the_measurement_got_wrong():
 def test_policy_without_confidence_drafts_the_best_fixed_k():
     cost = flat(draft=10.0)
     policy = CostAwareLength(cost, 8, confidence=False)
-    assert policy.limit() == cost.best_k(policy.alpha, 8, 10.0)[0]
+    assert policy.limit() == theory.best_k_with_cost(policy.alpha, cost, k_max=8)[0]
 
 
 def test_measure_times_every_size_on_a_tiny_model(one_thread):
@@ -313,7 +306,7 @@ def test_the_load_says_whether_it_times_the_passes_or_checks_a_cache(tmp_path, o
 
 def test_rates_priced_at_a_busy_moment_are_not_kept_for_choosing_a_runtime(tmp_path, one_thread, monkeypatch):
     from specviz import lm
-    from specviz.engine import runtime_choice
+    from specviz.costs import runtime_choice
     from specviz.engine.load import load
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
@@ -450,7 +443,7 @@ def test_a_check_slowed_for_a_moment_is_timed_again_and_the_cache_used_as_it_is(
     # The first check ran while something held the CPU for a moment (13x slower), the next
     # one did not: the load is priced by the cache, not by the moment. A machine slow at
     # every try is still priced as timed.
-    from specviz.drafters import cost_model
+    from specviz.costs import measure as cost_model
 
     pair = tiny_pair("close")
     load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from specviz import engine
-from specviz.drafters.cost_model import SPREAD_SIZES
+from specviz.costs.measure import SPREAD_SIZES
 from specviz.engine.load import load
 from specviz.lm import clear_loaded
 from specviz.lm.torch_runtime.devices import Placement, choose_placement, parse_max_memory, room_for, spread_over

@@ -1,4 +1,4 @@
-"""Data flows one way: models -> lm -> drafters -> engine -> viz -> app. No module imports a
+"""Data flows one way: models -> lm -> costs -> drafters -> engine -> viz -> app. No module imports a
 layer to its right (function-level imports included). `events`, `settings`, `errors`,
 `theory`, `acceptance`, `choices`, `cost_curve` and `limits` are leaves that any layer may
 import. The periphery (bench, labs, production, head training, the lossless lab, the command
@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
-ORDER = ["models", "lm", "drafters", "engine", "viz", "periphery", "app"]
+ORDER = ["models", "lm", "costs", "drafters", "engine", "viz", "periphery", "app"]
 TOP = {"__main__", "__init__"}
 LEAVES = {"events", "settings", "errors", "theory", "acceptance", "choices", "cost_curve", "lazy", "limits"}
 

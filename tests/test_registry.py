@@ -110,8 +110,8 @@ def _literals(path: Path, *, fields: bool = True) -> list[tuple[str, int]]:
 # bench method kind shared by several libraries ("lookup"), an engine's own method name.
 OTHER_MEANINGS = {
     ("periphery/bench/cli.py", "torch"),
-    ("drafters/cost_model.py", "torch"),
-    ("engine/runtime_choice.py", "torch"),
+    ("costs/measure.py", "torch"),
+    ("costs/runtime_choice.py", "torch"),
     ("lm/torch_runtime/precision.py", "torch"),
     ("periphery/bench/resume.py", "torch"),
     ("periphery/bench/methods.py", "llama.cpp"),

@@ -1,12 +1,12 @@
-"""Which runtime `auto` picks (engine.runtime_choice), from recorded costs, options and the
+"""Which runtime `auto` picks (costs.runtime_choice), from recorded costs, options and the
 environment; the expected rates checked by hand arithmetic."""
 
 import pytest
 
 pytest.importorskip("llama_cpp")
 
-from specviz.drafters.cost_model import CostModel  # noqa: E402
-from specviz.engine import runtime_choice as rc  # noqa: E402
+from specviz.cost_curve import CostModel  # noqa: E402
+from specviz.costs import runtime_choice as rc  # noqa: E402
 from specviz.errors import UserError  # noqa: E402
 
 

@@ -11,8 +11,9 @@ import pytest
 from tiny_models import tiny_model, tiny_tokenizer
 
 from specviz.app.loading import PairLoader
-from specviz.drafters.cost_model import CostModel
-from specviz.engine import runtime_choice, runtime_prepare
+from specviz.cost_curve import CostModel
+from specviz.costs import runtime_choice
+from specviz.engine import runtime_prepare
 
 pytest.importorskip("llama_cpp")
 

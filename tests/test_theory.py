@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from specviz.cost_curve import CostModel
 from specviz.errors import UserError
 from specviz.theory import (
     accepted_length_distribution,
@@ -18,6 +19,11 @@ from specviz.theory import (
 # fp32 on a 2-core CPU (the Theory tab's defaults): uneven, as real timings are (16 tokens below 8).
 TARGET_FP32 = {1: 344, 2: 394, 4: 724, 8: 987, 16: 746}
 DRAFT_FP32_MS = 132
+
+
+def table(verify, draft=DRAFT_FP32_MS) -> CostModel:
+    """A user's table: it says nothing past its largest size."""
+    return CostModel(dict(verify), draft, extrapolate=False)
 
 
 def test_tokens_per_round_by_hand():
@@ -94,40 +100,40 @@ def test_vectorised_matches_scalar():
 def test_flat_cost_model_equals_the_formula():
     alphas = np.linspace(0, 1, 21)[:, None]
     ks = np.arange(17)
-    np.testing.assert_allclose(speedup_with_cost(alphas, ks, lambda n: 100.0, 10), speedup(alphas, ks, 100, 10))
-    assert best_k_with_cost(0.8, [100.0] * 33, 10) == best_k(0.8, 100, 10)
+    np.testing.assert_allclose(speedup_with_cost(alphas, ks, CostModel({1: 100.0}, 10)), speedup(alphas, ks, 100, 10))
+    assert best_k_with_cost(0.8, table({n: 100.0 for n in range(1, 34)}, 10)) == best_k(0.8, 100, 10)
 
 
 def test_measured_cost_by_hand():
     # fp32 table, alpha 0.8, D 132: k=1 verifies 2 tokens (394 ms):
     #   1.8 * 344 / (132 + 394) = 619.2 / 526 = 1.17718...
-    assert speedup_with_cost(0.8, 1, TARGET_FP32, DRAFT_FP32_MS) == pytest.approx(619.2 / 526)
+    assert speedup_with_cost(0.8, 1, table(TARGET_FP32)) == pytest.approx(619.2 / 526)
     # k=2 verifies 3 tokens, interpolated between 2 and 4: (394 + 724) / 2 = 559 ms:
     #   2.44 * 344 / (264 + 559) = 839.36 / 823 = 1.01988...
-    assert speedup_with_cost(0.8, 2, TARGET_FP32, DRAFT_FP32_MS) == pytest.approx(839.36 / 823)
+    assert speedup_with_cost(0.8, 2, table(TARGET_FP32)) == pytest.approx(839.36 / 823)
     # The flat formula would promise 2.44 * 344 / (264 + 344) = 1.3805 for k=2: the gap is the lesson.
     assert speedup(0.8, 2, 344, DRAFT_FP32_MS) == pytest.approx(2.44 * 344 / 608)
-    k, s = best_k_with_cost(0.8, TARGET_FP32, DRAFT_FP32_MS)
+    k, s = best_k_with_cost(0.8, table(TARGET_FP32))
     assert (k, s) == (1, pytest.approx(619.2 / 526))
     # target_ms sets the plain-decoding baseline when it differs from a one-token verify pass.
-    assert speedup_with_cost(0.8, 1, TARGET_FP32, DRAFT_FP32_MS, target_ms=400) == pytest.approx(1.8 * 400 / 526)
+    assert speedup_with_cost(0.8, 1, table(TARGET_FP32), target_ms=400) == pytest.approx(1.8 * 400 / 526)
 
 
 def test_measured_cost_sequence_and_range():
-    seq = [344, 394, 559, 724]  # entry i: a pass over i+1 tokens
-    assert speedup_with_cost(0.8, 2, seq, DRAFT_FP32_MS) == pytest.approx(839.36 / 823)
-    assert best_k_with_cost(0.99, seq, 1)[0] <= 3  # k_max capped at what was measured
+    seq = table(enumerate([344, 394, 559, 724], 1))
+    assert speedup_with_cost(0.8, 2, seq) == pytest.approx(839.36 / 823)
+    assert best_k_with_cost(0.99, seq.with_draft(1))[0] <= 3  # k_max capped at what was measured
     with pytest.raises(UserError, match="1 to 4 tokens"):
-        speedup_with_cost(0.8, 4, seq, DRAFT_FP32_MS)
+        speedup_with_cost(0.8, 4, seq)
     with pytest.raises(UserError, match="1 to 16 tokens"):
-        best_k_with_cost(0.8, TARGET_FP32, DRAFT_FP32_MS, k_max=20)
+        best_k_with_cost(0.8, table(TARGET_FP32), k_max=20)
 
 
 def test_best_k_with_cost_falls_as_alpha_falls():
     bf16 = {1: 334, 2: 297, 4: 308, 8: 331, 16: 340}
     alphas = np.linspace(0, 0.99, 100)
-    for table, d in [(TARGET_FP32, DRAFT_FP32_MS), (bf16, 150), (bf16, 20)]:
-        ks, _ = best_k_with_cost(alphas, table, d)
+    for verify, d in [(TARGET_FP32, DRAFT_FP32_MS), (bf16, 150), (bf16, 20)]:
+        ks, _ = best_k_with_cost(alphas, table(verify, d))
         assert np.all(np.diff(ks) >= 0)
 
 
@@ -158,7 +164,7 @@ def test_accepted_length_distribution_agrees_with_tokens_per_round():
         (lambda: speedup(0.5, 3, 0, 10), "target_ms must be above 0"),
         (lambda: speedup(0.5, 3, 100, -1), "draft_ms must be 0 or more"),
         (lambda: best_k(np.array([0.5, np.nan]), 100, 10), "alpha must be between 0 and 1"),
-        (lambda: speedup_with_cost(0.5, 1, lambda n: 0.0, 10), "must cost more than 0 ms"),
+        (lambda: speedup_with_cost(0.5, 1, CostModel({1: 0.0}, 10)), "must cost more than 0 ms"),
     ],
 )
 def test_bad_input_is_refused_in_words(call, match):

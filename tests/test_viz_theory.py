@@ -5,6 +5,7 @@ import pytest
 from viz_sample import plain_trace, spec_trace
 
 from specviz import theory
+from specviz.cost_curve import CostModel
 from specviz.events import RunSummary
 from specviz.viz import (
     gap_explanation,
@@ -40,7 +41,7 @@ def test_speedup_curves_star_the_best_k():
         run_alpha=0.73,
         run_k=4,
         measured_speedup=1.2,
-        verify_ms=[344, 394, 559, 724, 790],
+        cost=CostModel(dict(enumerate([344, 394, 559, 724, 790], 1)), D),
     )
     by_name = {t.name: t for t in fig.data}
     best = by_name["best k"]
@@ -98,8 +99,8 @@ def test_prediction_uses_the_plain_run_and_explains_an_expensive_verify_pass():
 def test_prediction_prices_plain_decoding_with_the_load_time_pass_not_the_verify_pass():
     spec = spec_trace()
     spec.summary.mean_overlap, spec.summary.plain_ms_per_token = 0.63, 250.0
-    cost = {"1": 250.0, "4": 400.0, "8": 700.0}
-    pred = predict(spec.summary, spec.events, k=4, plain=plain_trace().summary, verify_cost=cost)
+    cost = CostModel({1: 250.0, 4: 400.0, 8: 700.0}, 30.0)
+    pred = predict(spec.summary, spec.events, k=4, plain=plain_trace().summary, cost=cost)
     assert pred.target_ms == 250.0 and pred.target_ms_source == "one-token pass measured at load"
     assert pred.verify_ms == pytest.approx(400.0 + (700.0 - 400.0) / 4)  # V(5), between the measured 4 and 8
     assert pred.measured_speedup == pytest.approx(spec.summary.tokens_per_s * 0.25)

@@ -67,8 +67,9 @@ def runtime_html(pair) -> str:
     """Which runtime runs the pair and why, each runtime's measured rates (plain, and drafting
     at its best k for a typical acceptance), a background timing of another runtime and what
     it found, and a plain warning when some runtime's plain decoding beats drafting everywhere
-    (engine.runtime_choice, engine.runtime_prepare)."""
-    from specviz.engine import runtime_choice, runtime_prepare
+    (costs.runtime_choice, engine.runtime_prepare)."""
+    from specviz.costs import runtime_choice
+    from specviz.engine import runtime_prepare
 
     c = (getattr(pair, "info", None) or {}).get("runtime_choice")
     if not isinstance(c, dict):
@@ -128,7 +129,7 @@ def try_edit_work() -> str:
 def runtime_rates(choice: dict) -> dict:
     """Each runtime's measured rates for the pair a load chose for (`pair.info["runtime_choice"]`),
     read again: a background timing may have recorded another runtime since the load."""
-    from specviz.engine import runtime_choice
+    from specviz.costs import runtime_choice
 
     spec = choice.get("spec")
     return (runtime_choice.recorded(spec) if spec else None) or choice.get("rates") or {}
@@ -371,7 +372,7 @@ def status_api(config: PageConfig):
             )
             choice = (getattr(state.pair, "info", None) or {}).get("runtime_choice") if state.ready else None
             if isinstance(choice, dict):
-                from specviz.engine import runtime_choice
+                from specviz.costs import runtime_choice
                 from specviz.engine.runtime_prepare import preparations
 
                 rates = runtime_rates(choice)

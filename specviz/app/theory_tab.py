@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specviz import viz
+from specviz.cost_curve import recorded
 from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.settings import MAX_K
@@ -135,14 +136,12 @@ def prediction(spec: Trace | None, plain: Trace | None):
     if spec is None or spec.mode != SPECULATIVE or not spec.events:
         return None
     fixed = spec.settings.get("policy") == FIXED
-    cost = spec.meta.get("cost_model") if isinstance(spec.meta.get("cost_model"), dict) else {}
-    verify = cost.get("verify") if isinstance(cost.get("verify"), dict) else None
     return viz.predict(
         spec.summary,
         spec.events,
         k=spec.settings.get("k") if fixed else None,
         plain=plain.summary if plain is not None else None,
-        verify_cost=verify,
+        cost=recorded(spec.meta),
     )
 
 

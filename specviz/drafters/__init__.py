@@ -3,7 +3,7 @@
 The drafters and the length policies are the entries of `specviz.choices.DRAFTERS` and
 `POLICIES`, each naming its module's `make`. Tree drafters are sized per round by the node
 budget (a draft-model tree) or the tree cost rule (`tree_cost.py`, draft-free trees); the
-cost-aware policy is built on the measured cost model (`cost_model.py`).
+cost-aware policy is built on the measured cost model (`specviz/costs/`).
 `make_drafter` and `make_length` are the only places either is chosen.
 """
 
@@ -16,7 +16,7 @@ import torch
 from specviz.choices import DRAFT_FREE_TREE, DRAFTERS, MODEL_TREE, POLICIES
 from specviz.drafters.base import Drafter, KeepGoing, Proposal
 from specviz.drafters.cost_aware import CostAwareLength
-from specviz.drafters.cost_model import CostModel, for_pair
+from specviz.costs.measure import for_pair
 from specviz.drafters.length import DraftLength, HeuristicLength
 from specviz.drafters.tree_cost import TreeCost
 from specviz.errors import UserError
@@ -31,7 +31,6 @@ __all__ = [
     "DraftLength",
     "HeuristicLength",
     "CostAwareLength",
-    "CostModel",
     "make_drafter",
     "make_length",
 ]

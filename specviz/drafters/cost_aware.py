@@ -1,6 +1,6 @@
 """The cost-aware draft-length policy: the most expected tokens per measured ms.
 
-A round that drafts m tokens costs C(m) = m*D + V(m+1) (`cost_model.CostModel`), first as
+A round that drafts m tokens costs C(m) = m*D + V(m+1) (`CostModel.round_ms`), first as
 measured at load, then as the policy times its own rounds:
 
 - before a round, the draft length with the most tokens_per_round(alpha, m) / C(m) at the
@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from specviz import theory
-from specviz.drafters.cost_model import CostModel
+from specviz.cost_curve import CostModel
 from specviz.drafters.length import DraftLength
 from specviz.choices import COST_AWARE
 
@@ -87,9 +87,8 @@ class CostAwareLength(DraftLength):
         super().__init__(k_max)
         self.k_max = k_max
         self.use_confidence = confidence
-        d = cost.draft if draft_ms is None else draft_ms
-        self._draft = d
-        self.prior = np.array([m * d + cost.verify_ms(m + 1) for m in range(k_max + 1)])
+        cost = cost if draft_ms is None else cost.with_draft(draft_ms)
+        self.prior = np.array([cost.round_ms(m) for m in range(k_max + 1)])
         self.observed = np.full(k_max + 1, np.nan)  # running C(m) where timed
         self._scale = 1.0  # running observed / prior, for the lengths not yet timed
         self._clock = clock or CLOCK
@@ -178,7 +177,7 @@ class CostAwareLength(DraftLength):
         if self._feed_ms is not None:
             return unread * self._feed_ms
         largest = max(self._cost.verify)
-        return unread * self._cost.verify_ms(largest) / largest * self._draft / self._cost.target
+        return unread * self._cost.verify_ms(largest) / largest * self._cost.draft / self._cost.target
 
     def keep_going(self, confidence: float) -> bool:
         """Draft one more token only if its expected tokens per added ms beat the rate."""
@@ -250,7 +249,7 @@ def make(pair, settings, drafter) -> CostAwareLength:
     """The cost-aware policy over the pair's measured cost model, charging a drafted token
     what `drafter` (a `choices.DRAFTERS` entry) costs."""
     from specviz.choices import FREE, HEAD_PASS, TARGET_LAYERS
-    from specviz.drafters.cost_model import for_pair
+    from specviz.costs.measure import for_pair
 
     cost = for_pair(pair).copy()
     if drafter.draft_cost == FREE:  # no model runs to draft, and no draft confidence to stop on

@@ -6,7 +6,7 @@ from typing import Callable, Iterator, Literal
 
 from specviz.choices import SPECULATIVE
 from specviz import acceptance
-from specviz.drafters.cost_model import for_pair
+from specviz.costs.measure import for_pair
 from specviz.engine import model_lock
 from specviz.engine.plain import PlainDecoder
 from specviz.lm import interrupt, resident
@@ -35,7 +35,7 @@ class Generation:
     in use and is not unloaded (`lm.resident`).
 
     The pair's cost model (measured when the pair was first used, see
-    `drafters.cost_model.for_pair`) goes into the trace: its one-token target pass is the
+    `costs.measure.for_pair`) goes into the trace: its one-token target pass is the
     plain-decoding speed every speedup in the summary is measured against.
     """
 

@@ -8,9 +8,10 @@ one-token passes).
 
 from __future__ import annotations
 
-from specviz.drafters.cost_model import for_pair, is_cached
+from specviz.costs.measure import for_pair, is_cached
 from specviz.choices import AUTO
-from specviz.engine import runtime_choice, runtime_prepare
+from specviz.costs import runtime_choice
+from specviz.engine import runtime_prepare
 from specviz import lm
 from specviz.lm.pair import ModelPair
 from specviz.models.progress import Progress

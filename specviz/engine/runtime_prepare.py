@@ -166,7 +166,7 @@ def preparations(spec: str) -> list[Preparation]:
 def switch_to(pair) -> str | None:
     """The runtime `auto` picks for `pair` now, where the pair was loaded by `auto` and that
     pick is another runtime (measured since the load); else None."""
-    from specviz.engine.runtime_choice import choose
+    from specviz.costs.runtime_choice import choose
 
     c = (getattr(pair, "info", None) or {}).get("runtime_choice")
     if not isinstance(c, dict) or c.get("requested") != AUTO or not c.get("spec"):

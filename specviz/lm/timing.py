@@ -1,7 +1,7 @@
 """Timing forward passes: what one pass over n new tokens costs on a warm KV cache.
 
 Every timing in specviz is taken here: the pair's pass costs V(n) and D behind the cost
-model (`drafters.cost_model`, which the runtime choice reads), the target's precision
+model (`costs.measure`, which the runtime choice reads), the target's precision
 (`torch_runtime.precision`) and the batching lab's passes over several sequences. A pass is
 timed as the engine runs it, through the runtime's own loop (`runtime.open_lm`), except where
 what is asked is transformers' forward itself (`measure_pass_ms`: the batching lab, and the

@@ -10,12 +10,13 @@ assumption that did not hold becomes a sentence.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from specviz import theory
+from specviz.cost_curve import CostModel
 from specviz.events import Event, RoundEvent, RunSummary
 from specviz.settings import MAX_K
 from specviz.viz.live_stats import live_stats
@@ -53,14 +54,14 @@ def predict(
     events: Iterable[Event],
     k: int | None = None,
     plain: RunSummary | None = None,
-    verify_cost: Mapping[int, float] | None = None,
+    cost: CostModel | None = None,
 ) -> Prediction | None:
     """Predicted and measured numbers for a speculative run.
 
     T (one one-token target pass) is the run's `plain_ms_per_token` (the cost model measured
     at load), else a plain run's mean pass; never the run's own verify passes, which cover
-    several tokens. `verify_cost` ({n: ms}, the trace's cost model) prices the verify pass
-    over k+1 tokens; without it the run's mean verify pass does. None when no T is known (a
+    several tokens. `cost` (the trace's cost model, `cost_curve.recorded`) prices the verify
+    pass over k+1 tokens; without it the run's mean verify pass does. None when no T is known (a
     trace recorded without a cost model and no plain run to compare with).
     """
     events = list(events)
@@ -68,13 +69,14 @@ def predict(
     stats = live_stats(rounds)
     alpha = summary.mean_overlap if summary.mean_overlap > 0 else stats.mean_overlap
     alpha = float(np.clip(alpha, 0.0, 1.0))
-    k, v = _k_and_verify(rounds, k, summary, verify_cost)
+    k, v = _k_and_verify(rounds, k, summary, cost)
     known = _one_token_pass(summary, plain)
     if known is None:
         return None
     t, source = known
     drafted = sum(len(r.drafted) for r in rounds)
     d = summary.draft_ms if summary.draft_ms > 0 else (stats.draft_ms / drafted if drafted else 0.0)
+    at_k = CostModel({1: v}, d) if v > 0 else None  # a flat curve at V(k+1): the round at k
     tpr = float(theory.tokens_per_round(alpha, k))
     measured_tpr = summary.tokens_per_round or stats.tokens_per_round
     tokens_per_s = summary.tokens_per_s or stats.tokens_per_s
@@ -95,7 +97,7 @@ def predict(
         predicted_tokens_per_round=tpr,
         measured_tokens_per_round=measured_tpr,
         predicted_speedup=float(theory.speedup(alpha, k, t, d)),
-        predicted_speedup_measured_cost=tpr * t / (k * d + v) if v > 0 else float("nan"),
+        predicted_speedup_measured_cost=tpr * t / at_k.round_ms(k) if at_k else float("nan"),
         measured_speedup=measured,
         measured_basis=f"{1000 / t:.2f} tokens/s, one {t:.0f} ms pass per token" if measured else "",
         plain_run_speedup=plain_run,
@@ -108,7 +110,7 @@ def predict(
 
 
 def _k_and_verify(
-    rounds: list[RoundEvent], k: int | None, summary: RunSummary, verify_cost: Mapping[int, float] | None
+    rounds: list[RoundEvent], k: int | None, summary: RunSummary, cost: CostModel | None
 ) -> tuple[int, float]:
     """The run's k (given, else the mean drafted per round, rounded) and V, its verify pass
     over k+1 tokens: from the cost model where the trace has one, else the run's mean."""
@@ -117,8 +119,8 @@ def _k_and_verify(
     drafting = [r for r in rounds if r.drafted] or rounds
     if k is None:
         k = max(1, round(float(np.mean([r.k for r in drafting])))) if drafting else 1
-    if verify_cost:
-        return k, _cost_at(verify_cost, k + 1)
+    if cost is not None:
+        return k, cost.verify_ms(k + 1)
     return k, float(np.mean([r.verify_ms for r in drafting])) if drafting else summary.target_ms
 
 
@@ -129,13 +131,6 @@ def _one_token_pass(summary: RunSummary, plain: RunSummary | None) -> tuple[floa
     if plain is not None and plain.target_ms > 0:
         return plain.target_ms, "the plain run's mean pass"
     return None
-
-
-def _cost_at(verify_cost: Mapping[int, float], n: int) -> float:
-    """V(n) from measured sizes: interpolated between them, the largest beyond them."""
-    sizes = sorted(int(s) for s in verify_cost)
-    costs = [float(verify_cost[s]) for s in sorted(verify_cost, key=int)]
-    return float(np.interp(n, sizes, costs))
 
 
 def gap_explanation(pred: Prediction) -> list[str]:

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from specviz import theory
+from specviz.cost_curve import CostModel
 from specviz.settings import MAX_K
 from specviz.viz.palette import BONUS, NEUTRAL, REJECTED, style_figure
 from specviz.viz.text import esc
@@ -98,13 +99,13 @@ def speedup_vs_k_figure(
     run_alpha: float | None = None,
     run_k: int | None = None,
     measured_speedup: float | None = None,
-    verify_ms: Sequence[float] | None = None,
+    cost: CostModel | None = None,
     title: str | None = "Predicted speedup against k",
 ) -> go.Figure:
     """Predicted speedup for each alpha against k, the best k of each curve starred.
 
-    With run_alpha the run's curve is drawn thick; with verify_ms (verify_ms[n-1] = measured
-    cost of a target pass over n tokens) also the same curve with that measured cost, dashed;
+    With run_alpha the run's curve is drawn thick; with `cost` (measured V(n) and D) also the
+    same curve at those costs, dashed;
     with run_k and measured_speedup the run itself is marked.
     """
     ks = np.arange(0, k_max + 1)
@@ -129,8 +130,8 @@ def speedup_vs_k_figure(
         customdata=best_text,
         hovertemplate="%{customdata}: best k = %{x} (%{y:.2f}\u00d7)<extra></extra>",
     )
-    if run_alpha is not None and verify_ms is not None:
-        _measured_cost_curve(fig, ks, run_alpha, verify_ms, target_ms, draft_ms)
+    if run_alpha is not None and cost is not None:
+        _measured_cost_curve(fig, ks, run_alpha, cost, target_ms)
     if run_k is not None and measured_speedup is not None:
         _measured_mark(fig, run_k, measured_speedup, "\u00d7")
     fig.add_hline(y=1, line={"color": NEUTRAL, "width": 1, "dash": "dot"})
@@ -140,14 +141,12 @@ def speedup_vs_k_figure(
     return style_figure(fig, title).update_layout(margin_r=72)  # room for the curve labels
 
 
-def _measured_cost_curve(
-    fig: go.Figure, ks: np.ndarray, run_alpha: float, verify_ms: Sequence[float], target_ms: float, draft_ms: float
-) -> None:
-    """The run's curve with the measured cost of each verify pass, dashed, as far as it was measured."""
-    kc = ks[ks + 1 <= len(verify_ms)]
+def _measured_cost_curve(fig: go.Figure, ks: np.ndarray, run_alpha: float, cost: CostModel, target_ms: float) -> None:
+    """The run's curve at the measured costs, dashed, as far as they were measured."""
+    kc = ks[ks + 1 <= max(cost.verify)]
     fig.add_scatter(
         x=kc,
-        y=theory.speedup_with_cost(run_alpha, kc, list(verify_ms), draft_ms, target_ms),
+        y=theory.speedup_with_cost(run_alpha, kc, cost, target_ms),
         name="this run, measured verify cost",
         mode="lines",
         line={"color": NEUTRAL, "width": 2.5, "dash": "dash"},

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from specviz.cost_curve import recorded
 from specviz.events import Event, RoundEvent
 from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, style_figure, whole_dtick
 from specviz.viz.text import esc
@@ -94,13 +95,6 @@ def chain_expected(k: int, rates: Rates) -> float:
     return expected_accepted(list(range(-1, k - 1)), list(range(1, k + 1)), rates)
 
 
-def cost_at(verify: Mapping[Any, float], n: int) -> float:
-    """V(n) from the cost model's measured sizes (keys may be strings, as in a trace): linear
-    between them, the largest measured beyond them."""
-    sizes = sorted((int(s), float(v)) for s, v in verify.items())
-    return float(np.interp(n, [s for s, _ in sizes], [v for _, v in sizes]))
-
-
 @dataclass
 class TreePayoff:
     nodes: int  # N: the run's node budget
@@ -132,16 +126,8 @@ class TreePayoff:
 def tree_payoff(events: Iterable[Event], settings: Mapping[str, Any], meta: Mapping[str, Any]) -> TreePayoff | None:
     """The numbers above for a tree run, or None (no tree rounds, or no cost model)."""
     rounds = [e for e in events if isinstance(e, RoundEvent) and e.tree]
-    cost = meta.get("cost_model") if isinstance(meta.get("cost_model"), Mapping) else None
-    verify = cost.get("verify") if cost and isinstance(cost.get("verify"), Mapping) else None
-    if not rounds or not verify:
-        return None
-    try:
-        draft = float(cost.get("draft") or 0.0)
-        v = {int(s): float(ms) for s, ms in verify.items()}
-    except (TypeError, ValueError):
-        return None
-    if not v or min(v) > 1:
+    cost = recorded(meta)
+    if not rounds or cost is None:
         return None
     nodes = int(settings.get("tree_nodes") or max(len(r.tree) for r in rounds))
     rates = measured_rates(rounds)
@@ -149,12 +135,10 @@ def tree_payoff(events: Iterable[Event], settings: Mapping[str, Any], meta: Mapp
         np.mean([expected_accepted([t.parent for t in r.tree], [t.depth for t in r.tree], rates) for r in rounds])
     )
     measured = float(np.mean([sum(t.decision == "accepted" for t in r.tree) for r in rounds]))
-    v1 = cost_at(v, 1)
     chain = []
     for k in range(1, nodes + 1):
         e = chain_expected(k, rates)
-        vk = cost_at(v, k + 1)
-        chain.append((k, e, vk, (e + 1) * v1 / (k * draft + vk)))
+        chain.append((k, e, cost.verify_ms(k + 1), (e + 1) * cost.target / cost.round_ms(k)))
     return TreePayoff(
         nodes=nodes,
         rounds=len(rounds),
@@ -162,11 +146,11 @@ def tree_payoff(events: Iterable[Event], settings: Mapping[str, Any], meta: Mapp
         tree_expected=tree,
         measured_accepted=measured,
         chain_expected=chain[-1][1],
-        v1=v1,
-        tree_verify_ms=cost_at(v, nodes + 1),
+        v1=cost.target,
+        tree_verify_ms=cost.verify_ms(nodes + 1),
         tree_draft_ms=float(np.mean([r.draft_ms for r in rounds])),
-        draft_ms=draft,
-        max_measured=max(v),
+        draft_ms=cost.draft,
+        max_measured=max(cost.verify),
         chain=chain,
     )
 
@@ -183,8 +167,8 @@ def payoff_sentences(pay: TreePayoff) -> list[str]:
         f"{pay.tree_verify_ms / pay.v1:.2f}\u00d7 a one-token pass ({pay.v1:.1f} ms); the best chain, k = {k}, "
         f"verifies {k + 1}: V({k + 1}) = {vk:.1f} ms."
         + (
-            f" (Passes over more than {pay.max_measured} tokens were not measured: their cost is taken as "
-            f"V({pay.max_measured}), so the tree's cost is understated.)"
+            f" (Passes over more than {pay.max_measured} tokens were not measured: their cost is extended along "
+            "the last two sizes measured.)"
             if n + 1 > pay.max_measured
             else ""
         ),

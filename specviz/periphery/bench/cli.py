@@ -243,7 +243,7 @@ def _meta(pair, opts: BenchOptions, command: str, load_s: float) -> tuple[dict[s
     or measured here, with it), and that cost model."""
     import transformers
 
-    from specviz.drafters import cost_model
+    from specviz.costs import measure as cost_model
 
     t0 = time.perf_counter()
     cost = cost_model.for_pair(pair)

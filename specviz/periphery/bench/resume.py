@@ -51,13 +51,14 @@ def adopt_costs(pair, earlier: dict[str, Any]) -> None:
     """Price the resumed runs with the earlier process's cost model, when it was measured for
     this pair as loaded now. Adaptive k starts from those costs, and a cached model is scaled
     by a quick timing at every load: taken afresh, a few noisy passes would refuse the resume."""
-    from specviz.drafters import cost_model
+    from specviz.cost_curve import CostModel
+    from specviz.costs.measure import key
 
     old = (earlier.get("meta") or {}).get("cost_model")
     if not old:
         return
-    model = cost_model.CostModel.from_dict(old)
-    if model.meta.get("key") != cost_model.key(pair):
+    model = CostModel.from_dict(old)
+    if model.meta.get("key") != key(pair):
         return  # measured for another load: `finished` refuses the resume and says why
     model.source = "earlier process"
     pair.info["cost_model"] = model

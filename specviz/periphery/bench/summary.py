@@ -13,6 +13,7 @@ import statistics
 from typing import Any
 
 from specviz import theory
+from specviz.cost_curve import CostModel
 from specviz.periphery.bench.harness import BenchOptions, Raw
 from specviz.periphery.bench.methods import GATHERED, PACKED, VARIANTS, Method, Sample
 from specviz.periphery.bench.prompts import COPY_KINDS, GOAL_KINDS, BenchPrompt
@@ -297,8 +298,9 @@ def _predict(row: dict, plain: dict | None, cost) -> None:
         row["predicted_speedup"] = _interp_k(k, lambda kk: theory.speedup(alpha, kk, t1, d))
     if cost is not None:
         level = t1 / cost.target if t1 else 1.0
+        at_level = CostModel({n: v * level for n, v in cost.verify.items()}, d)
         row["predicted_speedup_cost"] = _interp_k(
-            k, lambda kk: theory.speedup_with_cost(alpha, kk, lambda n: cost.verify_ms(n) * level, d, t1 or cost.target)
+            k, lambda kk: theory.speedup_with_cost(alpha, kk, at_level, t1 or cost.target)
         )
     if row.get("speedup_vs_sv_plain") and row.get("predicted_speedup"):
         row["measured_over_predicted"] = row["speedup_vs_sv_plain"] / row["predicted_speedup"]

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from specviz import limits, theory
-from specviz.cost_curve import PassCosts
+from specviz.cost_curve import CostModel
 from specviz.errors import UserError
 from specviz.settings import MAX_K
 from specviz.lm.runtime import missing
@@ -54,11 +54,9 @@ class BatchCosts:
     context: int = CONTEXT
     repeats: int = REPEATS
 
-    def verify(self, bi: int) -> PassCosts:
+    def verify(self, bi: int) -> CostModel:
         """V_b(n) and D for the b at index bi (V interpolated between measured n)."""
-        return PassCosts.from_dict(
-            {"verify": dict(zip(self.pass_sizes, self.target_ms[bi])), "draft": self.draft_ms[bi]}
-        )
+        return CostModel(dict(zip(self.pass_sizes, self.target_ms[bi])), self.draft_ms[bi])
 
 
 @dataclass
@@ -234,10 +232,9 @@ def predict(costs: BatchCosts, alpha: float, k: int) -> list[BatchPrediction]:
     out = []
     for bi, b in enumerate(costs.batch_sizes):
         v = costs.verify(bi)
-        d = costs.draft_ms[bi]
-        at_k = float(theory.speedup_with_cost(alpha, k, v, d))
-        best_k, best = theory.best_k_with_cost(alpha, v, d, k_max=k_max)
-        out.append(BatchPrediction(b, k, at_k, int(best_k), float(best), v(k + 1) / v(1)))
+        at_k = float(theory.speedup_with_cost(alpha, k, v))
+        best_k, best = theory.best_k_with_cost(alpha, v, k_max=k_max)
+        out.append(BatchPrediction(b, k, at_k, int(best_k), float(best), v.verify_ms(k + 1) / v.target))
     return out
 
 

@@ -156,7 +156,7 @@ def sweep(
             out.cancelled = True
             break
         if cost_model is None and plain_ms_per_token(trace) is None:
-            from specviz.drafters.cost_model import for_pair
+            from specviz.costs.measure import for_pair
 
             cost_model = for_pair(pair).to_dict()
         out.rows.append(row_of(trace, float(t), cost_model))

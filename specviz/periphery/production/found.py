@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz import acceptance
+from specviz.cost_curve import CostModel
 from specviz.errors import UserError
 from specviz.events import Event, Trace
 from specviz.choices import FIXED, SPECULATIVE
@@ -51,11 +52,11 @@ def best_fixed_k(events: list[Event], cost_model: dict | None, k_max: int = MAX_
     with tokens nobody saw. None without a cost model or a drafting round."""
     if not cost_model:
         return None
-    cost = acceptance.verify_cost(cost_model)
+    cost = CostModel.from_dict(cost_model)
     rounds = [r for r in acceptance.rounds_of(events) if acceptance.finished(r) and r.drafted]
     if not rounds:
         return None
-    best, best_rate = 0, 1.0 / cost(1)
+    best, best_rate = 0, 1.0 / cost.round_ms(0)
     for k in range(1, k_max + 1):
         tokens = sum(min(k, r.accepted) + 1 for r in rounds)
         rate = tokens / (len(rounds) * cost.round_ms(k))

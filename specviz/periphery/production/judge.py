@@ -51,7 +51,7 @@ def typed_cost(target_ms: float, draft_ms: float = 0.0, verify_ms: float | None 
 
 
 def measured_cost(cost_model, where: str) -> Cost:
-    """The cost model measured on a loaded pair (`drafters.cost_model.CostModel`)."""
+    """The cost model measured on a loaded pair (`cost_curve.CostModel`)."""
     return Cost(
         cost_model.target,
         cost_model.draft,
@@ -68,7 +68,7 @@ def cost_of(
         return typed_cost(target_ms, draft_ms, verify_ms)
     if pair is None:
         return None
-    from specviz.drafters.cost_model import for_pair
+    from specviz.costs.measure import for_pair
     from specviz.engine.load import load
 
     loaded = load(pair)

@@ -98,7 +98,7 @@ def train_for(
     """Train the head of `spec`'s target and store it where the head drafter finds it."""
     from specviz.drafters.head import head_path, target_label
     from specviz.drafters.head_model import save
-    from specviz.engine.runtime_choice import choose
+    from specviz.costs.runtime_choice import choose
     from specviz.lm import load_pair
     from specviz.periphery.training import corpus, states, train
     from specviz.periphery.training.tables import target_tables

@@ -1,7 +1,7 @@
 """Which runtime `auto` runs a pair on: the one whose measured costs promise the higher rate
 for speculative decoding that actually drafts.
 
-A runtime's rate is read off its measured cost model (V(n) and D, `drafters.cost_model`)
+A runtime's rate is read off its measured cost model (V(n) and D, `costs.measure`)
 at the cost-aware policy's best k >= 1 for a typical acceptance (PRIOR_ALPHA): the page
 exists to show drafting, so a runtime is judged by what a drafting run gets, and its plain
 rate (1000 / V(1)) is reported beside it. Each runtime's figures are recorded when a pair
@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from specviz import theory
+from specviz.cost_curve import CostCurve, CostModel
 from specviz.errors import UserError
 from specviz.lm.runtime import LLAMACPP, RUNTIMES, TORCH
 from specviz.choices import AUTO
@@ -118,18 +120,13 @@ def _llamacpp_unusable(spec) -> str | None:
     return None
 
 
-def rates(cost, alpha: float = PRIOR_ALPHA) -> dict:
-    """Expected tokens/s of plain decoding and of drafting at the best k >= 1 (`cost`: a
-    drafters.cost_model.CostModel)."""
-    from specviz import theory
-
-    best = max(
-        range(1, MAX_K + 1), key=lambda k: theory.tokens_per_round(alpha, k) / (k * cost.draft + cost.verify_ms(k + 1))
-    )
-    per_ms = theory.tokens_per_round(alpha, best) / (best * cost.draft + cost.verify_ms(best + 1))
+def rates(cost: CostModel, alpha: float = PRIOR_ALPHA) -> dict:
+    """Expected tokens/s of plain decoding and of drafting at the best k >= 1."""
+    per_ms = {k: theory.tokens_per_round(alpha, k) / cost.round_ms(k) for k in range(1, MAX_K + 1)}
+    best = max(per_ms, key=per_ms.get)
     return {
         "plain": 1000.0 / cost.target,
-        "speculative": 1000.0 * per_ms,
+        "speculative": 1000.0 * per_ms[best],
         "k": best,
         "alpha": alpha,
         "V": {str(n): round(v, 1) for n, v in cost.verify.items()},
@@ -137,7 +134,7 @@ def rates(cost, alpha: float = PRIOR_ALPHA) -> dict:
     }
 
 
-def record(spec, runtime: str, cost) -> dict:
+def record(spec, runtime: str, cost: CostModel) -> dict:
     """Keep `runtime`'s rates for `spec` on this machine; returns them."""
     path = _path(spec)
     data = _read(path)
@@ -174,8 +171,6 @@ COPIED = 12
 def _copying_pays(rates: dict) -> str:
     """What a draft-free drafter gains where the answer copies its input, from the runtime's
     measured pass costs: a round that copies COPIED tokens gives COPIED + 1 for one pass."""
-    from specviz.cost_curve import CostCurve
-
     v = CostCurve({int(n): float(ms) for n, ms in (rates.get("V") or {}).items()} or {1: 1.0})
     ratio = v(COPIED + 1) / v(1)
     if (COPIED + 1) / ratio <= 1:

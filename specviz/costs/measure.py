@@ -5,8 +5,8 @@ k+1. On a GPU, or a CPU computing in bf16, that nearly holds; on a CPU in fp32 i
 4-token pass can cost twice a 1-token one). So the target's pass cost V(n) over n new tokens
 is measured on a warm cache, with the draft's cost per token D, once per pair / device /
 dtype / thread count, and cached on disk (on a small CPU a measurement takes tens of
-seconds). The engine measures it when a pair is first used (`for_pair`); the cost-aware
-policy (`cost_aware.py`) and every speedup the page shows read it.
+seconds). The engine measures it when a pair is first used (`for_pair`) into the one cost
+type, `cost_curve.CostModel`; the cost-aware policy and every speedup the page shows read it.
 """
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from specviz.cost_curve import CostCurve, never_cheaper
-from specviz import theory
+from specviz.cost_curve import CostModel
 from specviz.models.files.cache import cache_root, write_json
 from specviz.lm.torch_runtime.devices import spread_over
 from specviz.lm.runtime import TORCH, open_lm, runtime_of
@@ -48,68 +46,6 @@ CHECK_CONTEXT = 8
 # every pass: it is timed at fewer sizes, in one timed sweep (the rest is interpolated).
 SPREAD_SIZES = (1, 4, MAX_K + 1)
 SPREAD_REPEATS = 1
-
-
-@dataclass
-class CostModel:
-    """Measured costs in ms: `verify[n]` is one target pass over n new tokens (sizes between
-    measured ones are interpolated, larger ones extrapolated), `draft` one drafted token."""
-
-    verify: dict[int, float]
-    draft: float
-    source: str = "measured"
-    meta: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.verify = never_cheaper(self.verify)
-        if 1 not in self.verify:
-            raise ValueError("a cost model needs the cost of a one-token pass")
-        self._curve = CostCurve(self.verify)
-
-    def verify_ms(self, n: int) -> float:
-        """Cost of a target pass over n new tokens (`cost_curve.CostCurve`)."""
-        return self._curve(n)
-
-    __call__ = verify_ms  # theory.speedup_with_cost takes the model itself
-
-    @property
-    def target(self) -> float:
-        """T: one plain-decoding step."""
-        return self.verify[1]
-
-    @property
-    def busy(self) -> bool:
-        """Timed at a busy moment: this load is priced as the machine was then, and the cache
-        kept the undisturbed costs (`load_or_measure` marks it "cache_kept")."""
-        return bool(self.meta.get("cache_kept"))
-
-    def best_k(self, alpha: float, k_max: int, draft_ms: float | None = None) -> tuple[int, float]:
-        """The draft length in 0..k_max with the most expected tokens per ms at `alpha`,
-        and its predicted speedup over plain decoding."""
-        d = self.draft if draft_ms is None else draft_ms
-        return theory.best_k_with_cost(alpha, self.verify_ms, d, k_max=k_max)
-
-    def predicted_speedup(self, alpha: float, k: float, draft_ms: float | None = None) -> float:
-        """Speedup over plain decoding for draft length k (a fractional mean k of an adaptive
-        run is interpolated between the whole k on either side)."""
-        d = self.draft if draft_ms is None else draft_ms
-        lo = int(k)
-        rate = [theory.speedup_with_cost(alpha, kk, self.verify_ms, d) for kk in (lo, lo + 1)]
-        return (lo + 1 - k) * rate[0] + (k - lo) * rate[1]
-
-    def copy(self) -> "CostModel":
-        return CostModel(verify=dict(self.verify), draft=self.draft, source=self.source, meta=dict(self.meta))
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["verify"] = {str(n): v for n, v in self.verify.items()}
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "CostModel":
-        return cls(
-            verify=d["verify"], draft=float(d["draft"]), source=d.get("source", "measured"), meta=d.get("meta", {})
-        )
 
 
 # --- measuring -------------------------------------------------------------------------------
