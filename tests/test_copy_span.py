@@ -16,7 +16,7 @@ behind it (`drafters.copy_span`), and that the sized proposals keep the output t
 import pytest
 import torch
 
-import specviz.engine.tree_verify as tv
+import specviz.engine.verify as rule
 from specviz import engine
 from specviz.drafters import copy_span as cs
 from specviz.drafters.cost_model import CostModel
@@ -188,9 +188,9 @@ def first_two(drafter, context, seed: int, *, retry: bool = False, fresh: bool =
                 skips.add(drafter.evidence._last[3])
             parents = prop.parents if prop.parents is not None else list(range(-1, len(tokens) - 1))
             p = target_rows(tuple(ctx), tokens, parents)
-            v = tv.tree_point_masses(prop.tokens, parents, p, generator=g)
+            v = rule.verify_tree(prop.tokens, parents, p, generator=g)
             if retry and tokens and not v.path:
-                v = tv.tree_point_masses(prop.tokens, parents, p, generator=g)
+                v = rule.verify_tree(prop.tokens, parents, p, generator=g)
             drafter.accepted_path(v.path)
             out += v.new_tokens
             ctx += v.new_tokens

@@ -15,7 +15,7 @@
 import pytest
 import torch
 
-import specviz.engine.tree_verify as tv
+import specviz.engine.verify as rule
 from specviz import engine
 from specviz.drafters.base import Proposal
 from specviz.drafters.lookahead import LookaheadDrafter, trie
@@ -170,11 +170,12 @@ def test_ride_nodes_ride_in_the_pass_and_leave_nothing_in_the_cache(pair):
         r.ride_logits[2], sampler.logits(fresh.feed(torch.cat([ids, ride[2:]]), keep=1))[0], atol=1e-4
     )
     # The cache holds the context and the accepted path only, as a fresh feed would.
-    kept = ids.numel() + len(r.path)
+    kept = ids.numel() + len(r.outcome.path)
     assert target.length == kept
     nxt = target.feed(torch.tensor([5]))
     fresh.reset()
-    want = fresh.feed(torch.cat([ids, torch.tensor(r.accepted, dtype=torch.long), torch.tensor([5])]), keep=1)
+    accepted = [r.outcome.tokens[i] for i in r.outcome.path]
+    want = fresh.feed(torch.cat([ids, torch.tensor(accepted, dtype=torch.long), torch.tensor([5])]), keep=1)
     assert torch.allclose(nxt, want, atol=1e-4)
 
 
@@ -305,7 +306,7 @@ def ride_rows(context: tuple[int, ...], tokens: list[int], parents: list[int]) -
 
 
 def first_two(drafter, seed: int) -> torch.Tensor:
-    """Counts of the first two output tokens over N_RUNS runs of drafter + tree_point_masses."""
+    """Counts of the first two output tokens over N_RUNS runs of drafter + the point-mass rule."""
     g = torch.Generator().manual_seed(seed)
     counts = torch.zeros(4 * 4, dtype=torch.float64)
     for _ in range(N_RUNS):
@@ -319,7 +320,7 @@ def first_two(drafter, seed: int) -> torch.Tensor:
             if prop.ride is not None:
                 drafter.observe(ride_rows(tuple(ctx), prop.ride.tolist(), prop.ride_parents))
             p = target_rows(tuple(ctx), tokens, parents)
-            v = tv.tree_point_masses(prop.tokens, parents, p, generator=g)
+            v = rule.verify_tree(prop.tokens, parents, p, generator=g)
             drafter.accepted_path(v.path)
             out += v.new_tokens
             ctx += v.new_tokens
@@ -348,7 +349,7 @@ def test_sampled_output_is_distributed_as_the_target(make):
 
 
 def test_not_removing_a_rejected_candidate_is_caught(monkeypatch):
-    monkeypatch.setattr(tv, "remove_token", lambda dist, token: dist)
+    monkeypatch.setattr(rule, "remove_token", lambda dist, token: dist)
     ok, message = frequencies_match(
         first_two(SuffixDrafter(max_nodes=6, min_score=0.0), seed=5), expected_first_two(), N_RUNS
     )

@@ -9,10 +9,11 @@ import torch
 import specviz.engine as engine
 from specviz.drafters.tree import TreeDrafter
 from specviz.engine.tree_round import tree_round
-from specviz.engine.tree_verify import tree_point_masses
+from specviz.engine.verify import verify_tree
 from specviz.lm.torch_runtime.lean import model_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
+from specviz.lm.tree import depths
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
@@ -48,7 +49,7 @@ class TreeRun:
     def step(self, remaining):
         proposal = self.drafter.propose(self.ids, min(self.nodes, remaining - 1), always)
         r = tree_round(self.target, self.sampler, proposal, int(self.ids[-1]), self.generator, self.greedy)
-        self.drafter.accepted_path(r.path)
+        self.drafter.accepted_path(r.outcome.path)
         self.rounds.append(r)
         return r
 
@@ -57,7 +58,7 @@ class TreeRun:
         eos = stop_ids(self.pair)
         while len(out) < max_new:
             r = self.step(max_new - len(out))
-            new = r.new_tokens
+            new = r.outcome.new_tokens
             assert len(new) <= max_new - len(out)
             if stop_at_eos and any(t in eos for t in new):
                 new = new[: next(j for j, t in enumerate(new) if t in eos) + 1]
@@ -67,6 +68,15 @@ class TreeRun:
             self.ids = torch.cat([self.ids, torch.tensor(new)])
             assert self.target.length == self.ids.numel() - 1
         return out
+
+
+def path_to(o, i: int) -> list[int]:
+    """The tokens from the root down to node i."""
+    out = []
+    while i >= 0:
+        out.insert(0, o.tokens[i])
+        i = o.parents[i]
+    return out
 
 
 def argmax_decode(model, ids, n):
@@ -86,7 +96,7 @@ def test_greedy_tree_decoding_is_plain_greedy_decoding(nodes, width):
     run = TreeRun(pair, GREEDY, ids.tolist(), nodes, width)
     got = run.decode(40, stop_at_eos=False)
     assert got == argmax_decode(pair.target, ids, 40)
-    accepted = sum(len(r.path) for r in run.rounds)
+    accepted = sum(len(r.outcome.path) for r in run.rounds)
     if nodes >= 4:
         assert accepted > 0  # the trees were really used (the close draft agrees often)
 
@@ -109,19 +119,23 @@ def test_a_greedy_round_reports_every_node():
     ids = pair.tokenizer("for i in range(10):", return_tensors="pt")["input_ids"][0]
     run = TreeRun(pair, GREEDY, ids.tolist(), 12, 3)
     r = run.step(50)
-    n = len(r.tokens)
-    assert n == 12 and len(r.parents) == len(r.depth) == len(r.p) == len(r.q) == len(r.decision) == n
-    assert [r.decision[i] for i in r.path] == ["accepted"] * len(r.path)
-    assert r.accepted == [r.tokens[i] for i in r.path]
+    o = r.outcome
+    n = len(o.tokens)
+    depth = depths(o.parents)
+    assert n == 12 and len(o.parents) == len(o.p) == len(o.q) == len(o.decisions) == n
+    assert [o.decisions[i] for i in o.path] == ["accepted"] * len(o.path)
     for i in range(n):
-        assert r.depth[i] == (1 if r.parents[i] < 0 else r.depth[r.parents[i]] + 1)
-        if r.decision[i] == "unchecked":
-            assert r.p[i] is None
-        else:  # checked: its parent is the root or on the path
-            assert r.parents[i] in [-1] + r.path and r.p[i] == (1.0 if r.decision[i] == "accepted" else 0.0)
+        assert depth[i] == (0 if o.parents[i] < 0 else depth[o.parents[i]] + 1)
+        # Greedy: p is 1 where the node is the target's argmax after its parent, else 0.
+        parent_row = pair.target(
+            input_ids=torch.cat([ids, torch.tensor(path_to(o, i)[:-1], dtype=torch.long)])[None]
+        ).logits[0, -1]
+        assert o.p[i] == float(int(parent_row.argmax()) == o.tokens[i])
+        if o.decisions[i] != "unchecked":  # checked: its parent is the root or on the path
+            assert o.parents[i] in [-1] + o.path and o.p[i] == (1.0 if o.decisions[i] == "accepted" else 0.0)
     # What the target itself says after the path: the emitted token.
-    full = torch.cat([ids, torch.tensor(r.accepted, dtype=torch.long)])
-    assert r.emitted == int(pair.target(input_ids=full[None]).logits[0, -1].argmax())
+    full = torch.cat([ids, torch.tensor([o.tokens[i] for i in o.path], dtype=torch.long)])
+    assert o.emitted == int(pair.target(input_ids=full[None]).logits[0, -1].argmax())
     assert r.target_ms > 0 and r.verify_ms >= r.target_ms
 
 
@@ -136,14 +150,15 @@ def test_sampled_rounds_keep_the_target_cache_on_the_accepted_path():
         # The root row of this pass is the target's view of the whole context so far.
         ref = run.sampler.logits(pair.target(input_ids=run.ids[None]).logits[0, -1])
         assert torch.allclose(r.logits[0], ref, atol=1e-4, rtol=0)
-        assert r.rule == "point-masses" and r.dist is not None
-        for i in range(len(r.tokens)):
-            if r.decision[i] != "unchecked":
-                row = 0 if r.parents[i] < 0 else r.parents[i] + 1
-                assert r.p[i] == pytest.approx(float(r.dist[row, r.tokens[i]]))
-                assert r.q[i] > 0 and r.u[i] is not None
-        branched += any(r.decision[i] == "rejected" for i in range(len(r.tokens))) and bool(r.path)
-        run.ids = torch.cat([run.ids, torch.tensor(r.new_tokens)])
+        o = r.outcome
+        assert r.dist is not None
+        for i in range(len(o.tokens)):
+            row = 0 if o.parents[i] < 0 else o.parents[i] + 1
+            assert o.p[i] == pytest.approx(float(r.dist[row, o.tokens[i]]))
+            assert o.q[i] > 0  # the tree drafter's q of its chosen token, recorded
+            assert (o.u[i] is not None) == (o.decisions[i] != "unchecked")
+        branched += any(d == "rejected" for d in o.decisions) and bool(o.path)
+        run.ids = torch.cat([run.ids, torch.tensor(o.new_tokens)])
         assert run.target.length == run.ids.numel() - 1
     assert branched > 0  # some round accepted a node after rejecting a sibling or a cousin
 
@@ -160,12 +175,13 @@ def test_first_token_of_a_sampled_tree_round_is_the_targets_on_a_tiny_model():
     run = TreeRun(pair, SAMPLED, ids.tolist(), 10, 3)
     proposal = run.drafter.propose(run.ids, 10, always)
     r = tree_round(run.target, run.sampler, proposal, int(run.ids[-1]), run.generator, False)
-    assert len([i for i in r.parents if i == -1]) >= 2  # the root really has siblings to choose from
+    parents = r.outcome.parents
+    assert len([i for i in parents if i == -1]) >= 2  # the root really has siblings to choose from
     dist = r.dist.double()
     g = torch.Generator().manual_seed(5)
     counts = torch.zeros(dist.shape[-1], dtype=torch.long)
     for _ in range(n):
-        counts[tree_point_masses(proposal.tokens, r.parents, dist, generator=g).new_tokens[0]] += 1
+        counts[verify_tree(proposal.tokens, parents, dist, generator=g).new_tokens[0]] += 1
     p = run.sampler.distribution(pair.target(input_ids=ids[None]).logits[0, -1]).double()
     assert torch.all(counts[p == 0] == 0)
     common = p * n >= 5

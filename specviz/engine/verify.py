@@ -1,27 +1,42 @@
-"""The acceptance rule of speculative decoding, as a pure function.
+"""The acceptance rule of speculative decoding, for a chain or a token tree, as a pure function.
 
-Given k drafted tokens x_1..x_k, the draft distributions q_1..q_k they were sampled from
-and the target distributions p_1..p_{k+1} (all after the same temperature / top-k / top-p
-processing), `verify` decides, position by position:
+A round's drafts are n nodes: `tokens` and `parents`, parents before children, -1 for a
+child of the root (the last output token). A chain is the one-wide tree with parents
+-1, 0, 1, ... (`chain_parents`), so one walk serves both. The target's distributions come
+from one pass over [root, node 0, ..., node n-1]: p (n + 1, V), row 0 after the root and
+row i + 1 after node i, after the same temperature / top-k / top-p processing as q.
 
-    accept x_i  with probability min(1, p_i(x_i) / q_i(x_i))
-    at the first rejection i: emit a token from the residual norm(max(0, p_i - q_i))
-    if all k were accepted:   emit a bonus token from p_{k+1}
+The walk starts at the root. At a node it checks the node's children in index order
+(drafters list siblings best first) against p', which starts as p there; an accepted child
+becomes the next node. A child is checked as the draft chose it:
 
-The tokens that come out are distributed exactly as p (see `tests/test_verify.py` for the
-Monte Carlo check). Greedy decoding is the limit case: accept while x_i == argmax p_i, then
-emit argmax p at the first mismatch (or the bonus position).
+    sampled from q (a chain from a draft model, q given):
+        accept x with probability min(1, p'(x) / q(x)); else p' <- norm(max(0, p' - q))
+    chosen with certainty (prompt lookup, copies, the draft's top-B; q None): a point mass,
+        accept x with probability p'(x); else remove x from p' and renormalise
+
+When no child is accepted the round emits one token from p': "resampled" after a rejection,
+"bonus" at a leaf, where p' is p. The output is distributed exactly as p (the Monte Carlo
+checks in tests/test_verify.py and tests/test_tree_verify.py). q rows are taken on one-wide
+trees only: siblings sampled from one q would need a multi-draft rule, and no drafter here
+samples them. Greedy decoding is the limit case, its own walk: accept the child equal to
+argmax p, emit the argmax where none is.
+
+Randomness is drawn in one order for every shape: one uniform per node up front, then the
+emitted token's draw, so a seeded run gives the same tokens whichever way a chain is stated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Sequence
 
 import torch
 
 from specviz.lm import rows
 from specviz.lm.sampling import draw
+
+Decision = Literal["accepted", "rejected", "unchecked"]
 
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -46,27 +61,42 @@ def remove_token(dist: torch.Tensor, token: int | torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class Verification:
-    """The outcome of verifying one round's drafts (plain Python values, one sync)."""
+class Outcome:
+    """What verifying one round decided, per node and for the round (plain Python values)."""
 
-    tokens: list[int]  # the drafted tokens, as given
-    p: list[float]  # p_i(x_i) under the distribution actually sampled from (greedy: 1 or 0)
-    q: list[float]  # q_i(x_i) (greedy or point-mass drafts: 1.0)
-    u: list[float | None]  # the uniform draw per position; None in greedy and after the rejection
-    n_accepted: int  # length of the accepted prefix
-    emitted: int  # the resampled token (after a rejection) or the bonus token
-    emitted_p: float  # p of the emitted token at its position (greedy: 1.0)
+    tokens: list[int]  # per node: the drafted token
+    parents: list[int]  # per node: its parent's index, -1 under the root
+    decisions: list[Decision]  # per node
+    p: list[float]  # per node: the target's p of its token at its parent (greedy: 1 at the argmax, else 0)
+    q: list[float]  # per node: the draft's q of its token there (1.0 for a point mass)
+    u: list[float | None]  # per node: the uniform it was checked with; None when greedy or unchecked
+    path: list[int]  # the accepted nodes, root to leaf
+    emitted: int  # the resampled or bonus token
+    emitted_p: float  # the target's p of the emitted token at the end of the path (greedy: 1.0)
     emitted_kind: Literal["resampled", "bonus"]
 
     @property
-    def decisions(self) -> list[Literal["accepted", "rejected", "unchecked"]]:
-        n = self.n_accepted
-        return ["accepted" if i < n else "rejected" if i == n else "unchecked" for i in range(len(self.tokens))]
+    def n_accepted(self) -> int:
+        return len(self.path)
 
     @property
     def new_tokens(self) -> list[int]:
-        """What this round adds to the output: the accepted drafts, then the emitted token."""
-        return self.tokens[: self.n_accepted] + [self.emitted]
+        """What this round adds to the output: the accepted path, then the emitted token."""
+        return [self.tokens[i] for i in self.path] + [self.emitted]
+
+
+def chain_parents(n: int) -> list[int]:
+    return list(range(-1, n - 1))
+
+
+def children_of(parents: Sequence[int]) -> list[list[int]]:
+    """children[r + 1] lists the children of node r in index order; children[0] the root's."""
+    kids: list[list[int]] = [[] for _ in range(len(parents) + 1)]
+    for i, par in enumerate(parents):
+        if not -1 <= par < i:
+            raise ValueError(f"node {i} has parent {par}: a parent must be -1 or an earlier node")
+        kids[par + 1].append(i)
+    return kids
 
 
 def verify(
@@ -76,64 +106,111 @@ def verify(
     *,
     generator: torch.Generator | None = None,
     greedy: bool = False,
-) -> Verification:
-    """Apply the acceptance rule to one round.
+) -> Outcome:
+    """The rule on a chain x_1..x_k: `verify_tree` with parents -1, 0, 1, ...
 
-    draft_tokens: (k,) token ids, k >= 0.
-    p: (k+1, V) target distributions at the k drafted positions and the bonus position.
-       In greedy mode only the argmax of each row is used, so logits do as well.
-    q: (k, V) draft distributions the tokens were sampled from, or None when each token was
-       proposed with certainty (greedy drafting, prompt lookup): q_i is a point mass on x_i.
-    generator: the source of the uniform draws and of the emitted token's sample.
-    """
-    k = draft_tokens.numel()
-    if p.shape[0] != k + 1:
-        raise ValueError(f"p needs k+1 = {k + 1} rows, got {p.shape[0]}")
-    if q is not None and q.shape[0] != k:
-        raise ValueError(f"q needs k = {k} rows, got {q.shape[0]}")
-    draft_tokens = draft_tokens.to(p.device)
+    p: (k+1, V) target distributions at the k drafted positions and the bonus position (in
+    greedy mode only each row's argmax is used, so logits do as well); q: (k, V) the draft
+    distributions the tokens were sampled from, or None for point masses."""
+    return verify_tree(draft_tokens, chain_parents(draft_tokens.numel()), p, q, generator=generator, greedy=greedy)
+
+
+def verify_tree(
+    tokens: torch.Tensor,
+    parents: Sequence[int],
+    p: torch.Tensor,
+    q: torch.Tensor | None = None,
+    *,
+    generator: torch.Generator | None = None,
+    greedy: bool = False,
+) -> Outcome:
+    """Apply the acceptance rule to one round of n nodes.
+
+    tokens: (n,) ids; parents: n indices (-1 or an earlier node); p: (n + 1, V) as in the
+    module docstring; q: (n, V) the rows a one-wide tree's tokens were sampled from (row i
+    at node i's parent), or None for point masses; generator: the source of the uniform
+    draws and of the emitted token's sample."""
+    parents = list(parents)
+    kids = children_of(parents)
+    n = len(parents)
+    x = tokens.reshape(-1).to(p.device)
+    if x.numel() != n:
+        raise ValueError(f"{x.numel()} tokens but {n} parents")
+    if p.shape[0] != n + 1:
+        raise ValueError(f"p needs n + 1 = {n + 1} rows (the root, then each node), got {p.shape[0]}")
+    if q is not None and q.shape[0] != n:
+        raise ValueError(f"q needs n = {n} rows, got {q.shape[0]}")
+    if q is not None and any(len(c) > 1 for c in kids):
+        raise ValueError("q rows are checked on a one-wide tree only: siblings here are chosen, not sampled")
     if greedy:
-        return _verify_greedy(draft_tokens, p)
-
-    rows = torch.arange(k, device=p.device)
-    px = p[rows, draft_tokens]
-    qx = q[rows, draft_tokens] if q is not None else torch.ones_like(px)
-    u = torch.rand(k, generator=generator, device=p.device, dtype=p.dtype)
-    # u < p/q without dividing: q > 0 because x was sampled from q; p == 0 never accepts.
-    accepted = u * qx < px
-    n = int(accepted.long().cumprod(0).sum())
-    if n < k:
-        dist = residual_distribution(p[n], q[n]) if q is not None else remove_token(p[n], draft_tokens[n])
-        kind = "resampled"
-    else:
-        dist, kind = p[k], "bonus"
-    emitted = draw(dist, generator)
-    px_l, qx_l, u_l = px.tolist(), qx.tolist(), u.tolist()
-    return Verification(
-        tokens=draft_tokens.tolist(),
-        p=px_l,
-        q=qx_l,
-        u=[u_l[i] if i <= n else None for i in range(k)],
-        n_accepted=n,
-        emitted=int(emitted),
-        emitted_p=float(p[n, emitted]),
-        emitted_kind=kind,
-    )
+        return _greedy(x.tolist(), parents, kids, p)
+    return _sampled(x, parents, kids, p, q, generator)
 
 
-def _verify_greedy(draft_tokens: torch.Tensor, p: torch.Tensor) -> Verification:
-    k = draft_tokens.numel()
-    best = rows.argmax(p)
-    match = draft_tokens == best[:k]
-    n = int(match.long().cumprod(0).sum())
-    best_l = best.tolist()
-    return Verification(
-        tokens=draft_tokens.tolist(),
-        p=[float(m) for m in match.tolist()],
-        q=[1.0] * k,
-        u=[None] * k,
-        n_accepted=n,
-        emitted=best_l[n],
-        emitted_p=1.0,
-        emitted_kind="bonus" if n == k else "resampled",
-    )
+def _greedy(toks: list[int], parents: list[int], kids: list[list[int]], p: torch.Tensor) -> Outcome:
+    best = rows.argmax(p).tolist()
+    hit = [t == best[par + 1] for t, par in zip(toks, parents)]
+    n = len(toks)
+    decisions: list[Decision] = ["unchecked"] * n
+    path: list[int] = []
+    at = -1
+    while True:
+        nxt = None
+        for c in kids[at + 1]:  # the first child equal to the argmax is accepted, the rest rejected
+            decisions[c] = "accepted" if hit[c] and nxt is None else "rejected"
+            nxt = c if decisions[c] == "accepted" else nxt
+        if nxt is None:
+            kind = "resampled" if kids[at + 1] else "bonus"
+            return Outcome(
+                toks, parents, decisions, [float(h) for h in hit], [1.0] * n, [None] * n, path, best[at + 1], 1.0, kind
+            )
+        path.append(nxt)
+        at = nxt
+
+
+def _sampled(
+    x: torch.Tensor, parents: list[int], kids: list[list[int]], p: torch.Tensor, q: torch.Tensor | None, generator
+) -> Outcome:
+    n = len(parents)
+    at_parent = torch.tensor([par + 1 for par in parents], dtype=torch.long, device=p.device)
+    px = p[at_parent, x]
+    qx = q[torch.arange(n, device=q.device), x.to(q.device)].to(p.device) if q is not None else torch.ones_like(px)
+    u = torch.rand(n, generator=generator, device=p.device, dtype=p.dtype)
+    # u < p/q without dividing, in p's dtype: q > 0 where x was sampled from q; p == 0 never
+    # accepts. This is each node's check against p itself, which is p' for a first child.
+    first = (u * qx < px).tolist()
+    toks, u_l = x.tolist(), u.tolist()
+    decisions: list[Decision] = ["unchecked"] * n
+    u_node: list[float | None] = [None] * n
+    path: list[int] = []
+    at = -1
+    while True:
+        left = None  # p' after this node's rejected children; None while it is p
+        nxt = None
+        for c in kids[at + 1]:
+            u_node[c] = u_l[c]
+            # A later sibling is a point mass (q rows come one-wide), checked against p'.
+            ok = first[c] if left is None else u_l[c] < float(left[toks[c]])
+            if ok:
+                decisions[c], nxt = "accepted", c
+                break
+            decisions[c] = "rejected"
+            base = p[at + 1] if left is None else left
+            left = residual_distribution(base, q[c]) if q is not None else remove_token(base, toks[c])
+        if nxt is None:
+            emitted = int(draw(p[at + 1] if left is None else left, generator))
+            kind = "resampled" if kids[at + 1] else "bonus"
+            return Outcome(
+                toks,
+                parents,
+                decisions,
+                px.tolist(),
+                qx.tolist(),
+                u_node,
+                path,
+                emitted,
+                float(p[at + 1, emitted]),
+                kind,
+            )
+        path.append(nxt)
+        at = nxt
