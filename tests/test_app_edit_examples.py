@@ -76,9 +76,12 @@ def test_a_run_from_an_edit_example_races_plain_decoding_on_side_by_side(tab):
 class _Pair:
     name = "a pair without a draft head"  # ModelPair's name: the status looks up the target's head by it
     draft_precision = "float32"
+    runtime = "llama.cpp"
+    precision_choice = cost_model = None
+    info: dict = {}
 
     def __init__(self, rates: dict):
-        self.info = {"runtime_choice": {"runtime": "llama.cpp", "reason": "measured here", "rates": rates}}
+        self.runtime_choice = runtime_choice.Choice("llama.cpp", "measured here", rates=rates)
 
 
 def ready(rates: dict) -> str:

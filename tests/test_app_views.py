@@ -311,7 +311,7 @@ def test_a_cross_tokenizer_round_shows_its_alignment():
     from specviz.costs.measure import for_pair
 
     pair = cross_pair()
-    pair.info["cost_model"] = for_pair(tiny_pair("close"))  # the same target's costs
+    pair.cost_model = for_pair(tiny_pair("close"))  # the same target's costs
     cross = run(
         pair, "The quick brown fox", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=12)
     )
@@ -326,6 +326,7 @@ def test_the_status_of_a_cross_tokenizer_pair_says_its_overlap_and_method():
     class Pair:
         name = "a pair without a draft head"  # ModelPair's name: the status looks up the target's head by it
         draft_precision = "float32"
+        precision_choice = cost_model = runtime_choice = None
         info = {"vocab": {"method": "intersection", "overlap": 0.7712, "message": "<b>77.1%</b> shared"}}
 
     state = LoadState("p", True)

@@ -519,7 +519,7 @@ def test_resume_keeps_the_finished_prompts_and_runs_the_rest(tmp_path, monkeypat
 def test_resume_prices_its_runs_with_the_earlier_processs_costs(tmp_path, monkeypatch, one_thread):
     # Every load scales a cached cost model by a quick timing, so two processes price the same
     # machine differently: the resumed one takes the earlier one's costs, adaptive k's start.
-    monkeypatch.delitem(tiny_pair("close").info, "cost_model", raising=False)  # shared pair: restored after
+    monkeypatch.setattr(tiny_pair("close"), "cost_model", None)  # shared pair: restored after
     assert _cli(tmp_path, monkeypatch, "--limit", "1", "--max-new-tokens", "4") == 0
     path = tmp_path / "out" / "bench.json"
     data = json.loads(path.read_text())
@@ -544,7 +544,7 @@ def test_resume_prices_its_runs_with_the_earlier_processs_costs(tmp_path, monkey
         "meta": {**earlier["meta"], "key": {**earlier["meta"]["key"], "threads": 99}},
     }
     path.write_text(json.dumps(data))
-    monkeypatch.delitem(tiny_pair("close").info, "cost_model")  # as a new process would load it
+    monkeypatch.setattr(tiny_pair("close"), "cost_model", None)  # as a new process would load it
     with pytest.raises(UserError, match="measured for another load of it \\(threads 99 then, 1 now\\)"):
         _cli(tmp_path, monkeypatch, "--limit", "3", "--max-new-tokens", "4", "--resume")
 

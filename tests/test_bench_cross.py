@@ -32,7 +32,7 @@ SAMPLING_INTERSECTION = "sv-intersection vs transformers sampling, vocabulary in
 def costed(pair: ModelPair) -> ModelPair:
     """The pair with a fixed cost model, so the runs need not time the models first and the
     cost-aware policy does not depend on how busy the machine is."""
-    pair.info["cost_model"] = CostModel(verify={n: 10.0 + 1.5 * (n - 1) for n in range(1, 18)}, draft=1.0)
+    pair.cost_model = CostModel(verify={n: 10.0 + 1.5 * (n - 1) for n in range(1, 18)}, draft=1.0)
     return pair
 
 

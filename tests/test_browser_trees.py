@@ -29,7 +29,7 @@ def traces(tmp_path_factory):
     folder = tmp_path_factory.mktemp("traces")
     tree = run(tiny_pair("close"), "for i in range(10):", TREE)
     pair = cross_pair()
-    pair.info["cost_model"] = for_pair(tiny_pair("close"))  # the same target's costs
+    pair.cost_model = for_pair(tiny_pair("close"))  # the same target's costs
     cross = run(
         pair, "def reverse(s):", GenerationSettings(vocab_method="text", k=4, policy="fixed", max_new_tokens=16)
     )

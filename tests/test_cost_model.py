@@ -187,7 +187,7 @@ def test_engine_with_the_policy_stays_lossless(tmp_path, monkeypatch, one_thread
     settings = GenerationSettings(max_new_tokens=24, k=6)
     plain = run(pair, "def reverse(s):", GenerationSettings(max_new_tokens=24, mode="plain"))
     for cost in (for_pair(pair).copy(), CostModel(verify={1: 1.0, 2: 50.0}, draft=5.0)):
-        monkeypatch.setitem(pair.info, "cost_model", cost)
+        monkeypatch.setattr(pair, "cost_model", cost)
         trace = run(pair, "def reverse(s):", settings)
         assert trace.summary.policy == "cost-aware" and trace.token_ids == plain.token_ids
 
@@ -292,7 +292,7 @@ def test_the_load_says_whether_it_times_the_passes_or_checks_a_cache(tmp_path, o
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     # each load a pair of its own, with no cost model yet (tiny_pair hands out one shared pair)
-    monkeypatch.setattr(lm, "load_pair", lambda spec, **kw: dataclasses.replace(tiny_pair("close"), info={}))
+    monkeypatch.setattr(lm, "load_pair", lambda spec, **kw: dataclasses.replace(tiny_pair("close"), cost_model=None))
     said = []
     for _ in range(2):
         messages = []
@@ -310,14 +310,14 @@ def test_rates_priced_at_a_busy_moment_are_not_kept_for_choosing_a_runtime(tmp_p
     from specviz.engine.load import load
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr(lm, "load_pair", lambda spec, **kw: dataclasses.replace(tiny_pair("close"), info={}))
+    monkeypatch.setattr(lm, "load_pair", lambda spec, **kw: dataclasses.replace(tiny_pair("close"), cost_model=None))
     load("tiny")
     kept = runtime_choice.recorded("tiny")
     assert kept
     # The cache now says the machine was 50x faster: the next load's check finds it slower and scales.
     _cache_made_faster(tmp_path, 50)
     pair = load("tiny")
-    assert pair.info["cost_model"].source == "cached, scaled"
+    assert pair.cost_model.source == "cached, scaled"
     assert runtime_choice.recorded("tiny") == kept
 
 

@@ -111,7 +111,7 @@ def test_a_target_split_between_cpu_and_disk_decodes_exactly_as_plain(spec):
     spread_said = [m for m in messages if "spread by device map" in m]
     assert spread_said and "on disk" in spread_said[0] and "on cpu" in spread_said[0]
     assert any("fewer passes are timed" in m for m in messages)
-    cost = pair.info["cost_model"]
+    cost = pair.cost_model
     assert sorted(cost.verify) == sorted(SPREAD_SIZES) and cost.meta["spread"] == placed["modules"]
 
 

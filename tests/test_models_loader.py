@@ -299,9 +299,9 @@ def test_auto_on_a_cpu_times_the_target_in_both_precisions_once(folders, monkeyp
     pair = load_pair(spec, progress=lambda f, m: seen.append((f, m)))
     assert timed == [torch.float32, torch.bfloat16]
     assert pair.dtype == torch.bfloat16 and pair.target.dtype == torch.bfloat16 and pair.precision == "bfloat16"
-    info = pair.info["precision"]
-    assert info["target"] == "bfloat16" and info["reason"].startswith("measured faster")
-    assert info["draft"] == "int8" and info["draft_reason"] == "the default on a CPU"
+    chosen = pair.precision_choice
+    assert chosen.target == "bfloat16" and chosen.reason.startswith("measured faster")
+    assert chosen.draft == "int8" and chosen.draft_reason == "the default on a CPU"
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
     # held: the bf16 target, the float32 draft and its int8 copy; not the float32 target timed
@@ -355,7 +355,8 @@ def test_an_int8_target_is_quantized_like_the_draft_and_decodes(folders):
     pair = load_pair(" -> ".join(folders), dtype="int8")
     assert pair.dtype == torch.qint8 and pair.precision == "int8" and pair.draft_precision == "int8"
     assert any(isinstance(m, Int8Linear) for m in pair.target.modules())
-    assert pair.info["precision"] == {**pair.info["precision"], "target": "int8", "reason": "chosen", "draft": "int8"}
+    chosen = pair.precision_choice
+    assert (chosen.target, chosen.reason, chosen.draft) == ("int8", "chosen", "int8")
     plain = engine.run(pair, "def reverse(s):", GenerationSettings(max_new_tokens=8, mode="plain", raw=True))
     spec = engine.run(pair, "def reverse(s):", GenerationSettings(max_new_tokens=8, k=3, raw=True))
     assert len(plain.token_ids) == 8 and plain.meta["dtype"] == "int8"

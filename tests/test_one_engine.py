@@ -36,7 +36,7 @@ def repeatable(monkeypatch):
     by the same 0.25 s, so the rounds the policy times cost the same in every run. The draft's
     prompt prefill, timed on the real clock and taken off a round's time, is taken as free."""
     pair = tiny_pair("close")
-    monkeypatch.setitem(pair.info, "cost_model", COST)
+    monkeypatch.setattr(pair, "cost_model", COST)
     update = cost_aware.CostAwareLength.update
     monkeypatch.setattr(
         cost_aware.CostAwareLength, "update", lambda self, *a, setup_ms=0.0, **kw: update(self, *a, **kw)

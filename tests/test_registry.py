@@ -237,7 +237,7 @@ def test_a_registered_runtime_loads_its_pair_and_decodes_as_torch_does(toy_runti
 
     pair = load(toy_folders, runtime=toy_runtime.name)
     assert pair.runtime == toy_runtime.name and isinstance(pair.target, toy_runtime_module.ToyModel)
-    assert pair.info["runtime_choice"]["runtime"] == toy_runtime.name
+    assert pair.runtime_choice.runtime == toy_runtime.name
     assert pair.precision == "float32"
     prompt = "def reverse(s):\n    return"
     from specviz.lm import load_pair

@@ -63,11 +63,11 @@ def test_the_environment_turns_it_off():
 @dataclasses.dataclass
 class _Pair:
     runtime: str
-    info: dict
+    runtime_choice: runtime_choice.Choice
 
 
 def _auto_pair(runtime: str, spec: str = "qwen-coder") -> _Pair:
-    return _Pair(runtime, {"runtime_choice": {"requested": "auto", "spec": spec, "runtime": runtime}})
+    return _Pair(runtime, runtime_choice.Choice(runtime, "not yet timed here", requested="auto", spec=spec))
 
 
 FAST_FLAT = CostModel(verify={1: 40.0, 2: 41.0, 4: 43.0, 8: 47.0, 17: 60.0}, draft=8.0)
@@ -81,7 +81,7 @@ def test_an_auto_pair_switches_once_the_other_runtime_is_measured_faster(monkeyp
     runtime_choice.record("qwen-coder", "llama.cpp", SLOW_STEEP)
     runtime_choice.record("qwen-coder", "torch", FAST_FLAT)
     assert runtime_prepare.switch_to(pair) == "torch"
-    chosen = _Pair("llama.cpp", {"runtime_choice": {"requested": "llama.cpp", "spec": "qwen-coder"}})
+    chosen = _Pair("llama.cpp", runtime_choice.Choice("llama.cpp", "chosen", requested="llama.cpp", spec="qwen-coder"))
     assert runtime_prepare.switch_to(chosen) is None  # asked for by name: never switched
 
     loads = []

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.choices import INTERSECTION, TEXT
 from specviz.app import (
     compare,
     inspector,
@@ -38,7 +37,7 @@ from specviz.app.tab import LIGHT, MODELS, Shared, Tab
 from specviz.events import Trace
 from specviz.limits import PAIR_CHARS
 from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, from_request
-from specviz.viz.text import esc
+from specviz.viz import pair_status
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 CSS_PATHS = [ASSETS / "specviz.css", ASSETS / "app.css"]
@@ -47,56 +46,35 @@ CSS_PATHS = [ASSETS / "specviz.css", ASSETS / "app.css"]
 def status_html(name: str, state: LoadState | None) -> str:
     """The header's model status: a progress bar while loading, then ready or the error."""
     if state is None:
-        return f'<div class="sv-load sv-load-idle">Model pair <b>{esc(name)}</b> loads when you press Run.</div>'
+        return pair_status.idle_html(name)
     if state.error is not None:
-        return f'<div class="sv-load sv-load-error" role="alert"><b>{esc(name)}</b> could not load: {esc(redact(state.error))}</div>'
+        return pair_status.error_html(name, redact(state.error))
     if state.ready:
-        return (
-            f'<div class="sv-load sv-load-ready">Model pair <b>{esc(name)}</b> is ready{precision_html(state.pair)}.'
-            f"{vocab_html(state.pair)}{runtime_html(state.pair)}{head_html(state.pair)}{cache_html()}</div>"
-        )
-    pct = round(100 * state.fraction)
+        pair = state.pair
+        details = pair_status.vocab_html(pair.info.get("vocab")) + runtime_html(pair) + head_html(pair)
+        return pair_status.ready_html(name, pair_status.precision_html(pair.precision_choice), details + cache_html())
     waited = time.monotonic() - state.started
-    return (
-        f'<div class="sv-load sv-load-busy" role="status">Loading <b>{esc(name)}</b>: {esc(state.message)} '
-        f'({pct}%, {waited:.0f} s){cache_html()}<div class="sv-load-bar"><div style="width:{pct}%"></div></div></div>'
-    )
+    return pair_status.loading_html(name, state.message, state.fraction, waited, cache_html())
 
 
 def runtime_html(pair) -> str:
-    """Which runtime runs the pair and why, each runtime's measured rates (plain, and drafting
-    at its best k for a typical acceptance), a background timing of another runtime and what
-    it found, and a plain warning when some runtime's plain decoding beats drafting everywhere
-    (costs.runtime_choice, engine.runtime_prepare)."""
+    """The runtime, why, and what each runtime measured here (costs.runtime_choice), with the
+    background timing of another runtime (engine.runtime_prepare)."""
     from specviz.costs import runtime_choice
     from specviz.engine import runtime_prepare
 
-    c = (getattr(pair, "info", None) or {}).get("runtime_choice")
-    if not isinstance(c, dict):
+    c = pair.runtime_choice
+    if c is None:
         return ""
-    spec = c.get("spec")
     rates = runtime_rates(c)
-    measured = "; ".join(
-        f"{esc(r)}: plain {v['plain']:.1f} tok/s, drafting {v['speculative']:.1f} (k={v['k']})"
-        for r, v in sorted(rates.items())
-        if isinstance(v, dict)
-    )
-    out = f' <span class="sv-runtime">Runtime <b>{esc(c.get("runtime", ""))}</b> ({esc(c.get("reason", ""))})'
-    out += f"; measured here: {measured}." if measured else "."
-    for prep in runtime_prepare.preparations(spec) if spec else []:
-        if prep.runtime in (c.get("preparing") or []):
-            out += f' <span class="sv-runtime-prep">{esc(preparation_sentence(prep, pair))}.</span>'
+    preps = runtime_prepare.preparations(c.spec) if c.spec else []
+    sentences = [preparation_sentence(p, pair) for p in preps if p.runtime in c.preparing]
     note = runtime_choice.plain_beats_drafting(rates)
-    if note:
-        out += f' <b class="sv-runtime-note">Note: {esc(note)}.</b>'
-    if note and "Edit examples" in note:  # the note names the drafter that pays here: how to see it
-        out += f' <span class="sv-runtime-try">{esc(try_edit_work())}</span>'
-    return out + "</span>"
+    return pair_status.runtime_html(pair.runtime, c.reason, rates, sentences, note, try_edit_work())
 
 
 def head_html(pair) -> str:
-    """The target's trained draft head, where there is one: its held-out acceptance and what a
-    drafted token costs against a target pass, both measured here."""
+    """The target's trained draft head, where there is one (drafters.head)."""
     from specviz.drafters.head import draft_ms, head_for, head_path, target_label
     from specviz.errors import UserError
 
@@ -106,14 +84,8 @@ def head_html(pair) -> str:
         _, info = head_for(pair)
         d = draft_ms(pair)
     except (UserError, ValueError, OSError) as e:
-        return f' <span class="sv-head">The draft head cannot be read: {esc(redact(str(e)))}.</span>'
-    cost = (getattr(pair, "info", None) or {}).get("cost_model")
-    share = f", {d / cost.target:.2f} of a target pass" if cost is not None and cost.target else ""
-    held = "; ".join(f"{part} {rates[0]:.2f}" for part, rates in info.acceptance.items() if rates)
-    return (
-        f' <span class="sv-head">Draft head (drafter <b>head</b>): trained here, held-out acceptance of its first '
-        f"token {esc(held)}; a drafted token costs {d:.1f} ms{share}.</span>"
-    )
+        return pair_status.head_unreadable_html(redact(str(e)))
+    return pair_status.head_html(info.acceptance, d, pair.cost_model.target if pair.cost_model else None)
 
 
 def try_edit_work() -> str:
@@ -126,13 +98,12 @@ def try_edit_work() -> str:
     )
 
 
-def runtime_rates(choice: dict) -> dict:
-    """Each runtime's measured rates for the pair a load chose for (`pair.info["runtime_choice"]`),
+def runtime_rates(choice) -> dict:
+    """Each runtime's measured rates for the pair a load chose for (`pair.runtime_choice`),
     read again: a background timing may have recorded another runtime since the load."""
     from specviz.costs import runtime_choice
 
-    spec = choice.get("spec")
-    return (runtime_choice.recorded(spec) if spec else None) or choice.get("rates") or {}
+    return (runtime_choice.recorded(choice.spec) if choice.spec else None) or choice.rates
 
 
 def preparation_sentence(prep, pair) -> str:
@@ -157,47 +128,13 @@ def preparing(pair_name: str) -> bool:
 
 
 def cache_html() -> str:
-    """Where converted models and measurements are kept, and why there."""
+    """Where converted models and measurements are kept; a public page names no server folders."""
     from specviz.models.files.cache import where
 
     if not DETAILS["shown"]:
-        return ""  # a public page names no server folders
+        return ""
     folder, why = where()
-    return f' <span class="sv-cache">Cache: <code>{esc(str(folder))}</code> ({esc(why)}).</span>'
-
-
-def precision_html(pair) -> str:
-    """ ": target in bf16 (measured faster), draft in int8 (the default on a CPU)", the
-    measured figures as a tooltip; empty for a pair that does not say."""
-    p = (getattr(pair, "info", None) or {}).get("precision")
-    if not isinstance(p, dict) or "target" not in p:
-        return ""
-    reason = str(p.get("reason") or "")
-    parts = [f'<span title="{esc(reason)}">target in {esc(p["target"])} ({esc(reason.split(" (")[0])})</span>']
-    if p.get("draft"):
-        parts.append(f"draft in {esc(p['draft'])} ({esc(p.get('draft_reason') or '')})")
-    return ": " + ", ".join(parts)
-
-
-VOCAB_METHOD_WORDS = {TEXT: "drafts through text", INTERSECTION: "drafts through the shared vocabulary"}
-
-
-def vocab_html(pair) -> str:
-    """For a draft with its own tokenizer: the vocabulary overlap and the method, with the
-    check's message as a tooltip; empty when both share one tokenizer."""
-    vocab = (getattr(pair, "info", None) or {}).get("vocab")
-    if not isinstance(vocab, dict) or vocab.get("method") not in VOCAB_METHOD_WORDS:
-        return ""
-    overlap = vocab.get("overlap")
-    share = (
-        f"{overlap:.1%} of the target's vocabulary matches the draft's"
-        if isinstance(overlap, (int, float))
-        else "vocabularies differ"
-    )
-    return (
-        f' <span class="sv-vocab" title="{esc(vocab.get("message") or vocab.get("reason") or "")}">Its draft has another tokenizer: '
-        f"{esc(share)}; by default it {esc(VOCAB_METHOD_WORDS[vocab['method']])} ({esc(vocab['method'])}).</span>"
-    )
+    return pair_status.cache_html(str(folder), why)
 
 
 def model_status(pair: str) -> tuple[str, gr.Timer]:
@@ -370,15 +307,15 @@ def status_api(config: PageConfig):
                 error=None if state.error is None else redact(state.error),
                 seconds=round(time.monotonic() - state.started, 1),
             )
-            choice = (getattr(state.pair, "info", None) or {}).get("runtime_choice") if state.ready else None
-            if isinstance(choice, dict):
+            choice = state.pair.runtime_choice if state.ready else None
+            if choice is not None:
                 from specviz.costs import runtime_choice
                 from specviz.engine.runtime_prepare import preparations
 
                 rates = runtime_rates(choice)
                 out.update(
-                    runtime=choice.get("runtime"),
-                    runtime_reason=choice.get("reason"),
+                    runtime=state.pair.runtime,
+                    runtime_reason=choice.reason,
                     rates=rates,
                     note=runtime_choice.plain_beats_drafting(rates),
                     preparing={p.runtime: p.state for p in preparations(pair)},

@@ -184,7 +184,7 @@ def from_pair(pair_name: str) -> tuple:
     from specviz.app import runner
 
     state = runner.LOADER.status(pair_name)
-    cost = (getattr(state.pair, "info", None) or {}).get("cost_model") if state is not None and state.ready else None
+    cost = state.pair.cost_model if state is not None and state.ready else None
     if cost is None:
         return gr.skip(), gr.skip()
     return min(max(round(cost.target), 1), MAX_MS), min(round(cost.draft), MAX_MS)

@@ -149,14 +149,14 @@ def is_cached(pair) -> bool:
 
 
 def for_pair(pair) -> CostModel:
-    """The pair's cost model, measured or read once per loaded pair and kept in `pair.info`."""
-    model = pair.info.get("cost_model")
-    if not isinstance(model, CostModel):
+    """The pair's cost model, measured or read once per loaded pair and kept on it."""
+    model = pair.cost_model
+    if model is None:
         spread = spread_over(pair.target)
         model = load_or_measure(pair, sizes=_sizes(pair), repeats=SPREAD_REPEATS if spread else REPEATS)
         if spread:
             model.meta["spread"] = spread
-        pair.info["cost_model"] = model
+        pair.cost_model = model
     return model
 
 

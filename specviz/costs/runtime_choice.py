@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz import theory
@@ -38,11 +38,18 @@ ENV = "SPECVIZ_RUNTIME"
 
 @dataclass(frozen=True)
 class Choice:
+    """The runtime chosen and why; once the pair is loaded (engine.load, `ModelPair.runtime_choice`)
+    also what was asked for, each runtime's rates measured here and those being timed now."""
+
     runtime: str
     reason: str
     # Runtimes `auto` could have picked but has no measurement of here yet
     # (engine.runtime_prepare times them in the background).
     untimed: tuple[str, ...] = ()
+    requested: str = AUTO
+    spec: str = ""
+    rates: dict = field(default_factory=dict)  # {runtime: `rates`}
+    preparing: tuple[str, ...] = ()
 
 
 # Load options only the torch runtime has (engine.load's), with the environment variables

@@ -78,7 +78,7 @@ class Generation:
             # Each runtime's pass costs as measured on this machine, for the Theory tab's comparison.
             "runtime_costs": {
                 rt: {"V": r["V"], "D": r["D"]}
-                for rt, r in ((pair.info.get("runtime_choice") or {}).get("rates") or {}).items()
+                for rt, r in (pair.runtime_choice.rates if pair.runtime_choice else {}).items()
             },
         }
         if pair.cross_tokenizer and pair.vocab_map is not None:

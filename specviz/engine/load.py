@@ -8,6 +8,8 @@ one-token passes).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specviz.costs.measure import for_pair, is_cached
 from specviz.choices import AUTO
 from specviz.costs import runtime_choice
@@ -15,7 +17,7 @@ from specviz.engine import runtime_prepare
 from specviz import lm
 from specviz.lm.pair import ModelPair
 from specviz.models.progress import Progress
-from specviz.lm.torch_runtime.devices import cuda_emulated
+from specviz.lm.torch_runtime.devices import cuda_emulated, spread_over
 
 # Share of the progress bar for the models; the cost model takes the rest.
 MODELS_SHARE = 0.9
@@ -32,7 +34,7 @@ def load(
 ) -> ModelPair:
     """`lm.load_pair(spec, ...)` and the pair's cost model, on the runtime `runtime`
     names ("auto": `runtime_choice.choose`; what was chosen and why, and the rates measured
-    on each runtime, go to `pair.info["runtime_choice"]`). `options` are load_pair's
+    on each runtime, go to `pair.runtime_choice`). `options` are load_pair's
     (device, dtype, int8_draft, device_map, max_memory). load_pair is looked up at each
     call, so a test that replaces it replaces it here too, and only while it does.
     `prepare_untimed` (a long-lived process: the page): start timing, in the background, the
@@ -46,11 +48,11 @@ def load(
     pair = lm.load_pair(spec, with_draft=with_draft, progress=models_progress, runtime=choice.runtime, **options)
     if cuda_emulated():
         # The first run on a lent GPU times the passes (engine.generation's for_pair) and caches them.
-        pair.info["runtime_choice"] = _choice_info(pair, choice, runtime, spec, rates={}, preparing=[])
+        pair.runtime_choice = replace(choice, requested=runtime, spec=str(spec))
         if progress is not None:
             progress(1.0, "ready (the first run on the GPU times its passes)")
         return pair
-    if "cost_model" not in pair.info and progress is not None:
+    if pair.cost_model is None and progress is not None:
         progress(MODELS_SHARE, _timing_message(pair))
     cost = for_pair(pair)
     # A drafting rate needs a draft model's D. Costs timed at a busy moment price this load
@@ -63,7 +65,7 @@ def load(
         preparing = [r for r in choice.untimed if r not in measured]
         for other in preparing:
             runtime_prepare.start(str(spec), other)
-    pair.info["runtime_choice"] = _choice_info(pair, choice, runtime, spec, rates=measured, preparing=preparing)
+    pair.runtime_choice = replace(choice, requested=runtime, spec=str(spec), rates=measured, preparing=tuple(preparing))
     if progress is not None:
         progress(1.0, "ready")
     return pair
@@ -73,20 +75,5 @@ def _timing_message(pair: ModelPair) -> str:
     """What the progress bar says while the pair's pass costs are measured or checked."""
     if is_cached(pair):
         return "checking the cached pass costs with a few one-token passes"
-    spread = (pair.info.get("target") or {}).get("placement")
-    fewer = "; the target is spread by a device map, so fewer passes are timed" if spread else ""
+    fewer = "; the target is spread by a device map, so fewer passes are timed" if spread_over(pair.target) else ""
     return f"timing the target's and the draft's passes (once per machine, then cached{fewer})"
-
-
-def _choice_info(pair: ModelPair, choice, requested: str, spec, *, rates: dict, preparing: list) -> dict:
-    """pair.info["runtime_choice"]: the runtime chosen and why, the rates measured on each
-    runtime (with the note where plain decoding beats drafting) and those being timed now."""
-    return {
-        "runtime": pair.runtime,
-        "reason": choice.reason,
-        "rates": rates,
-        "note": runtime_choice.plain_beats_drafting(rates),
-        "requested": requested,
-        "spec": str(spec),
-        "preparing": preparing,
-    }

@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
     except UserError as e:
         print(f"{runtime} could not be prepared: {e}", flush=True)
         return 1
-    rates = pair.info["runtime_choice"]["rates"].get(runtime) or {}
+    rates = pair.runtime_choice.rates.get(runtime) or {}
     print(
         f"{runtime} timed: plain {rates.get('plain', 0):.1f} tok/s, drafting {rates.get('speculative', 0):.1f}",
         flush=True,

@@ -168,8 +168,8 @@ def switch_to(pair) -> str | None:
     pick is another runtime (measured since the load); else None."""
     from specviz.costs.runtime_choice import choose
 
-    c = (getattr(pair, "info", None) or {}).get("runtime_choice")
-    if not isinstance(c, dict) or c.get("requested") != AUTO or not c.get("spec"):
+    c = pair.runtime_choice
+    if c is None or c.requested != AUTO or not c.spec:
         return None
-    now = choose(c["spec"], AUTO).runtime
+    now = choose(c.spec, AUTO).runtime
     return now if now != pair.runtime else None

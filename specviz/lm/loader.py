@@ -48,7 +48,7 @@ from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
 from specviz.lm import resident
-from specviz.lm.pair import ModelPair
+from specviz.lm.pair import ModelPair, PrecisionChoice
 from specviz.models.catalogue.presets import DEFAULT_PAIR, WheelGGUF
 from specviz.models.progress import Progress, Steps
 from specviz.lm.torch_runtime.int8_draft import quantized as quantized_draft
@@ -199,7 +199,6 @@ def _assemble(
     tokenizers) and what was chosen and why."""
     target, draft = loaded["target"], loaded.get("draft")
     info = _pair_info(plan, loaded, dev, prec.dtype)
-    info["precision"] = _precision_info(prec, draft, int8, int8_draft)
     vmap = None
     if draft is not None and draft.tokenizer is not target.tokenizer:
         vmap, message = check_vocab(
@@ -234,6 +233,7 @@ def _assemble(
         info=info,
         draft_tokenizer=draft.tokenizer if vmap is not None else None,
         vocab_map=vmap,
+        precision_choice=_precision_choice(prec, draft, int8, int8_draft),
     )
 
 
@@ -419,20 +419,17 @@ def _measure_target(
     return costs
 
 
-def _precision_info(prec: Precision, draft: Loaded | None, int8: bool, asked: bool | None) -> dict:
-    """The target's and the draft's precision and why, for the page and traces."""
-    out = {
-        "target": prec.name,
-        "reason": prec.reason,
-        "costs": {k: {str(n): v for n, v in c.items()} for k, c in prec.costs.items()},
-    }
-    if draft is not None:
-        if int8:
-            out["draft"], out["draft_reason"] = INT8_NAME, "chosen" if asked else "the default on a CPU"
-        else:
-            out["draft"] = dtype_name(prec.load_dtype)
-            out["draft_reason"] = "chosen: the target's precision" if asked is False else "the target's precision"
-    return out
+def _precision_choice(prec: Precision, draft: Loaded | None, int8: bool, asked: bool | None) -> PrecisionChoice:
+    """The target's and the draft's precision and why."""
+    measured = {k: {str(n): v for n, v in c.items()} for k, c in prec.costs.items()}
+    if draft is None:
+        return PrecisionChoice(prec.name, prec.reason, measured=measured)
+    if int8:
+        return PrecisionChoice(
+            prec.name, prec.reason, INT8_NAME, "chosen" if asked else "the default on a CPU", measured
+        )
+    why = "chosen: the target's precision" if asked is False else "the target's precision"
+    return PrecisionChoice(prec.name, prec.reason, dtype_name(prec.load_dtype), why, measured)
 
 
 def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tuple[Path, dict]:

@@ -8,6 +8,19 @@ from typing import Any
 import torch
 
 from specviz.choices import TORCH
+from specviz.cost_curve import CostModel
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """What each model of a pair runs in and why (lm/torch_runtime/precision.py; on another
+    runtime its files' own), with the figures measured to choose, for the page."""
+
+    target: str
+    reason: str
+    draft: str | None = None  # None without a draft model
+    draft_reason: str = ""
+    measured: dict = field(default_factory=dict)  # {precision: {n: ms}} where the choice was timed
 
 
 @dataclass
@@ -19,7 +32,7 @@ class ModelPair:
     own tokenizer, the target's ids.
 
     `dtype` is the target's precision: float32, bfloat16, float16, or torch.qint8 for a target
-    quantized to int8 (its activations in float32); `info["precision"]` says the target's and
+    quantized to int8 (its activations in float32); `precision_choice` says the target's and
     the draft's precision and why each was chosen (lm/torch_runtime/devices.py).
 
     On another runtime `target` and `draft` are that runtime's models (`lm.runtime.RuntimeModel`;
@@ -39,11 +52,17 @@ class ModelPair:
     device: torch.device
     dtype: torch.dtype
     load_s: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)  # sources, sizes, cache state: for display
+    info: dict[str, Any] = field(default_factory=dict)  # sources, sizes, vocabularies: for display only
     draft_tokenizer: Any = None
     vocab_map: Any = None
     runtime: str = TORCH  # the runtime its models are loaded in (choices.RUNTIMES)
     closed: bool = False  # unloaded (`close`): its loader loads it afresh when asked again
+    precision_choice: PrecisionChoice | None = None
+    # What its passes cost here, measured once per loaded pair (costs.measure.for_pair).
+    cost_model: CostModel | None = None
+    # How the runtime was chosen, with each runtime's measured rates (a costs.runtime_choice
+    # Choice, set by engine.load; lm is left of costs and only carries it).
+    runtime_choice: Any = None
 
     def close(self, *, force: bool = False) -> bool:
         """Unload this pair (`lm.resident`): its loader forgets it and its models' memory is freed
@@ -77,6 +96,6 @@ class ModelPair:
             return self.draft.precision
         return (
             self.info.get("draft", {}).get("precision")
-            or self.info.get("precision", {}).get("draft")
+            or (self.precision_choice.draft if self.precision_choice else None)
             or str(next(self.draft.parameters()).dtype).removeprefix("torch.")
         )

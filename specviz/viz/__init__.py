@@ -16,6 +16,7 @@ assets/specviz.css; every piece of model or user text in it is escaped.
     prediction.py     predicted against measured, and why they differ
     lossless_plots.py the Monte Carlo lab
     pass_cost.py      V(n) by runtime, in one-token passes
+    pair_status.py    the page's header: the pair's load, precision, runtime and its rates
     tree.py           a token-tree round as a figure
     tree_payoff.py    what a tree of a given size pays against a chain
     source.py         where a suffix or lookahead round's candidates came from

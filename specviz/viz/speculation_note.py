@@ -12,7 +12,7 @@ round was sized from the copy's evidence and the pass costs.
 
 from __future__ import annotations
 
-from specviz.cost_curve import CostCurve
+from specviz.cost_curve import CostCurve, recorded
 from specviz.events import RoundEvent, Trace
 from specviz.viz.text import esc
 from specviz.choices import COST_AWARE, SPECULATIVE, SUFFIX
@@ -50,16 +50,15 @@ def speculation_note_html(trace: Trace | None) -> str:
     if trace is None or trace.mode != SPECULATIVE or not trace.summary.stop_reason:
         return ""
     rounds = [e for e in trace.events if isinstance(e, RoundEvent)][1:]  # after the prefill's token
-    cost = (trace.meta or {}).get("cost_model") or {}
-    verify = {int(n): float(v) for n, v in dict(cost.get("verify") or {}).items()}
-    if not rounds or 1 not in verify:
+    cost = recorded(trace.meta)
+    if not rounds or cost is None:
         return ""
     used = sum(speculated(e) for e in rounds)
     speedup = trace.summary.speedup_vs_plain
     short = 0 < speedup < SHORT_OF_PLAIN
     if not short and used >= RARELY * len(rounds):
         return ""
-    v = CostCurve(verify)
+    v = cost.curve
     v1, v2, v8 = v(1), v(2), v(8)
     method = (trace.meta or {}).get("drafter") or trace.settings.get("drafter", "the drafter")
     parts = [f"{esc(str(method).capitalize())} speculated in {used} of {len(rounds)} rounds"]

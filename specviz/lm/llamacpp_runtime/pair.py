@@ -25,7 +25,7 @@ from specviz.models.files.gguf_info import vocabulary_digest
 from specviz.lm.llamacpp_runtime.library import default_threads, version
 from specviz.lm.llamacpp_runtime.model import RUNTIME, LlamaCppModel
 from specviz.lm import resident
-from specviz.lm.pair import ModelPair
+from specviz.lm.pair import ModelPair, PrecisionChoice
 from specviz.models.progress import Progress, Steps
 from specviz.models.catalogue.sources import ModelRef, Plan
 from specviz.models.alignment.vocab import check_vocab, same_tokenizer_files, shared_vocab_size
@@ -166,11 +166,11 @@ def _assemble(plan: Plan, models: dict, tokenizers: dict, info: dict, start: flo
         vocab_map=vmap,
         runtime=RUNTIME,
     )
-    info["precision"] = {
-        "target": pair.precision,
-        "reason": "the GGUF file's own, run by llama.cpp",
-        **({"draft": pair.draft_precision, "draft_reason": "the GGUF file's own"} if draft else {}),
-    }
+    pair.precision_choice = PrecisionChoice(
+        pair.precision,
+        "the GGUF file's own, run by llama.cpp",
+        *((pair.draft_precision, "the GGUF file's own") if draft else ()),
+    )
     return pair
 
 

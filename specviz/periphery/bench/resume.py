@@ -61,7 +61,7 @@ def adopt_costs(pair, earlier: dict[str, Any]) -> None:
     if model.meta.get("key") != key(pair):
         return  # measured for another load: `finished` refuses the resume and says why
     model.source = "earlier process"
-    pair.info["cost_model"] = model
+    pair.cost_model = model
 
 
 def read_earlier(out: Path) -> dict[str, Any] | None:
