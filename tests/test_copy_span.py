@@ -19,7 +19,7 @@ import torch
 import specviz.engine.verify as rule
 from specviz import engine
 from specviz.drafters import copy_span as cs
-from specviz.drafters.cost_model import CostModel
+from specviz.cost_curve import CostModel
 from specviz.drafters.lookup import LookupDrafter, agreement
 from specviz.drafters.suffix import SuffixDrafter
 from specviz.drafters.tree_cost import TreeCost
