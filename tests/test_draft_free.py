@@ -21,7 +21,7 @@ from specviz.drafters.base import Proposal
 from specviz.drafters.lookahead import LookaheadDrafter, trie
 from specviz.drafters.suffix import SuffixDrafter, longest_match
 from specviz.drafters.tree_cost import TreeCost
-from specviz.drafters.cost_model import CostModel
+from specviz.cost_curve import CostModel
 from specviz.engine.tree_round import tree_round
 from specviz.lm.runtime import open_lm
 from specviz.lm.sampling import Sampler
@@ -135,7 +135,7 @@ def test_suffix_nodes_are_ordered_by_how_often_they_followed():
     ctx = torch.tensor([1, 2, 3, 5, 1, 2, 4, 0, 1, 2, 3, 5, 8, 1, 2])
     p = SuffixDrafter(max_nodes=8, min_score=0.0).propose(ctx, 3, lambda c: True)
     assert p.tokens.tolist()[:2] == [3, 5] and p.parents[:2] == [-1, 0]
-    assert p.source["counts"][:2] == [2, 2] and p.source["occurrences"] == 3
+    assert p.source.counts[:2] == [2, 2] and p.source.occurrences == 3
     assert 4 in p.tokens.tolist()  # the rarer sibling, after the likelier branch
     high = SuffixDrafter(max_nodes=8, min_score=0.5).propose(ctx, 3, lambda c: True)
     assert 4 not in high.tokens.tolist()  # 1/3 of the matches: under a 0.5 minimum score

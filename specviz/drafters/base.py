@@ -14,7 +14,7 @@ back to the drafter through `observe`, and the cache keeps none of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 
@@ -34,6 +34,24 @@ class TreeBudget(Protocol):
     def pays(self, tokens: float, nodes: int) -> bool:
         """Whether rounds giving `tokens` tokens each from a pass over `nodes` new nodes beat
         plain decoding."""
+
+
+@dataclass
+class SourceNote:
+    """Where a draft-free round's candidates came from (or that a draft head proposed them), in
+    token ids; the engine writes it out in text as `events.CandidateSource`, whose fields say
+    what each holds."""
+
+    method: str
+    matched: list[int] = field(default_factory=list)
+    occurrences: int = 0
+    counts: list[int] = field(default_factory=list)
+    window: list[list[int]] = field(default_factory=list)
+    ngrams: list[list[int]] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+    window_on: bool = False
+    ride: int = 0
+    note: str = ""
 
 
 @dataclass
@@ -57,8 +75,8 @@ class Proposal:
     # j >= 0 for ride node j (earlier); never a candidate's child, nor a candidate theirs.
     ride: torch.Tensor | None = None
     ride_parents: list[int] | None = None
-    # Where the candidates came from, for the Round inspector (`events.CandidateSource`).
-    source: Any = None
+    # Where the candidates came from, for the Round inspector.
+    source: SourceNote | None = None
 
     def __len__(self) -> int:
         return self.tokens.numel()

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from specviz.choices import HEAD
-from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, SourceNote, TreeBudget
 from specviz.drafters.head_model import DraftHead, HeadInfo, load
 from specviz.errors import UserError
 from specviz.lm import rows
@@ -147,7 +147,7 @@ class HeadDrafter(ChainDrafting):
             ms=(time.perf_counter() - start) * 1000,
             passes=len(tokens),
             confidence=confidence,
-            source={"method": HEAD},
+            source=SourceNote(HEAD),
         )
 
     def accepted(self, n: int) -> None:

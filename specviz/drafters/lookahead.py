@@ -36,7 +36,7 @@ import time
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, tree_or_chain
+from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, tree_or_chain
 from specviz.lm import rows
 from specviz.choices import LOOKAHEAD
 
@@ -99,15 +99,14 @@ class LookaheadDrafter:
             n = budget.tree_nodes(chances, len(ride_tokens))
         tokens, parents, origins, depth = tokens[:n], parents[:n], origins[:n], depth[:n]
         window_shown = [[root, *self.levels[0][1:]], *[list(level) for level in self.levels[1:]]]
-        source = {
-            "method": LOOKAHEAD,
-            "window": window_shown if riding else [],
-            "origins": origins,
-            "window_on": riding,
-            "ngrams": [],
-            "ride": len(ride_tokens),
-            "note": "" if n or riding else "no n-gram starts with the last token, and the window is resting",
-        }
+        source = SourceNote(
+            LOOKAHEAD,
+            window=window_shown if riding else [],
+            origins=origins,
+            window_on=riding,
+            ride=len(ride_tokens),
+            note="" if n or riding else "no n-gram starts with the last token, and the window is resting",
+        )
         self._last = {"parents": parents, "depth": depth, "riding": riding, "source": source}
         ms = (time.perf_counter() - start) * 1000
         if not n and not riding:
@@ -136,7 +135,7 @@ class LookaheadDrafter:
             made.append([first, *gram])
             self._remember(first, gram)
         self.levels = [*self.levels[1:], [int(t) for t in new]]
-        self._last["source"]["ngrams"] = made
+        self._last["source"].ngrams = made
 
     def accepted_path(self, path: list[int]) -> None:
         last, self._last = self._last, None

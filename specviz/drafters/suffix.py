@@ -13,7 +13,7 @@ exists, that session's earlier outputs. Each round:
    nodes, k deep, then keep as many nodes as the policy's budget says pay (`tree_cost`).
 
 Siblings are distinct tokens chosen deterministically, so the tree is verified with the
-point-mass tree rule (`engine.tree_verify.tree_point_masses`) and the output stays the
+point-mass tree rule (`engine.verify.verify_tree`, as point masses) and the output stays the
 target's.
 
 A node's chance of acceptance, for the policy's budget, is the product down its path of
@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, tree_or_chain
+from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, tree_or_chain
 from specviz.drafters.copy_span import RESUMED, RESUMED_BONUS, SKIPPED, CopyEvidence, sizing_note
 from specviz.drafters.tree_cost import TreeCost
 from specviz.choices import SUFFIX
@@ -85,12 +85,8 @@ class SuffixDrafter:
         start = time.perf_counter()
         ctx = context.detach().cpu().numpy().astype(np.int64, copy=False)
         tree, match, span, how = self._tree([*self._history, ctx], ctx, k)
-        source = {
-            "method": SUFFIX,
-            "matched": ctx[len(ctx) - match.length :].tolist() if match.length else [],
-            "occurrences": len(match.ends),
-            "counts": [],
-        }
+        matched = ctx[len(ctx) - match.length :].tolist() if match.length else []
+        source = SourceNote(SUFFIX, matched=matched, occurrences=len(match.ends))
         self.evidence.waited()
         if tree is None or not tree.tokens:
             return self._empty(context, start, source)
@@ -99,11 +95,11 @@ class SuffixDrafter:
         n = budget.tree_nodes(chances, 0) if budget is not None else len(chances)
         if isinstance(budget, TreeCost):
             rate = self.evidence.skip_rate() if skip else self.evidence.rate(span)
-            source["note"] = sizing_note(span, how, rate, n, len(chances))
+            source.note = sizing_note(span, how, rate, n, len(chances))
         if n == 0:
             return self._empty(context, start, source)
         self.evidence.proposed(span, tree.parents[:n], tree.sources[:n], len(ctx), skip=skip)
-        source.update(counts=tree.counts[:n], occurrences=tree.occurrences)
+        source.counts, source.occurrences = tree.counts[:n], tree.occurrences
         return Proposal(
             tokens=torch.tensor(tree.tokens[:n], dtype=torch.long),
             q=None,
@@ -154,7 +150,7 @@ class SuffixDrafter:
     def unread(self, context_len: int) -> int:
         return 0
 
-    def _empty(self, context: torch.Tensor, start: float, source: dict) -> Proposal:
+    def _empty(self, context: torch.Tensor, start: float, source: SourceNote) -> Proposal:
         # No tree: a chain of nothing, a plain round on the target's chain path.
         return Proposal(tokens=context[:0].cpu(), q=None, ms=_ms(start), source=source)
 

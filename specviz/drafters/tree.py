@@ -17,8 +17,8 @@ not expanded. With width 1 the tree is the chain the chain drafter (`model.py`) 
 under greedy decoding.
 
 Siblings are listed best first, levels in order, so node i's parent always comes before it.
-Because the children are chosen deterministically, the target verifies them with
-`engine.tree_verify.tree_point_masses` (or `tree_greedy`).
+Because the children are chosen deterministically, the target verifies them as point masses
+(`engine.verify.verify_tree`), whatever q the draft gave them.
 
 After the round the drafter must hear which path was accepted: `accepted_path(nodes)`.
 It then keeps the context and the fed part of that path in its cache (the path's last node

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from specviz.drafters.base import SourceNote
 from specviz.engine.text import TokenTexts
 from specviz.lm import rows
 from specviz.events import CandidateSource, PositionInfo, TopToken
@@ -93,23 +94,23 @@ def positions(
     return out
 
 
-def source(note: dict | None, texts: TokenTexts) -> CandidateSource | None:
+def source(note: SourceNote | None, texts: TokenTexts) -> CandidateSource | None:
     """A draft-free drafter's note on where its candidates came from (token ids), in text."""
-    if not note:
+    if note is None:
         return None
 
     def words(ids) -> list[str]:
         return [texts(int(i)) for i in ids]
 
     return CandidateSource(
-        method=note["method"],
-        matched=words(note.get("matched", [])),
-        occurrences=int(note.get("occurrences", 0)),
-        counts=[int(c) for c in note.get("counts", [])],
-        window=[words(level) for level in note.get("window", [])],
-        ngrams=[words(g) for g in note.get("ngrams", [])],
-        origins=[str(o) for o in note.get("origins", [])],
-        window_on=bool(note.get("window_on", False)),
-        ride=int(note.get("ride", 0)),
-        note=str(note.get("note", "")),
+        method=note.method,
+        matched=words(note.matched),
+        occurrences=note.occurrences,
+        counts=list(note.counts),
+        window=[words(level) for level in note.window],
+        ngrams=[words(g) for g in note.ngrams],
+        origins=list(note.origins),
+        window_on=note.window_on,
+        ride=note.ride,
+        note=note.note,
     )
