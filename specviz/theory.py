@@ -13,6 +13,7 @@ so `speedup_with_cost` / `best_k_with_cost` take a measured `cost_curve.CostMode
 
 Every function accepts numpy arrays for alpha (and k where it says so) and broadcasts, so
 the app can draw alpha x k heatmaps in one call; plain numbers in give plain numbers out.
+T and D are plain numbers; a round's cost is `CostModel.round_ms`, for a flat T as well.
 """
 
 from __future__ import annotations
@@ -39,23 +40,22 @@ def tokens_per_round(alpha, k):
     return _out(np.where(a == 1, kk + 1.0, np.where(kk == 0, 1.0, geometric)))
 
 
-def speedup(alpha, k, target_ms, draft_ms):
+def flat(target_ms: float, draft_ms: float) -> CostModel:
+    """T and D as a cost model in which a verify pass costs T whatever its size."""
+    return CostModel({1: float(_positive(target_ms, "target_ms"))}, float(_non_negative(draft_ms, "draft_ms")))
+
+
+def speedup(alpha, k, target_ms: float, draft_ms: float):
     """Predicted speedup over plain decoding when a verify pass costs T whatever its size."""
-    t, d = _positive(target_ms, "target_ms"), _non_negative(draft_ms, "draft_ms")
-    kk = _ks(k)
-    return _out(np.asarray(tokens_per_round(alpha, kk)) * t / (kk * d + t))
+    return speedup_with_cost(alpha, k, flat(target_ms, draft_ms))
 
 
-def best_k(alpha, target_ms, draft_ms, k_max: int = DEFAULT_K_MAX):
+def best_k(alpha, target_ms: float, draft_ms: float, k_max: int = DEFAULT_K_MAX):
     """The draft length in 0..k_max with the highest predicted speedup, and that speedup.
 
     Ties go to the smaller k. Arrays of alpha give arrays of k and speedup.
     """
-    ks = np.arange(_k_max(k_max) + 1)
-    a = _alpha(alpha)[..., None]
-    t = np.asarray(_positive(target_ms, "target_ms"), dtype=float)[..., None]
-    d = np.asarray(_non_negative(draft_ms, "draft_ms"), dtype=float)[..., None]
-    return _argmax_k(np.asarray(speedup(a, ks, t, d)))
+    return best_k_with_cost(alpha, flat(target_ms, draft_ms), k_max=k_max)
 
 
 def break_even_alpha(k, target_ms, draft_ms):
