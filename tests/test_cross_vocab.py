@@ -322,10 +322,10 @@ def test_a_draft_that_knows_the_text_gets_most_target_tokens_accepted(method, le
         for proposal in proposals:
             # the alignment: each draft token's text, and the candidates its bytes became
             alignment = proposal.alignment
-            assert all(a["text"] == drafter.side.d.text([a["id"]]) for a in alignment)
-            covered = sorted({j for a in alignment for j in a["candidates"]})
+            assert all(a.text == drafter.side.d.text([a.id]) for a in alignment)
+            covered = sorted({j for a in alignment for j in a.candidates})
             assert covered == list(range(len(proposal)))
-            drafted = b"".join(drafter.side.d.bytes([a["id"]]) for a in alignment)
+            drafted = b"".join(drafter.side.d.bytes([a.id]) for a in alignment)
             if method == "text":
                 assert drafted.startswith(t_text.bytes(proposal.tokens.tolist()))
             else:

@@ -18,6 +18,8 @@ from typing import Callable, Protocol, Sequence
 
 import torch
 
+from specviz.events import AlignedToken
+
 # Called after each drafted token with the drafter's confidence in it (its top probability
 # at that position); returning False ends drafting for this round.
 KeepGoing = Callable[[float], bool]
@@ -65,9 +67,9 @@ class Proposal:
     setup_ms: float = 0.0
     passes: int = 0  # draft forward passes this round
     confidence: list[float] = field(default_factory=list)  # the draft's top probability per token
-    # Cross-tokenizer drafters: one dict per draft token of the round, {"id", "text",
-    # "candidates": indices into `tokens` of the target tokens it became}; None otherwise.
-    alignment: list[dict] | None = None
+    # Cross-tokenizer drafters: each draft token of the round with the indices into `tokens`
+    # of the target tokens it became; None otherwise.
+    alignment: list[AlignedToken] | None = None
     # A token tree: parents[i] is the index in `tokens` of node i's parent, -1 for a child of
     # the root (the last token of the context); parents come before children. None: a chain.
     parents: list[int] | None = None

@@ -18,9 +18,8 @@ new committed text is re-encoded in draft tokens behind a look-behind window (or
 intersection, mapped id for id when every new token is shared), the cache is cropped to the
 common prefix and the rest is fed with the next round's first draft pass.
 
-Each Proposal carries `alignment`: one dict per draft token of the round,
-`{"id", "text", "candidates"}`, where candidates are the indices into `Proposal.tokens` of
-the target tokens its bytes became.
+Each Proposal carries `alignment`: one `events.AlignedToken` per draft token of the round,
+whose candidates are the indices into `Proposal.tokens` of the target tokens its bytes became.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from specviz.lm.runtime import LM as ModelLM, open_lm
 from specviz.lm.prompt import model_stop_ids, stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.lm.pair import ModelPair
+from specviz.events import AlignedToken
 from specviz.models.alignment.vocab import head_rows
 from specviz.models.alignment.vocab_map import METHODS, TokenText, VocabMap, vocab_map
 from specviz.settings import GenerationSettings
@@ -239,25 +239,17 @@ class TextDrafter(_OwnTokens):
         spans: list[tuple[int, int]],
         tokens: list[int],
         eos: int | None,
-    ) -> list[dict]:
+    ) -> list[AlignedToken]:
         """Each drafted token (and the draft's EOS, where it stopped on one) with the proposed
         target tokens its text overlaps."""
+        text = self.side.d.text
         alignment = [
-            {
-                "id": y,
-                "text": self.side.d.text([y]),
-                "candidates": [j for j in overlapping(d_spans[i], spans) if j < len(tokens)],
-            }
+            AlignedToken(y, text([y]), [j for j in overlapping(d_spans[i], spans) if j < len(tokens)])
             for i, y in enumerate(drafted)
         ]
         if eos is not None:
-            alignment.append(
-                {
-                    "id": eos,
-                    "text": self.side.d.text([eos]),
-                    "candidates": [len(tokens) - 1] if tokens and tokens[-1] == self._target_eos else [],
-                }
-            )
+            ends = [len(tokens) - 1] if tokens and tokens[-1] == self._target_eos else []
+            alignment.append(AlignedToken(eos, text([eos]), ends))
         return alignment
 
     def _next(self, pending: list[int]) -> tuple[int, float]:
@@ -335,7 +327,7 @@ class IntersectionDrafter(_OwnTokens):
             if not keep_going(conf) or x in self._eos:
                 break
             pending = [y]
-        alignment = [{"id": y, "text": self.side.d.text([y]), "candidates": [i]} for i, y in enumerate(drafted)]
+        alignment = [AlignedToken(y, self.side.d.text([y]), [i]) for i, y in enumerate(drafted)]
         return Proposal(
             tokens=context.new_tensor(tokens, dtype=torch.long),
             q=torch.stack(dists).to(context.device) if dists else None,

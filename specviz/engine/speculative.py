@@ -25,7 +25,7 @@ from specviz.engine import display
 from specviz.engine.decoder import Decoder
 from specviz.engine.tree_round import Round, decide, tree_round
 from specviz.engine.verify import Outcome, children_of
-from specviz.events import AlignedToken, DraftToken, EmittedToken, RoundEvent, TreeNode
+from specviz.events import DraftToken, EmittedToken, RoundEvent, TreeNode
 from specviz.lm.tree import depths
 
 
@@ -117,10 +117,6 @@ class SpeculativeDecoder(Decoder):
         return self._told(proposal, drafted, emitted, positions, r.verify_ms, [] if chain else self._tree(o))
 
     def _told(self, proposal, drafted, emitted, positions, verify_ms: float, tree: list[TreeNode]) -> RoundEvent:
-        alignment = [
-            AlignedToken(id=int(a["id"]), text=str(a["text"]), candidates=[int(c) for c in a["candidates"]])
-            for a in proposal.alignment or []
-        ]
         event = RoundEvent(
             index=self.index,
             k=len(drafted),
@@ -131,7 +127,7 @@ class SpeculativeDecoder(Decoder):
             verify_ms=verify_ms,
             t_end_s=self.elapsed(),
             new_tokens=self.tally.new_tokens,
-            alignment=alignment,
+            alignment=list(proposal.alignment or []),
             tree=tree,
             source=display.source(proposal.source, self.texts),
         )
