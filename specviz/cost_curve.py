@@ -106,11 +106,8 @@ class CostModel:
         return bool(self.meta.get("cache_kept"))
 
     def with_draft(self, draft_ms: float) -> "CostModel":
-        """The same V(n) with another D (a drafter that is not the draft model)."""
+        """The same V(n) with another D (a drafter that is not the draft model), a copy."""
         return replace(self, verify=dict(self.verify), draft=draft_ms, meta=dict(self.meta))
-
-    def copy(self) -> "CostModel":
-        return self.with_draft(self.draft)
 
     def to_dict(self) -> dict:
         return {

@@ -186,7 +186,7 @@ def test_engine_with_the_policy_stays_lossless(tmp_path, monkeypatch, one_thread
     pair = tiny_pair("close")
     settings = GenerationSettings(max_new_tokens=24, k=6)
     plain = run(pair, "def reverse(s):", GenerationSettings(max_new_tokens=24, mode="plain"))
-    for cost in (for_pair(pair).copy(), CostModel(verify={1: 1.0, 2: 50.0}, draft=5.0)):
+    for cost in (for_pair(pair), CostModel(verify={1: 1.0, 2: 50.0}, draft=5.0)):
         monkeypatch.setattr(pair, "cost_model", cost)
         trace = run(pair, "def reverse(s):", settings)
         assert trace.summary.policy == "cost-aware" and trace.token_ids == plain.token_ids
@@ -349,7 +349,7 @@ def test_a_full_timing_slower_than_the_cache_does_not_replace_it(tmp_path, one_t
     slow["meta"]["check_ms"] *= 50
     path.write_text(json.dumps(slow))
     busy = CostModel(verify={1: 100 * slow["verify"]["1"], 2: 100 * slow["verify"]["2"]}, draft=1.0)
-    monkeypatch.setattr(cost_model, "measure", lambda pair, sizes, repeats: busy.copy())
+    monkeypatch.setattr(cost_model, "measure", lambda pair, sizes, repeats: busy.with_draft(busy.draft))
     now = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     assert now.meta.get("cache_kept") and now.target == busy.target
     assert json.loads(path.read_text()) == slow

@@ -68,5 +68,5 @@ def make_length(pair: ModelPair, settings: GenerationSettings) -> DraftLength:
         return DraftLength(settings.k)
     policy = POLICIES[settings.policy]
     if drafter.shape == DRAFT_FREE_TREE and policy.adaptive:  # no draft confidence to schedule on: the tree rule
-        return TreeCost(for_pair(pair).copy(), settings.k)
+        return TreeCost(for_pair(pair), settings.k)
     return policy.make(pair, settings, drafter)

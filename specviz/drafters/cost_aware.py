@@ -251,7 +251,7 @@ def make(pair, settings, drafter) -> CostAwareLength:
     from specviz.choices import FREE, HEAD_PASS, TARGET_LAYERS
     from specviz.costs.measure import for_pair
 
-    cost = for_pair(pair).copy()
+    cost = for_pair(pair)
     if drafter.draft_cost == FREE:  # no model runs to draft, and no draft confidence to stop on
         return CostAwareLength(cost, settings.k, draft_ms=0.0, confidence=False)
     if drafter.draft_cost == TARGET_LAYERS:

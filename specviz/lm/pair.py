@@ -94,8 +94,6 @@ class ModelPair:
             return None
         if self.runtime != TORCH:
             return self.draft.precision
-        return (
-            self.info.get("draft", {}).get("precision")
-            or (self.precision_choice.draft if self.precision_choice else None)
-            or str(next(self.draft.parameters()).dtype).removeprefix("torch.")
-        )
+        if self.precision_choice is not None:
+            return self.precision_choice.draft
+        return str(next(self.draft.parameters()).dtype).removeprefix("torch.")
