@@ -168,7 +168,7 @@ def switch_to(pair) -> str | None:
     pick is another runtime (measured since the load); else None."""
     from specviz.costs.runtime_choice import choose
 
-    c = pair.runtime_choice
+    c = getattr(pair, "runtime_choice", None)  # a PairLoader hands out whatever its load returns
     if c is None or c.requested != AUTO or not c.spec:
         return None
     now = choose(c.spec, AUTO).runtime
