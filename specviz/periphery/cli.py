@@ -19,7 +19,10 @@ COMMANDS = {
     "generate": ("specviz.periphery.generate_cli", "generate text with speculative or plain decoding"),
     "lossless": ("specviz.periphery.lossless_cli", "Monte Carlo check that the acceptance rule reproduces p exactly"),
     "bench": ("specviz.periphery.bench.cli", "benchmark specviz against transformers' generate on one pair"),
-    "sweep": ("specviz.periphery.labs.sweep", "run one prompt at several temperatures: acceptance, tokens per round, speedup"),
+    "sweep": (
+        "specviz.periphery.labs.sweep",
+        "run one prompt at several temperatures: acceptance, tokens per round, speedup",
+    ),
     "batching": (
         "specviz.periphery.labs.batching",
         "time passes over several sequences at once and predict the speedup by batch size",
