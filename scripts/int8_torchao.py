@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from specviz import engine  # noqa: E402
 from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.engine.load import load  # noqa: E402
-from specviz.lm import loader  # noqa: E402
+from specviz.lm.torch_runtime import loader  # noqa: E402
 from specviz.models.catalogue.sources import resolve  # noqa: E402
 from specviz.lm.timing import measure_pass_ms  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402

@@ -211,7 +211,7 @@ POLICIES = Registry(
 
 # What runs the models (lm.runtime): "auto" takes SPECVIZ_RUNTIME, else the one measured
 # faster here (costs.runtime_choice). A runtime's factory is its loader, (plan, *, progress)
-# -> ModelPair; torch's is lm.load_pair's own path.
+# -> ModelPair, which `lm.load_pair` calls.
 RUNTIMES = Registry(
     "runtime",
     Choice(AUTO, "auto (the faster one here)", "SPECVIZ_RUNTIME, else the runtime measured faster on this machine"),
@@ -219,6 +219,7 @@ RUNTIMES = Registry(
         TORCH,
         "torch",
         "transformers' modules in torch, the CPU's own precision (bf16 where native)",
+        "specviz.lm.torch_runtime.loader:load_torch_pair",
         capabilities=frozenset({TREE_PASS, EARLY_EXIT_PASS, DEVICE_MAP, HF_GENERATE, BATCHED}),
     ),
     Choice(

@@ -1,6 +1,6 @@
 """The model interface and its runtimes: what drafting and verifying ask of a model
 (`runtime.LM`), the two runtimes that implement it (`torch_runtime`, `llamacpp_runtime`),
-loading a pair on one of them (`loader.load_pair`), timing their passes (`timing`), the
+loading a pair on one of them (`loader.load_pair`, each runtime's loader beside its models), timing their passes (`timing`), the
 sampler that turns logits into the distribution actually sampled from (`sampling.Sampler`),
 and the prompt's ids and stop ids (`prompt`).
 
@@ -15,9 +15,9 @@ from specviz.lazy import lazy_exports
 
 _LAZY = {
     "load_pair": "specviz.lm.loader",
-    "prepare": "specviz.lm.loader",
-    "clear_loaded": "specviz.lm.loader",
-    "loaded_bytes": "specviz.lm.loader",
+    "prepare": "specviz.lm.torch_runtime.loader",
+    "clear_loaded": "specviz.lm.torch_runtime.loader",
+    "loaded_bytes": "specviz.lm.torch_runtime.loader",
     "ModelPair": "specviz.lm.pair",
 }
 

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.prepare:
-        from specviz.lm.loader import prepare
+        from specviz.lm.torch_runtime.loader import prepare
 
         result = prepare(args.prepare, progress=progress.lines())
         _prepare_head(args.prepare)
