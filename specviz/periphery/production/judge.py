@@ -1,35 +1,26 @@
 """What an engine's counts (`metrics.Counts`) mean for speed, with a cost model said aloud.
 
-A step that drafts k tokens (the counts' mean) costs k D + V(k + 1) and yields the mean
-acceptance length L of tokens; plain decoding pays T = V(1) a token. So drafting runs at
-L T / (k D + V(k + 1)) times plain decoding, the flat-T formula of the Theory tab with V
-measured instead of taken as T.
+A step that drafts k tokens (the counts' mean) costs k D + V(k + 1) (`CostModel.round_ms`)
+and yields the mean acceptance length L of tokens; plain decoding pays T = V(1) a token. So
+drafting runs at L T / (k D + V(k + 1)) times plain decoding, the flat-T formula of the
+Theory tab with V measured instead of taken as T.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from specviz.cost_curve import CostModel
 from specviz.errors import UserError
+from specviz.settings import MAX_K
 from specviz.periphery.production.metrics import Counts
 
 # Within this much of 1x, drafting neither helps nor costs anything worth a verdict.
 EVEN = 0.05
 
 
-@dataclass
-class Cost:
-    target_ms: float  # T
-    draft_ms: float  # D
-    verify: object  # n -> ms of a pass over n tokens
-    source: str  # where these came from, in words
-
-    def verify_ms(self, n: int) -> float:
-        return float(self.verify(n))
-
-
-def typed_cost(target_ms: float, draft_ms: float = 0.0, verify_ms: float | None = None) -> Cost:
+def typed_cost(target_ms: float, draft_ms: float = 0.0, verify_ms: float | None = None) -> CostModel:
     """A cost model typed in: T, D, and one pass over k + 1 tokens (default T: a GPU's flat
     curve, where verifying a few tokens costs what one does)."""
     for name, v in (("T", target_ms), ("D", draft_ms)) + (
@@ -42,27 +33,23 @@ def typed_cost(target_ms: float, draft_ms: float = 0.0, verify_ms: float | None 
     if verify_ms is not None and verify_ms <= 0:
         raise UserError("a verify pass must cost above 0 ms")
     v = target_ms if verify_ms is None else verify_ms
-    return Cost(
-        target_ms,
+    # One pass over 2 tokens or more costs v: flat from 2 to the largest k and beyond.
+    return CostModel(
+        {1: target_ms, 2: v, MAX_K + 1: v},
         draft_ms,
-        lambda n: target_ms if n <= 1 else v,
-        f"typed in: T = {target_ms:g} ms, D = {draft_ms:g} ms, a verify pass {v:g} ms",
+        source=f"typed in: T = {target_ms:g} ms, D = {draft_ms:g} ms, a verify pass {v:g} ms",
     )
 
 
-def measured_cost(cost_model, where: str) -> Cost:
-    """The cost model measured on a loaded pair (`cost_curve.CostModel`)."""
-    return Cost(
-        cost_model.target,
-        cost_model.draft,
-        cost_model.verify_ms,
-        f"measured on {where}: T = {cost_model.target:.1f} ms, D = {cost_model.draft:.1f} ms, V(n) as timed",
-    )
+def measured_cost(cost_model: CostModel, where: str) -> CostModel:
+    """The cost model measured on a loaded pair, its source said in words."""
+    t, d = cost_model.target, cost_model.draft
+    return replace(cost_model, source=f"measured on {where}: T = {t:.1f} ms, D = {d:.1f} ms, V(n) as timed")
 
 
 def cost_of(
     *, target_ms: float | None = None, draft_ms: float = 0.0, verify_ms: float | None = None, pair: str | None = None
-) -> Cost | None:
+) -> CostModel | None:
     """The command line's cost: typed in, or the named pair's measured on this machine."""
     if target_ms is not None:
         return typed_cost(target_ms, draft_ms, verify_ms)
@@ -78,7 +65,7 @@ def cost_of(
 @dataclass
 class Judgement:
     counts: Counts
-    cost: Cost | None
+    cost: CostModel | None
     speedup: float | None
     verdict: str
 
@@ -120,7 +107,7 @@ class Judgement:
         return out
 
 
-def judge(c: Counts, cost: Cost | None) -> Judgement:
+def judge(c: Counts, cost: CostModel | None) -> Judgement:
     """The counts, the speedup they predict under `cost`, and a verdict in words."""
     length, k = c.mean_length_with_bonus, c.k
     if cost is None:
@@ -132,12 +119,11 @@ def judge(c: Counts, cost: Cost | None) -> Judgement:
         )
     if length is None or k is None:
         return Judgement(c, cost, None, "These counts lack the steps or the drafted tokens a speedup needs.")
-    n = max(1, math.ceil(k + 1 - 1e-9))
-    step_ms = k * cost.draft_ms + cost.verify_ms(n)
-    speed = length * cost.target_ms / step_ms
+    step_ms = cost.round_ms(k)  # a mean k: V between the whole sizes on either side of k + 1
+    speed = length * cost.target / step_ms
     because = (
-        f"each step yields {length:.2f} tokens for {step_ms / cost.target_ms:.2f} one-token passes "
-        f"(k = {k:.2f} drafts at {cost.draft_ms:.1f} ms and a pass over {n} tokens at {cost.verify_ms(n):.1f} ms)"
+        f"each step yields {length:.2f} tokens for {step_ms / cost.target:.2f} one-token passes "
+        f"(k = {k:.2f} drafts at {cost.draft:.1f} ms and a pass over k + 1 tokens at {cost.verify_ms(k + 1):.1f} ms)"
     )
     if speed > 1 + EVEN:
         words = f"This drafter helps: {speed:.2f}x plain decoding, because {because}."
