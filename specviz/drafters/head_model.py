@@ -86,10 +86,6 @@ class DraftHead(nn.Module):
         row = torch.full((self.vocab_size,), float("-inf"), dtype=logits.dtype, device=logits.device)
         return row.index_copy_(0, self.subset, logits)
 
-    def trained_bytes(self) -> int:
-        """Bytes a drafted token reads: every weight and the readout rows."""
-        return sum(p.numel() * p.element_size() for p in self.parameters()) + self.readout.numel() * 4
-
 
 @dataclass
 class HeadInfo:
