@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
-from specviz.costs import measure as cost_model  # noqa: E402
+from specviz.costs import measure  # noqa: E402
 from specviz.lm import timing  # noqa: E402
 from specviz.lm.runtime import open_lm  # noqa: E402
 
@@ -63,7 +63,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--sizes", default=",".join(str(n) for n in cost_model.MEASURED_SIZES))
+    ap.add_argument("--sizes", default=",".join(str(n) for n in measure.MEASURED_SIZES))
     ap.add_argument("--repeats", type=int, default=timing.REPEATS)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()

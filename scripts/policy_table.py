@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from specviz import theory  # noqa: E402
 from specviz.drafters.cost_aware import CostAwareLength  # noqa: E402
-from specviz.cost_curve import CostModel  # noqa: E402
+from specviz.cost_model import CostModel  # noqa: E402
 from specviz.settings import default_k  # noqa: E402
 
 # V(n) in ms, bundled pair, target in bf16, 2-core AMD EPYC with avx512_bf16 (the bench's

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from specviz.periphery.bench.summary import geomean  # noqa: E402
 from specviz.drafters.cost_aware import CostAwareLength  # noqa: E402
-from specviz.cost_curve import CostModel  # noqa: E402
+from specviz.cost_model import CostModel  # noqa: E402
 from specviz.settings import default_k  # noqa: E402
 
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

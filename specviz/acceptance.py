@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specviz import theory
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.events import Event, RoundEvent
 from specviz.settings import MAX_K
 

@@ -310,7 +310,7 @@ TraceSettings = TypedDict(
 # The run's notes that views read, typed; the engine's other notes are kept as they are.
 PassSize = Annotated[str, Strict(), Field(pattern=r"^[1-9][0-9]{0,3}$")]  # n new tokens in one pass, as a JSON key
 # V(n) in ms by n: measured, so above 0 (views divide by V(1))
-PassCosts = Annotated[
+VerifyCosts = Annotated[
     dict[PassSize, Annotated[float, Strict(), Field(gt=0, le=MAX_RUN_S * 1000, allow_inf_nan=False)]],
     Field(max_length=MAX_TREE_NODES),
 ]
@@ -321,7 +321,7 @@ RoundedCosts = Annotated[dict[PassSize, Millis], Field(max_length=MAX_TREE_NODES
 class CostRecord(TypedDict, total=False):
     """A pair's costs as measured at load (`CostModel.to_dict`): V(n) in ms by n, and D."""
 
-    verify: PassCosts
+    verify: VerifyCosts
     draft: Millis
 
 

@@ -9,7 +9,7 @@ costing T and one drafted token costing D (the analysis of Leviathan, Kalman and
 
 k = 0 means no drafting (one token per target pass: speedup 1). The formula takes a verify
 pass over k+1 tokens to cost the same T as a one-token pass; on a CPU in fp32 it does not,
-so `speedup_with_cost` / `best_k_with_cost` take a measured `cost_curve.CostModel` instead.
+so `speedup_with_cost` / `best_k_with_cost` take a measured `cost_model.CostModel` instead.
 
 Every function accepts numpy arrays for alpha (and k where it says so) and broadcasts, so
 the app can draw alpha x k heatmaps in one call; plain numbers in give plain numbers out.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from specviz import limits
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.settings import MAX_K
 

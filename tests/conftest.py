@@ -22,7 +22,7 @@ SLOW = {
     "test_robustness.py",
     "test_copy_span.py",
     "test_models_loader.py",
-    "test_tree_verify.py",
+    "test_verify_tree.py",
     "test_resident.py",
     "test_browser_gate.py",
     "test_head.py",

@@ -143,7 +143,7 @@ def test_a_steep_verify_cost_makes_hindsight_draft_less_than_was_accepted():
 
 
 def test_a_recorded_cost_model_never_gets_cheaper_with_more_tokens():
-    from specviz.cost_curve import CostModel
+    from specviz.cost_model import CostModel
 
     v = CostModel.from_dict({"verify": {"1": 100.0, "2": 90.0, "4": 160.0, "8": 200.0}, "draft": 12.0}).verify_ms
     assert v(2) == 100.0  # 90 is noise below the one-token pass

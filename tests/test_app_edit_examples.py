@@ -12,7 +12,7 @@ from specviz.app import compare, live
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.page import status_html
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.costs import runtime_choice
 from specviz.engine import run
 from specviz.events import RoundEvent

@@ -108,7 +108,7 @@ def test_theory_goal_is_judged_against_the_measured_verify_cost():
     # A verify pass over 3 tokens costing 1.5 plain steps: the flat-T formula overprices the
     # speedup, the prediction with V(n) is the goal's yardstick. The cost model was measured
     # at V(1) = 100 ms, the plain run took 120 ms a step: the curve is taken at the run's level.
-    from specviz.cost_curve import CostModel
+    from specviz.cost_model import CostModel
 
     methods = [parse_method(n) for n in ("sv-plain", "sv-adaptive")]
     prompts = [BenchPrompt("a", "code", "x")]

@@ -16,7 +16,7 @@ from specviz.periphery.bench.methods import Method, Sample, check_pair, default_
 from specviz.periphery.bench.prompts import BenchPrompt
 from specviz.periphery.bench.report import markdown
 from specviz.periphery.bench.summary import summarise
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.lm.torch_runtime.int8_draft import quantized
 from specviz.lm.pair import ModelPair

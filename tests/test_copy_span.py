@@ -5,11 +5,11 @@ behind it (`drafters.copy_span`), and that the sized proposals keep the output t
   curve, a match that resumes a broken-off copy proposes at once, and misses teach it;
 - greedy: prompt lookup and suffix decoding, sized by the tree cost rule, give plain greedy
   decoding's tokens on a tiny torch model (test_draft_free runs suffix across more settings);
-- sampling: on the toy language of test_tree_verify (4 tokens, fixed target distributions
+- sampling: on the toy language of tests/monte_carlo.py (4 tokens, fixed target distributions
   with zeros), proposals sized by the rule on a learnt, carried-over evidence (so their sizes
   vary from run to run) and verified by the engine's rule give the first two output tokens
   distributed as the target's: N = 20,000 runs, every outcome expected 5 times or more within
-  5 standard errors, rarer ones pooled, impossible ones never (test_tree_verify.frequencies_match).
+  5 standard errors, rarer ones pooled, impossible ones never (monte_carlo.frequencies_match).
   A sizing that verifies a round again when its first guess is rejected fails the same check.
 """
 
@@ -19,12 +19,12 @@ import torch
 import specviz.engine.verify as rule
 from specviz import engine
 from specviz.drafters import copy_span as cs
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.drafters.lookup import LookupDrafter, agreement
 from specviz.drafters.suffix import SuffixDrafter
 from specviz.drafters.tree_cost import TreeCost
 from specviz.settings import GenerationSettings
-from test_tree_verify import frequencies_match, target_rows, toy
+from monte_carlo import frequencies_match, target_rows, toy
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -1,10 +1,10 @@
-"""V(n), the one cost curve (specviz/cost_curve.py): figures worked out by hand."""
+"""V(n), the one cost curve (specviz/cost_model.py): figures worked out by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from specviz.cost_curve import CostCurve, CostModel, never_cheaper, recorded
+from specviz.cost_model import CostCurve, CostModel, never_cheaper, recorded
 from specviz.errors import UserError
 
 

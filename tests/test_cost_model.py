@@ -11,9 +11,9 @@ import torch
 
 from specviz import theory
 from specviz.drafters.cost_aware import PROBE_EVERY, CostAwareLength
-from specviz.costs import measure as cost_model
+from specviz.costs import measure
 from specviz.drafters import cost_aware
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.costs.measure import for_pair, load_or_measure
 from specviz.lm import timing
 from specviz.lm.timing import measure_pass_ms
@@ -166,7 +166,7 @@ def test_measure_times_every_size_on_a_tiny_model(one_thread):
 def test_load_or_measure_caches_per_pair_and_sizes(tmp_path, one_thread, monkeypatch):
     # A tiny model's millisecond passes jitter more than the load-time check allows a real
     # model's; the check itself is tested below.
-    monkeypatch.setattr(cost_model, "CHECK_TOLERANCE", 100.0)
+    monkeypatch.setattr(measure, "CHECK_TOLERANCE", 100.0)
     pair = tiny_pair("close")
     first = load_or_measure(pair, sizes=(1, 2, 4), cache_dir=tmp_path, repeats=1)
     assert first.source == "measured" and sorted(first.verify) == [1, 2, 4] and first.draft > 0
@@ -274,12 +274,12 @@ def test_the_check_times_a_short_context_pass_and_compares_it_with_the_same_pass
     load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     (path,) = (tmp_path / "cost-models").glob("*.json")
     cached = json.loads(path.read_text())
-    assert cached["meta"]["check_context"] == cost_model.CHECK_CONTEXT < cached["meta"]["context"]
+    assert cached["meta"]["check_context"] == measure.CHECK_CONTEXT < cached["meta"]["context"]
     contexts = []
     real = timing.chain_pass_ms
     monkeypatch.setattr(timing, "chain_pass_ms", lambda *a, **kw: contexts.append(kw.get("context")) or real(*a, **kw))
     again = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
-    assert contexts == [cost_model.CHECK_CONTEXT] and again.source == "cached"
+    assert contexts == [measure.CHECK_CONTEXT] and again.source == "cached"
     # the comparison is with the cached check figure: a cache whose check pass says 50x slower is measured again
     cached["meta"]["check_ms"] *= 50
     path.write_text(json.dumps(cached))
@@ -349,7 +349,7 @@ def test_a_full_timing_slower_than_the_cache_does_not_replace_it(tmp_path, one_t
     slow["meta"]["check_ms"] *= 50
     path.write_text(json.dumps(slow))
     busy = CostModel(verify={1: 100 * slow["verify"]["1"], 2: 100 * slow["verify"]["2"]}, draft=1.0)
-    monkeypatch.setattr(cost_model, "measure", lambda pair, sizes, repeats: busy.with_draft(busy.draft))
+    monkeypatch.setattr(measure, "measure", lambda pair, sizes, repeats: busy.with_draft(busy.draft))
     now = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     assert now.meta.get("cache_kept") and now.target == busy.target
     assert json.loads(path.read_text()) == slow
@@ -443,16 +443,14 @@ def test_a_check_slowed_for_a_moment_is_timed_again_and_the_cache_used_as_it_is(
     # The first check ran while something held the CPU for a moment (13x slower), the next
     # one did not: the load is priced by the cache, not by the moment. A machine slow at
     # every try is still priced as timed.
-    from specviz.costs import measure as cost_model
-
     pair = tiny_pair("close")
     load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
-    monkeypatch.setattr(cost_model, "CHECK_PAUSE_S", 0.0)
+    monkeypatch.setattr(measure, "CHECK_PAUSE_S", 0.0)
     checks = iter([13.0, 1.05])
-    monkeypatch.setattr(cost_model, "_check_ratio", lambda pair, cached: next(checks))
+    monkeypatch.setattr(measure, "_check_ratio", lambda pair, cached: next(checks))
     assert load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1).source == "cached"
     tries = []
-    monkeypatch.setattr(cost_model, "_check_ratio", lambda pair, cached: tries.append(1) or 2.0 + 0.1 * len(tries))
+    monkeypatch.setattr(measure, "_check_ratio", lambda pair, cached: tries.append(1) or 2.0 + 0.1 * len(tries))
     busy = load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
-    assert len(tries) == 1 + cost_model.CHECK_RETRIES
+    assert len(tries) == 1 + measure.CHECK_RETRIES
     assert busy.source == "cached, scaled" and busy.meta["scaled_by"] == pytest.approx(2.1)  # the fastest try

@@ -2,11 +2,11 @@
 
 - greedy: speculative decoding equals plain greedy decoding token for token on tiny torch
   models across settings (the llama.cpp runtime's twin is in test_runtime_llamacpp);
-- sampling: on the toy language of test_tree_verify (4 tokens, fixed target distributions
+- sampling: on the toy language of tests/monte_carlo.py (4 tokens, fixed target distributions
   with zeros), the drafters' own proposals, ride nodes and all, verified by the engine's rule
   give the first two output tokens distributed as the target's: N = 20,000 runs, every
   outcome expected 5 times or more within 5 standard errors, rarer ones pooled, impossible
-  ones never (test_tree_verify.frequencies_match). A rule that does not remove a rejected
+  ones never (monte_carlo.frequencies_match). A rule that does not remove a rejected
   candidate fails the same check;
 - the protocol: ride nodes ride in the pass and their logits come back, the cache keeps none
   of them; the tree cost rule proposes nothing where nothing pays and starts again.
@@ -21,12 +21,12 @@ from specviz.drafters.base import Proposal
 from specviz.drafters.lookahead import LookaheadDrafter, trie
 from specviz.drafters.suffix import SuffixDrafter, longest_match
 from specviz.drafters.tree_cost import TreeCost
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.engine.tree_round import tree_round
 from specviz.lm.runtime import open_lm
 from specviz.lm.sampling import Sampler
 from specviz.settings import GenerationSettings, SettingsError, from_request
-from test_tree_verify import frequencies_match, target_rows, toy
+from monte_carlo import frequencies_match, target_rows, toy
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 import numpy as np

@@ -7,7 +7,7 @@
   tiny torch models (fixed and cost-aware policies, several k) and on llama.cpp (tiny GGUF);
 - sampling: the head's proposals verified by the engine's rule give the first two output
   tokens distributed as the target's (N = 20,000 runs, within 5 standard errors:
-  `test_tree_verify.frequencies_match`), with a target that puts mass outside the head's
+  `monte_carlo.frequencies_match`), with a target that puts mass outside the head's
   vocabulary subset (q = 0 there); a q that claims mass it never samples fails the same check.
 """
 
@@ -27,7 +27,7 @@ from specviz.lm.sampling import Sampler
 from specviz.settings import GenerationSettings
 from specviz.periphery.training import states, train
 from specviz.periphery.training.tables import target_tables
-from test_tree_verify import frequencies_match
+from monte_carlo import frequencies_match
 from tiny_models import CORPUS, single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")

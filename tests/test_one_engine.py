@@ -17,7 +17,7 @@ from specviz.app.config import PageConfig
 from specviz.app.loading import PairLoader
 from specviz.periphery.bench.methods import parse_method, run_specviz, sv_settings
 from specviz.drafters import cost_aware
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.periphery import generate_cli as cli
 from specviz.events import RoundEvent
 from specviz.settings import DEFAULTS, GenerationSettings

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from specviz.cost_curve import CostModel  # noqa: E402
+from specviz.cost_model import CostModel  # noqa: E402
 from specviz.costs import runtime_choice as rc  # noqa: E402
 from specviz.errors import UserError  # noqa: E402
 

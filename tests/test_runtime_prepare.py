@@ -11,7 +11,7 @@ import pytest
 from tiny_models import tiny_model, tiny_tokenizer
 
 from specviz.app.loading import PairLoader
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.costs import runtime_choice
 from specviz.engine import runtime_prepare
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "stopping_replay.py"
 spec = importlib.util.spec_from_file_location("stopping_replay", SCRIPT)

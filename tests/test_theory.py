@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.theory import (
     accepted_length_distribution,

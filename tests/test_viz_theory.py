@@ -5,7 +5,7 @@ import pytest
 from viz_sample import plain_trace, spec_trace
 
 from specviz import theory
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.events import RunSummary
 from specviz.viz import (
     gap_explanation,

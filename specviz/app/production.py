@@ -12,7 +12,7 @@ import gradio as gr
 
 from specviz.choices import SPECULATIVE
 from specviz.app.shown_errors import shown_errors
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.limits import METRICS_BYTES

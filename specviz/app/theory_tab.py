@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specviz import viz
-from specviz.cost_curve import recorded
+from specviz.cost_model import recorded
 from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.settings import MAX_K

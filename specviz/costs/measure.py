@@ -6,7 +6,7 @@ k+1. On a GPU, or a CPU computing in bf16, that nearly holds; on a CPU in fp32 i
 is measured on a warm cache, with the draft's cost per token D, once per pair / device /
 dtype / thread count, and cached on disk (on a small CPU a measurement takes tens of
 seconds). The engine measures it when a pair is first used (`for_pair`) into the one cost
-type, `cost_curve.CostModel`; the cost-aware policy and every speedup the page shows read it.
+type, `cost_model.CostModel`; the cost-aware policy and every speedup the page shows read it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.models.files.cache import cache_root, write_json
 from specviz.lm.torch_runtime.devices import spread_over
 from specviz.lm.runtime import TORCH, open_lm, runtime_of

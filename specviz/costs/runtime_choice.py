@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz import theory
-from specviz.cost_curve import CostCurve, CostModel
+from specviz.cost_model import CostCurve, CostModel
 from specviz.errors import UserError
 from specviz.lm.runtime import LLAMACPP, RUNTIMES, TORCH
 from specviz.choices import AUTO

@@ -7,7 +7,7 @@ only its guesses and its own cache.
 
 A proposal is a chain, or a tree when it has `parents`. A tree proposal may also carry
 `ride` nodes: tokens that go through the same target pass under the same tree mask but are
-not candidates (lookahead's Jacobi window). Verification never sees them; their logits go
+not candidates (lookahead's Jacobi window). The acceptance rule never sees them; their logits go
 back to the drafter through `observe`, and the cache keeps none of them.
 """
 
@@ -19,6 +19,7 @@ from typing import Callable, Protocol, Sequence
 import torch
 
 from specviz.events import AlignedToken
+from specviz.lm.tree import chain_parents
 
 # Called after each drafted token with the drafter's confidence in it (its top probability
 # at that position); returning False ends drafting for this round.
@@ -104,7 +105,7 @@ class Drafter(Protocol):
         root down): the tree form of `accepted`, which a chain drafter answers with len(path)."""
 
     def observe(self, logits: torch.Tensor) -> None:
-        """The target's logits (processed, one row per ride node) at the last proposal's ride
+        """The target's logits (vocabulary-cut, one row per ride node) at the last proposal's ride
         nodes, before `accepted_path` is called; a drafter without ride nodes ignores it."""
 
     def unread(self, context_len: int) -> int:
@@ -116,7 +117,7 @@ def tree_or_chain(parents: list[int], ride: list[int] | None = None) -> list[int
     """A draft-free drafter's tree as the proposal states it: None (a chain) when it is one
     wide and carries no ride nodes, so it takes the chain pass (what V(n) measured) and the
     chain rule; a draft model's tree keeps its tree pass, since its draft cache follows it."""
-    if not ride and parents == list(range(-1, len(parents) - 1)):
+    if not ride and parents == chain_parents(len(parents)):
         return None
     return parents
 

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from specviz import theory
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.drafters.length import DraftLength
 from specviz.choices import COST_AWARE
 

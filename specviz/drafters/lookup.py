@@ -20,6 +20,7 @@ import torch
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 from specviz.drafters.copy_span import RESUMED_BONUS, CopyEvidence
 from specviz.choices import LOOKUP
+from specviz.lm.tree import chain_parents
 
 MAX_SPAN = 32  # how far back an occurrence's agreement with the context is counted
 
@@ -44,7 +45,7 @@ class LookupDrafter(ChainDrafting):
         self.evidence.waited()
         chances: list[float] = []
         if tokens.numel():
-            parents = list(range(-1, tokens.numel() - 1))
+            parents = chain_parents(tokens.numel())
             chances = self.evidence.chances(span, parents, [1.0] * tokens.numel(), skip=skip)
             n = budget.tree_nodes(chances, 0) if budget is not None else len(chances)
             tokens, chances = tokens[:n], chances[:n]

@@ -38,6 +38,7 @@ from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, t
 from specviz.drafters.copy_span import RESUMED, RESUMED_BONUS, SKIPPED, CopyEvidence, sizing_note
 from specviz.drafters.tree_cost import TreeCost
 from specviz.choices import SUFFIX
+from specviz.lm.tree import chain_parents
 
 MAX_MATCH = 32  # the longest context suffix looked up
 # Inside a copy (a match this long, or one that resumes a broken-off copy) the round verifies the
@@ -125,7 +126,7 @@ class SuffixDrafter:
             d, at = skip
             tokens = docs[d][at : at + k].tolist()
             n = len(tokens)
-            tree = SuffixTree(tokens, list(range(-1, n - 1)), [1] * n, [1.0] * n, 1, [(d, at + i) for i in range(n)])
+            tree = SuffixTree(tokens, chain_parents(n), [1] * n, [1.0] * n, 1, [(d, at + i) for i in range(n)])
             return tree, Match(0), RESUMED_BONUS, SKIPPED
         tree = self._grow(docs, match, k)
         return (chain_of(tree) if match.length >= CHAIN_SPAN else tree), match, match.length, ""
@@ -230,7 +231,7 @@ def chain_of(tree: SuffixTree | None) -> SuffixTree | None:
             at = i
     return SuffixTree(
         [tree.tokens[i] for i in keep],
-        list(range(-1, len(keep) - 1)),
+        chain_parents(len(keep)),
         [tree.counts[i] for i in keep],
         [tree.scores[i] for i in keep],
         tree.occurrences,

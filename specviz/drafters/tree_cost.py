@@ -2,7 +2,7 @@
 (a chain is a tree one node wide) only as large as its expected accepted tokens pay for.
 
 A round verifying n candidate nodes beside r ride nodes costs V(1 + r + n) (the measured
-pass-cost curve, `cost_curve.CostModel`) and gives 1 + sum of the nodes' chances of
+pass-cost curve, `cost_model.CostModel`) and gives 1 + sum of the nodes' chances of
 acceptance in expectation (each chance the probability that the node lies on the accepted
 path). `tree_nodes` keeps the best-first prefix with the most expected tokens per ms; n = 0
 is plain decoding. The drafter states the chances and learns them from the target's
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.drafters.length import DraftLength
 from specviz.choices import COST_AWARE
 

@@ -1,6 +1,6 @@
 """The draft/verify engine: runs on a model pair and yields events, never formats them.
 
-    generation = start(pair, prompt, settings)   # validated, prompt encoded, nothing run yet
+    generation = start(pair, prompt, settings)   # prompt encoded, nothing run yet
     for event in generation: ...                 # RoundEvent / PlainTokenEvent as they happen
     trace = generation.trace()
 

@@ -183,7 +183,7 @@ class Generation:
 
 
 def start(pair: ModelPair, prompt: str | list[dict], settings: GenerationSettings, **options) -> Generation:
-    """Prepare a run (settings validated, prompt encoded); iterate the result to run it.
+    """Prepare a run (prompt checked and encoded; the settings checked themselves when made); iterate the result to run it.
     `options` are Generation's: should_stop, max_wall_s, record, history."""
     return Generation(pair, prompt, settings, **options)
 

@@ -26,10 +26,11 @@ from dataclasses import dataclass, replace
 import torch
 
 from specviz.drafters.base import Proposal
-from specviz.engine.verify import Outcome, chain_parents, verify_tree
+from specviz.engine.verify import Outcome, verify_tree
 from specviz.lm.runtime import LM
 from specviz.lm.sampling import Sampler
 from specviz.lm.timing import sync
+from specviz.lm.tree import chain_parents
 
 
 @dataclass
@@ -37,11 +38,11 @@ class Round:
     """One verified round: the rule's outcome and what the target's pass gave for it."""
 
     outcome: Outcome
-    logits: torch.Tensor  # (n + 1, V) the target's processed logits after the root and after each node
+    logits: torch.Tensor  # (n + 1, V) the target's logits (vocabulary-cut) after the root and after each node
     dist: torch.Tensor | None  # (n + 1, V) the distributions sampled from (None when greedy)
     target_ms: float  # the target's pass
     verify_ms: float  # the pass and the rule
-    ride_logits: torch.Tensor | None = None  # (r, V) the processed logits at the proposal's ride nodes
+    ride_logits: torch.Tensor | None = None  # (r, V) the target's logits (vocabulary-cut) at the proposal's ride nodes
 
 
 def tree_round(
@@ -85,7 +86,7 @@ def decide(
     generator: torch.Generator | None,
     greedy: bool,
 ) -> Round:
-    """The rule on the target's processed `logits` for `proposal` (its n + 1 rows), the pass
+    """The rule on the target's `logits` (vocabulary-cut) for `proposal` (its n + 1 rows), the pass
     having started at `start`; the caches are the caller's. Also the prefill's first round,
     which drafted nothing and needs no pass of its own."""
     sync(logits)

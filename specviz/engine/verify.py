@@ -17,7 +17,7 @@ becomes the next node. A child is checked as the draft chose it:
 
 When no child is accepted the round emits one token from p': "resampled" after a rejection,
 "bonus" at a leaf, where p' is p. The output is distributed exactly as p (the Monte Carlo
-checks in tests/test_verify.py and tests/test_tree_verify.py). q rows are taken on one-wide
+checks in tests/test_verify.py and tests/test_verify_tree.py). q rows are taken on one-wide
 trees only: siblings sampled from one q would need a multi-draft rule, and no drafter here
 samples them. Greedy decoding is the limit case, its own walk: accept the child equal to
 argmax p, emit the argmax where none is.
@@ -34,6 +34,7 @@ from typing import Literal, Sequence
 import torch
 
 from specviz.lm import rows
+from specviz.lm.tree import chain_parents
 from specviz.lm.sampling import draw
 
 Decision = Literal["accepted", "rejected", "unchecked"]
@@ -83,10 +84,6 @@ class Outcome:
     def new_tokens(self) -> list[int]:
         """What this round adds to the output: the accepted path, then the emitted token."""
         return [self.tokens[i] for i in self.path] + [self.emitted]
-
-
-def chain_parents(n: int) -> list[int]:
-    return list(range(-1, n - 1))
 
 
 def children_of(parents: Sequence[int]) -> list[list[int]]:

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from specviz.choices import TORCH
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class ModelPair:
 
     `dtype` is the target's precision: float32, bfloat16, float16, or torch.qint8 for a target
     quantized to int8 (its activations in float32); `precision_choice` says the target's and
-    the draft's precision and why each was chosen (lm/torch_runtime/devices.py).
+    the draft's precision and why each was chosen (lm/torch_runtime/precision.py).
 
     On another runtime `target` and `draft` are that runtime's models (`lm.runtime.RuntimeModel`;
     on llama.cpp `LlamaCppModel`s, the GGUF files as they are), not modules; drafters and the

@@ -30,6 +30,11 @@ from typing import Sequence
 import torch
 
 
+def chain_parents(n: int) -> list[int]:
+    """A chain of n nodes as a tree: each node the child of the one before, the first of the root."""
+    return list(range(-1, n - 1))
+
+
 def depths(parents: Sequence[int]) -> list[int]:
     """Depth of each node: 0 for parent -1, one more than its parent otherwise."""
     check_parents(parents)

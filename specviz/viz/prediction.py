@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specviz import theory
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.events import Event, RoundEvent, RunSummary
 from specviz.settings import MAX_K
 from specviz.viz.live_stats import live_stats
@@ -60,7 +60,7 @@ def predict(
 
     T (one one-token target pass) is the run's `plain_ms_per_token` (the cost model measured
     at load), else a plain run's mean pass; never the run's own verify passes, which cover
-    several tokens. `cost` (the trace's cost model, `cost_curve.recorded`) prices the verify
+    several tokens. `cost` (the trace's cost model, `cost_model.recorded`) prices the verify
     pass over k+1 tokens; without it the run's mean verify pass does. None when no T is known (a
     trace recorded without a cost model and no plain run to compare with).
     """

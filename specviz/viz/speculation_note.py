@@ -12,7 +12,7 @@ round was sized from the copy's evidence and the pass costs.
 
 from __future__ import annotations
 
-from specviz.cost_curve import CostCurve, recorded
+from specviz.cost_model import CostCurve, recorded
 from specviz.events import RoundEvent, Trace
 from specviz.viz.text import esc
 from specviz.choices import COST_AWARE, SPECULATIVE, SUFFIX

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from specviz import theory
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.settings import MAX_K
 from specviz.viz.palette import BONUS, NEUTRAL, REJECTED, style_figure
 from specviz.viz.text import esc

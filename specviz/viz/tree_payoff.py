@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from specviz.cost_curve import recorded
+from specviz.cost_model import recorded
 from specviz.events import Event, RoundEvent
 from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, style_figure, whole_dtick
 from specviz.viz.text import esc

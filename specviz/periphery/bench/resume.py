@@ -51,7 +51,7 @@ def adopt_costs(pair, earlier: dict[str, Any]) -> None:
     """Price the resumed runs with the earlier process's cost model, when it was measured for
     this pair as loaded now. Adaptive k starts from those costs, and a cached model is scaled
     by a quick timing at every load: taken afresh, a few noisy passes would refuse the resume."""
-    from specviz.cost_curve import CostModel
+    from specviz.cost_model import CostModel
     from specviz.costs.measure import key
 
     old = (earlier.get("meta") or {}).get("cost_model")

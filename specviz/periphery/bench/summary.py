@@ -13,7 +13,7 @@ import statistics
 from typing import Any
 
 from specviz import theory
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.periphery.bench.harness import BenchOptions, Raw
 from specviz.periphery.bench.methods import GATHERED, PACKED, VARIANTS, Method, Sample
 from specviz.periphery.bench.prompts import COPY_KINDS, GOAL_KINDS, BenchPrompt

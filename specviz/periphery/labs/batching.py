@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from specviz import limits, theory
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.settings import MAX_K
 from specviz.lm.runtime import missing

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz import acceptance
-from specviz.cost_curve import CostModel
+from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Event, Trace
 from specviz.choices import FIXED, SPECULATIVE

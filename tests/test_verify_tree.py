@@ -1,15 +1,12 @@
-"""The acceptance rule on trees: exact cases, a chain stated as a tree deciding as the chain
+"""The acceptance rule (`engine.verify.verify_tree`) on trees: exact cases, a chain stated as a tree deciding as the chain
 rule, and statistical losslessness on trees built the way they are drafted and on one-wide
 trees sampled from the draft's q.
 
-Statistical tests: a toy language over 4 tokens whose target p and draft q at every context
-are fixed pseudo-random distributions (with zeros on both sides). N independent runs (fixed
+Statistical tests, on the toy language of tests/monte_carlo.py: N independent runs (fixed
 seed, so each test is deterministic) each produce the first two output tokens, taking a
-second round when the first emitted only one. Each outcome expected at least 5 times must
-have an observed frequency within 5 standard errors, sqrt(p (1 - p) / N), of its target
-probability (p(a) for the first token, p(a) p(b | a) for the first two); rarer outcomes are
-pooled into one bucket held to the same bound; outcomes of probability 0 must never appear.
-The same check on a deliberately wrong rule must fail.
+second round when the first emitted only one, and the frequencies of the first two tokens
+must match the target's (p(a) p(b | a)) within 5 standard errors (`frequencies_match`). The
+same check on a deliberately wrong rule must fail.
 """
 
 import functools
@@ -19,48 +16,11 @@ import torch
 
 import specviz.engine.verify as rule
 from specviz.drafters.tree import grow_tree
-from specviz.engine.verify import chain_parents, verify, verify_tree
+from specviz.engine.verify import verify, verify_tree
+from specviz.lm.tree import chain_parents
 from specviz.lm.sampling import draw
 from specviz.lm.tree import depths
-
-SIGMAS = 5
-V = 4
-N_RUNS = 40_000
-
-
-def frequencies_match(counts: torch.Tensor, p: torch.Tensor, n: int) -> tuple[bool, str]:
-    p = p.double()
-    if torch.any(counts[p == 0] != 0):
-        return False, "an outcome of target probability 0 came out"
-    common = p * n >= 5
-    buckets_p = torch.cat([p[common], p[~common].sum().view(1)])
-    buckets_c = torch.cat([counts[common], counts[~common].sum().view(1)]).double()
-    se = torch.sqrt(buckets_p * (1 - buckets_p) / n)
-    dev = (buckets_c / n - buckets_p).abs()
-    z = (dev / se.clamp_min(1e-12)).max().item()
-    ok = bool(((dev - SIGMAS * se) <= 1e-12).all())
-    return ok, f"worst deviation {z:.1f} standard errors (N={n}): {(buckets_c / n).tolist()} vs {buckets_p.tolist()}"
-
-
-# ---- a toy language: fixed target and draft distributions at every context -----------------
-
-
-@functools.lru_cache(maxsize=None)
-def toy(kind: int, context: tuple[int, ...]) -> torch.Tensor:
-    """Target (kind 0) or draft (kind 1) next-token distribution after `context`."""
-    seed = 1 + kind + 7 * sum((t + 1) * 5**i for i, t in enumerate(context)) + 1000 * len(context)
-    g = torch.Generator().manual_seed(seed)
-    logits = torch.randn(V, generator=g, dtype=torch.float64) * 1.5
-    logits[(seed * 3 + kind) % V] = float("-inf")  # a zero on each side, often in different places
-    return logits.softmax(-1)
-
-
-def target_rows(context: tuple[int, ...], tokens: list[int], parents: list[int]) -> torch.Tensor:
-    """p after the context, then after each node of the tree."""
-    paths: list[tuple[int, ...]] = []
-    for t, par in zip(tokens, parents):
-        paths.append((paths[par] if par >= 0 else ()) + (t,))
-    return torch.stack([toy(0, context)] + [toy(0, context + path) for path in paths])
+from monte_carlo import N_RUNS, V, frequencies_match, target_rows, toy
 
 
 @functools.lru_cache(maxsize=None)
