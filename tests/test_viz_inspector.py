@@ -13,9 +13,9 @@ def test_sampled_round_story_gives_each_judgement_with_its_numbers():
     assert '"def", " foo", "(", "x"' in story[0]
     pos1, pos2, pos3 = story[1:4]
     assert "p = 0.620" in pos1 and "q = 0.550" in pos1 and "p/q = 1.127 \u2265 1" in pos1 and "accepted" in pos1
-    assert "u = 0.200 \u2264 p/q = 0.750" in pos2 and "accepted" in pos2
+    assert "u = 0.200 < p/q = 0.750" in pos2 and "accepted" in pos2
     assert pos3.startswith('Position 3: "("') and "p = 0.120" in pos3 and "q = 0.400" in pos3
-    assert "u = 0.710 > p/q = 0.300" in pos3 and pos3.endswith("rejected.")
+    assert "u = 0.710 \u2265 p/q = 0.300" in pos3 and pos3.endswith("rejected.")
     outcome = story[4]
     assert 'replacement "["' in outcome and "residual norm(max(0, p \u2212 q))" in outcome and "p = 0.250" in outcome
     assert '("x") is discarded unchecked' in outcome
@@ -120,3 +120,25 @@ def test_a_draft_free_rounds_story_never_calls_its_proposer_the_draft():
     ]
     assert told, "the suffix drafter proposed in some round"
     assert all("draft" not in t.replace("drafted", "") for t in told), told[0]
+
+
+def test_a_tree_rounds_tokens_are_told_as_point_mass_checks_not_p_over_q():
+    # A tree's tokens were chosen, not sampled: the rule checked u against what is left of p
+    # at the node, so a p/q comparison would explain a check that never happened.
+    from dataclasses import replace
+
+    from specviz.events import TreeNode
+    from specviz.viz.tokens import draft_tooltip
+
+    chain = sampled_round()
+    nodes = [
+        TreeNode(parent=i - 1, token=d.id, text=d.text, depth=i + 1, q=d.q, p=d.p, decision=d.decision)
+        for i, d in enumerate(chain.drafted)
+    ]
+    tree = replace(chain, tree=nodes)
+    story = round_story(tree)
+    assert "checked as a point mass" in story[2] and "p/q" not in story[2] and story[2].endswith("accepted.")
+    assert "checked as a point mass" in story[3] and story[3].endswith("rejected.")
+    tip = draft_tooltip(tree.drafted[2], tree, 3, greedy=False)
+    assert "rejected: u \u2265 p'" in tip and "u \u2265 p/q" not in tip
+    assert "rejected: u \u2265 p/q" in draft_tooltip(chain.drafted[2], chain, 3, greedy=False)

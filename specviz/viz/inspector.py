@@ -130,14 +130,20 @@ def _judgement(event: RoundEvent, i: int, d, f: _Plain, greedy: bool) -> str:
             + f.word("rejected", "rejected")
             + f.s(tie + ".")
         )
+    if event.tree:  # chosen, not sampled: checked as a point mass against what is left of p
+        rule = (
+            f" \u2014 a token of the tree, checked as a point mass: u = {fmt_prob(d.u)} against p', the target's "
+            f"p = {fmt_prob(d.p)} less the siblings rejected before it, so it is "
+        )
+        return head + f.tok(d.text) + f.s(rule) + f.word(d.decision, d.decision) + f.s(".")
     r = ratio(d.p, d.q)
     nums = f" \u2014 the target gives p = {fmt_prob(d.p)}, {_proposer(event)} gave q = {fmt_prob(d.q)}"
     if d.decision == "accepted" and r >= 1:
         rule, tail = f"; p/q = {fmt_ratio(r)} \u2265 1, so it is ", f" whatever u (u = {fmt_prob(d.u)})."
     elif d.decision == "accepted":
-        rule, tail = f"; u = {fmt_prob(d.u)} \u2264 p/q = {fmt_ratio(r)}, so it is ", "."
+        rule, tail = f"; u = {fmt_prob(d.u)} < p/q = {fmt_ratio(r)}, so it is ", "."
     else:
-        rule, tail = f"; u = {fmt_prob(d.u)} > p/q = {fmt_ratio(r)}, so it is ", "."
+        rule, tail = f"; u = {fmt_prob(d.u)} \u2265 p/q = {fmt_ratio(r)}, so it is ", "."
     return head + f.tok(d.text) + f.s(nums + rule) + f.word(d.decision, d.decision) + f.s(tail)
 
 

@@ -43,17 +43,20 @@ def draft_tooltip(d: DraftToken, event: RoundEvent, pos: int, greedy: bool) -> s
     head = f"round {event.index} \u00b7 draft token {pos} of {len(event.drafted)} \u00b7 {quoted(d.text)}"
     numbers = f"p = {fmt_prob(d.p)} (target)\nq = {fmt_prob(d.q)} (draft)\np/q = {fmt_ratio(ratio(d.p, d.q))}\nu = {fmt_prob(d.u)}"
     if d.decision == "unchecked":
-        why = "unchecked: discarded because an earlier draft token was rejected"
+        why = "unchecked: an earlier draft token was rejected, or the run stopped before it"
     elif greedy:
         why = (
             "accepted: matches the target's top choice"
             if d.decision == "accepted"
             else "rejected: the target's top choice differs"
         )
+    elif event.tree:  # a tree's tokens were chosen, not sampled: each checked as a point mass
+        sign = "<" if d.decision == "accepted" else "\u2265"
+        why = f"{d.decision}: u {sign} p', the target's p less the siblings rejected before it"
     elif d.decision == "accepted":
-        why = "accepted: u \u2264 min(1, p/q)"
+        why = "accepted: u < p/q"
     else:
-        why = "rejected: u > p/q"
+        why = "rejected: u \u2265 p/q"
     return f"{head}\n{numbers}\n{why}"
 
 
