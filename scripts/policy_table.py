@@ -57,7 +57,7 @@ def simulate(
         while accepted < drafted and rng.random() < alpha:
             accepted += 1
         policy.update(drafted, accepted)
-        now[0] += drafted * cost.draft + cost.verify_ms(drafted + 1)
+        now[0] += cost.round_ms(drafted)
         tokens += accepted + 1
         drafted_total += drafted
         plain += drafted == 0

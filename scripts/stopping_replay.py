@@ -100,7 +100,7 @@ def replay(rows: list[Row], rule, cost: CostModel, overhead_ms: float, now: list
             if not rule.keep_going(confidence):
                 break
         rule.update(drafted, accepted)
-        now[0] += drafted * cost.draft + cost.verify_ms(drafted + 1) + overhead_ms
+        now[0] += cost.round_ms(drafted) + overhead_ms
         at += accepted + 1
         rounds += 1
         drafted_total += drafted
