@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from specviz.cost_model import CostModel
-from specviz.models.files.cache import cache_root, write_json
+from specviz.models.files.cache import cache_root, file_name, write_json
 from specviz.lm.torch_runtime.devices import spread_over
 from specviz.lm.runtime import TORCH, open_lm, runtime_of
 from specviz.models.alignment.vocab import head_rows
@@ -210,5 +210,4 @@ def _runtime_fields(pair) -> dict:
 def _cache_path(pair, sizes, cache_dir: Path | None) -> Path:
     key = json.dumps(_key_fields(pair, sizes), sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in pair.name)[:40]
-    return (cache_dir or cache_root()) / "cost-models" / f"{safe}-{digest}.json"
+    return (cache_dir or cache_root()) / "cost-models" / f"{file_name(pair.name, 40)}-{digest}.json"

@@ -69,7 +69,7 @@ def enabled(env=os.environ) -> bool:
 
 def start(spec: str, runtime: str) -> Preparation:
     """The preparation of `runtime` for `spec`, started now unless this process already has."""
-    from specviz.models.files.cache import cache_root
+    from specviz.models.files.cache import cache_root, file_name
 
     with _lock:
         prep = _started.get((spec, runtime))
@@ -77,8 +77,7 @@ def start(spec: str, runtime: str) -> Preparation:
             return prep
         folder = cache_root() / "runtime-choice"
         folder.mkdir(parents=True, exist_ok=True)
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{spec}-{runtime}")[:80]
-        log = folder / f"prepare-{safe}.log"
+        log = folder / f"prepare-{file_name(f'{spec}-{runtime}')}.log"
         with open(log, "w") as out:
             # In the page's process group, so stopping the page stops it too.
             process = subprocess.Popen(

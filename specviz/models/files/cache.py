@@ -34,6 +34,11 @@ def cache_root() -> Path:
     return where()[0]
 
 
+def file_name(text: str, limit: int = 80) -> str:
+    """`text` as a file name: letters, digits and -_. kept, anything else "_", at most `limit` long."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:limit]
+
+
 def where() -> tuple[Path, str]:
     """The cache folder and why it is there (for the page's load status). The one place the
     default is decided."""
