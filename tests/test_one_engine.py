@@ -125,7 +125,7 @@ def test_make_length_gives_each_policy_its_behaviour(repeatable):
     fixed, heuristic, cost_aware = made["fixed"], made["heuristic"], made["cost-aware"]
     # fixed: k every round, whatever the rounds did
     for _ in range(3):
-        fixed.update(5, 0, verify_ms=175.0, draft_ms=60.0)
+        fixed.update(5, 0)
     assert fixed.limit(0, 100) == 5 and fixed.keep_going(0.01)
     # heuristic: -1 after a rejection, +2 (to the cap) after a fully accepted round, and a
     # round's drafting stops below the confidence threshold

@@ -200,11 +200,9 @@ class CostAwareLength(DraftLength):
                 return True
         return False
 
-    def update(
-        self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0, setup_ms: float = 0.0
-    ) -> None:
-        # The round's own pass timings are not needed: the next limit() times the whole round,
-        # less `setup_ms`, which the run pays once (the draft's prefill of the prompt).
+    def update(self, drafted: int, accepted: int, *, setup_ms: float = 0.0) -> None:
+        # The next limit() times the whole round, less `setup_ms`, which the run pays once
+        # (the draft's prefill of the prompt).
         if self._started is not None:
             self._started += setup_ms / 1000
         if setup_ms > 0 and self._unread > 0:

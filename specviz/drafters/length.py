@@ -32,9 +32,7 @@ class DraftLength:
     def keep_going(self, confidence: float) -> bool:
         return True
 
-    def update(
-        self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0, setup_ms: float = 0.0
-    ) -> None:
+    def update(self, drafted: int, accepted: int, *, setup_ms: float = 0.0) -> None:
         pass
 
     def tree_nodes(self, chances: Sequence[float], ride: int = 0) -> int:
@@ -65,9 +63,7 @@ class HeuristicLength(DraftLength):
     def keep_going(self, confidence: float) -> bool:
         return confidence >= self.threshold
 
-    def update(
-        self, drafted: int, accepted: int, *, verify_ms: float = 0.0, draft_ms: float = 0.0, setup_ms: float = 0.0
-    ) -> None:
+    def update(self, drafted: int, accepted: int, *, setup_ms: float = 0.0) -> None:
         if drafted == 0:
             return
         self.k = min(self.k_max, self.k + 2) if accepted == drafted else max(1, self.k - 1)

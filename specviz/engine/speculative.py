@@ -61,9 +61,7 @@ class SpeculativeDecoder(Decoder):
         if r.ride_logits is not None and r.ride_logits.shape[0]:
             self.drafter.observe(r.ride_logits)
         self.drafter.accepted_path(path)
-        self.length.update(
-            len(_shown(r.outcome)), len(path), verify_ms=r.target_ms, draft_ms=proposal.ms, setup_ms=proposal.setup_ms
-        )
+        self.length.update(len(_shown(r.outcome)), len(path), setup_ms=proposal.setup_ms)
         return self._event(proposal, r)
 
     def _event(self, proposal: drafters.Proposal, r: Round, *, first: bool = False) -> RoundEvent:
