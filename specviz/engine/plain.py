@@ -52,11 +52,10 @@ class PlainDecoder(Decoder):
         t = self.tally
         if first:
             t.count_first(1)
-        else:
-            t.new_tokens += 1
-            t.rounds += 1  # a plain step is a round of one token
-            t.target_passes += 1
-            t.target_ms += ms
+        else:  # a plain step is a round of one token that drafted nothing
+            t.count_round(
+                new=1, tested=0, accepted=0, overlap=[], target_ms=ms, draft_ms=0.0, draft_passes=0, draft_tokens=0
+            )
         event = PlainTokenEvent(index=t.new_tokens - 1, id=token, text="", p=p, ms=ms, t_end_s=self.elapsed())
         self.say(event, token)
         return event
