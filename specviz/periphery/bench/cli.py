@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt file, .json or .jsonl (default: the bundled set)"
     )
-    add_setting(parser, "max_new_tokens", 128)
+    add_setting(parser, "max_new_tokens", BenchOptions.max_new_tokens)
     parser.add_argument(
         "--k", default=DEFAULT_KS, help=f"fixed draft lengths to compare, comma-separated (default: {DEFAULT_KS})"
     )

@@ -27,7 +27,7 @@ from typing import Any, TextIO
 from specviz import limits, theory
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
-from specviz.settings import MAX_K
+from specviz.settings import FIXED_K, MAX_K
 from specviz.lm.runtime import missing
 from specviz.lm.timing import best_s, measure_pass_ms
 from specviz.choices import BATCHED, FIXED, INT8, TORCH
@@ -322,7 +322,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--alpha", type=float, help="acceptance rate to predict with (default: measured by a short greedy run)"
     )
-    parser.add_argument("--k", type=int, default=4, help="draft length to predict for (default: %(default)s)")
+    parser.add_argument("--k", type=int, default=FIXED_K, help="draft length to predict for (default: %(default)s)")
     parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="(default: %(default)s)")
     parser.add_argument(
         "--pass-sizes", default=",".join(map(str, PASS_SIZES)), help="new tokens per sequence (default: %(default)s)"
