@@ -20,7 +20,7 @@ from specviz import engine
 from specviz.drafters.base import Proposal
 from specviz.drafters.lookahead import LookaheadDrafter, trie
 from specviz.drafters.suffix import SuffixDrafter, longest_match
-from specviz.drafters.tree_cost import GAIN_HURDLE, TreeCost
+from specviz.drafters.tree_cost import TreeCost
 from specviz.cost_model import CostModel
 from specviz.engine.tree_round import tree_round
 from specviz.lm.runtime import open_lm
@@ -260,8 +260,7 @@ def test_suffix_stops_after_misses_and_starts_again_while_it_waits():
     for _ in range(60):  # and missed again
         d.propose(ctx, 4, lambda c: True, mild)
         d.accepted_path([])
-    # from the prior 0.45 to below the chance at which one more token pays on `mild`
-    assert d.evidence.rate(2) < GAIN_HURDLE * 110 / 100 - 1
+    assert d.evidence.rate(2) < 0.1  # from the prior 0.45
     assert len(d.propose(ctx, 4, lambda c: True, mild)) == 0  # a second token's 10 % no longer pays
     d.accepted_path([])
     for _ in range(200):  # waiting: the estimate drifts back to its prior
@@ -355,11 +354,3 @@ def test_not_removing_a_rejected_candidate_is_caught(monkeypatch):
         first_two(SuffixDrafter(max_nodes=6, min_score=0.0), seed=5), expected_first_two(), N_RUNS
     )
     assert not ok, message
-
-
-def test_a_tree_that_only_breaks_even_by_the_curve_is_not_verified():
-    # A second token costs half a pass here: a chance of 0.55 gains 3 % by the curve, which a
-    # pass over two tokens at a longer context than the curve's eats; 0.7 gains 13 %.
-    cost = TreeCost(CostModel(verify={1: 100.0, 2: 150.0, 17: 900.0}, draft=0.0), 16)
-    assert (1 + 0.55) / 150 > 1 / 100 and cost.tree_nodes([0.55]) == 0
-    assert (1 + 0.7) / 150 > GAIN_HURDLE / 100 and cost.tree_nodes([0.7]) == 1

@@ -21,11 +21,6 @@ from specviz.choices import COST_AWARE
 # A measured yield must reach this share of the plain rate to count as paying: a margin
 # for the spread of a few rounds' token counts.
 PAYS_MARGIN = 0.97
-# A tree is verified only where it promises this many times plain decoding's tokens per ms:
-# the cached V(n) is timed at one context and moment, and a pass over a few tokens can cost
-# more against a one-token pass at the run's context than the curve says, so a tree that
-# only breaks even by the curve loses (two- and three-token rounds on code and prose did).
-GAIN_HURDLE = 1.1
 
 
 class TreeCost(DraftLength):
@@ -37,7 +32,7 @@ class TreeCost(DraftLength):
 
     def tree_nodes(self, chances: Sequence[float], ride: int = 0) -> int:
         v = self._cost.verify_ms
-        best_n, best_rate, tokens = 0, GAIN_HURDLE / v(1 + ride), 1.0
+        best_n, best_rate, tokens = 0, 1.0 / v(1 + ride), 1.0
         for n, chance in enumerate(chances, 1):
             tokens += max(0.0, min(1.0, float(chance)))
             rate = tokens / v(1 + ride + n)
