@@ -18,3 +18,22 @@ def test_argmax_and_top_agree_with_torch_on_random_rows_and_take_the_first_of_a_
     assert rows.top(x[:, :3], 5)[1].shape == (7, 3)  # k capped at the row length
     half = x.to(torch.bfloat16)  # not numpy's: torch's own
     assert torch.equal(rows.argmax(half), half.argmax(-1))
+
+
+def _reference_top(x: torch.Tensor, k: int) -> list[list[int]]:
+    """Each row's k largest by value, the first index on ties, by a plain sort."""
+    return [sorted(range(len(row)), key=lambda i: (-row[i], i))[:k] for row in x.tolist()]
+
+
+def test_top_finds_the_largest_wherever_they_lie_ties_and_tails_included():
+    g = torch.Generator().manual_seed(1)
+    for n in (7, 1024, 5000, 151_936):  # shorter than a block, one block, a tail, the real width
+        x = torch.randn(4, n, generator=g).round(decimals=1)  # many ties
+        x[1] = float("-inf")
+        x[1, n - 1] = 0.0  # the only finite entry, in the tail
+        x[2, : min(n, 6)] = 9.0  # a tie for the largest across the first entries
+        x[3, n // 2] = x[3, n - 1] = 50.0  # the largest in a middle block and in the tail
+        for k in (1, 5, 8):
+            values, ids = rows.top(x, k)
+            assert ids.tolist() == _reference_top(x, k), (n, k)
+            assert torch.equal(values, torch.gather(x, 1, ids))

@@ -12,6 +12,8 @@ import numpy as np
 import torch
 
 _NUMPY = (torch.float32, torch.float64)
+# `top` looks for the largest entries block by block (`_candidates`).
+BLOCK = 1024
 
 
 def _as_numpy(t: torch.Tensor) -> np.ndarray | None:
@@ -27,14 +29,35 @@ def argmax(t: torch.Tensor) -> torch.Tensor:
 
 
 def top(t: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k largest entries of each row of a 2-D `t`, largest first: (values, indices)."""
+    """The k largest entries of each row of a 2-D `t`, largest first (first index on ties):
+    (values, indices)."""
     k = min(k, t.shape[-1])
     a = _as_numpy(t)
     if a is None:
         got = t.topk(k, dim=-1)
         return got.values, got.indices
-    part = np.argpartition(a, -k, axis=-1)[:, -k:]
-    vals = np.take_along_axis(a, part, axis=-1)
-    order = np.argsort(-vals, axis=-1, kind="stable")
-    idx = np.take_along_axis(part, order, axis=-1)
-    return torch.from_numpy(np.take_along_axis(vals, order, axis=-1)), torch.from_numpy(idx.astype(np.int64))
+    idx = np.stack([_top_row(row, k) for row in a]) if len(a) else np.zeros((0, k), dtype=np.int64)
+    return torch.from_numpy(np.take_along_axis(a, idx, axis=-1)), torch.from_numpy(idx.astype(np.int64))
+
+
+def _top_row(row: np.ndarray, k: int) -> np.ndarray:
+    cand = _candidates(row, k)  # ascending
+    vals = row[cand]
+    keep = cand[vals >= np.partition(vals, -k)[-k]]  # the k largest and every tie with the k-th
+    return keep[np.argsort(-row[keep], kind="stable")[:k]]  # stable: the first index on ties
+
+
+def _candidates(row: np.ndarray, k: int) -> np.ndarray:
+    """Ascending indices that hold the row's k largest entries: every whole block of BLOCK
+    entries whose maximum is among the k largest maxima (ties included), and the tail past
+    the last whole block. Each of the k largest entries lies in a block whose maximum is at
+    least as large. Block maxima read the row once; a partition of a 150k-entry row costs
+    ten times that, in every round's display data."""
+    n = row.shape[0]
+    whole = n // BLOCK * BLOCK
+    if whole // BLOCK <= k:
+        return np.arange(n)
+    maxima = row[:whole].reshape(-1, BLOCK).max(-1)
+    blocks = np.flatnonzero(maxima >= np.partition(maxima, -k)[-k])
+    inside = (blocks[:, None] * BLOCK + np.arange(BLOCK)).ravel()
+    return np.concatenate([inside, np.arange(whole, n)])
