@@ -61,7 +61,6 @@ class SpeculativeDecoder(Decoder):
         if r.ride_logits is not None and r.ride_logits.shape[0]:
             self.drafter.observe(r.ride_logits)
         self.drafter.accepted_path(path)
-        self.length.update(len(_shown(r.outcome)), len(path), setup_ms=proposal.setup_ms)
         return self._event(proposal, r)
 
     def _event(self, proposal: drafters.Proposal, r: Round, *, first: bool = False) -> RoundEvent:
@@ -101,7 +100,8 @@ class SpeculativeDecoder(Decoder):
         positions = display.positions(n_pos, logits, dist, q, x, overlap, self.texts) if self.record == "full" else []
         if first:
             self.tally.count_first(kept)
-        else:
+        else:  # the drafter and the policy had no part in the first round
+            self.length.update(len(shown), n, setup_ms=proposal.setup_ms)
             self.tally.count_round(
                 new=kept,
                 tested=tested,
