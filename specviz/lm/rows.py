@@ -51,8 +51,8 @@ def _candidates(row: np.ndarray, k: int) -> np.ndarray:
     """Ascending indices that hold the row's k largest entries: every whole block of BLOCK
     entries whose maximum is among the k largest maxima (ties included), and the tail past
     the last whole block. Each of the k largest entries lies in a block whose maximum is at
-    least as large. Block maxima read the row once; a partition of a 150k-entry row costs
-    ten times that, in every round's display data."""
+    least as large. Block maxima read the row once, far cheaper than partitioning all of it,
+    which every round's display data would pay."""
     n = row.shape[0]
     whole = n // BLOCK * BLOCK
     if whole // BLOCK <= k:
