@@ -270,6 +270,9 @@ def test_the_check_times_a_short_context_pass_and_compares_it_with_the_same_pass
     # Filling MEASURE_CONTEXT tokens before the check cost 4 s of every warm load on llama.cpp
     # on a 2-core CPU, so the check's pass follows CHECK_CONTEXT tokens, and the cache keeps
     # that pass's time for comparison.
+    # A one-pass timing of a tiny model can be off by half on a shared CI machine: a wide
+    # tolerance keeps this test about which pass is timed, not about the machine's noise.
+    monkeypatch.setattr(measure, "CHECK_TOLERANCE", 0.9)
     pair = tiny_pair("close")
     load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     (path,) = (tmp_path / "cost-models").glob("*.json")
@@ -341,6 +344,9 @@ def test_timings_wait_while_the_process_holds_them(monkeypatch):
 def test_a_full_timing_slower_than_the_cache_does_not_replace_it(tmp_path, one_thread, monkeypatch):
     # The check finds the machine faster than the cache, but the machine is busy again while
     # every size is timed: that timing prices this load, and the cache stays as it was.
+    # A one-pass timing of a tiny model can be off by half on a shared CI machine: a wide
+    # tolerance keeps this test about which pass is timed, not about the machine's noise.
+    monkeypatch.setattr(measure, "CHECK_TOLERANCE", 0.9)
     pair = tiny_pair("close")
     load_or_measure(pair, sizes=(1, 2), cache_dir=tmp_path, repeats=1)
     (path,) = (tmp_path / "cost-models").glob("*.json")
