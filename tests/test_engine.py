@@ -289,7 +289,7 @@ def test_plain_decoder_steps_one_token_at_a_time():
 
 
 def test_detokenizer_holds_back_incomplete_characters():
-    from specviz.engine.text import Detokenizer
+    from specviz.engine.detokenizer import Detokenizer
 
     tok = tiny_tokenizer()
     text = "naïve 日本語 🙂!"

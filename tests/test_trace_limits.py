@@ -18,7 +18,7 @@ import pytest
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 from specviz import viz
-from specviz.engine import display
+from specviz.engine import position_info
 from specviz.errors import UserError
 from specviz.events import (
     MAX_EVENTS,
@@ -243,7 +243,7 @@ def test_the_bounds_hold_what_the_drafters_and_the_engine_produce():
     lookahead = largest("lookahead_candidates") * (largest("lookahead_ngram") - 1)  # a trie of G n-grams of N - 1
     assert MAX_TREE_NODES >= max(largest("tree_nodes"), largest("suffix_max_nodes"), largest("k"), lookahead)
     assert MAX_EVENTS >= largest("max_new_tokens")
-    assert MAX_TOP_TOKENS >= 2 * display.TOP  # the union of p's and q's top tokens
+    assert MAX_TOP_TOKENS >= 2 * position_info.TOP  # the union of p's and q's top tokens
 
 
 def test_the_longest_token_of_a_prepared_vocabulary_fits():
@@ -326,7 +326,7 @@ def test_the_largest_run_the_settings_allow_fits_the_file_limits():
         }
         for i, d in enumerate(d for _ in range(g) for d in range(n - 1))
     ]
-    top = [{"id": 1000 + i, "text": word, "p": 0.1, "q": 0.1} for i in range(2 * display.TOP)]
+    top = [{"id": 1000 + i, "text": word, "p": 0.1, "q": 0.1} for i in range(2 * position_info.TOP)]
     round_ = {
         "index": 1000,
         "k": n - 1,

@@ -11,7 +11,7 @@ from specviz.lm.runtime import open_lm
 from specviz.lm.prompt import stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.engine.tally import Tally
-from specviz.engine.text import Detokenizer, TokenTexts
+from specviz.engine.detokenizer import Detokenizer, TokenTexts
 from specviz.lm.pair import ModelPair
 from specviz.lm.timing import sync
 from specviz.settings import GenerationSettings

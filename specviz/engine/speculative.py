@@ -21,7 +21,7 @@ import time
 import torch
 
 import specviz.drafters as drafters
-from specviz.engine import display
+from specviz.engine import position_info
 from specviz.engine.decoder import Decoder
 from specviz.engine.tree_round import Round, decide, tree_round
 from specviz.engine.verify import Outcome, children_of
@@ -96,8 +96,10 @@ class SpeculativeDecoder(Decoder):
         logits, dist = _along(r.logits, o.path), None if r.dist is None else _along(r.dist, o.path)
         q = proposal.q if chain else None
         x = torch.tensor([o.tokens[i] for i in shown], dtype=torch.long, device=r.logits.device)
-        overlap = display.overlaps(dist, None if q is None else q[:tested], x[:tested], logits)
-        positions = display.positions(n_pos, logits, dist, q, x, overlap, self.texts) if self.record == "full" else []
+        overlap = position_info.overlaps(dist, None if q is None else q[:tested], x[:tested], logits)
+        positions = (
+            position_info.positions(n_pos, logits, dist, q, x, overlap, self.texts) if self.record == "full" else []
+        )
         if first:
             self.tally.count_first(kept)
         else:  # the drafter and the policy had no part in the first round
@@ -127,7 +129,7 @@ class SpeculativeDecoder(Decoder):
             new_tokens=self.tally.new_tokens,
             alignment=list(proposal.alignment or []),
             tree=tree,
-            source=display.source(proposal.source, self.texts),
+            source=position_info.source(proposal.source, self.texts),
         )
         self.index += 1
         return event

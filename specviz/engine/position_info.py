@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from specviz.drafters.base import SourceNote
-from specviz.engine.text import TokenTexts
+from specviz.engine.detokenizer import TokenTexts
 from specviz.lm import rows
 from specviz.events import CandidateSource, PositionInfo, TopToken
 
