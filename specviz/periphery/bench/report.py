@@ -9,6 +9,7 @@ from typing import Any
 
 from specviz.choices import HEAD, LLAMACPP, TORCH
 from specviz.periphery.bench.methods import GATHERED, PACKED
+from specviz.periphery.bench.summary import plain_reference, vs_key
 
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
 
@@ -118,28 +119,29 @@ def _header(result: dict[str, Any]) -> list[str]:
 
 def _overall(result: dict[str, Any]) -> list[str]:
     ov = result["summary"]["overall"]
-    lines = [
-        "| method | runtime | tok/s | vs hf-plain | vs best assisted | acceptance | tokens/round | mean k | T ms | D ms | predicted (flat T) | predicted (measured V(n)) | measured vs sv-plain | same tokens |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for m in result["methods"]:
         n, o = m["name"], ov[m["name"]]
-        lines.append(
-            f"| {n} | {_runtime(m, result['meta'])} | {_f(o['tokens_per_s'], 2)} | {_x(o['speedup_vs_hf_plain'])} | {_x(o['vs_best_assisted'])} | {_f(o['acceptance'], 2)} | "
-            f"{_f(o['tokens_per_round'], 2)} | {_f(o['mean_k'], 1)} | {_f(o['target_ms'], 0)} | {_f(o['draft_ms'], 0)} | "
-            f"{_x(o['predicted_speedup'])} | {_x(o['predicted_speedup_cost'])} | {_x(o['speedup_vs_sv_plain'])} | {_yes(o['identical'])} |"
+        rows.append(
+            [n, _runtime(m, result["meta"]), _f(o["tokens_per_s"], 2), _x(o["speedup_vs_hf_plain"])]
+            + [_x(o["vs_best_assisted"]), _f(o["acceptance"], 2), _f(o["tokens_per_round"], 2), _f(o["mean_k"], 1)]
+            + [_f(o["target_ms"], 0), _f(o["draft_ms"], 0), _x(o["predicted_speedup"])]
+            + [_x(o["predicted_speedup_cost"]), _x(o["speedup_vs_sv_plain"]), _yes(o["identical"])]
         )
-    return lines
+    return _table(
+        "| method | runtime | tok/s | vs hf-plain | vs best assisted | acceptance | tokens/round | mean k | T ms | D ms | predicted (flat T) | predicted (measured V(n)) | measured vs sv-plain | same tokens |",
+        rows,
+    )
 
 
 def _targets(summ: dict[str, Any]) -> list[str]:
     if not summ["targets"]:
         return []
-    lines = ["", "| target | goal | value | met | |", "|---|---|---|---|---|"]
+    rows = []
     for t in summ["targets"]:
         value = f"{t['value']:.1%}" if "cost" in t["target"] and t["value"] is not None else _f(t["value"], 3)
-        lines.append(f"| {t['target']} | {t['goal']} | {value} | {_yes(t['met'])} | {t['detail']} |")
-    return lines
+        rows.append([t["target"], t["goal"], value, _yes(t["met"]), t["detail"]])
+    return [""] + _table("| target | goal | value | met | |", rows)
 
 
 def _by_kind(result: dict[str, Any]) -> list[str]:
@@ -155,39 +157,31 @@ def _by_kind(result: dict[str, Any]) -> list[str]:
         f"{len(covered)} prompts: {', '.join(kinds)}):",
         "",
     ]
-    lines += ["| kind | method | tok/s | vs sv-plain | vs sv-lookup | worst vs sv-plain |", "|---|---|---|---|---|---|"]
+    rows = []
     for kind, by in by_kind.items():
         for n in (m["name"] for m in result["methods"]):
             e = by[n]
             worst = f"{_x(e.get('worst_vs_sv_plain'))} ({e['worst_prompt']})" if e.get("worst_prompt") else "\u2014"
-            lines.append(
-                f"| {kind} | {n} | {_f(e['tokens_per_s'], 2)} | {_x(e.get('vs_sv_plain'))} | {_x(e.get('vs_sv_lookup'))} | {worst} |"
-            )
-    return lines
+            rows.append([kind, n, _f(e["tokens_per_s"], 2), _x(e.get("vs_sv_plain")), _x(e.get("vs_sv_lookup")), worst])
+    return lines + _table("| kind | method | tok/s | vs sv-plain | vs sv-lookup | worst vs sv-plain |", rows)
 
 
 def _per_prompt(result: dict[str, Any]) -> list[str]:
     methods = [m["name"] for m in result["methods"]]
-    base = "hf-plain" if "hf-plain" in methods else "sv-plain" if "sv-plain" in methods else None
+    base = plain_reference(methods)
     if not base:
         return []
     who = "transformers plain decoding" if base == "hf-plain" else "specviz's plain decoding"
-    lines = ["", f"Speedup over {who} ({base}), per prompt:", ""]
-    lines += [f"| prompt | kind | tokens | {base} tok/s | " + " | ".join(n for n in methods if n != base) + " |"]
-    lines += ["|---" * (4 + len(methods) - 1) + "|"]
-    key = f"speedup_vs_{base.replace('-', '_')}"
+    others = [n for n in methods if n != base]
+    key = "speedup_" + vs_key(base)
+    table = []
     for p in result["prompts"]:
         rows = result["summary"]["per_prompt"][p["id"]]
-        cells = [
-            _x(rows[n].get(key)) + ("*" if rows[n].get("identical") is False else "") for n in methods if n != base
-        ]
+        cells = [_x(rows[n].get(key)) + ("*" if rows[n].get("identical") is False else "") for n in others]
         tokens = rows[methods[0]]["new_tokens"]
-        lines.append(
-            f"| {p['id']} | {p['kind']} | {tokens:.0f} | {_f(rows[base].get('tokens_per_s'), 2)} | "
-            + " | ".join(cells)
-            + " |"
-        )
-    return lines
+        table.append([p["id"], p["kind"], f"{tokens:.0f}", _f(rows[base].get("tokens_per_s"), 2), *cells])
+    header = _cells(["prompt", "kind", "tokens", f"{base} tok/s", *others])
+    return ["", f"Speedup over {who} ({base}), per prompt:", ""] + _table(header, table)
 
 
 def _by_position(result: dict[str, Any], positions: int = 5) -> list[str]:
@@ -204,11 +198,12 @@ def _by_position(result: dict[str, Any], positions: int = 5) -> list[str]:
                 reached[i], accepted[i] = reached[i] + r, accepted[i] + a
     if not pooled:
         return []
-    lines = ["", "Acceptance by draft position (accepted / reached, all prompts):", ""]
-    lines += ["| method | " + " | ".join(str(i + 1) for i in range(positions)) + " |", "|---" * (positions + 1) + "|"]
-    for name, (reached, accepted) in pooled.items():
-        cells = [f"{a / r:.2f} ({r})" if r else "-" for r, a in zip(reached, accepted)]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    rows = [
+        [name] + [f"{a / r:.2f} ({r})" if r else "-" for r, a in zip(reached, accepted)]
+        for name, (reached, accepted) in pooled.items()
+    ]
+    header = _cells(["method"] + [str(i + 1) for i in range(positions)])
+    lines = ["", "Acceptance by draft position (accepted / reached, all prompts):", ""] + _table(header, rows)
     head = result["meta"].get("draft_head")
     if head and any(n == f"sv-{HEAD}" for n in pooled):
         held = "; ".join(
@@ -291,6 +286,15 @@ def _draft(meta: dict) -> str:
 
 def _mode(meta: dict) -> str:
     return "greedy" if meta["temperature"] == 0 else f"sampling at temperature {meta['temperature']:g}"
+
+
+def _table(header: str, rows: list[list[str]]) -> list[str]:
+    """A Markdown table: the header line, its rule, a line per row of cells."""
+    return [header, "|---" * (header.count("|") - 1) + "|"] + [_cells(row) for row in rows]
+
+
+def _cells(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 def _f(x, digits: int) -> str:

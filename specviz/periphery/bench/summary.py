@@ -50,6 +50,17 @@ TARGET_COPY_EACH = 0.97
 COPYING = ("sv-suffix", "sv-lookup", "sv-lookahead")
 
 
+# The figures "overall" takes over prompts: ratios and rates by geometric mean, the rest by mean.
+GEOMEAN_KEYS = (
+    "tokens_per_s",
+    "speedup_vs_hf_plain",
+    "speedup_vs_sv_plain",
+    "predicted_speedup",
+    "predicted_speedup_cost",
+)
+MEAN_KEYS = ("acceptance", "tokens_per_round", "mean_k", "target_ms", "draft_ms", "new_tokens")
+
+
 def geomean(xs) -> float | None:
     xs = [x for x in xs if x is not None and x > 0]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
@@ -67,25 +78,13 @@ def summarise(
     for m in methods:
         rows = [per_prompt[p.id][m.name] for p in goal_prompts]
         overall[m.name] = {
-            "tokens_per_s": geomean(r["tokens_per_s"] for r in rows),
-            "speedup_vs_hf_plain": geomean(r.get("speedup_vs_hf_plain") for r in rows),
-            "speedup_vs_sv_plain": geomean(r.get("speedup_vs_sv_plain") for r in rows),
-            "predicted_speedup": geomean(r.get("predicted_speedup") for r in rows),
-            "predicted_speedup_cost": geomean(r.get("predicted_speedup_cost") for r in rows),
-            "acceptance": _mean(r.get("acceptance") for r in rows),
-            "tokens_per_round": _mean(r.get("tokens_per_round") for r in rows),
-            "mean_k": _mean(r.get("mean_k") for r in rows),
-            "target_ms": _mean(r.get("target_ms") for r in rows),
-            "draft_ms": _mean(r.get("draft_ms") for r in rows),
-            "new_tokens": _mean(r["new_tokens"] for r in rows),
+            **{key: geomean(r.get(key) for r in rows) for key in GEOMEAN_KEYS},
+            **{key: _mean(r.get(key) for r in rows) for key in MEAN_KEYS},
             "identical": None if opts.temperature > 0 else all(r.get("identical") is not False for r in rows),
         }
     best_assisted = _best_assisted(names, overall, variant="")
     for n in names:
-        base = overall[best_assisted]["tokens_per_s"] if best_assisted else None
-        overall[n]["vs_best_assisted"] = (
-            overall[n]["tokens_per_s"] / base if base and overall[n]["tokens_per_s"] else None
-        )
+        overall[n]["vs_best_assisted"] = _over(overall, n, best_assisted) if best_assisted else None
     on_goal = {p.id: per_prompt[p.id] for p in goal_prompts}
     return {
         "per_prompt": per_prompt,
@@ -108,73 +107,50 @@ def _by_kind(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> 
     to sv-plain."""
     out: dict[str, dict] = {}
     for kind in dict.fromkeys(p.kind for p in prompts):
-        rows = [per_prompt[p.id] for p in prompts if p.kind == kind]
         ids = [p.id for p in prompts if p.kind == kind]
         out[kind] = {"prompts": ids}
         for n in names:
-            entry: dict[str, Any] = {"tokens_per_s": geomean(r[n]["tokens_per_s"] for r in rows)}
+            entry: dict[str, Any] = {"tokens_per_s": geomean(per_prompt[i][n]["tokens_per_s"] for i in ids)}
             for ref in ("sv-plain", "sv-lookup"):
                 if ref in names:
-                    ratios = [r[n]["tokens_per_s"] / r[ref]["tokens_per_s"] for r in rows if r[ref]["tokens_per_s"]]
-                    entry[f"vs_{ref.replace('-', '_')}"] = geomean(ratios)
+                    ratios = _ratios(per_prompt, n, ref, ids)
+                    entry[vs_key(ref)] = geomean(ratios.values())
                     if ref == "sv-plain" and ratios:
-                        worst = min(range(len(ratios)), key=ratios.__getitem__)
-                        entry["worst_vs_sv_plain"], entry["worst_prompt"] = ratios[worst], ids[worst]
+                        worst = min(ratios, key=ratios.get)
+                        entry["worst_vs_sv_plain"], entry["worst_prompt"] = ratios[worst], worst
             out[kind][n] = entry
     return out
+
+
+def _ratios(per_prompt: dict, name: str, ref: str, ids=None) -> dict[str, float]:
+    """`name`'s tokens/s over `ref`'s on each prompt of `ids` (or all) where `ref` ran at all."""
+    rows = {i: per_prompt[i] for i in (per_prompt if ids is None else ids)}
+    return {i: r[name]["tokens_per_s"] / r[ref]["tokens_per_s"] for i, r in rows.items() if r[ref]["tokens_per_s"]}
+
+
+def _over(overall: dict, name: str, ref: str) -> float | None:
+    """`name`'s overall tokens/s over `ref`'s; None where either has none."""
+    num, den = overall[name]["tokens_per_s"], overall[ref]["tokens_per_s"]
+    return num / den if num and den else None
 
 
 def _draft_free_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> list[dict]:
     """The draft-free methods' goals, where the run has their methods and prompts."""
     out: list[dict] = []
     kinds = _by_kind(per_prompt, prompts, names)
-
-    def add(name: str, need: float, value: float | None, detail: str = "") -> None:
-        out.append(
-            {
-                "target": name,
-                "goal": f">= {need:.2f}",
-                "value": value,
-                "met": value is not None and value >= need,
-                "detail": detail,
-            }
-        )
-
     rep, prose = kinds.get("repetitive"), kinds.get("prose")
     if rep and "sv-suffix" in names:
-        if "sv-lookup" in names:
-            add(
-                "sv-suffix vs sv-lookup on the repetitive group (geomean)",
-                TARGET_SUFFIX_VS_LOOKUP,
-                rep["sv-suffix"].get("vs_sv_lookup"),
-            )
-        if "sv-plain" in names:
-            add(
-                "sv-suffix vs sv-plain on the repetitive group (geomean)",
-                TARGET_SUFFIX_VS_PLAIN,
-                rep["sv-suffix"].get("vs_sv_plain"),
-            )
+        for ref, need in (("sv-lookup", TARGET_SUFFIX_VS_LOOKUP), ("sv-plain", TARGET_SUFFIX_VS_PLAIN)):
+            if ref in names:
+                value = rep["sv-suffix"].get(vs_key(ref))
+                out.append(_at_least(f"sv-suffix vs {ref} on the repetitive group (geomean)", need, value))
     if prose and "sv-lookahead" in names and "sv-lookup" in names:
-        add(
-            "sv-lookahead vs sv-lookup on prose (geomean)",
-            TARGET_LOOKAHEAD_VS_LOOKUP,
-            prose["sv-lookahead"].get("vs_sv_lookup"),
-        )
+        value = prose["sv-lookahead"].get("vs_sv_lookup")
+        out.append(_at_least("sv-lookahead vs sv-lookup on prose (geomean)", TARGET_LOOKAHEAD_VS_LOOKUP, value))
     if "sv-plain" in names:
         for n in (m for m in DRAFT_FREE if m in names):
-            ratios = {
-                pid: rows[n]["tokens_per_s"] / rows["sv-plain"]["tokens_per_s"]
-                for pid, rows in per_prompt.items()
-                if rows["sv-plain"]["tokens_per_s"]
-            }
-            if ratios:
-                worst = min(ratios, key=ratios.get)
-                add(
-                    f"{n} vs sv-plain, worst prompt (all kinds)",
-                    TARGET_DRAFT_FREE_EACH,
-                    ratios[worst],
-                    f"worst: {worst}",
-                )
+            target = f"{n} vs sv-plain, worst prompt (all kinds)"
+            out += _worst_prompt(per_prompt, n, "sv-plain", TARGET_DRAFT_FREE_EACH, target)
     return out
 
 
@@ -186,51 +162,23 @@ def _copy_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]
     mine = [n for n in COPYING if n in names]
     if not group or not mine:
         return []
-
-    def vs(n: str, ref: str, ids) -> float | None:
-        return geomean(
-            per_prompt[i][n]["tokens_per_s"] / per_prompt[i][ref]["tokens_per_s"]
-            for i in ids
-            if per_prompt[i][ref]["tokens_per_s"]
-        )
-
     rate = {n: geomean(per_prompt[i][n]["tokens_per_s"] for i in group) or 0.0 for n in names}
     best = max(mine, key=rate.get)
     kind = prompts[[p.id for p in prompts].index(group[0])].kind
     out: list[dict] = []
-
-    def add(name: str, need: float, value: float | None, detail: str = "") -> None:
-        out.append(
-            {
-                "target": name,
-                "goal": f">= {need:.2f}",
-                "value": value,
-                "met": value is not None and value >= need,
-                "detail": detail,
-            }
-        )
-
     if "lc-plain" in names:
-        add(f"{best} vs lc-plain on the {kind} group (geomean)", TARGET_COPY_VS_LC_PLAIN, vs(best, "lc-plain", group))
+        value = geomean(_ratios(per_prompt, best, "lc-plain", group).values())
+        out.append(_at_least(f"{best} vs lc-plain on the {kind} group (geomean)", TARGET_COPY_VS_LC_PLAIN, value))
     ngram = [n for n in names if n.startswith("ll-ngram-")]
     if ngram:
         ref = max(ngram, key=rate.get)
-        add(
-            f"{best} vs llama.cpp's best n-gram method on the {kind} group (geomean)",
-            TARGET_COPY_VS_LL_NGRAM,
-            vs(best, ref, group),
-            f"best: {ref}",
-        )
+        target = f"{best} vs llama.cpp's best n-gram method on the {kind} group (geomean)"
+        value = geomean(_ratios(per_prompt, best, ref, group).values())
+        out.append(_at_least(target, TARGET_COPY_VS_LL_NGRAM, value, f"best: {ref}"))
     others = [p.id for p in prompts if p.kind in GOAL_KINDS]
     if others and "sv-plain" in names:
-        ratios = {
-            i: per_prompt[i][best]["tokens_per_s"] / per_prompt[i]["sv-plain"]["tokens_per_s"]
-            for i in others
-            if per_prompt[i]["sv-plain"]["tokens_per_s"]
-        }
-        if ratios:
-            worst = min(ratios, key=ratios.get)
-            add(f"{best} vs sv-plain, worst code or prose prompt", TARGET_COPY_EACH, ratios[worst], f"worst: {worst}")
+        target = f"{best} vs sv-plain, worst code or prose prompt"
+        out += _worst_prompt(per_prompt, best, "sv-plain", TARGET_COPY_EACH, target, others)
     return out
 
 
@@ -270,10 +218,10 @@ def _prompt_rows(
     for name, row in rows.items():
         for ref in ("hf-plain", "sv-plain"):
             if ref in rows and rows[ref]["tokens_per_s"]:
-                row[f"speedup_vs_{ref.replace('-', '_')}"] = row["tokens_per_s"] / rows[ref]["tokens_per_s"]
+                row["speedup_" + vs_key(ref)] = row["tokens_per_s"] / rows[ref]["tokens_per_s"]
         _predict(row, rows.get("sv-plain"), cost)
     if opts.temperature == 0:
-        ref_name = "hf-plain" if "hf-plain" in samples else "sv-plain" if "sv-plain" in samples else None
+        ref_name = plain_reference(samples)
         if ref_name:
             ref = _trim(samples[ref_name][0].token_ids, stop)
             for name, row in rows.items():
@@ -348,6 +296,16 @@ def _row(target: str, goal: str, value: float | None, met: bool | None, detail: 
     return {"target": target, "goal": goal, "value": value, "met": met, "detail": detail}
 
 
+def _at_least(target: str, need: float, value: float | None, detail: str = "") -> dict:
+    """A goal met where `value` is `need` or more."""
+    return _row(target, f">= {need:.2f}", value, value is not None and value >= need, detail)
+
+
+def _info(target: str, value: float | None, detail: str = "") -> dict:
+    """A figure shown beside the goals, for information."""
+    return _row(target, "(for information)", value, None, detail)
+
+
 def _targets(
     per_prompt: dict, overall: dict, names: list[str], best_assisted: str | None, opts: BenchOptions
 ) -> list[dict]:
@@ -373,41 +331,44 @@ def _assisted_targets(
         v = overall[adaptive]["vs_best_assisted"]
         need = TARGET_VS_ASSISTED_SAMPLING if opts.temperature > 0 else TARGET_VS_ASSISTED
         name = "adaptive k vs best transformers assisted (geomean tokens/s)"
-        out.append(
-            _row(name, f">= {need:.2f}", v, v is not None and v >= need, f"best assisted setting: {best_assisted}")
-        )
+        out.append(_at_least(name, need, v, f"best assisted setting: {best_assisted}"))
     for variant, what in ((GATHERED, "LM-head slow path removed"), (PACKED, "through packed weights")):
         best = _best_assisted(names, overall, variant=variant)
         if adaptive and best and overall[best]["tokens_per_s"]:
-            v = overall[adaptive]["tokens_per_s"] / overall[best]["tokens_per_s"]
             name = f"adaptive k vs best transformers assisted, {what} (geomean)"
-            out.append(_row(name, "(for information)", v, None, f"best: {best}"))
+            out.append(_info(name, _over(overall, adaptive, best), f"best: {best}"))
         if "sv-plain" in names and "hf-plain" + variant in names:
-            v = overall["sv-plain"]["tokens_per_s"] / overall["hf-plain" + variant]["tokens_per_s"]
-            out.append(_row(f"sv-plain vs hf-plain{variant} (geomean tokens/s)", "(for information)", v, None))
+            v = _over(overall, "sv-plain", "hf-plain" + variant)
+            out.append(_info(f"sv-plain vs hf-plain{variant} (geomean tokens/s)", v))
     return out
 
 
-def _worst_prompt(per_prompt: dict, name: str, base: str, need: float, label: str) -> dict:
-    """`name` against `base` on the prompt where it does worst."""
-    ratios = {pid: rows[name]["tokens_per_s"] / rows[base]["tokens_per_s"] for pid, rows in per_prompt.items()}
+def _worst_prompt(per_prompt: dict, name: str, base: str, need: float, target: str, ids=None) -> list[dict]:
+    """`name` against `base` on the prompt (of `ids`, or all) where it does worst; none where
+    `base` never ran."""
+    ratios = _ratios(per_prompt, name, base, ids)
+    if not ratios:
+        return []
     worst = min(ratios, key=ratios.get)
-    return _row(
-        f"{label} vs {base}, worst prompt", f">= {need:.2f}", ratios[worst], ratios[worst] >= need, f"worst: {worst}"
-    )
+    return [_at_least(target, need, ratios[worst], f"worst: {worst}")]
 
 
 def _plain_targets(per_prompt: dict, overall: dict, names: list[str], adaptive: str | None) -> list[dict]:
     """Adaptive k never slower than plain decoding, and specviz's plain loop as fast as transformers'."""
     out = [
-        _worst_prompt(per_prompt, adaptive, plain, TARGET_NEVER_SLOWER, "adaptive k")
+        row
         for plain in ("sv-plain", "hf-plain")
         if adaptive and plain in names
+        for row in _worst_prompt(
+            per_prompt, adaptive, plain, TARGET_NEVER_SLOWER, f"adaptive k vs {plain}, worst prompt"
+        )
     ]
     if "sv-plain" in names and "hf-plain" in names:
-        v = overall["sv-plain"]["tokens_per_s"] / overall["hf-plain"]["tokens_per_s"]
-        out.append(_row("sv-plain vs hf-plain (geomean tokens/s)", f">= {TARGET_PLAIN:.2f}", v, v >= TARGET_PLAIN))
-        out.append(_worst_prompt(per_prompt, "sv-plain", "hf-plain", TARGET_PLAIN_EACH, "sv-plain"))
+        v = _over(overall, "sv-plain", "hf-plain")
+        out.append(_at_least("sv-plain vs hf-plain (geomean tokens/s)", TARGET_PLAIN, v))
+        out += _worst_prompt(
+            per_prompt, "sv-plain", "hf-plain", TARGET_PLAIN_EACH, "sv-plain vs hf-plain, worst prompt"
+        )
     return out
 
 
@@ -417,15 +378,17 @@ def _fixed_k_targets(per_prompt: dict, overall: dict, names: list[str], adaptive
     if not (adaptive and fixed):
         return []
     best = max(fixed, key=lambda n: overall[n]["tokens_per_s"] or 0)
-    v = overall[adaptive]["tokens_per_s"] / overall[best]["tokens_per_s"]
     per = geomean(
         rows[adaptive]["tokens_per_s"] / max(rows[n]["tokens_per_s"] for n in fixed) for rows in per_prompt.values()
     )
-    hindsight = "adaptive k vs best fixed k in hindsight (geomean)"
-    per_prompt_name = "adaptive k vs best fixed k per prompt (geomean)"
     return [
-        _row(hindsight, f">= {TARGET_VS_BEST_FIXED:.2f}", v, v >= TARGET_VS_BEST_FIXED, f"best fixed: {best}"),
-        _row(per_prompt_name, "(for information)", per, None, "the best k chosen per prompt"),
+        _at_least(
+            "adaptive k vs best fixed k in hindsight (geomean)",
+            TARGET_VS_BEST_FIXED,
+            _over(overall, adaptive, best),
+            f"best fixed: {best}",
+        ),
+        _info("adaptive k vs best fixed k per prompt (geomean)", per, "the best k chosen per prompt"),
     ]
 
 
@@ -442,13 +405,11 @@ def _theory_targets(per_prompt: dict, overall: dict, names: list[str], adaptive:
         if ratio is not None:
             detail = f"measured {measured:.2f}x, predicted {overall[name]['predicted_speedup_cost']:.2f}x"
             target = f"{name}: measured / predicted speedup (measured V(n))"
-            out.append(_row(target, f">= {TARGET_VS_THEORY:.2f}", ratio, ratio >= TARGET_VS_THEORY, detail))
+            out.append(_at_least(target, TARGET_VS_THEORY, ratio, detail))
         flat = geomean(rows[name].get("measured_over_predicted") for rows in per_prompt.values())
         if flat is not None:
             detail = f"measured {measured:.2f}x, predicted {overall[name]['predicted_speedup']:.2f}x (a verify pass priced as one plain step)"
-            out.append(
-                _row(f"{name}: measured / predicted speedup (flat-T formula)", "(for information)", flat, None, detail)
-            )
+            out.append(_info(f"{name}: measured / predicted speedup (flat-T formula)", flat, detail))
     return out
 
 
@@ -456,7 +417,7 @@ def _event_cost_targets(overall: dict, names: list[str], adaptive: str | None) -
     """What the full event stream costs against the minimal one."""
     if not (adaptive and "sv-adaptive-min" in names):
         return []
-    cost = 1 - overall[adaptive]["tokens_per_s"] / overall["sv-adaptive-min"]["tokens_per_s"]
+    cost = 1 - _over(overall, adaptive, "sv-adaptive-min")
     name = "event stream cost (1 - full / minimal tokens/s)"
     return [_row(name, f"<= {TARGET_EVENT_COST:.0%}", cost, cost <= TARGET_EVENT_COST)]
 
@@ -480,12 +441,20 @@ def _universal_targets(overall: dict, names: list[str], opts: BenchOptions) -> l
     for name, counts in (("sv-text", not sampling), ("sv-intersection", sampling)):
         if name not in names or not overall[name]["tokens_per_s"]:
             continue
-        v = overall[name]["tokens_per_s"] / overall[best]["tokens_per_s"]
-        target = f"{name} vs transformers {hf_mode} (geomean tokens/s)"
-        goal = f">= {TARGET_VS_UNIVERSAL:.2f}" if counts else "(for information)"
-        met = v >= TARGET_VS_UNIVERSAL if counts else None
-        out.append(_row(target, goal, v, met, f"best transformers setting: {best}"))
+        v, target = _over(overall, name, best), f"{name} vs transformers {hf_mode} (geomean tokens/s)"
+        detail = f"best transformers setting: {best}"
+        out.append(_at_least(target, TARGET_VS_UNIVERSAL, v, detail) if counts else _info(target, v, detail))
     return out
+
+
+def plain_reference(names) -> str | None:
+    """The run every speedup and "same tokens" is against: transformers' plain decoding, else specviz's."""
+    return next((n for n in ("hf-plain", "sv-plain") if n in names), None)
+
+
+def vs_key(ref: str) -> str:
+    """The key of a figure against `ref`: vs_sv_plain for sv-plain."""
+    return "vs_" + ref.replace("-", "_")
 
 
 def _mean(xs) -> float | None:
