@@ -314,7 +314,6 @@ VerifyCosts = Annotated[
     dict[PassSize, Annotated[float, Strict(), Field(gt=0, le=MAX_RUN_S * 1000, allow_inf_nan=False)]],
     Field(max_length=MAX_TREE_NODES),
 ]
-RoundedCosts = Annotated[dict[PassSize, Millis], Field(max_length=MAX_TREE_NODES)]  # as runtime choice rounds them
 
 
 @with_config(ConfigDict(extra="allow"))
@@ -325,12 +324,16 @@ class CostRecord(TypedDict, total=False):
     draft: Millis
 
 
-@with_config(ConfigDict(extra="allow"))
-class RuntimeCosts(TypedDict, total=False):
-    """One runtime's V(n) and D, for the Theory tab's comparison of runtimes."""
+def _older_runtime_costs(costs: Any) -> Any:
+    """A trace recorded before runtimes' costs took `CostModel.to_dict`'s shape says
+    {"V": {n: ms}, "D": ms}: read as {"verify", "draft"}, so every view reads one shape."""
+    if isinstance(costs, dict) and "V" in costs and "verify" not in costs:
+        return {"verify": costs["V"], **({"draft": costs["D"]} if costs.get("D") is not None else {})}
+    return costs
 
-    V: RoundedCosts
-    D: Millis | None
+
+# One runtime's V(n) and D, for the Theory and Labs tabs' comparison of runtimes.
+RuntimeCosts = Annotated[CostRecord, BeforeValidator(_older_runtime_costs)]
 
 
 @with_config(ConfigDict(extra="allow"))

@@ -49,8 +49,8 @@ def test_the_pass_costs_show_every_runtime_a_run_measured():
     trace.meta.update(
         runtime="llama.cpp",
         runtime_costs={
-            "llama.cpp": {"V": {"1": 80.0, "8": 360.0}, "D": 40.0},
-            "torch": {"V": {"1": 300.0, "8": 330.0}, "D": 70.0},
+            "llama.cpp": {"verify": {"1": 80.0, "8": 360.0}, "draft": 40.0},
+            "torch": {"verify": {"1": 300.0, "8": 330.0}, "draft": 70.0},
         },
     )
     pass_costs = labs_tab.views(trace)[-1]

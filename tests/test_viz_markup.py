@@ -15,6 +15,7 @@ from viz_sample import HOSTILE_IMG, hostile_round, sample_rounds
 
 import specviz.viz
 from specviz.acceptance import hindsight, position_stats
+from specviz.cost_model import CostModel
 from specviz.events import DraftToken, EmittedToken, RoundEvent, TreeNode
 from specviz.viz.text import plotly_text
 
@@ -132,7 +133,9 @@ def cases():
         "bug_tv_figure": lambda: lp.bug_tv_figure({MARKUP: lossless_result(MARKUP)}, title=MARKUP),
         "style_figure": lambda: specviz.viz.style_figure(specviz.viz.empty_figure(MARKUP), MARKUP),
         "empty_figure": lambda: specviz.viz.empty_figure(MARKUP, MARKUP),
-        "pass_cost_figure": lambda: specviz.viz.pass_cost_figure({MARKUP: {"V": {"1": 10, "4": 20}, "D": 2}}, MARKUP),
+        "pass_cost_figure": lambda: specviz.viz.pass_cost_figure(
+            {MARKUP: CostModel(verify={1: 10, 4: 20}, draft=2)}, MARKUP
+        ),
         "tokens_vs_time_figure": lambda: specviz.viz.tokens_vs_time_figure(rounds, None, title=MARKUP),
         "acceptance_by_position_figure": lambda: specviz.viz.acceptance_by_position_figure(rounds, title=MARKUP),
         "accepted_length_figure": lambda: specviz.viz.accepted_length_figure(rounds, title=MARKUP, model_name=MARKUP),

@@ -172,19 +172,3 @@ def test_lossless_frequency_bars_and_acceptance():
     html = lossless_summary_html(LOSSLESS)
     assert "1,000,000 draws" in html and "2.2 standard errors" in html and "distributed as p" in html
     assert "NOT" in lossless_summary_html({**LOSSLESS, "max_z": 7.0})
-
-
-def test_pass_costs_are_drawn_per_runtime_in_one_token_passes():
-    from specviz.viz import pass_cost_figure
-
-    curves = {
-        "llama.cpp": {"V": {"1": 80.0, "2": 120.0, "4": 200.0}, "D": 40.0},
-        "torch": {"V": {1: 100.0, 8: 130.0}, "D": 30.0},
-    }
-    fig = pass_cost_figure(curves, current="torch")
-    by_name = {t.name: t for t in fig.data}
-    assert list(by_name["llama.cpp"].y) == [1.0, 1.5, 2.5]  # 120 / 80, 200 / 80
-    assert list(by_name["torch"].x) == [1, 8] and list(by_name["torch"].y) == [1.0, 1.3]
-    assert list(by_name["n one-token passes"].y) == [1, 8]  # the diagonal up to the largest n
-    assert by_name["torch"].line.width > by_name["llama.cpp"].line.width
-    assert pass_cost_figure({}).layout.annotations  # nothing timed yet: says so

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz import theory
-from specviz.cost_model import CostCurve, CostModel
+from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.lm.runtime import LLAMACPP, RUNTIMES, TORCH
 from specviz.choices import AUTO
@@ -136,8 +136,7 @@ def rates(cost: CostModel, alpha: float = PRIOR_ALPHA) -> dict:
         "speculative": 1000.0 * per_ms[best],
         "k": best,
         "alpha": alpha,
-        "V": {str(n): round(v, 1) for n, v in cost.verify.items()},
-        "D": round(cost.draft, 1),
+        "cost": cost.to_dict(),  # V(n) and D as `CostModel` writes them, as a trace keeps them too
     }
 
 
@@ -153,7 +152,8 @@ def record(spec, runtime: str, cost: CostModel) -> dict:
 
 
 def recorded(spec) -> dict:
-    return {k: v for k, v in _read(_path(spec)).items() if k in RUNTIMES}
+    """Each runtime's kept rates for `spec` here; one kept without its cost model reads as untimed."""
+    return {k: v for k, v in _read(_path(spec)).items() if k in RUNTIMES and isinstance(v, dict) and "cost" in v}
 
 
 def plain_beats_drafting(rates_by_runtime: dict) -> str | None:
@@ -178,8 +178,8 @@ COPIED = 12
 def _copying_pays(rates: dict) -> str:
     """What a draft-free drafter gains where the answer copies its input, from the runtime's
     measured pass costs: a round that copies COPIED tokens gives COPIED + 1 for one pass."""
-    v = CostCurve({int(n): float(ms) for n, ms in (rates.get("V") or {}).items()} or {1: 1.0})
-    ratio = v(COPIED + 1) / v(1)
+    cost = CostModel.from_dict(rates["cost"])
+    ratio = cost.verify_ms(COPIED + 1) / cost.target
     if (COPIED + 1) / ratio <= 1:
         return ""
     return (

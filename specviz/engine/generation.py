@@ -77,8 +77,7 @@ class Generation:
             "cost_model": self._cost.to_dict(),
             # Each runtime's pass costs as measured on this machine, for the Theory tab's comparison.
             "runtime_costs": {
-                rt: {"V": r["V"], "D": r["D"]}
-                for rt, r in (pair.runtime_choice.rates if pair.runtime_choice else {}).items()
+                rt: r["cost"] for rt, r in (pair.runtime_choice.rates if pair.runtime_choice else {}).items()
             },
         }
         if pair.cross_tokenizer and pair.vocab_map is not None:

@@ -14,37 +14,36 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 
 from specviz.choices import LLAMACPP, TORCH
+from specviz.cost_model import CostModel, recorded
 from specviz.viz.palette import BONUS, NEUTRAL, TARGET, empty_figure, style_figure
 from specviz.viz.text import plotly_text
 
 COLOURS = {TORCH: BONUS, LLAMACPP: TARGET}
 
 
-def runtime_curves(trace) -> tuple[dict, str | None]:
-    """Each runtime's measured V(n) and D from a run's meta, and the runtime it ran on (a
-    trace from before runtimes has only its own cost model, drawn as its runtime's)."""
+def runtime_curves(trace) -> tuple[dict[str, CostModel], str | None]:
+    """Each runtime's measured costs from a run's meta, and the runtime it ran on (a trace
+    from before runtimes has only its own cost model, drawn as its runtime's)."""
     if trace is None:
         return {}, None
     meta = trace.meta or {}
     runtime = meta.get("runtime") or TORCH
-    curves = dict(meta.get("runtime_costs") or {})
-    cost = meta.get("cost_model") if isinstance(meta.get("cost_model"), dict) else {}
-    if runtime not in curves and isinstance(cost.get("verify"), dict):
-        curves[runtime] = {"V": cost["verify"], "D": cost.get("draft")}
+    # Each runtime's costs are kept as the run's own are, and read by the one tolerant reader.
+    curves = {rt: c for rt, d in (meta.get("runtime_costs") or {}).items() if (c := recorded({"cost_model": d}))}
+    own = recorded(meta)
+    if runtime not in curves and own is not None:
+        curves[runtime] = own
     return curves, runtime
 
 
-def pass_cost_figure(curves: Mapping[str, Mapping], current: str | None = None) -> go.Figure:
-    """`curves`: per runtime, {"V": {n: ms}, "D": ms} as measured at load (keys may be
-    strings, as JSON keeps them); `current` is drawn thicker."""
-    rows = {rt: sorted((int(n), float(ms)) for n, ms in (c.get("V") or {}).items()) for rt, c in curves.items()}
-    rows = {rt: r for rt, r in rows.items() if r and r[0][0] == 1 and r[0][1] > 0}
-    if not rows:
+def pass_cost_figure(curves: Mapping[str, CostModel], current: str | None = None) -> go.Figure:
+    """`curves`: each runtime's costs as measured at load; `current` is drawn thicker."""
+    if not curves:
         return empty_figure(
             "Pass costs appear here once a pair has been timed on a runtime", "Verify pass cost by runtime"
         )
     fig = go.Figure()
-    n_max = max(r[-1][0] for r in rows.values())
+    n_max = max(max(c.verify) for c in curves.values())
     fig.add_trace(
         go.Scatter(
             x=[1, n_max],
@@ -55,17 +54,16 @@ def pass_cost_figure(curves: Mapping[str, Mapping], current: str | None = None) 
             hoverinfo="skip",
         )
     )
-    for rt, r in rows.items():
-        one = r[0][1]
-        d = curves[rt].get("D")
+    for rt, c in curves.items():
+        sizes = sorted(c.verify)
         fig.add_trace(
             go.Scatter(
-                x=[n for n, _ in r],
-                y=[ms / one for _, ms in r],
+                x=sizes,
+                y=[c.verify[n] / c.target for n in sizes],
                 mode="lines+markers",
                 name=plotly_text(rt),
                 line=dict(color=COLOURS.get(rt, NEUTRAL), width=4 if rt == current else 2),
-                customdata=[[ms, d if d is not None else float("nan")] for _, ms in r],
+                customdata=[[c.verify[n], c.draft] for n in sizes],
                 hovertemplate=f"{plotly_text(rt)}: a pass over %{{x}} tokens costs %{{customdata[0]:.0f}} ms = %{{y:.2f}} one-token passes"
                 "<br>one drafted token: %{customdata[1]:.0f} ms<extra></extra>",
             )
