@@ -5,6 +5,7 @@ import pytest
 from viz_sample import bonus_round, plain_events, sample_rounds, sampled_round
 
 from specviz import theory
+from specviz.acceptance import length_stats, predicted_histogram
 from specviz.viz import (
     acceptance_by_position_figure,
     accepted_length_figure,
@@ -13,7 +14,7 @@ from specviz.viz import (
     speedup_comparison_figure,
     stats_html,
 )
-from specviz.viz.stats_plots import acceptance_by_position, accepted_lengths, predicted_accepted_lengths
+from specviz.viz.stats_plots import acceptance_by_position
 
 
 def test_live_stats_count_what_happened():
@@ -62,9 +63,9 @@ def test_acceptance_by_position_counts_only_judged_drafts():
 
 def test_accepted_length_histogram_against_truncated_geometric():
     rounds = [sampled_round(i) for i in range(3)] + [bonus_round(3)]
-    counts, ks = accepted_lengths(rounds)
-    assert list(counts) == [2, 2, 2, 2] and list(ks) == [4, 4, 4, 2]
-    expected = predicted_accepted_lengths(0.5, ks)
+    lengths = length_stats(rounds)
+    assert list(lengths.accepted) == [2, 2, 2, 2] and list(lengths.k) == [4, 4, 4, 2]
+    expected = predicted_histogram(0.5, lengths.k)
     assert expected.sum() == pytest.approx(4)
     assert expected == pytest.approx(
         3 * theory.accepted_length_distribution(0.5, 4) + np.r_[theory.accepted_length_distribution(0.5, 2), 0, 0]

@@ -22,6 +22,7 @@ from specviz.viz.palette import (
     BONUS,
     DRAFT,
     NEUTRAL,
+    PLAIN_LINE,
     REJECTED,
     TARGET,
     empty_figure,
@@ -29,7 +30,8 @@ from specviz.viz.palette import (
     whole_dtick,
 )
 from specviz.viz.stats_plots import accepted_length_figure
-from specviz.viz.text import esc
+from specviz.viz.text import esc, paragraphs_html, table_html
+from specviz.viz.text import words_html as words_html  # the labs' pages take it from here
 
 
 def position_rates_figure(
@@ -112,14 +114,13 @@ def lengths_html(events: Iterable[Event]) -> str:
         ("mean acceptance length, with the bonus token (vLLM, llama.cpp)", f"{ls.mean_with_bonus:.2f}", f"{1 + p:.2f}"),
         ("drafts accepted per round, without it", f"{ls.mean_without_bonus:.2f}", f"{p:.2f}"),
     ]
-    head = "<tr><th></th><th>measured</th><th>geometric model</th></tr>"
-    table = head + "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
+    table = table_html(["", "measured", "geometric model"], rows)
     note = (
         f"Over {ls.rounds} finished rounds that drafted. The model accepts each draft independently with "
         f"probability \u03b1 = {ls.alpha:.2f}, the run's measured acceptance (accepted / judged drafts)."
     )
-    words = "".join(f"<p>{esc(w)}</p>" for w in departure_words(events))
-    return f'<div class="specviz-text"><table class="specviz-table">{table}</table><p class="sv-muted">{esc(note)}</p>{words}</div>'
+    words = paragraphs_html(departure_words(events))
+    return f'<div class="specviz-text">{table}<p class="sv-muted">{esc(note)}</p>{words}</div>'
 
 
 def hindsight_figure(
@@ -180,9 +181,7 @@ def hindsight_html(h: Hindsight | None) -> str:
         ("the fastest choice of k per round", f"{h.best_tokens_per_s:.2f}"),
         ("measured (recorded draft and verify time)", f"{h.measured_tokens_per_s:.2f}"),
     ]
-    table = "<tr><th></th><th>tokens/s</th></tr>" + "".join(
-        f"<tr><td>{esc(a)}</td><td>{esc(b)}</td></tr>" for a, b in rows
-    )
+    table = table_html(["", "tokens/s"], rows)
     words = (
         f"{h.matched} of {len(h.rounds)} rounds drafted what hindsight would have. Knowing each round's outcome, the "
         f"same rounds would have run {gap:+.0%} faster: that is the most a draft-length policy could still gain here. "
@@ -190,7 +189,7 @@ def hindsight_html(h: Hindsight | None) -> str:
         "accepted all its drafts says nothing beyond them, so its k' stops at its own length."
     )
     return (
-        f'<div class="specviz-text"><table class="specviz-table">{table}</table><p>{esc(words)}</p>'
+        f'<div class="specviz-text">{table}<p>{esc(words)}</p>'
         f'<p class="sv-muted">Costs: V(1) = {h.plain_ms_per_token:.0f} ms, from the cost model the run recorded.</p></div>'
     )
 
@@ -206,38 +205,23 @@ def temperature_sweep_figure(
     if not len(temperatures):
         return empty_figure("Press the sweep button", title)
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07)
-    t = list(temperatures)
-    fig.add_scatter(
-        x=t,
-        y=list(acceptance),
-        name="acceptance",
-        mode="lines+markers",
-        line={"color": ACCEPTED},
-        hovertemplate="T = %{x}: %{y:.0%} accepted<extra></extra>",
-        row=1,
-        col=1,
+    panels = (
+        (acceptance, "acceptance", ACCEPTED, "%{y:.0%} accepted"),
+        (tokens_per_round, "tokens per round", DRAFT, "%{y:.2f} tokens a round"),
+        (speedup, "speedup over plain", TARGET, "%{y:.2f}\u00d7 plain decoding"),
     )
-    fig.add_scatter(
-        x=t,
-        y=list(tokens_per_round),
-        name="tokens per round",
-        mode="lines+markers",
-        line={"color": DRAFT},
-        hovertemplate="T = %{x}: %{y:.2f} tokens a round<extra></extra>",
-        row=2,
-        col=1,
-    )
-    fig.add_scatter(
-        x=t,
-        y=list(speedup),
-        name="speedup over plain",
-        mode="lines+markers",
-        line={"color": TARGET},
-        hovertemplate="T = %{x}: %{y:.2f}\u00d7 plain decoding<extra></extra>",
-        row=3,
-        col=1,
-    )
-    fig.add_hline(y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, row=3, col=1)
+    for row, (y, name, colour, hover) in enumerate(panels, start=1):
+        fig.add_scatter(
+            x=list(temperatures),
+            y=list(y),
+            name=name,
+            mode="lines+markers",
+            line={"color": colour},
+            hovertemplate=f"T = %{{x}}: {hover}<extra></extra>",
+            row=row,
+            col=1,
+        )
+    fig.add_hline(y=1, line=PLAIN_LINE, row=3, col=1)
     fig.update_yaxes(title_text="acceptance", tickformat=".0%", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="tokens / round", rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title_text="\u00d7 plain", rangemode="tozero", row=3, col=1)
@@ -278,12 +262,7 @@ def batching_figure(
         textposition="top center",
         hovertemplate="batch %{x}: %{y:.2f}\u00d7 at %{text}<extra></extra>",
     )
-    fig.add_hline(
-        y=1,
-        line={"color": NEUTRAL, "dash": "dash", "width": 1},
-        annotation_text="plain decoding",
-        annotation_position="bottom right",
-    )
+    fig.add_hline(y=1, line=PLAIN_LINE, annotation_text="plain decoding", annotation_position="bottom right")
     if stops_at is not None:
         fig.add_vline(x=stops_at, line={"color": REJECTED, "width": 1})
         # On a log axis an annotation's x is log10 of the value (a shape's is the value itself).
@@ -318,8 +297,8 @@ def batch_costs_figure(
     n = list(pass_sizes)
     fig = go.Figure()
     shades = [DRAFT, ACCEPTED, TARGET, REJECTED, BONUS, NEUTRAL]
-    for i, (bs, row) in enumerate(zip(batch_sizes, target_ms)):
-        ratio = np.maximum.accumulate(np.asarray(row, float)) / row[0]
+    ratios = [np.maximum.accumulate(np.asarray(row, float)) / row[0] for row in target_ms]
+    for i, (bs, row, ratio) in enumerate(zip(batch_sizes, target_ms, ratios)):
         fig.add_scatter(
             x=n,
             y=ratio,
@@ -337,18 +316,11 @@ def batch_costs_figure(
         line={"color": NEUTRAL, "dash": "dot", "width": 1},
         hoverinfo="skip",
     )
-    fig.add_hline(
-        y=1, line={"color": NEUTRAL, "dash": "dash", "width": 1}, annotation_text="free", annotation_position="top left"
-    )
+    fig.add_hline(y=1, line=PLAIN_LINE, annotation_text="free", annotation_position="top left")
     # The diagonal runs off the top: the measured ratios, not the worst case, set the scale.
-    top = max(max(float(np.max(np.maximum.accumulate(np.asarray(row, float)) / row[0])) for row in target_ms), 1.5)
+    top = max(max(float(r.max()) for r in ratios), 1.5)
     fig.update_layout(
         xaxis={"title": "new tokens per sequence (n)", "dtick": whole_dtick(max(n))},
         yaxis={"title": "cost \u00f7 one-token pass", "range": [0, top * 1.3]},
     )
     return style_figure(fig, title)
-
-
-def words_html(sentences: Iterable[str], muted: Iterable[str] = ()) -> str:
-    body = "".join(f"<p>{esc(s)}</p>" for s in sentences) + "".join(f'<p class="sv-muted">{esc(s)}</p>' for s in muted)
-    return f'<div class="specviz-text">{body}</div>'

@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz.events import RoundEvent
-from specviz.viz.palette import DRAFT, OVERLAP, RESIDUAL, TARGET, empty_figure, style_figure
-from specviz.viz.text import EMPTY_MARK, esc, label_html, quoted, visible_text
+from specviz.viz.palette import DRAFT, MONO, OVERLAP, RESIDUAL, TARGET, empty_figure, label_axis, style_figure
+from specviz.viz.text import EMPTY_MARK, esc, label_html, plural, quoted, visible_text
 from specviz.viz.tokens import fmt_prob, fmt_ratio, ratio, round_is_greedy
 from specviz.choices import HEAD, LOOKAHEAD, SUFFIX
 
@@ -46,10 +46,6 @@ class _Html(_Plain):
 
     def s(self, text: str) -> str:
         return esc(text)
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('s') else 's'}"
 
 
 def _all_accepted(k: int) -> str:
@@ -90,7 +86,7 @@ def _intro(event: RoundEvent, f: _Plain, greedy: bool) -> str:
     return (
         f.s(
             f"Round {event.index}: {PROPOSERS.get(event.source.method if event.source else '', 'the draft')} proposed "
-            f"{_n(k, 'token')} ({event.draft_ms:.0f} ms): "
+            f"{plural(k, 'token')} ({event.draft_ms:.0f} ms): "
         )
         + toks
         + f.s(
@@ -164,7 +160,7 @@ def _outcome(event: RoundEvent, f: _Plain, greedy: bool) -> str:
     if unchecked:
         whose = "The draft's" if event.source is None else "The proposal's"
         dropped = (
-            f.s(f" {whose} {_n(len(unchecked), 'later token')} (")
+            f.s(f" {whose} {plural(len(unchecked), 'later token')} (")
             + ", ".join(f.tok(d.text) for d in unchecked)
             + f.s(") " + ("is" if len(unchecked) == 1 else "are") + " discarded unchecked.")
         )
@@ -205,12 +201,12 @@ def _outcome(event: RoundEvent, f: _Plain, greedy: bool) -> str:
 def _result(event: RoundEvent, f: _Plain) -> str:
     gained, e = event.gained, event.emitted
     if not event.drafted:
-        return f.s(f"Result: {_n(gained, 'new token')}, as plain decoding gets from a pass.")
-    parts = [_n(event.accepted, "accepted draft" if event.source is None else "accepted proposed token")]
+        return f.s(f"Result: {plural(gained, 'new token')}, as plain decoding gets from a pass.")
+    parts = [plural(event.accepted, "accepted draft" if event.source is None else "accepted proposed token")]
     if e is not None:
         parts.append(f"1 {'bonus' if e.kind == 'bonus' else 'replacement'}")
     return f.s(
-        f"Result: {' + '.join(parts)} = {_n(gained, 'new token')} from one target pass (plain decoding would need {_n(gained, 'pass')})."
+        f"Result: {' + '.join(parts)} = {plural(gained, 'new token')} from one target pass (plain decoding would need {plural(gained, 'pass')})."
     )
 
 
@@ -261,7 +257,6 @@ def position_bars_figure(event: RoundEvent, position: int, top_n: int = 10, titl
     shown = top[:top_n] + [t for t in top[top_n:] if t.id in marked]
     if not shown:
         return empty_figure("No candidates recorded at this position", title)
-    x = list(range(len(shown)))
     labels = _marked_labels(shown, drafted, e if emitted_here else None)
     title = title or (
         f"Round {event.index}, bonus position {position}: drawn from p"
@@ -279,13 +274,7 @@ def position_bars_figure(event: RoundEvent, position: int, top_n: int = 10, titl
     )
     _add_position_bars(fig, shown, bonus, rest if with_residual else None)
     fig.update_yaxes(title_text="probability", rangemode="tozero", row=1, col=1)
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=x,
-        ticktext=labels,
-        showgrid=False,
-        tickfont={"family": "ui-monospace, Menlo, Consolas, monospace", "size": 13},
-    )
+    fig.update_xaxes(**label_axis(labels, tickfont={"family": MONO, "size": 13}))
     fig.update_layout(barmode="group")
     return style_figure(fig, title, height=420 if with_residual else 320)
 

@@ -14,14 +14,19 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from specviz.viz.palette import ACCEPTED, BONUS, DRAFT, NEUTRAL, REJECTED, RESIDUAL, TARGET, style_figure
-from specviz.viz.text import esc, label_html, plotly_text
+from specviz.viz.palette import ACCEPTED, BONUS, DRAFT, NEUTRAL, REJECTED, RESIDUAL, TARGET, label_axis, style_figure
+from specviz.viz.text import esc, label_html, plotly_text, table_html, words_html
 
 Z_TOLERANCE = 5.0  # deviations beyond this many standard errors would disprove losslessness
 
 
 def _get(result: Any, name: str) -> Any:
     return result[name] if isinstance(result, Mapping) else getattr(result, name)
+
+
+def _token_axis(labels: Sequence[str] | None, n: int) -> dict:
+    """The x axis of per-token bars: the tokens' own text where given, else "token i"."""
+    return label_axis([label_html(t) for t in labels] if labels is not None else [f"token {i}" for i in range(n)])
 
 
 def lossless_frequencies_figure(
@@ -32,7 +37,6 @@ def lossless_frequencies_figure(
     p, q = np.asarray(_get(result, "p")), np.asarray(_get(result, "q"))
     measured, se = np.asarray(_get(result, "measured")), np.asarray(_get(result, "std_error"))
     x = list(range(len(p)))
-    ticks = [label_html(t) for t in labels] if labels is not None else [f"token {i}" for i in x]
     fig = go.Figure()
     fig.add_bar(x=x, y=p, name="p (target)", marker_color=TARGET, hovertemplate="p = %{y:.4f}<extra></extra>")
     fig.add_bar(
@@ -54,9 +58,7 @@ def lossless_frequencies_figure(
         hovertemplate="residual = %{y:.4f}<extra></extra>",
     )
     fig.update_layout(
-        barmode="group",
-        xaxis={"tickmode": "array", "tickvals": x, "ticktext": ticks, "showgrid": False},
-        yaxis={"title": "probability", "rangemode": "tozero"},
+        barmode="group", xaxis=_token_axis(labels, len(p)), yaxis={"title": "probability", "rangemode": "tozero"}
     )
     return style_figure(fig, title)
 
@@ -93,7 +95,7 @@ def lossless_summary_html(result: Any) -> str:
         f"Measured acceptance {float(_get(result, 'acceptance_rate')):.4f} against the overlap "
         f"{float(_get(result, 'overlap')):.4f} ({acc_z:.1f} standard errors)."
     )
-    return f'<div class="specviz-text"><p>{esc(verdict)}</p><p>{esc(acceptance)}</p></div>'
+    return words_html([verdict, acceptance])
 
 
 # The bug gallery. Green is the exact rule; the mistakes take the other Okabe-Ito shades.
@@ -121,7 +123,6 @@ def bug_frequencies_figure(
     first = items[0][1]
     target, t = np.asarray(_get(first, "target")), float(_get(first, "temperature"))
     x = list(range(len(target)))
-    ticks = [label_html(s) for s in labels] if labels is not None else [f"token {i}" for i in x]
     fig = go.Figure()
     fig.add_bar(
         x=x,
@@ -144,7 +145,7 @@ def bug_frequencies_figure(
     fig.update_layout(
         barmode="group",
         bargroupgap=0.05,
-        xaxis={"tickmode": "array", "tickvals": x, "ticktext": ticks, "showgrid": False},
+        xaxis=_token_axis(labels, len(target)),
         yaxis={"title": "probability", "rangemode": "tozero"},
     )
     return style_figure(fig, title, height=360)
@@ -206,13 +207,14 @@ def bug_table_html(rules: Mapping[str, Any]) -> str:
     items = _rules(rules)
     first = items[0][1]
     n, t, noise = int(_get(first, "samples")), float(_get(first, "temperature")), float(_get(first, "tv_noise"))
-    head = "<tr><th>rule</th><th>TV from p at T \u00b1 SE</th><th>exact TV</th><th>verdict (largest gap)</th></tr>"
-    body = "".join(
-        f"<tr><td>{esc(name)}</td><td>{float(_get(r, 'tv')):.5f} \u00b1 {float(_get(r, 'tv_std_error')):.5f}</td>"
-        f"<td>{float(_get(r, 'tv_expected')):.5f}</td>"
-        f"<td>{'within noise' if _get(r, 'within_noise') else 'measurably off'} ({float(_get(r, 'max_z')):.1f} SE)</td></tr>"
-        for name, r in items
-    )
+
+    def row(name: str, r: Any) -> tuple[str, ...]:
+        tv, se, exact, z = (float(_get(r, k)) for k in ("tv", "tv_std_error", "tv_expected", "max_z"))
+        verdict = "within noise" if _get(r, "within_noise") else "measurably off"
+        return name, f"{tv:.5f} \u00b1 {se:.5f}", f"{exact:.5f}", f"{verdict} ({z:.1f} SE)"
+
+    head = ["rule", "TV from p at T \u00b1 SE", "exact TV", "verdict (largest gap)"]
+    table = table_html(head, [row(name, r) for name, r in items])
     off = [name for name, r in items if name != "exact" and not _get(r, "within_noise")]
     mistakes = [name for name, _ in items if name != "exact"]
     intro = (
@@ -232,7 +234,4 @@ def bug_table_html(rules: Mapping[str, Any]) -> str:
         for name, r in items
         if name != "exact"
     )
-    return (
-        f'<div class="specviz-text"><p class="sv-muted">{esc(intro)}</p><table class="specviz-table">{head}{body}</table>'
-        f"<p>{esc(verdict)}</p>{practice}</div>"
-    )
+    return f'<div class="specviz-text"><p class="sv-muted">{esc(intro)}</p>{table}<p>{esc(verdict)}</p>{practice}</div>'

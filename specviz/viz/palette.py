@@ -9,6 +9,8 @@ so it also fits a 390 px phone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import plotly.graph_objects as go
 
 from specviz.viz.text import plotly_text
@@ -23,8 +25,8 @@ OVERLAP = ACCEPTED  # min(p, q) is the chance of acceptance
 RESIDUAL = RESAMPLED  # max(0, p - q) is what a replacement is drawn from
 NEUTRAL = "#7A828C"  # text and reference lines: ~4:1 contrast on white and on near-black
 GRID = "rgba(128, 128, 128, 0.22)"
-
-OUTCOME_COLOURS = {"accepted": ACCEPTED, "rejected": REJECTED, "resampled": RESAMPLED, "bonus": BONUS}
+PLAIN_LINE = {"color": NEUTRAL, "dash": "dash", "width": 1}  # the line at 1: plain decoding, or a one-token pass
+MONO = "ui-monospace, Menlo, Consolas, monospace"  # token text in labels and ticks
 
 
 def style_figure(fig: go.Figure, title: str | None = None, height: int = 340) -> go.Figure:
@@ -67,6 +69,12 @@ def style_figure(fig: go.Figure, title: str | None = None, height: int = 340) ->
     fig.update_xaxes(zeroline=False, **axis)
     fig.update_yaxes(**axis)
     return fig
+
+
+def label_axis(labels: Sequence[str], **more: object) -> dict:
+    """An axis (for `update_xaxes` and the like) with one tick per label at 0, 1, 2, ... and
+    no grid lines between them."""
+    return {"tickmode": "array", "tickvals": list(range(len(labels))), "ticktext": labels, "showgrid": False, **more}
 
 
 def whole_dtick(span: float, ticks: int = 8) -> int:

@@ -20,7 +20,7 @@ from specviz.cost_model import CostModel
 from specviz.events import Event, RoundEvent, RunSummary
 from specviz.settings import MAX_K
 from specviz.viz.live_stats import live_stats
-from specviz.viz.text import esc
+from specviz.viz.text import esc, paragraphs_html, table_html
 
 VERIFY_COST_TOLERANCE = 1.15  # V above this many T counts as "a verify pass is not free"
 TOKENS_TOLERANCE = 0.10  # measured tokens per round this far from predicted is worth a word
@@ -190,13 +190,12 @@ def prediction_html(pred: Prediction) -> str:
         rows.append(
             (f"speedup over the plain run ({pred.plain_run_tokens_per_s:.2f} tokens/s)", "", x(pred.plain_run_speedup))
         )
-    head = "<tr><th></th><th>predicted</th><th>measured</th></tr>"
-    table = head + "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
     inputs = (
         f"From \u03b1 = {pred.alpha:.2f} (mean overlap), k = {pred.k}, T = {pred.target_ms:.0f} ms per target pass "
         f"({pred.target_ms_source}), D = {pred.draft_ms:.0f} ms per drafted token, V = {pred.verify_ms:.0f} ms per "
         f"verify pass over {pred.k + 1} tokens"
         + (f"; measured speedup against plain decoding at {pred.measured_basis}." if pred.measured_basis else ".")
     )
-    why = "".join(f"<p>{esc(s)}</p>" for s in gap_explanation(pred))
-    return f'<div class="specviz-text"><p class="sv-muted">{esc(inputs)}</p><table class="specviz-table">{table}</table>{why}</div>'
+    table = table_html(["", "predicted", "measured"], rows)
+    why = paragraphs_html(gap_explanation(pred))
+    return f'<div class="specviz-text"><p class="sv-muted">{esc(inputs)}</p>{table}{why}</div>'

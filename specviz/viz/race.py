@@ -17,7 +17,7 @@ from specviz.choices import PLAIN, SPECULATIVE
 from specviz.events import Event, PlainTokenEvent, RoundEvent, RunSummary, Trace
 from specviz.viz.inspector import NEAR_TIE_LOGITS
 from specviz.viz.palette import ACCEPTED, NEUTRAL, TARGET, empty_figure, style_figure
-from specviz.viz.text import esc, quoted
+from specviz.viz.text import esc, quoted, table_html, words_html
 from specviz.viz.tokens import tokens_html
 
 Run = Trace | Sequence[Event]
@@ -112,8 +112,6 @@ def comparison_html(spec: RunSummary, plain: RunSummary) -> str:
         ("target forward passes", str(spec.target_passes), str(plain.target_passes)),
         ("draft forward passes", str(spec.draft_passes), str(plain.draft_passes)),
     ]
-    body = "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
-    head = "<tr><th></th><th>speculative</th><th>plain</th></tr>"
     if plain.tokens_per_s > 0 and spec.tokens_per_s > 0:
         ratio = spec.tokens_per_s / plain.tokens_per_s
         verdict = f"Speculative decoding ran at {ratio:.2f}\u00d7 the speed of plain decoding" + (
@@ -124,7 +122,7 @@ def comparison_html(spec: RunSummary, plain: RunSummary) -> str:
     if plain.target_passes > 0 and spec.new_tokens and plain.new_tokens:
         per_tok = (spec.target_passes / spec.new_tokens) / (plain.target_passes / plain.new_tokens)
         verdict += f" It needed {1 - per_tok:.0%} fewer target passes per token."
-    return f'<div class="specviz-text"><p>{esc(verdict)}</p><table class="specviz-table">{head}{body}</table></div>'
+    return f'<div class="specviz-text"><p>{esc(verdict)}</p>{table_html(["", "speculative", "plain"], rows)}</div>'
 
 
 def output_tokens(run: Run) -> list[tuple[int, str]]:
@@ -211,4 +209,4 @@ def identity_html(spec_trace: Run, plain_trace: Run, greedy: bool | None = None)
             "Sampling: the two runs draw different random numbers, so their texts may differ; what they share "
             "is the output distribution (see the lossless lab). "
         ) + words
-    return f'<div class="specviz-text"><p>{esc(words)}</p></div>'
+    return words_html([words])

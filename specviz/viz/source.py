@@ -12,20 +12,19 @@ tree, lookahead's Jacobi window and the n-grams it made. Drawn from the RoundEve
 from __future__ import annotations
 
 from specviz.events import CandidateSource, RoundEvent
-from specviz.viz.text import esc, token_inner_html
-from specviz.viz.tokens import round_is_greedy
+from specviz.viz.text import MISSING_HTML, esc, plural
+from specviz.viz.tokens import round_is_greedy, token_span
 from specviz.choices import HEAD, SUFFIX
 
 DECISION_WORDS = {"accepted": "accepted", "rejected": "rejected", "unchecked": "not checked"}
 
 
 def _chip(text: str, kind: str = "", title: str = "") -> str:
-    cls = f"tok tok-{kind}" if kind else "tok sv-source-tok"
-    return f'<span class="{cls}" title="{esc(title)}">{token_inner_html(text)}</span>'
+    return token_span(text, f"tok-{kind}" if kind else "sv-source-tok", title)
 
 
 def _seq(texts: list[str]) -> str:
-    return "".join(_chip(t) for t in texts) or '<span class="sv-muted">\u2014</span>'
+    return "".join(_chip(t) for t in texts) or MISSING_HTML
 
 
 def source_html(event: RoundEvent) -> str:
@@ -68,8 +67,8 @@ def _suffix(event: RoundEvent, src: CandidateSource) -> str:
         head = f"<p>Round {event.index}: the copy read on after the token the context's last token replaced:</p>"
     else:
         head = (
-            f"<p>Round {event.index}: the context's last {m} token{'s' if m != 1 else ''} "
-            f"{_seq(src.matched)} occurred {src.occurrences} time{'s' if src.occurrences != 1 else ''} earlier "
+            f"<p>Round {event.index}: the context's last {plural(m, 'token')} "
+            f"{_seq(src.matched)} occurred {plural(src.occurrences, 'time')} earlier "
             "(the prompt, the output so far and, on the page, this session's earlier outputs). "
             "What followed them became the speculation tree, each node counting the occurrences that continued "
             "through it:</p>"
@@ -83,7 +82,7 @@ def _suffix(event: RoundEvent, src: CandidateSource) -> str:
 
     path = event.accepted
     taken = (
-        f"<p>The target took {path} node{'s' if path != 1 else ''} of the tree, then added its own token.</p>"
+        f"<p>The target took {plural(path, 'node')} of the tree, then added its own token.</p>"
         if event.tree or event.drafted
         else ""
     )

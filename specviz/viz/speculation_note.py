@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from specviz.cost_model import CostCurve, recorded
 from specviz.events import RoundEvent, Trace
-from specviz.viz.text import esc
+from specviz.viz.text import esc, plural
 from specviz.choices import COST_AWARE, SPECULATIVE, SUFFIX
 
 # Below this share of plain decoding's speed, or speculating in fewer than this share of
@@ -103,8 +103,8 @@ def _sized_round(rounds: list[RoundEvent]) -> str:
     e = next((e for e in reversed(sized) if e.drafted and e.source.matched), sized[-1])
     m, matched = len(e.source.matched), "".join(e.source.matched)
     where = (
-        f"the context's last {m} token{'s' if m != 1 else ''} ({esc(matched)}) occurred {e.source.occurrences} "
-        f"time{'s' if e.source.occurrences != 1 else ''} earlier. "
+        f"the context's last {plural(m, 'token')} ({esc(matched)}) occurred {plural(e.source.occurrences, 'time')} "
+        "earlier. "
         if m
         else ""
     )

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from specviz.acceptance import length_stats, position_stats, predicted_histogram
 from specviz.events import Event, RoundEvent
 from specviz.viz.live_stats import checked_positions, live_stats
-from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, TARGET, empty_figure, style_figure
+from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, PLAIN_LINE, TARGET, empty_figure, style_figure
 from specviz.viz.text import plotly_text
 
 
@@ -65,40 +65,27 @@ def acceptance_by_position_figure(
     return style_figure(fig, title)
 
 
-def accepted_lengths(events: Iterable[Event]) -> tuple[np.ndarray, np.ndarray]:
-    """Per finished round that drafted: (drafts accepted, draft length k). Rounds cut short by
-    the end of the run (no emitted token) are left out: their count says nothing about
-    acceptance (specviz.acceptance.length_stats)."""
-    ls = length_stats(events)
-    return ls.accepted, ls.k
-
-
-def predicted_accepted_lengths(alpha: float, ks: np.ndarray) -> np.ndarray:
-    """Expected number of rounds with 0..max(k) accepted drafts, if each draft were accepted
-    independently with probability alpha (a truncated geometric per round, summed)."""
-    return predicted_histogram(alpha, ks)
-
-
 def accepted_length_figure(
     events: Iterable[Event],
     alpha: float | None = None,
     title: str | None = "Drafts accepted per round",
     model_name: str | None = None,
 ) -> go.Figure:
-    """Histogram of accepted drafts per round against the truncated-geometric prediction.
+    """Histogram of accepted drafts per round (`specviz.acceptance.length_stats`'s rounds)
+    against the truncated-geometric prediction.
 
     alpha defaults to the run's mean overlap (the expected acceptance). A gap between the two
     means acceptances are not independent: easy stretches of text accept whole drafts.
     `model_name` names the prediction in the legend (default: "predicted (alpha = ...)").
     """
     events = list(events)
-    counts, ks = accepted_lengths(events)
-    if len(counts) == 0:
+    lengths = length_stats(events)
+    if not lengths.rounds:
         return empty_figure("No finished rounds yet", title)
     if alpha is None:
         alpha = live_stats(events).mean_overlap
-    expected = predicted_accepted_lengths(alpha, ks)
-    measured = np.bincount(counts, minlength=len(expected))
+    expected = predicted_histogram(alpha, lengths.k)
+    measured = np.bincount(lengths.accepted, minlength=len(expected))
     n = np.arange(len(expected))
     fig = go.Figure()
     fig.add_bar(
@@ -149,12 +136,7 @@ def speedup_comparison_figure(
             showlegend=False,
         )
     )
-    fig.add_hline(
-        y=1,
-        line={"color": NEUTRAL, "dash": "dash", "width": 1},
-        annotation_text="plain decoding",
-        annotation_position="top left",
-    )
+    fig.add_hline(y=1, line=PLAIN_LINE, annotation_text="plain decoding", annotation_position="top left")
     fig.update_layout(
         yaxis={"title": "\u00d7 plain decoding", "rangemode": "tozero", "range": [0, max(values + [1]) * 1.2]}
     )

@@ -1,4 +1,5 @@
-"""Model and user text made safe and visible, for HTML and for Plotly strings.
+"""Model and user text made safe and visible, for HTML and for Plotly strings, and the few
+HTML blocks of plain sentences and tables that every text panel is built from.
 
 Everything a model or a user wrote passes through here before it is drawn: HTML special
 characters are escaped (quotes too, so text can sit in attributes), and characters that are
@@ -11,6 +12,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 
 # Anything but tab and printable ASCII may need care; most code tokens never reach the slow path.
 _MAYBE_SPECIAL = re.compile(r"[^\t\x20-\x7e]")
@@ -19,6 +21,7 @@ _NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x00": "\\0"}
 
 NEWLINE_MARK = "\u21b5"  # the ↵ shown before each newline in the token stream
 EMPTY_MARK = "\u2205"  # ∅: a token whose text is empty (e.g. the first byte of a split character)
+MISSING_HTML = '<span class="sv-muted">\u2014</span>'  # a dash where a list of tokens is empty
 
 
 def esc(text: object) -> str:
@@ -95,3 +98,28 @@ def token_inner_html(text: str) -> str:
         last = m.end()
     out.append(esc(text[last:]))
     return "".join(out)
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 token", "3 tokens", "2 passes": a count with its noun."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('s') else 's'}"
+
+
+def paragraphs_html(sentences: Iterable[str], cls: str = "") -> str:
+    """Plain sentences as escaped <p> elements, each of class `cls` where one is given."""
+    attr = f' class="{cls}"' if cls else ""
+    return "".join(f"<p{attr}>{esc(s)}</p>" for s in sentences)
+
+
+def words_html(sentences: Iterable[str], muted: Iterable[str] = ()) -> str:
+    """A text panel: the sentences, then the muted ones, each escaped in its own <p>."""
+    return f'<div class="specviz-text">{paragraphs_html(sentences)}{paragraphs_html(muted, "sv-muted")}</div>'
+
+
+def table_html(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A `specviz-table` of plain-text cells, all escaped: a header row, then the rows."""
+
+    def row(tag: str, cells: Sequence[str]) -> str:
+        return "<tr>" + "".join(f"<{tag}>{esc(c)}</{tag}>" for c in cells) + "</tr>"
+
+    return f'<table class="specviz-table">{row("th", head)}{"".join(row("td", r) for r in rows)}</table>'

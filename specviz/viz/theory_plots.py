@@ -14,7 +14,7 @@ from specviz import theory
 from specviz.cost_model import CostModel
 from specviz.settings import MAX_K
 from specviz.viz.palette import BONUS, NEUTRAL, REJECTED, style_figure
-from specviz.viz.text import esc
+from specviz.viz.text import words_html
 
 DEFAULT_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)
 DEFAULT_K_MAX = MAX_K  # the page offers k up to MAX_K: best k is searched there
@@ -24,30 +24,28 @@ DEFAULT_K_MAX = MAX_K  # the page offers k up to MAX_K: best k is searched there
 ALPHA_SCALE = [[0.0, "#3D7FD9"], [0.25, "#1F9E89"], [0.5, "#6DAA2C"], [0.75, "#D4A017"], [1.0, "#E0662A"]]
 
 
-def _alpha_colours(alphas: Sequence[float]) -> list[str]:
-    return sample_colorscale(ALPHA_SCALE, [i / max(len(alphas) - 1, 1) for i in range(len(alphas))])
+def _alpha_curves(alphas: Sequence[float], run_alpha: float | None) -> list[tuple[float, str, float, str, str | None]]:
+    """(alpha, colour, width, name, label) of each curve: one per alpha, and the run's drawn
+    thick, labelled "this run" and named in the legend."""
+    colours = sample_colorscale(ALPHA_SCALE, [i / max(len(alphas) - 1, 1) for i in range(len(alphas))])
+    curves = [(a, c, 1.5, f"\u03b1 = {a:g}", None) for a, c in zip(alphas, colours)]
+    if run_alpha is not None:
+        curves.append((run_alpha, NEUTRAL, 3.5, f"this run (\u03b1 = {run_alpha:.2f})", "this run"))
+    return curves
 
 
 def _alpha_curve(
-    fig: go.Figure,
-    ks: np.ndarray,
-    y,
-    name: str,
-    colour: str,
-    width: float,
-    unit: str,
-    legend: bool,
-    label: str | None = None,
+    fig: go.Figure, ks: np.ndarray, y, name: str, colour: str, width: float, unit: str, label: str | None
 ) -> None:
-    """One curve per alpha, labelled at its right end instead of in the legend (which would
-    crowd a phone screen)."""
+    """One curve, labelled at its right end (with `label`, else its name) instead of in the
+    legend, which would crowd a phone screen; a curve with its own label is in the legend too."""
     y = np.asarray(y, dtype=float)
     fig.add_scatter(
         x=ks,
         y=y,
         name=name,
         mode="lines+text",
-        showlegend=legend,
+        showlegend=label is not None,
         line={"color": colour, "width": width},
         text=[""] * (len(ks) - 1) + [label or name],
         textposition="middle right",
@@ -69,20 +67,8 @@ def tokens_per_round_figure(
     drawn thick and its measured tokens per round marked at its k."""
     ks = np.arange(0, k_max + 1)
     fig = go.Figure()
-    for a, colour in zip(alphas, _alpha_colours(alphas)):
-        _alpha_curve(fig, ks, theory.tokens_per_round(a, ks), f"\u03b1 = {a:g}", colour, 1.5, " tokens", legend=False)
-    if run_alpha is not None:
-        _alpha_curve(
-            fig,
-            ks,
-            theory.tokens_per_round(run_alpha, ks),
-            f"this run (\u03b1 = {run_alpha:.2f})",
-            NEUTRAL,
-            3.5,
-            " tokens",
-            legend=True,
-            label="this run",
-        )
+    for a, colour, width, name, label in _alpha_curves(alphas, run_alpha):
+        _alpha_curve(fig, ks, theory.tokens_per_round(a, ks), name, colour, width, " tokens", label)
     if run_k is not None and measured_tokens_per_round is not None:
         _measured_mark(fig, run_k, measured_tokens_per_round, " tokens")
     fig.update_layout(
@@ -110,13 +96,10 @@ def speedup_vs_k_figure(
     """
     ks = np.arange(0, k_max + 1)
     fig = go.Figure()
-    curves = [(a, c, 1.5, f"\u03b1 = {a:g}", False) for a, c in zip(alphas, _alpha_colours(alphas))]
-    if run_alpha is not None:
-        curves.append((run_alpha, NEUTRAL, 3.5, f"this run (\u03b1 = {run_alpha:.2f})", True))
     best_x, best_y, best_text = [], [], []
-    for a, colour, width, name, legend in curves:
+    for a, colour, width, name, label in _alpha_curves(alphas, run_alpha):
         s = np.asarray(theory.speedup(a, ks, target_ms, draft_ms))
-        _alpha_curve(fig, ks, s, name, colour, width, "\u00d7", legend, label="this run" if legend else None)
+        _alpha_curve(fig, ks, s, name, colour, width, "\u00d7", label)
         b = int(np.argmax(s))
         best_x.append(b)
         best_y.append(float(s[b]))
@@ -235,4 +218,4 @@ def theory_text_html(alpha: float, k: int, target_ms: float, draft_ms: float, k_
         if np.isfinite(be)
         else f"For k = {k}, a drafted token costs more than a target pass, so drafting cannot pay off at any \u03b1.",
     ]
-    return '<div class="specviz-text">' + "".join(f"<p>{esc(s)}</p>" for s in lines) + "</div>"
+    return words_html(lines)

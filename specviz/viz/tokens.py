@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from specviz.events import DraftToken, EmittedToken, Event, PlainTokenEvent, RoundEvent
 from specviz.viz.text import esc, quoted, token_inner_html
 
-OUTCOMES = ("accepted", "rejected", "resampled", "bonus")
-
 
 def fmt_prob(x: float | None) -> str:
     """A probability with three decimals, or in scientific notation when it is tiny."""
@@ -75,11 +73,11 @@ def emitted_tooltip(e: EmittedToken, event: RoundEvent, greedy: bool) -> str:
     return f"{head}\np = {fmt_prob(e.p)} (target)\n{why}"
 
 
-def _span(classes: str, text: str, tooltip: str, round_index: int, pos: int) -> str:
-    return (
-        f'<span class="tok {classes}" data-round="{round_index}" data-pos="{pos}" '
-        f'title="{esc(tooltip)}">{token_inner_html(text)}</span>'
-    )
+def token_span(text: str, classes: str, tooltip: str, **data: object) -> str:
+    """One token as a hoverable `tok` span: its classes, its data-* attributes in the order
+    given, and its tooltip (escaped here)."""
+    attrs = "".join(f' data-{name}="{value}"' for name, value in data.items())
+    return f'<span class="tok {classes}"{attrs} title="{esc(tooltip)}">{token_inner_html(text)}</span>'
 
 
 def round_tokens_html(event: RoundEvent, show_rejected: bool = True) -> str:
@@ -87,21 +85,21 @@ def round_tokens_html(event: RoundEvent, show_rejected: bool = True) -> str:
     greedy = round_is_greedy(event)
     parts = []
     for pos, d in enumerate(event.drafted, start=1):
-        if d.decision == "accepted":
-            parts.append(_span("tok-accepted", d.text, draft_tooltip(d, event, pos, greedy), event.index, pos))
-        elif show_rejected:
-            classes = "tok-rejected" if d.decision == "rejected" else "tok-rejected tok-unchecked"
-            parts.append(_span(classes, d.text, draft_tooltip(d, event, pos, greedy), event.index, pos))
+        if d.decision != "accepted" and not show_rejected:
+            continue
+        classes = {"accepted": "tok-accepted", "rejected": "tok-rejected"}.get(d.decision, "tok-rejected tok-unchecked")
+        parts.append(token_span(d.text, classes, draft_tooltip(d, event, pos, greedy), round=event.index, pos=pos))
     e = event.emitted
     if e is not None:
         kind = "tok-bonus" if e.kind == "bonus" else "tok-resampled"
-        parts.append(_span(kind, e.text, emitted_tooltip(e, event, greedy), event.index, event.accepted + 1))
+        tooltip = emitted_tooltip(e, event, greedy)
+        parts.append(token_span(e.text, kind, tooltip, round=event.index, pos=event.accepted + 1))
     return f'<span class="sv-round" data-round="{event.index}">{"".join(parts)}</span>'
 
 
 def plain_token_html(event: PlainTokenEvent) -> str:
     tooltip = f"plain decoding \u00b7 token {event.index} \u00b7 {quoted(event.text)}\np = {fmt_prob(event.p)} (target)\n{event.ms:.0f} ms"
-    return f'<span class="tok tok-plain" data-index="{event.index}" title="{esc(tooltip)}">{token_inner_html(event.text)}</span>'
+    return token_span(event.text, "tok-plain", tooltip, index=event.index)
 
 
 def tokens_html(events: Iterable[Event], show_rejected: bool = True, empty: str = "") -> str:

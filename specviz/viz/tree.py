@@ -21,19 +21,26 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.events import EmittedToken, RoundEvent
-from specviz.viz.palette import ACCEPTED, BONUS, GRID, NEUTRAL, REJECTED, RESAMPLED, TARGET, empty_figure, style_figure
-from specviz.viz.text import esc, plotly_text, quoted, token_inner_html, visible_text
-from specviz.viz.tokens import fmt_prob, round_is_greedy
+from specviz.viz.palette import (
+    ACCEPTED,
+    BONUS,
+    GRID,
+    MONO,
+    NEUTRAL,
+    REJECTED,
+    RESAMPLED,
+    TARGET,
+    empty_figure,
+    label_axis,
+    style_figure,
+)
+from specviz.viz.text import MISSING_HTML, esc, label_html, plotly_text, plural, quoted
+from specviz.viz.tokens import fmt_prob, round_is_greedy, token_span
 
 DECISION_COLOURS = {"accepted": ACCEPTED, "rejected": REJECTED, "unchecked": NEUTRAL}
 DECISION_NAMES = {"accepted": "accepted path", "rejected": "rejected", "unchecked": "unchecked"}
 ROOT_LABEL = "root"
-
-
-def _label(text: str, limit: int) -> str:
-    """A token as a short Plotly label: visible, spaces as ␣, shortened, escaped."""
-    shown = visible_text(text).replace(" ", "␣")
-    return plotly_text(shown[: limit - 1] + "…" if len(shown) > limit else shown)
+NO_TARGET_YET = '<span class="sv-muted" title="no target token yet: its text was incomplete or beyond this round\'s k">\u2014</span>'
 
 
 def check_parents(parents: Sequence[int]) -> None:
@@ -184,24 +191,25 @@ def _root(fig: go.Figure, slot: int) -> None:
 def _emitted(fig: go.Figure, e: EmittedToken, depth: int, slot: int) -> None:
     """The token the target emitted below the path: a star, blue for a bonus, amber for a replacement."""
     kind = "bonus" if e.kind == "bonus" else "replacement"
+    hover = f"emitted by the target after the path: {plotly_text(quoted(e.text))} (id {e.id})<br>{kind}, p = {fmt_prob(e.p)}"
+    marker = {"symbol": "star", "size": 18, "color": BONUS if e.kind == "bonus" else RESAMPLED}
+    _tokens(fig, [depth], [slot], f"emitted ({kind})", [e.text], marker, [hover])
+
+
+def _tokens(fig: go.Figure, xs: list, ys: list, name: str, texts: list[str], marker: dict, hover: list[str]) -> None:
+    """Tokens as markers with their text above, shortened, and `hover` (Plotly text) on hover."""
     fig.add_scatter(
-        x=[depth],
-        y=[slot],
+        x=xs,
+        y=ys,
         mode="markers+text",
-        name=f"emitted ({kind})",
-        text=[_label(e.text, 10)],
+        name=name,
+        text=[label_html(t, 10) for t in texts],
         textposition="top center",
-        textfont=MONO,
-        marker={"symbol": "star", "size": 18, "color": BONUS if e.kind == "bonus" else RESAMPLED},
-        customdata=[
-            f"emitted by the target after the path: {plotly_text(quoted(e.text))} (id {e.id})<br>"
-            f"{kind}, p = {fmt_prob(e.p)}"
-        ],
+        textfont={"family": MONO, "size": 12},
+        marker=marker,
+        customdata=hover,
         hovertemplate="%{customdata}<extra></extra>",
     )
-
-
-MONO = {"family": "ui-monospace, Menlo, Consolas, monospace", "size": 12}
 
 
 def _edges(
@@ -235,23 +243,10 @@ def _nodes(fig: go.Figure, nodes, depth: dict, slot: dict, greedy: bool) -> None
             f"q = {fmt_prob(nodes[i].q)} (draft)<br>{plotly_text(_p_words(nodes[i].p, greedy))}<br>{decision}"
             for i in idx
         ]
-        fig.add_scatter(
-            x=[depth[i] for i in idx],
-            y=[slot[i] for i in idx],
-            mode="markers+text",
-            name=DECISION_NAMES[decision],
-            text=[_label(nodes[i].text, 10) for i in idx],
-            textposition="top center",
-            textfont=MONO,
-            marker={
-                "size": 14,
-                "color": DECISION_COLOURS[decision],
-                "opacity": 0.55 if decision == "unchecked" else 1.0,
-                "line": {"width": 0},
-            },
-            customdata=hover,
-            hovertemplate="%{customdata}<extra></extra>",
-        )
+        colour, opacity = DECISION_COLOURS[decision], 0.55 if decision == "unchecked" else 1.0
+        marker = {"size": 14, "color": colour, "opacity": opacity, "line": {"width": 0}}
+        xs, ys = [depth[i] for i in idx], [slot[i] for i in idx]
+        _tokens(fig, xs, ys, DECISION_NAMES[decision], [nodes[i].text for i in idx], marker, hover)
 
 
 def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
@@ -263,7 +258,7 @@ def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
     parents = [t.parent for t in event.tree]
     mask = tree_mask(parents)
     n = len(parents)
-    names = [ROOT_LABEL] + [f"{i} {_label(t.text, 8)}" for i, t in enumerate(event.tree)]
+    names = [ROOT_LABEL] + [f"{i} {label_html(t.text, 8)}" for i, t in enumerate(event.tree)]
     words = ["the root"] + [f"node {i} {plotly_text(quoted(t.text))}" for i, t in enumerate(event.tree)]
     hover = [
         [f"{words[r]} {'may' if mask[r][c] else 'may not'} look at {words[c]}" for c in range(n + 1)]
@@ -284,16 +279,9 @@ def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
             hovertemplate="%{customdata}<extra></extra>",
         )
     )
-    ticks = {
-        "tickmode": "array",
-        "tickvals": list(range(n + 1)),
-        "ticktext": names,
-        "showgrid": False,
-        "tickfont": {"family": "ui-monospace, Menlo, Consolas, monospace", "size": 11},
-    }
+    ticks = label_axis(names, tickfont={"family": MONO, "size": 11})
     fig.update_xaxes(title_text="may look at", side="top", tickangle=-60, **ticks)
     fig.update_yaxes(title_text="token in the pass", autorange="reversed", **ticks)
-    fig.update_layout(margin={"t": 90})
     title = title or f"Round {event.index}: tree attention mask ({n + 1} tokens, one pass)"
     fig = style_figure(fig, title, height=max(300, 150 + 20 * (n + 1)))
     fig.update_layout(margin={"t": 110, "l": 90})
@@ -351,46 +339,24 @@ def alignment_html(event: RoundEvent, meta: Mapping[str, Any] | None = None) -> 
     `meta` (the trace's) names the method and, when recorded, the vocabulary overlap."""
     if not event.alignment:
         return f'<p class="sv-muted">Round {event.index} was drafted in the target\'s own vocabulary: nothing to align.</p>'
-    groups = alignment_groups(event)
-    cols = []
-    for drafts, targets in groups:
-        top = (
-            "".join(
-                f'<span class="tok sv-align-draft-tok" title="{esc(_draft_title(event, i))}">{token_inner_html(event.alignment[i].text)}</span>'
-                for i in drafts
-            )
-            or '<span class="sv-muted">\u2014</span>'
+    cols = [_column("draft's own tokens", "target tokens", "", "sv-align-col sv-align-labels")]
+    for drafts, targets in alignment_groups(event):
+        top = "".join(token_span(event.alignment[i].text, "sv-align-draft-tok", _draft_title(event, i)) for i in drafts)
+        bottom = "".join(
+            token_span(event.drafted[c].text, f"tok-{event.drafted[c].decision}", _target_title(event, c), pos=c + 1)
+            for c in targets
         )
-        bottom = (
-            "".join(
-                f'<span class="tok tok-{event.drafted[c].decision}" data-pos="{c + 1}" '
-                f'title="{esc(_target_title(event, c))}">{token_inner_html(event.drafted[c].text)}</span>'
-                for c in targets
-            )
-            or '<span class="sv-muted" title="no target token yet: its text was incomplete or beyond this round\'s k">\u2014</span>'
-        )
-        cols.append(
-            f'<div class="sv-align-col"><div class="sv-align-top">{top}</div>'
-            f'<div class="sv-align-link" aria-hidden="true">\u2193</div><div class="sv-align-bottom">{bottom}</div></div>'
-        )
+        cols.append(_column(top or MISSING_HTML, bottom or NO_TARGET_YET))
     e = event.emitted
     if e is not None:
         kind = "bonus" if e.kind == "bonus" else "resampled"
-        cols.append(
-            f'<div class="sv-align-col"><div class="sv-align-top"><span class="sv-muted">target</span></div>'
-            f'<div class="sv-align-link" aria-hidden="true">\u2193</div><div class="sv-align-bottom">'
-            f'<span class="tok tok-{kind}" title="{esc(f"emitted by the target ({kind}): {quoted(e.text)}, p = {fmt_prob(e.p)}")}">'
-            f"{token_inner_html(e.text)}</span></div></div>"
-        )
-    labels = (
-        '<div class="sv-align-col sv-align-labels"><div class="sv-align-top">draft\'s own tokens</div>'
-        '<div class="sv-align-link" aria-hidden="true"></div><div class="sv-align-bottom">target tokens</div></div>'
-    )
+        tooltip = f"emitted by the target ({kind}): {quoted(e.text)}, p = {fmt_prob(e.p)}"
+        cols.append(_column('<span class="sv-muted">target</span>', token_span(e.text, f"tok-{kind}", tooltip)))
     counts = {d: sum(x.decision == d for x in event.drafted) for d in ("accepted", "rejected", "unchecked")}
     n_draft = len(event.alignment)
     summary = (
-        f"Round {event.index}: the draft wrote {n_draft} token{'s' if n_draft != 1 else ''} of its own; "
-        f"they became {len(event.drafted)} target candidate{'s' if len(event.drafted) != 1 else ''}: "
+        f"Round {event.index}: the draft wrote {plural(n_draft, 'token')} of its own; "
+        f"they became {plural(len(event.drafted), 'target candidate')}: "
         f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['unchecked']} unchecked."
     )
     method = method_of(meta)
@@ -402,7 +368,15 @@ def alignment_html(event: RoundEvent, meta: Mapping[str, Any] | None = None) -> 
     return (
         f'<div class="specviz-text sv-align"><p>{esc(summary)}</p>'
         + (f'<p class="sv-muted">{esc(how.strip())}</p>' if how else "")
-        + f'<div class="sv-align-row">{labels}{"".join(cols)}</div></div>'
+        + f'<div class="sv-align-row">{"".join(cols)}</div></div>'
+    )
+
+
+def _column(top: str, bottom: str, link: str = "\u2193", cls: str = "sv-align-col") -> str:
+    """One column of the alignment: `top` (HTML) above `bottom`, joined by `link`."""
+    return (
+        f'<div class="{cls}"><div class="sv-align-top">{top}</div>'
+        f'<div class="sv-align-link" aria-hidden="true">{link}</div><div class="sv-align-bottom">{bottom}</div></div>'
     )
 
 

@@ -29,7 +29,7 @@ import plotly.graph_objects as go
 from specviz.cost_model import recorded
 from specviz.events import Event, RoundEvent
 from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, style_figure, whole_dtick
-from specviz.viz.text import esc
+from specviz.viz.text import esc, paragraphs_html
 
 MIN_CHECKED = 5  # a (depth, rank) checked fewer times than this borrows its rank's rate
 
@@ -215,7 +215,7 @@ def payoff_html(pay: TreePayoff | None) -> str:
         f"{MIN_CHECKED} times uses its rank's rate over all depths); costs from the trace's cost model. "
         f"Over {pay.rounds} tree rounds."
     )
-    words = "".join(f"<p>{esc(s)}</p>" for s in payoff_sentences(pay))
+    words = paragraphs_html(payoff_sentences(pay))
     return (
         f'<div class="specviz-text" id="tree-payoff-text"><p><b>Tree or chain?</b></p>{words}'
         f'<p class="sv-muted">Acceptance by sibling rank and depth (checked):</p>'
