@@ -43,6 +43,13 @@ COMMANDS = {
 }
 
 
+def check_range(flag: str, value, lo, hi=None) -> None:
+    """Refuse a flag's value below `lo` or above `hi` (None: no bound above), in every command's words."""
+    if value is not None and not (lo <= value and (hi is None or value <= hi)):
+        bound = f"{lo:,} or more" if hi is None else f"from {lo:,} to {hi:,}"
+        raise UserError(f"{flag} must be {bound} (got {value:,})")
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Bad arguments get one line on stderr (what is wrong, and where help is), exit status 2."""
 

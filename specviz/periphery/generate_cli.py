@@ -32,7 +32,7 @@ from specviz.settings import (
 # The target placements offered (lm/torch_runtime/devices.py DEVICE_MAPS), named here so --help needs no torch.
 DEVICE_MAPS = ("none", "auto")
 
-# New tokens of the untimed warm-up run (the bench warms up with as many).
+# New tokens of the untimed warm-up run, here and in the bench.
 WARMUP_TOKENS = 8
 
 # ANSI styles per token kind: colour plus a second cue (strike-through, underline, bold).
@@ -170,15 +170,18 @@ def run(args: argparse.Namespace) -> int:
 def warm_up(pair, prompt: str, settings: GenerationSettings) -> float:
     """A short untimed run of the same settings: the first passes after loading pay for
     kernels and memory that every later run finds ready. Returns its seconds."""
-    from dataclasses import replace
-
     from specviz import engine
 
     t0 = time.perf_counter()
-    engine.run(
-        pair, prompt, replace(settings, max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens)), record="minimal"
-    )
+    engine.run(pair, prompt, warmup_settings(settings), record="minimal")
     return time.perf_counter() - t0
+
+
+def warmup_settings(settings: GenerationSettings) -> GenerationSettings:
+    """The settings of an untimed warm-up run (here and in the bench): the same, cut short."""
+    from dataclasses import replace
+
+    return replace(settings, max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
 
 
 def generate(

@@ -93,16 +93,10 @@ def simulate(p, q, samples: int = 1_000_000, seed: int = 0) -> LosslessResult:
     """Run the acceptance rule `samples` times on p and q and measure what comes out."""
     p, q = _check_inputs(p, q, samples, seed)
     res = residual(p, q)
-    rng = np.random.default_rng(seed)
-    start = time.perf_counter()
-    counts, accepted = _run(rng, q, _keep(p, q), res, samples)
-    seconds = time.perf_counter() - start
-
-    measured = counts / samples
+    measured, acceptance_rate, seconds = _run(q, _keep(p, q), res, samples, seed)
     abs_error = np.abs(measured - p)
     std_error = np.sqrt(p * (1 - p) / samples)
     overlap = float(np.minimum(p, q).sum())
-    acceptance_rate = accepted / samples
     acceptance_se = math.sqrt(overlap * (1 - overlap) / samples)
     return LosslessResult(
         p=p.tolist(),
@@ -114,8 +108,8 @@ def simulate(p, q, samples: int = 1_000_000, seed: int = 0) -> LosslessResult:
         acceptance_rate=acceptance_rate,
         overlap=overlap,
         acceptance_std_error=acceptance_se,
-        max_z=float(np.max(_z(abs_error, std_error))),
-        acceptance_z=float(_z(np.array(abs(acceptance_rate - overlap)), np.array(acceptance_se))),
+        max_z=float(np.max(z_scores(abs_error, std_error))),
+        acceptance_z=float(z_scores(abs(acceptance_rate - overlap), acceptance_se)),
         samples=samples,
         seed=seed,
         seconds=seconds,
@@ -242,12 +236,9 @@ def bug_gallery(
     out = {}
     for rule in RULES:
         draft, keep, replacement = rule_parts(rule, p, q, temperature)
-        start = time.perf_counter()
-        counts, accepted = _run(np.random.default_rng(seed), draft, keep, replacement, samples)
-        seconds = time.perf_counter() - start
-        measured = counts / samples
+        measured, acceptance_rate, seconds = _run(draft, keep, replacement, samples, seed)
         expected = expected_output(draft, keep, replacement)
-        max_z = float(np.max(_z(np.abs(measured - target), se)))
+        max_z = float(np.max(z_scores(np.abs(measured - target), se)))
         out[rule] = RuleResult(
             rule=rule,
             title=RULE_TITLES[rule],
@@ -265,7 +256,7 @@ def bug_gallery(
             tv_noise=tv_noise(target, samples),
             max_z=max_z,
             within_noise=max_z <= Z_TOLERANCE,
-            acceptance_rate=accepted / samples,
+            acceptance_rate=acceptance_rate,
             samples=samples,
             seed=seed,
             seconds=seconds,
@@ -321,10 +312,11 @@ def _keep(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def _run(
-    rng: np.random.Generator, draft: np.ndarray, keep: np.ndarray, replacement: np.ndarray, samples: int
-) -> tuple[np.ndarray, int]:
+    draft: np.ndarray, keep: np.ndarray, replacement: np.ndarray, samples: int, seed: int
+) -> tuple[np.ndarray, float, float]:
     """Draw x ~ draft, keep it with probability keep[x], else emit a draw from replacement,
-    `samples` times: (counts per token, drafts kept)."""
+    `samples` times from `seed`: (output frequency per token, share of drafts kept, seconds)."""
+    start, rng = time.perf_counter(), np.random.default_rng(seed)
     draft_cdf, rep_cdf = _cdf(draft), _cdf(replacement)
     counts = np.zeros(draft.size, dtype=np.int64)
     accepted = 0
@@ -335,7 +327,7 @@ def _run(
         accepted += kept.size
         counts += np.bincount(kept, minlength=draft.size)
         counts += np.bincount(_draw(rng, rep_cdf, n - kept.size), minlength=draft.size)
-    return counts, accepted
+    return counts / samples, accepted / samples, time.perf_counter() - start
 
 
 def _cdf(dist: np.ndarray) -> np.ndarray:
@@ -348,7 +340,8 @@ def _draw(rng: np.random.Generator, cdf: np.ndarray, n: int) -> np.ndarray:
     return np.searchsorted(cdf, rng.random(n), side="right")
 
 
-def _z(error: np.ndarray, se: np.ndarray) -> np.ndarray:
+def z_scores(error, se) -> np.ndarray:
     """error / se, where a zero standard error (probability 0 or 1) allows no error at all."""
+    error, se = np.asarray(error, dtype=np.float64), np.asarray(se, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(se > 0, error / se, np.where(error > 0, np.inf, 0.0))

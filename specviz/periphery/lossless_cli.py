@@ -12,7 +12,6 @@ import json
 
 DEFAULT_Q = "0.5,0.2,0.2,0.1"
 DEFAULT_P = "0.15,0.35,0.1,0.4"
-TOLERANCE_SE = 5  # what counts as a match, in standard errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,11 +59,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(r) -> str:
+    from specviz.periphery.lossless import Z_TOLERANCE, z_scores
+
     lines = [
         f"{'token':>5}  {'p':>8}  {'q':>8}  {'min(p,q)':>8}  {'residual':>8}  {'measured':>9}  {'|error|':>9}  {'error/SE':>8}"
     ]
-    for i, (p, q, res, m, e, se) in enumerate(zip(r.p, r.q, r.residual, r.measured, r.abs_error, r.std_error)):
-        z = e / se if se > 0 else (0.0 if e == 0 else float("inf"))
+    zs = z_scores(r.abs_error, r.std_error)
+    for i, (p, q, res, m, e, z) in enumerate(zip(r.p, r.q, r.residual, r.measured, r.abs_error, zs)):
         lines.append(f"{i:>5}  {p:>8.4f}  {q:>8.4f}  {min(p, q):>8.4f}  {res:>8.4f}  {m:>9.6f}  {e:>9.6f}  {z:>8.2f}")
     lines += [
         "",
@@ -73,8 +74,8 @@ def _table(r) -> str:
         f"{r.samples:,} samples, seed {r.seed}, {r.seconds:.2f} s",
     ]
     worst = max(r.max_z, r.acceptance_z)
-    if worst <= TOLERANCE_SE:
-        lines.append(f"Output matches p within {TOLERANCE_SE} standard errors: the rule is lossless.")
+    if worst <= Z_TOLERANCE:
+        lines.append(f"Output matches p within {Z_TOLERANCE} standard errors: the rule is lossless.")
     else:
         lines.append(f"Output is {worst:.1f} standard errors from the prediction: something is wrong.")
     return "\n".join(lines)

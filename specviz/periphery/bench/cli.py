@@ -28,6 +28,7 @@ from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_p
 from specviz.periphery.bench.summary import summarise
 from specviz.errors import UserError
 from specviz.choices import LLAMACPP, POLICIES
+from specviz.periphery.cli import check_range
 from specviz.periphery.generate_cli import add_precision, add_runtime, add_setting
 from specviz.settings import MAX_K, default_k
 
@@ -347,14 +348,10 @@ class _progress:
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.repeats < 1:
-        raise UserError(f"--repeats must be 1 or more (got {args.repeats})")
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads must be 1 or more (got {args.threads})")
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit must be 1 or more (got {args.limit})")
-    if not 1 <= args.k_max <= MAX_K:
-        raise UserError(f"--k-max must be from 1 to {MAX_K} (got {args.k_max})")
+    check_range("--repeats", args.repeats, 1)
+    check_range("--threads", args.threads, 1)
+    check_range("--limit", args.limit, 1)
+    check_range("--k-max", args.k_max, 1, MAX_K)
 
 
 def _int_list(text: str, flag: str) -> list[int]:
@@ -362,9 +359,8 @@ def _int_list(text: str, flag: str) -> list[int]:
         values = [int(x) for x in _str_list(text)]
     except ValueError:
         raise UserError(f"{flag} takes whole numbers separated by commas (got {text!r})") from None
-    bad = [v for v in values if not 1 <= v <= MAX_K]
-    if bad:
-        raise UserError(f"{flag}: each k must be from 1 to {MAX_K} (got {bad[0]})")
+    for v in values:
+        check_range(f"{flag}: each k", v, 1, MAX_K)
     return values
 
 

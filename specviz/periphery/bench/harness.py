@@ -25,9 +25,8 @@ from specviz.periphery.bench.methods import (
 )
 from specviz.periphery.bench.prompts import BenchPrompt, alternating
 from specviz.choices import POLICIES
+from specviz.periphery.generate_cli import warmup_settings
 from specviz.settings import GenerationSettings, default_k
-
-WARMUP_TOKENS = 8
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def run_bench(
     if opts.warmup and todo:
         for m in methods:
             step(f"warm-up {m.name}")
-            _run_one(pair, todo[0], m, replace(base, max_new_tokens=min(WARMUP_TOKENS, base.max_new_tokens)), opts)
+            _run_one(pair, todo[0], m, warmup_settings(base), opts)
     for i, p in enumerate(todo, start=len(raw)):
         samples: dict[str, list[Sample]] = {m.name: [] for m in methods}
         for r in range(opts.repeats):

@@ -93,15 +93,18 @@ def _speculative_args(
     """llama-speculative-simple's command line: greedy, on the CPU, the prompt as given (a
     code prompt's "\\n" is not a newline)."""
     args = [str(tools_dir() / "llama-speculative-simple"), "-m", str(target), "-p", prompt_text]
-    args += ["-n", str(max_new_tokens), "--spec-type", spec_type, "-t", str(threads), "--temp", "0"]
-    args += ["-c", "4096", "-ngl", "0", "--no-escape"]
+    args += ["-n", str(max_new_tokens), "--spec-type", spec_type, "--temp", "0", "--no-escape"]
     if spec_type in NGRAM_TYPES:
-        args += NGRAM_TYPES[spec_type]
-    else:
-        args += ["-md", str(draft), "--spec-draft-n-max", str(draft_max), "-td", str(threads), "-ngld", "0"]
-    if cpu_has_amx():
-        args.append("--no-repack")  # as the runtime loads on AMX CPUs (lm/llamacpp_runtime/model.py)
-    return args
+        return args + NGRAM_TYPES[spec_type] + _on_cpu(threads, draft=False)
+    return args + ["-md", str(draft), "--spec-draft-n-max", str(draft_max)] + _on_cpu(threads, draft=True)
+
+
+def _on_cpu(threads: int, *, draft: bool) -> list[str]:
+    """What every tool runs with here: the machine's threads, a 4096-token context, no layer on a
+    GPU (the draft's neither, where there is one), and on AMX CPUs no repacking, as the runtime
+    loads (lm/llamacpp_runtime/model.py)."""
+    args = ["-t", str(threads), "-c", "4096", "-ngl", "0"] + (["-td", str(threads), "-ngld", "0"] if draft else [])
+    return args + (["--no-repack"] if cpu_has_amx() else [])
 
 
 def _speculative_report(stdout: str, stderr: str, prompt_text: str) -> dict:
@@ -138,29 +141,8 @@ def server_args(exported: str, port: int, threads: int) -> list[str]:
     if "--port" in args:
         i = args.index("--port")
         del args[i : i + 2]
-    args = [
-        str(tools_dir() / "llama-server"),
-        *args[1:],
-        "--port",
-        str(port),
-        "--host",
-        "127.0.0.1",
-        "--metrics",
-        "-t",
-        str(threads),
-        "-td",
-        str(threads),
-        "-c",
-        "4096",
-        "-ngl",
-        "0",
-        "-ngld",
-        "0",
-        "--no-webui",
-    ]
-    if cpu_has_amx():
-        args.append("--no-repack")
-    return args
+    args = [str(tools_dir() / "llama-server"), *args[1:], "--port", str(port), "--host", "127.0.0.1"]
+    return args + ["--metrics", "--no-webui"] + _on_cpu(threads, draft=True)
 
 
 class Server:

@@ -358,15 +358,16 @@ def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: Genera
     from specviz.lm.prompt import stop_ids
 
     llm = llamacpp_baselines.model(pair.target.path, pair.target.threads, lookup=method.kind == "lookup")
+    stops = stop_ids(pair)
     r = llamacpp_baselines.generate(
         llm,
         input_ids.tolist(),
         max_new_tokens=settings.max_new_tokens,
         temperature=settings.temperature,
         seed=settings.seed,
-        stop_ids=stop_ids(pair),
+        stop_ids=stops,
     )
-    stop = "eos" if r.token_ids and r.token_ids[-1] in stop_ids(pair) else "max_new_tokens"
+    stop = "eos" if r.token_ids and r.token_ids[-1] in stops else "max_new_tokens"
     return Sample(token_ids=r.token_ids, wall_s=r.wall_s, stats={"stop_reason": stop})
 
 
@@ -378,24 +379,12 @@ def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: G
     if settings.temperature != 0:
         raise UserError(f"{method.name} runs greedy only here: drop it from a sampling bench")
     text = pair.tokenizer.decode(input_ids.tolist())
-    if method.kind in NGRAM_TYPES:
-        r = llamacpp_tools.speculative_simple(
-            pair.target.path,
-            None,
-            text,
-            max_new_tokens=settings.max_new_tokens,
-            threads=pair.target.threads,
-            spec_type=method.kind,
-        )
-    else:
-        r = llamacpp_tools.speculative_simple(
-            pair.target.path,
-            pair.draft.path,
-            text,
-            max_new_tokens=settings.max_new_tokens,
-            draft_max=method.k,
-            threads=pair.target.threads,
-        )
+    # an n-gram type drafts from the context alone; the draft model up to k tokens
+    drafting = {"spec_type": method.kind} if method.kind in NGRAM_TYPES else {"draft_max": method.k}
+    draft = None if method.kind in NGRAM_TYPES else pair.draft.path
+    r = llamacpp_tools.speculative_simple(
+        pair.target.path, draft, text, max_new_tokens=settings.max_new_tokens, threads=pair.target.threads, **drafting
+    )
     ids = pair.tokenizer(r["text"], add_special_tokens=False)["input_ids"][: r["new_tokens"]]
     stats = {
         "stop_reason": "max_new_tokens" if r["new_tokens"] >= settings.max_new_tokens else "eos",

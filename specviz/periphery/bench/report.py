@@ -12,6 +12,13 @@ from specviz.periphery.bench.methods import GATHERED, PACKED
 from specviz.periphery.bench.summary import plain_reference, vs_key
 
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
+# What each variant of a transformers method changes, for the note above the tables.
+VARIANT_NOTES = {
+    GATHERED: "its LM heads fed rows of their own (`hf_baselines.gathered_heads`), removing a slow path its "
+    "prefill takes on some CPUs in bf16",
+    PACKED: "its linear layers computing through the oneDNN-packed weights specviz's own loop uses "
+    "(`hf_baselines.packed_layers`)",
+}
 
 
 def write_all(result: dict[str, Any], out: Path) -> dict[str, Path]:
@@ -87,20 +94,13 @@ def _header(result: dict[str, Any]) -> list[str]:
             f"({v['overlap']:.1%}) have an exact match in its {v['draft_entries']}; `auto` drafts by {v['default_method']}.",
             "",
         ]
-    if any(n.endswith(GATHERED) for n in methods):
-        lines += [
-            f"`{GATHERED}`: transformers with its LM heads fed rows of their own (`hf_baselines.gathered_heads`), "
-            'removing a slow path its prefill takes on some CPUs in bf16; "vs best assisted" and the goals compare '
-            "with transformers as shipped.",
-            "",
-        ]
-    if any(n.endswith(PACKED) for n in methods):
-        lines += [
-            f"`{PACKED}`: transformers with its linear layers computing through the oneDNN-packed weights specviz's "
-            'own loop uses (`hf_baselines.packed_layers`); "vs best assisted" and the goals compare with transformers '
-            "as shipped.",
-            "",
-        ]
+    for variant, what in VARIANT_NOTES.items():
+        if any(n.endswith(variant) for n in methods):
+            lines += [
+                f'`{variant}`: transformers with {what}; "vs best assisted" and the goals compare with transformers '
+                "as shipped.",
+                "",
+            ]
     generators = _generators(result)
     if generators:
         lines += [

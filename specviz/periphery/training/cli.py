@@ -58,19 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.errors import UserError
     from specviz.models import DEFAULT_PAIR
+    from specviz.periphery.cli import check_range
 
-    if not 1_000 <= args.tokens <= 2_000_000:
-        raise UserError(f"--tokens must be from 1,000 to 2,000,000 (got {args.tokens:,})")
-    if not 0 <= args.answer_tokens <= 500_000:
-        raise UserError(f"--answer-tokens must be from 0 to 500,000 (got {args.answer_tokens:,})")
-    if not 0.5 <= args.minutes <= 600:
-        raise UserError(f"--minutes must be from 0.5 to 600 (got {args.minutes})")
-    if not 0 <= args.seed < 2**32:
-        raise UserError(f"--seed must be from 0 to {2**32 - 1:,} (got {args.seed:,})")
-    if not 64 <= args.subset <= 1_000_000:
-        raise UserError(f"--subset must be from 64 to 1,000,000 (got {args.subset:,})")
+    check_range("--tokens", args.tokens, 1_000, 2_000_000)
+    check_range("--answer-tokens", args.answer_tokens, 0, 500_000)
+    check_range("--minutes", args.minutes, 0.5, 600)
+    check_range("--seed", args.seed, 0, 2**32 - 1)
+    check_range("--subset", args.subset, 64, 1_000_000)
     train_for(
         args.target or args.pair or DEFAULT_PAIR,
         runtime=args.runtime,

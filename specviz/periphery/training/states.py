@@ -80,14 +80,8 @@ class Recorder:
         return sum(len(t) for t in self.toks)
 
     def states(self) -> States:
-        return States(
-            torch.cat(self.feats),
-            torch.cat(self.toks),
-            torch.cat(self.top_ids),
-            torch.cat(self.top_p),
-            torch.cat(self.which),
-            self.files,
-        )
+        parts = (self.feats, self.toks, self.top_ids, self.top_p, self.which)
+        return States(*(torch.cat(x) for x in parts), self.files)
 
 
 def collect(pair, windows, budget: int, progress=None, deadline: float | None = None) -> States:
