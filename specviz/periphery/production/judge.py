@@ -125,10 +125,5 @@ def judge(c: Counts, cost: CostModel | None) -> Judgement:
         f"each step yields {length:.2f} tokens for {step_ms / cost.target:.2f} one-token passes "
         f"(k = {k:.2f} drafts at {cost.draft:.1f} ms and a pass over k + 1 tokens at {cost.verify_ms(k + 1):.1f} ms)"
     )
-    if speed > 1 + EVEN:
-        words = f"This drafter helps: {speed:.2f}x plain decoding, because {because}."
-    elif speed < 1 - EVEN:
-        words = f"This drafter costs you: {speed:.2f}x plain decoding, because {because}."
-    else:
-        words = f"This drafter breaks even: {speed:.2f}x plain decoding, because {because}."
-    return Judgement(c, cost, speed, words)
+    does = "helps" if speed > 1 + EVEN else "costs you" if speed < 1 - EVEN else "breaks even"
+    return Judgement(c, cost, speed, f"This drafter {does}: {speed:.2f}x plain decoding, because {because}.")

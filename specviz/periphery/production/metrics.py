@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -91,10 +91,8 @@ class Counts:
         """Accepted at i / accepted at i - 1 (steps at i = 1): where every step drafts the
         same k, as vLLM's and llama.cpp's do, a draft at i is judged only after i - 1 was
         accepted, so this is the rate once the draft got that far."""
-        if self.per_position is None or not self.steps:
-            return None
-        before = [self.steps] + self.per_position[:-1]
-        return [a / b if b else float("nan") for a, b in zip(self.per_position, before)]
+        ps = self.position_stats()
+        return None if ps is None else [a / b if b else float("nan") for a, b in zip(self.per_position, ps.reached)]
 
     def position_stats(self) -> PositionStats | None:
         """The counts by position as a run's (`acceptance.PositionStats`): every step drafts k,
@@ -111,17 +109,10 @@ class Counts:
         )
 
     def to_dict(self) -> dict:
+        """The counts, then what follows from them, then the notes."""
+        counts = {k: v for k, v in asdict(self).items() if k != "notes"}
         return {
-            "engine": self.engine,
-            "source": self.source,
-            "model": self.model,
-            "steps": self.steps,
-            "draft_tokens": self.draft_tokens,
-            "accepted": self.accepted,
-            "per_position": self.per_position,
-            "histogram": self.histogram,
-            "passes": self.passes,
-            "tokens": self.tokens,
+            **counts,
             "acceptance_rate": self.acceptance_rate,
             "mean_acceptance_length": self.mean_length_with_bonus,
             "mean_accepted_drafts": self.mean_length_without_bonus,
