@@ -127,11 +127,23 @@ class CostModel:
         )
 
 
-def recorded(meta: Mapping | None) -> CostModel | None:
-    """The costs a trace recorded (`meta["cost_model"]`); None where it has none, or none
-    that prices a one-token pass (traces from before runs kept one)."""
-    d = (meta or {}).get("cost_model")
+def older_shape(d):
+    """Costs kept as {"V": {n: ms}, "D": ms} (a runtime's, before they took `to_dict`'s
+    shape) as `to_dict`'s; anything else as it is."""
+    if isinstance(d, Mapping) and "V" in d and "verify" not in d:
+        return {"verify": d["V"], **({"draft": d["D"]} if d.get("D") is not None else {})}
+    return d
+
+
+def kept(d) -> CostModel | None:
+    """A cost model from its kept dict (either shape); None where it is not one, or prices no
+    one-token pass (traces from before runs kept one)."""
     try:
-        return CostModel.from_dict(d) if isinstance(d, Mapping) else None
+        return CostModel.from_dict(older_shape(d)) if isinstance(d, Mapping) else None
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def recorded(meta: Mapping | None) -> CostModel | None:
+    """The costs a trace recorded (`meta["cost_model"]`)."""
+    return kept((meta or {}).get("cost_model"))

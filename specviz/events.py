@@ -37,6 +37,7 @@ from typing_extensions import TypedDict
 
 from specviz.choices import COST_AWARE, FIXED, PLAIN, SPECULATIVE
 from specviz.errors import UserError
+from specviz.cost_model import older_shape
 from specviz.settings import FIELDS, MAX_NEW_TOKENS_CAP, GenerationSettings, check_prompt, from_request
 
 TRACE_VERSION = 1
@@ -324,16 +325,8 @@ class CostRecord(TypedDict, total=False):
     draft: Millis
 
 
-def _older_runtime_costs(costs: Any) -> Any:
-    """A trace recorded before runtimes' costs took `CostModel.to_dict`'s shape says
-    {"V": {n: ms}, "D": ms}: read as {"verify", "draft"}, so every view reads one shape."""
-    if isinstance(costs, dict) and "V" in costs and "verify" not in costs:
-        return {"verify": costs["V"], **({"draft": costs["D"]} if costs.get("D") is not None else {})}
-    return costs
-
-
 # One runtime's V(n) and D, for the Theory and Labs tabs' comparison of runtimes.
-RuntimeCosts = Annotated[CostRecord, BeforeValidator(_older_runtime_costs)]
+RuntimeCosts = Annotated[CostRecord, BeforeValidator(older_shape)]
 
 
 @with_config(ConfigDict(extra="allow"))

@@ -75,9 +75,16 @@ def test_a_run_writes_each_runtimes_costs_as_a_cost_model_and_draws_them():
     assert list(by_name["torch"].y) == [1.0, 1.1, 1.5] and list(by_name["llama.cpp"].y) == [1.0, 4.0]
 
 
-def test_a_runtime_kept_without_its_cost_model_reads_as_untimed(tmp_path, monkeypatch):
+def test_a_runtime_kept_with_v_and_d_reads_as_timed_and_one_without_costs_as_untimed(tmp_path, monkeypatch):
+    # Rates kept on a machine before costs took one shape are read, not timed again at every load.
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     kept = runtime_choice.record("tiny", "torch", CostModel(verify={1: 100.0, 2: 110.0}, draft=10.0))
     path = next(tmp_path.rglob("*.json"))
-    path.write_text(json.dumps({"torch": kept, "llama.cpp": {"plain": 20.0, "V": {"1": 50.0}, "D": 5.0}}))
+    old = {"plain": 20.0, "speculative": 15.0, "k": 1, "alpha": 0.8, "V": {"1": 50.0, "2": 80.0}, "D": 5.0}
+    path.write_text(json.dumps({"torch": kept, "llama.cpp": old, "torch-extra": {"plain": 1.0}}))
+    read = runtime_choice.recorded("tiny")
+    assert list(read) == ["torch", "llama.cpp"]
+    assert read["llama.cpp"]["cost"] == {"verify": {"1": 50.0, "2": 80.0}, "draft": 5.0}
+    assert read["llama.cpp"]["plain"] == 20.0
+    path.write_text(json.dumps({"torch": kept, "llama.cpp": {"plain": 20.0, "speculative": 15.0}}))
     assert list(runtime_choice.recorded("tiny")) == ["torch"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz import theory
-from specviz.cost_model import CostModel
+from specviz.cost_model import CostModel, kept, older_shape
 from specviz.errors import UserError
 from specviz.lm.runtime import LLAMACPP, RUNTIMES, TORCH
 from specviz.choices import AUTO
@@ -152,8 +152,15 @@ def record(spec, runtime: str, cost: CostModel) -> dict:
 
 
 def recorded(spec) -> dict:
-    """Each runtime's kept rates for `spec` here; one kept without its cost model reads as untimed."""
-    return {k: v for k, v in _read(_path(spec)).items() if k in RUNTIMES and isinstance(v, dict) and "cost" in v}
+    """Each runtime's kept rates for `spec` here (costs kept as {"V", "D"} read as a cost
+    model's dict); one kept without its costs reads as untimed."""
+    out = {}
+    for k, v in _read(_path(spec)).items():
+        if k in RUNTIMES and isinstance(v, dict) and "cost" not in v and kept(v) is not None:
+            v = {**v, "cost": older_shape(v)}
+        if k in RUNTIMES and isinstance(v, dict) and "cost" in v:
+            out[k] = v
+    return out
 
 
 def plain_beats_drafting(rates_by_runtime: dict) -> str | None:

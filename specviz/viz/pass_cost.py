@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 
 from specviz.choices import LLAMACPP, TORCH
-from specviz.cost_model import CostModel, recorded
+from specviz.cost_model import CostModel, kept, recorded
 from specviz.viz.palette import BONUS, NEUTRAL, TARGET, empty_figure, style_figure
 from specviz.viz.text import plotly_text
 
@@ -29,7 +29,7 @@ def runtime_curves(trace) -> tuple[dict[str, CostModel], str | None]:
     meta = trace.meta or {}
     runtime = meta.get("runtime") or TORCH
     # Each runtime's costs are kept as the run's own are, and read by the one tolerant reader.
-    curves = {rt: c for rt, d in (meta.get("runtime_costs") or {}).items() if (c := recorded({"cost_model": d}))}
+    curves = {rt: c for rt, d in (meta.get("runtime_costs") or {}).items() if (c := kept(d))}
     own = recorded(meta)
     if runtime not in curves and own is not None:
         curves[runtime] = own
