@@ -311,18 +311,10 @@ def machine(device) -> str:
         return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
     from specviz.lm.timing import cpu_name
 
-    mem = ""
-    try:
-        kb = int(
-            next(
-                line.split()[1]
-                for line in Path("/proc/meminfo").read_text().splitlines()
-                if line.startswith("MemTotal")
-            )
-        )
-        mem = f", {kb / 2**20:.0f} GiB RAM"
-    except (OSError, StopIteration, ValueError):
-        pass
+    try:  # the machine's memory, as /proc/meminfo's MemTotal
+        mem = f", {os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f} GiB RAM"
+    except (OSError, ValueError):
+        mem = ""
     return f"{cpu_name()}, {os.cpu_count()} cores, torch {torch.get_num_threads()} threads{mem}, {platform.system()}"
 
 

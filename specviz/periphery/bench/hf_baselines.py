@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import time
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -90,9 +90,9 @@ def generate(
     usd = assistant_tokenizer is not None and config.do_sample
     try:
         with (
-            universal_draft(target, assistant, tokenizer, assistant_tokenizer) if usd else _nothing(),
-            gathered_heads([target, assistant]) if gathered else _nothing(),
-            packed_layers([target, assistant]) if packed else _nothing(),
+            universal_draft(target, assistant, tokenizer, assistant_tokenizer) if usd else nullcontext(),
+            gathered_heads([target, assistant]) if gathered else nullcontext(),
+            packed_layers([target, assistant]) if packed else nullcontext(),
         ):
             torch.manual_seed(seed)
             sync(device)
@@ -247,8 +247,3 @@ def universal_draft(target: torch.nn.Module, draft: torch.nn.Module, tokenizer, 
             cache[tokenizer].pop(draft_tokenizer, None)
         else:
             cache[tokenizer][draft_tokenizer] = previous
-
-
-@contextmanager
-def _nothing():
-    yield

@@ -54,7 +54,7 @@ from typing import Any
 
 import torch
 
-from specviz.acceptance import position_stats
+from specviz.acceptance import position_stats, rounds_of
 from specviz.periphery.bench import hf_baselines
 from specviz.periphery.bench.llamacpp_tools import NGRAM_TYPES
 from specviz.choices import (
@@ -293,7 +293,7 @@ def run_specviz(pair, prompt: str, method: Method, settings: GenerationSettings)
 def trace_stats(trace) -> dict[str, Any]:
     """What the bench reports from a specviz run: acceptance, tokens per round, T, D, k."""
     s = trace.summary
-    rounds = [e for e in trace.events if getattr(e, "type", None) == "round"]
+    rounds = rounds_of(trace.events)
     stats = {"stop_reason": s.stop_reason, "engine_wall_s": s.wall_s, "target_ms": s.target_ms, "draft_ms": s.draft_ms}
     if trace.mode == SPECULATIVE and s.rounds:
         stats.update(

@@ -86,16 +86,17 @@ def summarise(
     for n in names:
         overall[n]["vs_best_assisted"] = _over(overall, n, best_assisted) if best_assisted else None
     on_goal = {p.id: per_prompt[p.id] for p in goal_prompts}
+    by_kind = _by_kind(per_prompt, prompts, names)
     return {
         "per_prompt": per_prompt,
         "overall": overall,
         "overall_prompts": [p.id for p in goal_prompts],
-        "by_kind": _by_kind(per_prompt, prompts, names),
+        "by_kind": by_kind,
         "best_assisted": best_assisted,
         "mismatches": _mismatches(per_prompt, names),
         "targets": (
             _targets(on_goal, overall, names, best_assisted, opts)
-            + _draft_free_targets(per_prompt, prompts, names)
+            + _draft_free_targets(per_prompt, by_kind, names)
             + _copy_targets(per_prompt, prompts, names)
         ),
     }
@@ -134,11 +135,10 @@ def _over(overall: dict, name: str, ref: str) -> float | None:
     return num / den if num and den else None
 
 
-def _draft_free_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> list[dict]:
+def _draft_free_targets(per_prompt: dict, by_kind: dict, names: list[str]) -> list[dict]:
     """The draft-free methods' goals, where the run has their methods and prompts."""
     out: list[dict] = []
-    kinds = _by_kind(per_prompt, prompts, names)
-    rep, prose = kinds.get("repetitive"), kinds.get("prose")
+    rep, prose = by_kind.get("repetitive"), by_kind.get("prose")
     if rep and "sv-suffix" in names:
         for ref, need in (("sv-lookup", TARGET_SUFFIX_VS_LOOKUP), ("sv-plain", TARGET_SUFFIX_VS_PLAIN)):
             if ref in names:

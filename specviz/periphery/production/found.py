@@ -8,7 +8,7 @@ says so instead of pretending a k helps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from specviz import acceptance
@@ -41,8 +41,6 @@ class Found:
     tree_width: int = 0
     early_exit_layers: int = 0
     suffix_max_nodes: int = 0
-    runtime: str = ""
-    notes: list[str] = field(default_factory=list)
 
 
 def best_fixed_k(events: list[Event], cost_model: dict | None, k_max: int = MAX_K) -> int | None:
@@ -118,7 +116,6 @@ def from_trace(trace: Trace) -> Found:
         tree_width=int(s.get("tree_width", 0)),
         early_exit_layers=int(s.get("early_exit_layers") or 0),
         suffix_max_nodes=int(s.get("suffix_max_nodes") or 0),
-        runtime=str(trace.meta.get("runtime", "")),
     )
 
 
