@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from specviz.events import Event, PlainTokenEvent, RoundEvent, RunSummary
+from specviz.acceptance import judged, rounds_of
+from specviz.events import Event, PlainTokenEvent, RunSummary
 from specviz.viz.text import esc
 
 
@@ -27,15 +28,10 @@ class LiveStats:
     plain: bool = False
 
 
-def checked_positions(event: RoundEvent) -> int:
-    """How many of the round's drafts the target judged: accepted ones plus a rejection."""
-    return sum(d.decision != "unchecked" for d in event.drafted)
-
-
 def live_stats(events: Iterable[Event]) -> LiveStats:
     """Stats of the events so far: works mid-run, after a run and on a replayed trace."""
     events = list(events)
-    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    rounds = rounds_of(events)
     plain = [e for e in events if isinstance(e, PlainTokenEvent)] if not rounds else []
     if plain:
         n, t = len(plain), max(e.t_end_s for e in plain)
@@ -50,7 +46,7 @@ def live_stats(events: Iterable[Event]) -> LiveStats:
     s = LiveStats(rounds=len(rounds))
     overlaps = []
     for r in rounds:
-        c = checked_positions(r)
+        c = judged(r)
         s.checked += c
         s.accepted += r.accepted
         overlaps += [p.overlap for p in r.positions[:c]]

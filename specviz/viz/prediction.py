@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specviz import theory
+from specviz.acceptance import rounds_of
 from specviz.cost_model import CostModel
 from specviz.events import Event, RoundEvent, RunSummary
 from specviz.settings import MAX_K
@@ -65,7 +66,7 @@ def predict(
     trace recorded without a cost model and no plain run to compare with).
     """
     events = list(events)
-    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    rounds = rounds_of(events)
     stats = live_stats(rounds)
     alpha = summary.mean_overlap if summary.mean_overlap > 0 else stats.mean_overlap
     alpha = float(np.clip(alpha, 0.0, 1.0))

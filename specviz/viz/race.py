@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from specviz.acceptance import rounds_of
 from specviz.choices import PLAIN, SPECULATIVE
 from specviz.events import Event, PlainTokenEvent, RoundEvent, RunSummary, Trace
 from specviz.viz.inspector import NEAR_TIE_LOGITS
@@ -27,11 +28,6 @@ MAX_REPLAY_FRAMES = 1200  # two minutes of screen time at most
 
 def _events(run: Run) -> list[Event]:
     return list(run.events if isinstance(run, Trace) else run)
-
-
-def _tokens_at(events: list[Event]) -> int:
-    rounds = [e for e in events if isinstance(e, RoundEvent)]
-    return max((r.new_tokens for r in rounds), default=0) + sum(isinstance(e, PlainTokenEvent) for e in events)
 
 
 def race_end_s(*runs: Run) -> float:
@@ -55,7 +51,7 @@ def race_column_html(run: Run, t_s: float, name: str) -> str:
     events = _events(run)
     shown = [e for e in events if e.t_end_s <= t_s]
     done = bool(events) and len(shown) == len(events)
-    n = _tokens_at(shown)
+    n = max((r.new_tokens for r in rounds_of(shown)), default=0) + sum(isinstance(e, PlainTokenEvent) for e in shown)
     when = f"done: {n} tokens in {events[-1].t_end_s:.2f} s" if done else f"{n} tokens at {t_s:.2f} s"
     return f'<div class="sv-race-caption">{esc(name)} \u00b7 {esc(when)}</div>' + tokens_html(shown)
 

@@ -12,6 +12,7 @@ round was sized from the copy's evidence and the pass costs.
 
 from __future__ import annotations
 
+from specviz.acceptance import rounds_of
 from specviz.cost_model import CostCurve, recorded
 from specviz.events import RoundEvent, Trace
 from specviz.viz.text import esc, plural
@@ -49,7 +50,7 @@ def speculated(event: RoundEvent) -> bool:
 def speculation_note_html(trace: Trace | None) -> str:
     if trace is None or trace.mode != SPECULATIVE or not trace.summary.stop_reason:
         return ""
-    rounds = [e for e in trace.events if isinstance(e, RoundEvent)][1:]  # after the prefill's token
+    rounds = rounds_of(trace.events)[1:]  # after the prefill's token
     cost = recorded(trace.meta)
     if not rounds or cost is None:
         return ""

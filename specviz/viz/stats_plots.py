@@ -7,9 +7,9 @@ from collections.abc import Iterable
 import numpy as np
 import plotly.graph_objects as go
 
-from specviz.acceptance import length_stats, position_stats, predicted_histogram
-from specviz.events import Event, RoundEvent
-from specviz.viz.live_stats import checked_positions, live_stats
+from specviz.acceptance import judged, length_stats, position_stats, predicted_histogram, rounds_of
+from specviz.events import Event
+from specviz.viz.live_stats import live_stats
 from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, PLAIN_LINE, TARGET, empty_figure, style_figure
 from specviz.viz.text import plotly_text
 
@@ -18,11 +18,11 @@ def acceptance_by_position(events: Iterable[Event]) -> tuple[np.ndarray, np.ndar
     """For draft positions 1..K: (times judged, times accepted, mean overlap when judged)."""
     events = list(events)
     counts = position_stats(events)
-    judged, overlap = counts.reached, np.zeros(len(counts.reached))
-    for r in (e for e in events if isinstance(e, RoundEvent)):
-        for i in range(checked_positions(r)):
+    overlap = np.zeros(len(counts.reached))
+    for r in rounds_of(events):
+        for i in range(judged(r)):
             overlap[i] += r.positions[i].overlap if i < len(r.positions) else 0.0
-    return judged, counts.accepted, overlap / np.maximum(judged, 1)
+    return counts.reached, counts.accepted, overlap / np.maximum(counts.reached, 1)
 
 
 def acceptance_by_position_figure(
@@ -117,14 +117,12 @@ def speedup_comparison_figure(
     title: str | None = "Speedup over plain decoding",
 ) -> go.Figure:
     """Bars: the formula's speedup, the formula with the measured verify cost, the measured one."""
-    names, values, colours = ["predicted"], [predicted], [DRAFT]
-    if predicted_with_cost is not None:
-        names.append("predicted, measured verify cost")
-        values.append(predicted_with_cost)
-        colours.append(TARGET)
-    names.append("measured")
-    values.append(measured)
-    colours.append(ACCEPTED)
+    bars = [
+        ("predicted", predicted, DRAFT),
+        ("predicted, measured verify cost", predicted_with_cost, TARGET),
+        ("measured", measured, ACCEPTED),
+    ]
+    names, values, colours = (list(c) for c in zip(*(b for b in bars if b[1] is not None)))
     fig = go.Figure(
         go.Bar(
             x=names,

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import plotly.graph_objects as go
 
+from specviz.acceptance import rounds_of
 from specviz.events import Event, RoundEvent
 from specviz.viz.palette import BONUS, DRAFT, NEUTRAL, RESAMPLED, TARGET, empty_figure, style_figure, whole_dtick
 
@@ -17,7 +18,7 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
     The tokens-gained markers are blue when the round ended with a bonus token (all drafts
     accepted) and amber when it ended with a replacement.
     """
-    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    rounds = rounds_of(events)
     if not rounds:
         return empty_figure("No rounds yet", title)
     x = [r.index for r in rounds]

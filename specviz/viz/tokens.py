@@ -91,9 +91,8 @@ def round_tokens_html(event: RoundEvent, show_rejected: bool = True) -> str:
         parts.append(token_span(d.text, classes, draft_tooltip(d, event, pos, greedy), round=event.index, pos=pos))
     e = event.emitted
     if e is not None:
-        kind = "tok-bonus" if e.kind == "bonus" else "tok-resampled"
         tooltip = emitted_tooltip(e, event, greedy)
-        parts.append(token_span(e.text, kind, tooltip, round=event.index, pos=event.accepted + 1))
+        parts.append(token_span(e.text, f"tok-{e.kind}", tooltip, round=event.index, pos=event.accepted + 1))
     return f'<span class="sv-round" data-round="{event.index}">{"".join(parts)}</span>'
 
 

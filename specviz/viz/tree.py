@@ -283,9 +283,7 @@ def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
     fig.update_xaxes(title_text="may look at", side="top", tickangle=-60, **ticks)
     fig.update_yaxes(title_text="token in the pass", autorange="reversed", **ticks)
     title = title or f"Round {event.index}: tree attention mask ({n + 1} tokens, one pass)"
-    fig = style_figure(fig, title, height=max(300, 150 + 20 * (n + 1)))
-    fig.update_layout(margin={"t": 110, "l": 90})
-    return fig
+    return style_figure(fig, title, height=max(300, 150 + 20 * (n + 1))).update_layout(margin={"t": 110, "l": 90})
 
 
 # --- a cross-tokenizer round ---------------------------------------------------------------
@@ -349,9 +347,8 @@ def alignment_html(event: RoundEvent, meta: Mapping[str, Any] | None = None) -> 
         cols.append(_column(top or MISSING_HTML, bottom or NO_TARGET_YET))
     e = event.emitted
     if e is not None:
-        kind = "bonus" if e.kind == "bonus" else "resampled"
-        tooltip = f"emitted by the target ({kind}): {quoted(e.text)}, p = {fmt_prob(e.p)}"
-        cols.append(_column('<span class="sv-muted">target</span>', token_span(e.text, f"tok-{kind}", tooltip)))
+        tooltip = f"emitted by the target ({e.kind}): {quoted(e.text)}, p = {fmt_prob(e.p)}"
+        cols.append(_column('<span class="sv-muted">target</span>', token_span(e.text, f"tok-{e.kind}", tooltip)))
     counts = {d: sum(x.decision == d for x in event.drafted) for d in ("accepted", "rejected", "unchecked")}
     n_draft = len(event.alignment)
     summary = (
