@@ -144,34 +144,15 @@ def default_methods(ks: list[int], *, cross_tokenizer: bool = False, runtime: st
     another tokenizer, transformers' universal assisted generation and the two vocab methods
     take the place of same-tokenizer assisted generation and the tree; on the llama.cpp
     runtime llama-cpp-python's own plain and prompt-lookup decoding are the references."""
+    specviz = ["sv-plain", *[f"sv-k{k}" for k in ks]]
     if runtime == LLAMACPP:
-        return [
-            "lc-plain",
-            "lc-lookup",
-            "sv-plain",
-            *[f"sv-k{k}" for k in ks],
-            "sv-adaptive",
-            "sv-lookup",
-            "sv-suffix",
-            "sv-lookahead",
-        ]
+        return ["lc-plain", "lc-lookup", *specviz, "sv-adaptive", "sv-lookup", "sv-suffix", "sv-lookahead"]
     if cross_tokenizer:
-        return ["hf-plain", "hf-universal", *[f"hf-universal-k{k}" for k in ks]] + [
-            "sv-plain",
-            *[f"sv-k{k}" for k in ks],
-            "sv-text",
-            "sv-intersection",
-        ]
-    return ["hf-plain", "hf-assisted", *[f"hf-assisted-k{k}" for k in ks], "hf-lookup"] + [
-        "sv-plain",
-        *[f"sv-k{k}" for k in ks],
-        "sv-adaptive",
-        "sv-adaptive-min",
-        "sv-lookup",
-        "sv-early-exit",
-        "sv-suffix",
-        "sv-lookahead",
-    ]
+        universal = [f"hf-universal-k{k}" for k in ks]
+        return ["hf-plain", "hf-universal", *universal, *specviz, "sv-text", "sv-intersection"]
+    assisted = ["hf-assisted", *[f"hf-assisted-k{k}" for k in ks], "hf-lookup"]
+    others = ["sv-adaptive", "sv-adaptive-min", "sv-lookup", "sv-early-exit", "sv-suffix", "sv-lookahead"]
+    return ["hf-plain", *assisted, *specviz, *others]
 
 
 def drafter_methods() -> tuple[str, ...]:
