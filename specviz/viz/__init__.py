@@ -21,8 +21,8 @@ assets/specviz.css; every piece of model or user text in it is escaped.
     tree_payoff.py    what a tree of a given size pays against a chain
     source.py         where a suffix or lookahead round's candidates came from
     speculation_note.py why a run that stood aside or fell short of plain went so, in pass costs
-    text.py           escaping and token text for HTML
-    palette.py        colours and the shared figure style
+    text.py           escaping and token text; the HTML of plain sentences and tables
+    palette.py        colours, the shared figure style and axes
 """
 
 from specviz.viz.inspector import position_bars_figure, position_choices, round_narrative_html, round_story

@@ -23,8 +23,8 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
         return empty_figure("No rounds yet", title)
     x = [r.index for r in rounds]
     fig = go.Figure()
-    _add_time_bars(fig, rounds)
-    _add_token_lines(fig, rounds)
+    _add_time_bars(fig, rounds, x)
+    _add_token_lines(fig, rounds, x)
     top = max(max(r.gained for r in rounds), max(r.k for r in rounds) + 1)
     fig.update_layout(
         barmode="stack",
@@ -44,9 +44,8 @@ def round_timeline_figure(events: Iterable[Event], title: str | None = "Time per
     return style_figure(fig, title)
 
 
-def _add_time_bars(fig: go.Figure, rounds: list[RoundEvent]) -> None:
-    """Each round's draft ms and verify ms, stacked."""
-    x = [r.index for r in rounds]
+def _add_time_bars(fig: go.Figure, rounds: list[RoundEvent], x: list[int]) -> None:
+    """Each round's draft ms and verify ms, stacked, at `x` (the rounds' indices)."""
     fig.add_bar(
         x=x,
         y=[r.draft_ms for r in rounds],
@@ -64,10 +63,9 @@ def _add_time_bars(fig: go.Figure, rounds: list[RoundEvent]) -> None:
     )
 
 
-def _add_token_lines(fig: go.Figure, rounds: list[RoundEvent]) -> None:
+def _add_token_lines(fig: go.Figure, rounds: list[RoundEvent], x: list[int]) -> None:
     """On the second axis: the tokens each round gained (blue after a bonus, amber after a
     replacement) and the k it drafted."""
-    x = [r.index for r in rounds]
     gained = [r.gained for r in rounds]
     bonus = [r.emitted is not None and r.emitted.kind == "bonus" for r in rounds]
     fig.add_scatter(

@@ -40,7 +40,10 @@ from specviz.viz.tokens import fmt_prob, round_is_greedy, token_span
 DECISION_COLOURS = {"accepted": ACCEPTED, "rejected": REJECTED, "unchecked": NEUTRAL}
 DECISION_NAMES = {"accepted": "accepted path", "rejected": "rejected", "unchecked": "unchecked"}
 ROOT_LABEL = "root"
-NO_TARGET_YET = '<span class="sv-muted" title="no target token yet: its text was incomplete or beyond this round\'s k">\u2014</span>'
+NO_TARGET_YET = (
+    '<span class="sv-muted" title="no target token yet: its text was incomplete or beyond this round\'s k">'
+    "\u2014</span>"
+)
 
 
 def check_parents(parents: Sequence[int]) -> None:
@@ -191,7 +194,10 @@ def _root(fig: go.Figure, slot: int) -> None:
 def _emitted(fig: go.Figure, e: EmittedToken, depth: int, slot: int) -> None:
     """The token the target emitted below the path: a star, blue for a bonus, amber for a replacement."""
     kind = "bonus" if e.kind == "bonus" else "replacement"
-    hover = f"emitted by the target after the path: {plotly_text(quoted(e.text))} (id {e.id})<br>{kind}, p = {fmt_prob(e.p)}"
+    hover = (
+        f"emitted by the target after the path: {plotly_text(quoted(e.text))} (id {e.id})<br>"
+        f"{kind}, p = {fmt_prob(e.p)}"
+    )
     marker = {"symbol": "star", "size": 18, "color": BONUS if e.kind == "bonus" else RESAMPLED}
     _tokens(fig, [depth], [slot], f"emitted ({kind})", [e.text], marker, [hover])
 
