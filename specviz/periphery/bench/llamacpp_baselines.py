@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 
 from specviz.lm.llamacpp_runtime.library import extra_buffer_types, llama
+from specviz.periphery.bench.hf_baselines import PROMPT_LOOKUP_TOKENS  # drafts as long as transformers'
 
-PROMPT_LOOKUP_TOKENS = 10  # as hf_baselines' prompt lookup
 _models: dict[tuple, object] = {}
 
 
