@@ -17,17 +17,17 @@ import gradio as gr
 from specviz import viz
 from specviz.app import runner
 from specviz.app.config import PageConfig
-from specviz.app.live import session_of
+from specviz.app.stopping import session_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.choices import AUTO, PLAIN, RUNTIMES, SPECULATIVE
 from specviz.settings import GenerationSettings, from_request
-from specviz.app.tab import MODELS, Shared, Tab
+from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, hint, muted, stops
 
 SPEEDS = [("1\u00d7 (real time)", 1.0), ("2\u00d7", 2.0), ("4\u00d7", 4.0), ("10\u00d7", 10.0)]
-NOTHING = '<p class="sv-muted">Run a generation in speculative mode, then compare it here with plain decoding.</p>'
-READY = '<p class="sv-muted">Press \u201cRun plain decoding and compare\u201d to race this run against the target alone.</p>'
+NOTHING = muted("Run a generation in speculative mode, then compare it here with plain decoding.")
+READY = muted("Press \u201cRun plain decoding and compare\u201d to race this run against the target alone.")
 
 
 @dataclass
@@ -49,10 +49,9 @@ class CompareTab:
 
 
 def build() -> CompareTab:
-    gr.Markdown(
+    hint(
         "Plain decoding runs the target alone, one forward pass per token, with the same prompt, settings "
-        "and seed as the current run.",
-        elem_classes=["sv-hint"],
+        "and seed as the current run."
     )
     with gr.Row():
         run = gr.Button("Run plain decoding and compare", variant="primary", elem_id="compare-run", scale=3)
@@ -123,7 +122,7 @@ class Comparisons:
             settings,
             session_of(request),
             self.config,
-            on_progress=lambda f, message: progress(f, desc=f"Loading {spec.pair}: {message}"),
+            on_progress=runner.loading(progress, spec.pair),
         ):
             _, column = viz.race_frame([], plain, viz.race_end_s(plain))
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), column
@@ -159,18 +158,18 @@ class ComparePage(Tab):
 
     def build(self, shared: Shared) -> None:
         self.ui = build()
-        self.plain = shared.plain
         self.comparisons = Comparisons(shared.config)
+        self.redraw_outputs = [shared.plain, *self.ui.outputs]
 
     def wire(self, shared: Shared) -> None:
-        ui, private = self.ui, {"api_visibility": "private"}
-        run = ui.run.click(self.comparisons.run, [shared.trace], [shared.plain, *ui.outputs], **MODELS, **private)
+        ui = self.ui
+        run = ui.run.click(self.comparisons.run, [shared.trace], self.redraw_outputs, **MODELS, **PRIVATE)
         theory = shared.built["theory"]
         run.success(
             theory.redraw_with_plain,
             [*theory.redraw_inputs, shared.trace, shared.plain],
             theory.redraw_outputs,
-            **private,
+            **PRIVATE,
         )
         replay = ui.replay.click(
             self.comparisons.replay,
@@ -178,13 +177,9 @@ class ComparePage(Tab):
             [ui.spec_column, ui.plain_column],
             concurrency_limit=None,
             show_progress="hidden",
-            **private,
+            **PRIVATE,
         )
-        ui.stop.click(shared.built["live"].runs.stop, None, None, queue=False, cancels=[run, replay], **private)
-
-    @property
-    def redraw_outputs(self) -> list:
-        return [self.plain, *self.ui.outputs]
+        stops(ui.stop.click, [run, replay])
 
     def redraw(self, trace: Trace | None, *values) -> tuple:
         return (None, *views(trace, None))  # a new trace has no plain run to compare with yet

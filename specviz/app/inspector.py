@@ -14,15 +14,15 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specviz.choices import PLAIN
-from specviz import viz
-from specviz.app.live import TOKEN_CLICK_JS
+from specviz import acceptance, viz
+from specviz.app.live import TOKEN_CLICK_JS, alignment_view
 from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
 from specviz.viz.inspector import position_bars_figure, position_choices, round_narrative_html
 from specviz.viz.palette import empty_figure
 from specviz.viz.source import source_html
-from specviz.viz.tree import alignment_html, tree_figure, tree_mask_figure
-from specviz.app.tab import Shared, Tab
+from specviz.viz.tree import tree_figure, tree_mask_figure
+from specviz.app.tab import PRIVATE, Shared, Tab, hint, muted
 
 NO_ROUNDS = "Run a generation (or upload a trace) in speculative mode: its rounds appear here."
 
@@ -59,17 +59,16 @@ class InspectorTab:
         ]
 
 
-def build(token_click_js: str) -> InspectorTab:
-    gr.Markdown(
+def build() -> InspectorTab:
+    hint(
         "Step through the run one round at a time. Click any token, here or in the live run, "
-        "to see the round and the position it came from.",
-        elem_classes=["sv-hint"],
+        "to see the round and the position it came from."
     )
     with gr.Row(equal_height=False, elem_id="round-stepper"):
         prev = gr.Button("\u25c0 Previous", size="sm", min_width=90, scale=0, elem_id="round-prev")
         round_ = gr.Slider(0, 1, value=0, step=1, precision=0, label="Round", elem_id="round", scale=1, min_width=160)
         next_ = gr.Button("Next \u25b6", size="sm", min_width=90, scale=0, elem_id="round-next")
-    tokens = gr.HTML(viz.tokens_html([], empty=NO_ROUNDS), elem_id="inspector-tokens", js_on_load=token_click_js)
+    tokens = gr.HTML(viz.tokens_html([], empty=NO_ROUNDS), elem_id="inspector-tokens", js_on_load=TOKEN_CLICK_JS)
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300):
             story = gr.HTML(elem_id="round-story")
@@ -89,7 +88,12 @@ def build(token_click_js: str) -> InspectorTab:
 
 
 def rounds_of(trace: Trace | None) -> list[RoundEvent]:
-    return [e for e in trace.events if isinstance(e, RoundEvent)] if trace is not None else []
+    return acceptance.rounds_of(trace.events) if trace is not None else []
+
+
+def round_at(rounds: list[RoundEvent], round_index) -> int:
+    """The chosen round's index (the slider's value; none: the first), clamped to the run."""
+    return min(max(int(round_index or 0), 0), len(rounds) - 1)
 
 
 def first_drafted(trace: Trace | None) -> int:
@@ -113,13 +117,13 @@ def inspect(trace: Trace | None, round_index, position=None) -> tuple:
         message = NO_ROUNDS if trace is None or trace.mode != PLAIN else "Plain decoding has no rounds to inspect."
         return (
             gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
-            f'<p class="sv-muted">{message}</p>',
+            muted(message),
             gr.Radio(choices=[], value=None),
             empty_figure(message, None, 320),
             viz.tokens_html([], empty=message),
             *round_extras(None, trace),
         )
-    i = min(max(int(round_index or 0), 0), len(rounds) - 1)
+    i = round_at(rounds, round_index)
     event = rounds[i]
     choices = position_choices(event)
     valid = {pos for _, pos in choices}
@@ -142,10 +146,7 @@ def round_extras(event: RoundEvent | None, trace: Trace | None) -> tuple:
         box, tree, mask = gr.Row(visible=True), tree_figure(event), tree_mask_figure(event)
     else:
         box, tree, mask = gr.Row(visible=False), gr.skip(), gr.skip()
-    if event is not None and event.alignment:
-        align = gr.HTML(alignment_html(event, trace.meta if trace is not None else None), visible=True)
-    else:
-        align = gr.HTML(visible=False)
+    align = alignment_view(event, trace.meta if trace is not None else None)
     source = gr.HTML(source_html(event), visible=True) if event is not None and event.source else gr.HTML(visible=False)
     return box, tree, mask, align, source
 
@@ -155,8 +156,7 @@ def bars(trace: Trace | None, round_index, position) -> object:
     rounds = rounds_of(trace)
     if not rounds or position is None:
         return gr.skip()
-    i = min(max(int(round_index or 0), 0), len(rounds) - 1)
-    return position_bars_figure(rounds[i], int(position))
+    return position_bars_figure(rounds[round_at(rounds, round_index)], int(position))
 
 
 def step(trace: Trace | None, round_index, delta: int) -> tuple:
@@ -175,23 +175,20 @@ class InspectorPage(Tab):
     id, title = "inspector", "Round inspector"
 
     def build(self, shared: Shared) -> None:
-        self.ui = build(TOKEN_CLICK_JS)
+        self.ui = build()
+        self.redraw_outputs = self.ui.outputs
 
     def wire(self, shared: Shared) -> None:
-        ui, trace, private = self.ui, shared.trace, {"api_visibility": "private"}
-        ui.round.release(inspect, [trace, ui.round], ui.outputs, **private)
-        ui.prev.click(lambda t, r: step(t, r, -1), [trace, ui.round], ui.outputs, **private)
-        ui.next.click(lambda t, r: step(t, r, +1), [trace, ui.round], ui.outputs, **private)
-        ui.position.input(bars, [trace, ui.round, ui.position], [ui.bars], **private)
-        ui.tokens.click(clicked, [trace], ui.outputs, **private)
+        ui, trace = self.ui, shared.trace
+        ui.round.release(inspect, [trace, ui.round], ui.outputs, **PRIVATE)
+        ui.prev.click(lambda t, r: step(t, r, -1), [trace, ui.round], ui.outputs, **PRIVATE)
+        ui.next.click(lambda t, r: step(t, r, +1), [trace, ui.round], ui.outputs, **PRIVATE)
+        ui.position.input(bars, [trace, ui.round, ui.position], [ui.bars], **PRIVATE)
+        ui.tokens.click(clicked, [trace], ui.outputs, **PRIVATE)
         live_tokens = shared.built["live"].ui.tokens
-        live_tokens.click(clicked, [trace], ui.outputs, **private).then(
-            lambda: gr.Tabs(selected=self.id), None, [shared.tabs], **private
+        live_tokens.click(clicked, [trace], ui.outputs, **PRIVATE).then(
+            lambda: gr.Tabs(selected=self.id), None, [shared.tabs], **PRIVATE
         )
-
-    @property
-    def redraw_outputs(self) -> list:
-        return self.ui.outputs
 
     def redraw(self, trace: Trace | None, *values) -> tuple:
         return inspect(trace, first_drafted(trace))

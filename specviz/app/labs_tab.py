@@ -14,36 +14,34 @@ and the pass costs of several sequences at once with the speedup they predict by
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import gradio as gr
 
-from specviz.choices import SPECULATIVE
 from specviz import acceptance
 from specviz.app import production, runner, zero_gpu
 from specviz.app.config import PageConfig
-from specviz.app.shown_errors import shown_errors
+from specviz.app.shown_errors import shown_errors, verdict
 from specviz.engine import model_lock
-from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.periphery.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse_temperatures, wall_left
 from specviz.limits import SWEEP_WALL_S
-from specviz.settings import GenerationSettings
+from specviz.settings import GenerationSettings, from_request
 from specviz.viz import acceptance_plots as ap
 from specviz.viz import empty_figure, pass_cost_figure, runtime_curves
-from specviz.app.tab import MODELS, Shared, Tab
+from specviz.app.stopping import session_of
+from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, hint, muted, speculative, stops
 
-NO_RUN = (
-    '<p class="sv-muted">Run a generation in speculative mode, or upload a trace: its rounds are measured here.</p>'
+NO_RUN = muted("Run a generation in speculative mode, or upload a trace: its rounds are measured here.")
+SWEEP_HINT = muted(
+    f"Runs the current prompt and settings (up to {SWEEP_MAX_NEW_TOKENS} new tokens each) at each temperature "
+    "on the loaded pair."
 )
-SWEEP_HINT = (
-    '<p class="sv-muted">Runs the current prompt and settings (up to '
-    f"{SWEEP_MAX_NEW_TOKENS} new tokens each) at each temperature on the loaded pair.</p>"
-)
-BATCH_HINT = '<p class="sv-muted">Times the loaded pair\u2019s passes over 1 to 8 sequences at once (a minute or two on a CPU).</p>'
+BATCH_HINT = muted("Times the loaded pair\u2019s passes over 1 to 8 sequences at once (a minute or two on a CPU).")
 BATCH_REPEATS = 2  # timed passes per size on the page: a CPU takes minutes for the whole grid
 BATCH_GRANT_S = 60  # ZeroGPU seconds for the batch timing: seconds of passes on a GPU, and their setup
 
@@ -95,29 +93,26 @@ def build() -> LabsTab:
 def _trace_sections() -> tuple:
     """What the current trace shows: acceptance by position, accepted lengths, hindsight k,
     and the pass costs by runtime."""
-    gr.Markdown(
+    hint(
         "### Acceptance by position\nTwo rates are in use. **Conditional**: of the rounds whose drafts were all "
         "accepted up to position i, the share that accepted i too. **Unconditional** (what vLLM and llama.cpp log): "
         "accepted at i over every round that drafted i tokens. If each draft were accepted independently with "
-        "probability \u03b1, the first would be \u03b1 everywhere and the second \u03b1^i.",
-        elem_classes=["sv-hint"],
+        "probability \u03b1, the first would be \u03b1 everywhere and the second \u03b1^i."
     )
     with gr.Row(equal_height=False):
         position_rates = gr.Plot(elem_id="labs-positions", show_label=False, min_width=300)
         lengths = gr.Plot(elem_id="labs-lengths", show_label=False, min_width=300)
     lengths_text = gr.HTML(NO_RUN, elem_id="labs-lengths-text")
-    gr.Markdown(
+    hint(
         "### Hindsight k\nFor each round, the draft length that would have yielded the most tokens per ms, "
-        "knowing how many of its drafts the target accepted, beside the length the policy drafted.",
-        elem_classes=["sv-hint"],
+        "knowing how many of its drafts the target accepted, beside the length the policy drafted."
     )
     hindsight = gr.Plot(elem_id="labs-hindsight", show_label=False)
     hindsight_text = gr.HTML(elem_id="labs-hindsight-text")
-    gr.Markdown(
+    hint(
         "### Pass costs by runtime\nWhat one target pass over n new tokens costs on each runtime timed on this "
         "machine, in one-token passes (measured at load). Drafting k tokens pays only where verifying them "
-        "costs much less than k passes: near the dashed line every drafted token is paid for twice.",
-        elem_classes=["sv-hint"],
+        "costs much less than k passes: near the dashed line every drafted token is paid for twice."
     )
     pass_costs = gr.Plot(elem_id="labs-pass-costs", show_label=False)
     return position_rates, lengths, lengths_text, hindsight, hindsight_text, pass_costs
@@ -125,10 +120,9 @@ def _trace_sections() -> tuple:
 
 def _sweep_section() -> tuple:
     """The current prompt at several temperatures on the loaded pair."""
-    gr.Markdown(
+    hint(
         "### Temperature\nSampling spreads both models' probability over more tokens, and the draft's guess "
-        "matches the target's less often.",
-        elem_classes=["sv-hint"],
+        "matches the target's less often."
     )
     temperatures = gr.Textbox(
         DEFAULT_TEMPERATURES, label="Temperatures", info="comma-separated, 0 to 2", elem_id="labs-temperatures"
@@ -143,10 +137,7 @@ def _sweep_section() -> tuple:
 
 def _batching_section() -> tuple:
     """The pass costs of several sequences at once and the speedup they predict by batch size."""
-    gr.Markdown(
-        "### Batching\nA server decodes many sequences at once, and the speedup shrinks as the batch grows.",
-        elem_classes=["sv-hint"],
-    )
+    hint("### Batching\nA server decodes many sequences at once, and the speedup shrinks as the batch grows.")
     batching = gr.Button("Measure batch costs", elem_id="labs-batching")
     with gr.Row(equal_height=False):
         batching_plot = gr.Plot(
@@ -159,17 +150,11 @@ def _batching_section() -> tuple:
     return batching, batching_plot, batch_costs, batching_text
 
 
-def _spec(trace: Trace | None) -> bool:
-    return (
-        trace is not None and trace.mode == SPECULATIVE and any(getattr(e, "type", "") == "round" for e in trace.events)
-    )
-
-
 def views(trace: Trace | None) -> tuple:
     """Per-position rates, accepted lengths (figure and words), hindsight k (figure and words),
     and the pass costs of each runtime timed here (from any run's meta)."""
     pass_costs = pass_cost_figure(*runtime_curves(trace))
-    if not _spec(trace):
+    if not speculative(trace):
         empty = "Run a generation in speculative mode, or upload a trace"
         return (
             empty_figure(empty, "Acceptance by position"),
@@ -193,13 +178,6 @@ def views(trace: Trace | None) -> tuple:
 
 def settings_of(trace: Trace) -> GenerationSettings:
     """The trace's settings (as the page reruns them), capped to a short run."""
-    try:
-        from specviz.settings import from_request
-    except ImportError:  # settings before from_request
-
-        def from_request(values):
-            return GenerationSettings(**values)
-
     s = from_request(trace.settings)
     return replace(s, max_new_tokens=min(s.max_new_tokens, SWEEP_MAX_NEW_TOKENS))
 
@@ -210,29 +188,29 @@ def run_k(trace: Trace) -> int:
     return max(1, round(sum(drafted) / len(drafted))) if drafted else int(trace.settings.get("k", 4))
 
 
-def _session(request: gr.Request | None) -> str:
-    return getattr(request, "session_hash", None) or "no-session"
-
-
 class Labs:
     """The labs' handlers, bound to the page's limits."""
 
     def __init__(self, config: PageConfig):
         self.config = config
 
-    def _pair(self, trace: Trace | None, pair_name: str | None, flag, progress, with_draft: bool) -> str:
-        """The name of the pair chosen on the page (else the trace's), once it is loaded; the
-        labs measure the loaded pair."""
-        name = runner.check_pair(pair_name or (trace.pair if trace is not None else None), self.config)
-        if not name:
-            raise UserError("choose a model pair in the live run tab first")
-        runner.LOADER.wait(
-            name,
-            with_draft=with_draft,
-            should_stop=flag.is_set,
-            on_progress=lambda f, m: progress(f, desc=f"Loading {name}: {m}"),
-        )
-        return name
+    @contextlib.contextmanager
+    def _on_pair(self, trace: Trace, pair_name: str | None, request, progress, with_draft: bool) -> Iterator[tuple]:
+        """A lab's run, as the session's run (Stop ends it), on the pair chosen on the page
+        (else the trace's) once it is loaded: the labs measure the loaded pair. Gives (the
+        pair's name, the session)."""
+        session = session_of(request)
+        flag = runner.FLAGS.begin(session)
+        try:
+            name = runner.check_pair(pair_name or trace.pair, self.config)
+            if not name:
+                raise UserError("choose a model pair in the live run tab first")
+            runner.LOADER.wait(
+                name, with_draft=with_draft, should_stop=flag.is_set, on_progress=runner.loading(progress, name)
+            )
+            yield name, session
+        finally:
+            runner.FLAGS.finish(session, flag)
 
     @shown_errors
     def sweep(
@@ -242,58 +220,46 @@ class Labs:
         from specviz.app.loading import Cancelled
 
         temps = parse_temperatures(temperatures)  # first: refused before anything else is looked at
-        if not _spec(trace):
+        if not speculative(trace):
             raise UserError("run a generation in speculative mode first: the sweep reruns its prompt and settings")
-        settings = settings_of(trace)
-        session = _session(request)
-        flag = runner.FLAGS.begin(session)
-        rows = []
+        settings, rows = settings_of(trace), []
         try:
-            name = self._pair(trace, pair_name, flag, progress, settings.needs_draft)
-            started = time.monotonic()
-            for i, t in enumerate(temps):
-                wall_s = wall_left(started, self.config.max_wall_s)
-                if zero_gpu.ON_ZERO_GPU:  # each temperature asks for the GPU time its run needs
-                    wall_s = min(wall_s, runner.run_wall_s(self.config, settings, name))
-                if wall_s <= 0:
-                    yield sweep_views(rows, stopped=True, total=len(temps), out_of_time=True)
-                    return
-                progress(i / len(temps), desc=f"temperature {t:g}")
-                follow = None if zero_gpu.ON_ZERO_GPU else (lambda f, m, i=i: progress((i + f) / len(temps), desc=m))
-                part = SWEEP_POINT(
-                    name, settings.needs_draft, trace.prompt, settings.to_dict(), t, session, wall_s, follow
-                )
-                rows += part.rows
-                yield sweep_views(rows, stopped=part.cancelled, total=len(temps))
-                if part.cancelled:
-                    return
+            with self._on_pair(trace, pair_name, request, progress, settings.needs_draft) as (name, session):
+                started = time.monotonic()
+                for i, t in enumerate(temps):
+                    wall_s = wall_left(started, self.config.max_wall_s)
+                    if zero_gpu.ON_ZERO_GPU:  # each temperature asks for the GPU time its run needs
+                        wall_s = min(wall_s, runner.run_wall_s(self.config, settings, name))
+                    if wall_s <= 0:
+                        yield sweep_views(rows, stopped=True, total=len(temps), out_of_time=True)
+                        return
+                    progress(i / len(temps), desc=f"temperature {t:g}")
+                    follow = (
+                        None if zero_gpu.ON_ZERO_GPU else (lambda f, m, i=i: progress((i + f) / len(temps), desc=m))
+                    )
+                    part = SWEEP_POINT(
+                        name, settings.needs_draft, trace.prompt, settings.to_dict(), t, session, wall_s, follow
+                    )
+                    rows += part.rows
+                    yield sweep_views(rows, stopped=part.cancelled, total=len(temps))
+                    if part.cancelled:
+                        return
         except Cancelled:
             yield sweep_views(rows, stopped=True, total=len(temps))
-        finally:
-            runner.FLAGS.finish(session, flag)
-
-    @staticmethod
-    def stop(request: gr.Request) -> None:
-        runner.FLAGS.stop(_session(request))
 
     @shown_errors
     def batching(self, trace: Trace | None, pair_name: str, request: gr.Request, progress=gr.Progress()) -> tuple:
         """Time the pair's batched passes; predict the speedup at the run's acceptance and k."""
         from specviz.periphery.labs import batching as lab
 
-        if not _spec(trace):
+        if not speculative(trace):
             raise UserError(
                 "run a generation in speculative mode first: its acceptance predicts the speedup by batch size"
             )
-        session = _session(request)
-        flag = runner.FLAGS.begin(session)
-        try:
-            name = self._pair(trace, pair_name, flag, progress, True)
+        with self._on_pair(trace, pair_name, request, progress, True) as (name, session):
             progress(0.0, desc="Timing passes")
             follow = None if zero_gpu.ON_ZERO_GPU else (lambda f, m: progress(f, desc=f"Timing passes: {m}"))
             costs, figures = BATCH_COSTS(name, session, follow)
-        finally:
-            runner.FLAGS.finish(session, flag)
         stats = acceptance.position_stats(trace.events)
         return batching_views(lab.result(costs, stats.alpha, min(run_k(trace), max(costs.pass_sizes) - 1), figures))
 
@@ -310,7 +276,6 @@ def _sweep_point(
 ):
     """One temperature of the sweep on the loaded pair, stopped by the session's Stop."""
     from specviz.periphery.labs.sweep import sweep as run_sweep
-    from specviz.settings import from_request
 
     pair = runner.LOADER.wait(pair_name, with_draft=with_draft)
     flag = runner.FLAGS.current(session)
@@ -346,10 +311,9 @@ def _batch_costs(pair_name: str, session: str, on_progress=None):
     return costs, lab.machine(str(pair.device), pair.precision, target=pair.target)
 
 
-# What touches the models, each holding a ZeroGPU grant where there is one (runner.on_gpu),
-# with any background preparation of another runtime stopped meanwhile (holding).
-SWEEP_POINT = runner.on_gpu(holding(_sweep_point))
-BATCH_COSTS = runner.on_gpu(holding(_batch_costs), duration=BATCH_GRANT_S)
+# What touches the models (runner.runs_models).
+SWEEP_POINT = runner.runs_models(_sweep_point)
+BATCH_COSTS = runner.runs_models(_batch_costs, duration=BATCH_GRANT_S)
 
 
 def sweep_views(rows, *, stopped: bool = False, total: int | None = None, out_of_time: bool = False) -> tuple:
@@ -405,12 +369,7 @@ def batching_views(r) -> tuple:
 def check_sweep(trace, pair_name, temperatures) -> list:
     """The sweep's temperatures checked as its request asks to join the queue, so a list over
     the limits is refused at once, not after waiting for the model slot."""
-    try:
-        parse_temperatures(temperatures)
-        verdict = gr.validate(True, "")
-    except UserError as e:
-        verdict = gr.validate(False, str(e))
-    return [gr.validate(True, ""), gr.validate(True, ""), verdict]
+    return [verdict(), verdict(), verdict(lambda: parse_temperatures(temperatures))]
 
 
 def wire(tab: LabsTab, trace: gr.State, pair: gr.components.Component, config: PageConfig) -> Labs:
@@ -418,15 +377,10 @@ def wire(tab: LabsTab, trace: gr.State, pair: gr.components.Component, config: P
     refresh when the current trace changes (`views` into `tab.outputs`)."""
     labs = Labs(config)
     sweep = tab.sweep.click(
-        labs.sweep,
-        [trace, pair, tab.temperatures],
-        tab.sweep_outputs,
-        **MODELS,
-        validator=check_sweep,
-        api_visibility="private",
+        labs.sweep, [trace, pair, tab.temperatures], tab.sweep_outputs, **MODELS, validator=check_sweep, **PRIVATE
     )
-    tab.sweep_stop.click(labs.stop, None, None, queue=False, cancels=[sweep], api_visibility="private")
-    tab.batching.click(labs.batching, [trace, pair], tab.batching_outputs, **MODELS, api_visibility="private")
+    stops(tab.sweep_stop.click, [sweep])
+    tab.batching.click(labs.batching, [trace, pair], tab.batching_outputs, **MODELS, **PRIVATE)
     return labs
 
 
@@ -439,14 +393,11 @@ class LabsPage(Tab):
     def build(self, shared: Shared) -> None:
         self.ui = build()
         self.metrics = production.build_metrics()
+        self.redraw_outputs = self.ui.outputs
 
     def wire(self, shared: Shared) -> None:
         wire(self.ui, shared.trace, shared.built["live"].ui.pair, shared.config)
         production.wire_metrics(self.metrics, shared.trace)
-
-    @property
-    def redraw_outputs(self) -> list:
-        return self.ui.outputs
 
     def redraw(self, trace: Trace | None, *values) -> tuple:
         return views(trace)

@@ -29,11 +29,12 @@ from specviz import viz
 from specviz.app import production, runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
-from specviz.app.tab import MODELS, Shared, Tab
+from specviz.app.stopping import NO_SESSION, session_of
+from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, hint, stops
 from specviz.events import RoundEvent, Trace
 from specviz.models.catalogue.presets import list_presets
 from specviz.choices import COST_AWARE, PLAIN, POLICIES, SPECULATIVE, SUFFIX
-from specviz.settings import DEFAULTS, PROMPT, GenerationSettings, Setting, check_prompt, default_k, from_request, specs
+from specviz.settings import DEFAULTS, PROMPT, SPECS, GenerationSettings, Setting, check_prompt, default_k, from_request
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
 from specviz.viz.tree import alignment_html, tree_figure
@@ -176,7 +177,7 @@ def build(config: PageConfig) -> LiveTab:
                     stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
             with gr.Column(elem_id="live-settings"):
                 pair, controls = _settings(config)
-            settings = {name: controls[name] for name in specs()}
+            settings = {name: controls[name] for name in SPECS}
             with prompt_column:  # under the prompt, made once the controls an example sets are
                 example_sets = make_examples(examples, prompt, settings)
         with gr.Column(scale=3, min_width=300, elem_id="live-output"):
@@ -210,7 +211,7 @@ def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.
         allow_custom_value=config.allow_custom,
         elem_id="pair",
     )
-    spec, c = specs(), {}
+    spec, c = SPECS, {}
     for name in STACKED:
         c[name] = control(name, spec[name])
     for row in ROWS:
@@ -223,7 +224,7 @@ def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.
             c[name] = control(name, spec[name])
     if config.public:  # a public page runs its pairs on the runtime its operator chose (runner.check_runtime)
         c["runtime"].interactive = False
-    gr.Markdown("Releasing a slider runs the same prompt and seed again.", elem_classes=["sv-hint"])
+    hint("Releasing a slider runs the same prompt and seed again.")
     return pair, c
 
 
@@ -295,12 +296,14 @@ def latest_round_views(trace: Trace) -> tuple:
         if last is not None and last.tree
         else gr.Plot(visible=False)
     )
-    align = (
-        gr.HTML(alignment_html(last, trace.meta), visible=True)
-        if last is not None and last.alignment
-        else gr.HTML(visible=False)
-    )
-    return tree, align
+    return tree, alignment_view(last, trace.meta)
+
+
+def alignment_view(event: RoundEvent | None, meta) -> gr.HTML:
+    """A round's alignment with a draft of another tokenizer, shown; hidden for any other round."""
+    if event is not None and event.alignment:
+        return gr.HTML(alignment_html(event, meta), visible=True)
+    return gr.HTML(visible=False)
 
 
 def stopped_views(trace: Trace | None) -> tuple:
@@ -329,7 +332,7 @@ class LiveRuns:
         prompt = check_prompt(prompt)
         shown, plotted_at = -1, -math.inf
         session = session_of(request)
-        loading = (lambda f, message: progress(f, desc=f"Loading {pair}: {message}")) if progress else None
+        loading = runner.loading(progress, pair)
         for trace in runner.stream(
             pair, prompt, settings, session, self.config, remember=session != NO_SESSION, on_progress=loading
         ):
@@ -379,10 +382,6 @@ class LiveRuns:
         handle.__name__ = handle.__qualname__ = method.__name__
         return shown_errors(handle)
 
-    @staticmethod
-    def stop(request: gr.Request) -> None:
-        runner.FLAGS.stop(session_of(request))
-
 
 def controls_from(trace: Trace, config: PageConfig) -> tuple:
     """The live tab's inputs set to a replayed trace's prompt and settings, so Run reruns it.
@@ -392,21 +391,12 @@ def controls_from(trace: Trace, config: PageConfig) -> tuple:
     """
     s = from_request(trace.settings)
     offered = config.allow_custom or trace.pair in {value for _, value in pair_choices(config)}
-    values = [
-        gr.skip() if beyond_slider(spec, getattr(s, name)) else getattr(s, name) for name, spec in specs().items()
-    ]
+    values = [gr.skip() if beyond_slider(spec, getattr(s, name)) else getattr(s, name) for name, spec in SPECS.items()]
     return (trace.prompt, trace.pair if trace.pair and offered else gr.skip(), *values)
 
 
 def beyond_slider(s: Setting, value) -> bool:
     return s.shown is not None and not s.shown[0] <= value <= s.shown[1]
-
-
-def session_of(request: gr.Request | None) -> str:
-    return getattr(request, "session_hash", None) or NO_SESSION
-
-
-NO_SESSION = "no-session"  # a request without a browser session: its outputs are never kept
 
 
 class LivePage(Tab):
@@ -419,38 +409,29 @@ class LivePage(Tab):
         self.ui = build(shared.config)
         self.export = production.build_export()
         self.runs = LiveRuns(shared.config, self.ui)
+        self.redraw_inputs, self.redraw_outputs = [self.export.format], self.export.outputs
 
     def wire(self, shared: Shared) -> None:
         """A new run first stops the session's current one (Stop and that step skip the queue);
         a load's progress shows on the stream only. Releasing a slider or changing the pair
         runs again."""
-        ui, runs, private = self.ui, self.runs, {"api_visibility": "private"}
+        ui, runs = self.ui, self.runs
         outputs = [*ui.outputs, shared.trace]
-        running = {**MODELS, "show_progress_on": [ui.tokens], **private}
+        running = {**MODELS, "show_progress_on": [ui.tokens], **PRIVATE}
         inputs = ui.inputs  # the prompt first: a refusal as the run joins the queue is shown there
-        run = ui.run.click(runs.stop, None, None, queue=False, **private).then(
-            runs.handler(runs.run), inputs, outputs, **running
-        )
+        run = stops(ui.run.click).then(runs.handler(runs.run), inputs, outputs, **running)
         reruns = []
         for trigger in [*(slider.release for slider in ui.sliders), ui.pair.input]:
-            event = trigger(runs.stop, None, None, queue=False, **private)
+            event = stops(trigger)
             reruns.append(event.then(runs.handler(runs.rerun), inputs, outputs, trigger_mode="always_last", **running))
         for event in (run, *reruns):
             shared.then_refresh(event)
         ui.settings["policy"].input(
-            k_for_policy, [ui.settings["policy"], ui.settings["k"]], [ui.settings["k"]], queue=False, **private
+            k_for_policy, [ui.settings["policy"], ui.settings["k"]], [ui.settings["k"]], queue=False, **PRIVATE
         )
-        stop = ui.stop.click(runs.stop, None, None, queue=False, cancels=[run, *reruns], **private)
-        shared.then_refresh(stop.then(stopped_views, [shared.trace], ui.outputs, **private))
+        stop = stops(ui.stop.click, [run, *reruns])
+        shared.then_refresh(stop.then(stopped_views, [shared.trace], ui.outputs, **PRIVATE))
         production.wire_export(self.export, shared.trace)
-
-    @property
-    def redraw_inputs(self) -> list:
-        return [self.export.format]
-
-    @property
-    def redraw_outputs(self) -> list:
-        return self.export.outputs
 
     def redraw(self, trace: Trace | None, fmt: str) -> tuple:
         return production.export_views(trace, fmt)

@@ -17,10 +17,9 @@ from typing import Any
 
 from specviz.choices import AUTO
 from specviz.errors import UserError
+from specviz.models.progress import Progress
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[float, str], None]
 
 
 class Cancelled(Exception):

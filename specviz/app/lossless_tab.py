@@ -7,8 +7,7 @@ on the loaded pair's real next-token distributions at a position of the current 
 run recorded them: its top tokens, with all the others lumped into one.
 
 "Bugs people ship" runs the exact rule beside four mistakes on the same p and q at a chosen
-temperature (specviz.periphery.lossless.bug_gallery). Its button is wired here, in build(), since it
-reads and writes this tab's components only.
+temperature (specviz.periphery.lossless.bug_gallery).
 """
 
 from __future__ import annotations
@@ -18,19 +17,21 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specviz import viz
-from specviz.app.inspector import rounds_of
-from specviz.app.shown_errors import shown_errors
+from specviz.app.inspector import round_at, rounds_of
+from specviz.app.shown_errors import shown_errors, verdict
 from specviz.errors import UserError
 from specviz.events import RoundEvent, Trace
 from specviz.limits import check_distribution_text
 from specviz.viz.lossless_plots import bug_frequencies_figure, bug_table_html, bug_tv_figure
-from specviz.app.tab import Shared, Tab
+from specviz.app.tab import PRIVATE, Shared, Tab, hint
 
 DEFAULT_Q = "0.5, 0.2, 0.2, 0.1"
 DEFAULT_P = "0.15, 0.35, 0.10, 0.40"
 TOP_TOKENS = 10  # tokens shown on their own at a real position; the rest are one bar
 SAMPLES = [("10 thousand", 10_000), ("100 thousand", 100_000), ("1 million", 1_000_000), ("10 million", 10_000_000)]
 DEFAULT_TEMPERATURE = 0.7  # specviz.periphery.lossless.DEFAULT_TEMPERATURE (not imported: it loads torch)
+# The Monte Carlo runs one at a time: a few million draws each.
+ONE_AT_A_TIME = {"concurrency_id": "lossless", "concurrency_limit": 1, **PRIVATE}
 
 
 @dataclass
@@ -43,15 +44,15 @@ class LosslessTab:
     summary: gr.HTML
     frequencies: gr.Plot
     acceptance: gr.Plot
-    run_position: gr.Button
-    position_summary: gr.HTML
-    position_frequencies: gr.Plot
-    position_acceptance: gr.Plot
     temperature: gr.Slider
     bugs_run: gr.Button
     bugs_table: gr.HTML
     bugs_frequencies: gr.Plot
     bugs_tv: gr.Plot
+    run_position: gr.Button
+    position_summary: gr.HTML
+    position_frequencies: gr.Plot
+    position_acceptance: gr.Plot
 
     @property
     def inputs(self) -> list:
@@ -75,26 +76,15 @@ class LosslessTab:
 
 
 def build() -> LosslessTab:
-    """The tab's sections, top to bottom, inside the caller's gr.Tab, with the bug gallery's button wired."""
-    tab = LosslessTab(**_monte_carlo_section(), **_bugs_section(), **_position_section())
-    tab.bugs_run.click(
-        simulate_bugs,
-        tab.bugs_inputs,
-        tab.bugs_outputs,
-        concurrency_id="lossless",
-        concurrency_limit=1,
-        validator=check_distributions,
-        api_visibility="private",
-    )
-    return tab
+    """The tab's sections, top to bottom, inside the caller's gr.Tab."""
+    return LosslessTab(*_monte_carlo_section(), *_bugs_section(), *_position_section())
 
 
-def _monte_carlo_section() -> dict:
+def _monte_carlo_section() -> tuple:
     """The rule run many times on a p and q typed in."""
-    gr.Markdown(
+    hint(
         "Draw x from q, keep it with probability min(1, p(x)/q(x)), otherwise draw a replacement from "
-        "norm(max(0, p \u2212 q)). Repeat many times: what comes out is distributed exactly as p.",
-        elem_classes=["sv-hint"],
+        "norm(max(0, p \u2212 q)). Repeat many times: what comes out is distributed exactly as p."
     )
     with gr.Row(equal_height=False):
         q = gr.Textbox(
@@ -118,12 +108,10 @@ def _monte_carlo_section() -> dict:
     with gr.Row(equal_height=False):
         frequencies = gr.Plot(elem_id="lossless-frequencies", show_label=False, min_width=300)
         acceptance = gr.Plot(elem_id="lossless-acceptance", show_label=False, min_width=260)
-    return dict(
-        q=q, p=p, samples=samples, seed=seed, run=run, summary=summary, frequencies=frequencies, acceptance=acceptance
-    )
+    return q, p, samples, seed, run, summary, frequencies, acceptance
 
 
-def _bugs_section() -> dict:
+def _bugs_section() -> tuple:
     """The exact rule beside the mistakes of real implementations, on the same p and q."""
     gr.Markdown(
         "### Bugs people ship\nThe exact rule beside four mistakes found in real implementations, each run on "
@@ -146,16 +134,10 @@ def _bugs_section() -> dict:
     with gr.Row(equal_height=False):
         bugs_frequencies = gr.Plot(elem_id="lossless-bugs-frequencies", show_label=False, min_width=300)
         bugs_tv = gr.Plot(elem_id="lossless-bugs-tv", show_label=False, min_width=300)
-    return dict(
-        temperature=temperature,
-        bugs_run=bugs_run,
-        bugs_table=bugs_table,
-        bugs_frequencies=bugs_frequencies,
-        bugs_tv=bugs_tv,
-    )
+    return temperature, bugs_run, bugs_table, bugs_frequencies, bugs_tv
 
 
-def _position_section() -> dict:
+def _position_section() -> tuple:
     """The same draws on the loaded pair's p and q at the inspector's position."""
     gr.Markdown(
         "### On the loaded pair\nThe same draws on the target's p and the draft's q at the round and position "
@@ -166,25 +148,17 @@ def _position_section() -> dict:
     with gr.Row(equal_height=False):
         position_frequencies = gr.Plot(elem_id="lossless-position-frequencies", show_label=False, min_width=300)
         position_acceptance = gr.Plot(elem_id="lossless-position-acceptance", show_label=False, min_width=260)
-    return dict(
-        run_position=run_position,
-        position_summary=position_summary,
-        position_frequencies=position_frequencies,
-        position_acceptance=position_acceptance,
-    )
+    return run_position, position_summary, position_frequencies, position_acceptance
 
 
 def check_distributions(p_text, q_text, *others) -> list:
     """p and q bounded as the request asks to join the queue: refused at once, not after the
     Monte Carlo runs ahead of it (one at a time)."""
-    verdicts = []
-    for text, name in ((p_text, "p"), (q_text, "q")):
-        try:
-            check_distribution_text(str(text or ""), name)
-            verdicts.append(gr.validate(True, ""))
-        except UserError as e:
-            verdicts.append(gr.validate(False, str(e)))
-    return verdicts + [gr.validate(True, "")] * len(others)
+    return [
+        verdict(lambda: check_distribution_text(str(p_text or ""), "p")),
+        verdict(lambda: check_distribution_text(str(q_text or ""), "q")),
+        *(verdict() for _ in others),
+    ]
 
 
 @shown_errors
@@ -197,9 +171,15 @@ def simulate(p_text: str, q_text: str, samples, seed) -> tuple:
     result = monte_carlo(
         parse_distribution(p_text or "", "p"), parse_distribution(q_text or "", "q"), int(samples), int(seed)
     )
+    return views(result)
+
+
+def views(result, **frequencies) -> tuple:
+    """The Monte Carlo's verdict, its output frequencies (`frequencies`: their labels and
+    title) and its acceptance."""
     return (
         viz.lossless_summary_html(result),
-        viz.lossless_frequencies_figure(result),
+        viz.lossless_frequencies_figure(result, **frequencies),
         viz.lossless_acceptance_figure(result),
     )
 
@@ -243,15 +223,11 @@ def simulate_position(trace: Trace | None, round_index, position, samples, seed)
         raise UserError(
             "run a generation in speculative mode first, then choose a round and position in the round inspector"
         )
-    event = rounds[min(max(int(round_index or 0), 0), len(rounds) - 1)]
+    event = rounds[round_at(rounds, round_index)]
     p, q, labels = position_distributions(event, int(position or 1))
     result = monte_carlo(p, q, int(samples), int(seed or 0))
     title = f"Round {event.index}, position {int(position or 1)}: output frequencies against p and q"
-    return (
-        viz.lossless_summary_html(result),
-        viz.lossless_frequencies_figure(result, labels, title=title),
-        viz.lossless_acceptance_figure(result),
-    )
+    return views(result, labels=labels, title=title)
 
 
 class LosslessPage(Tab):
@@ -263,9 +239,10 @@ class LosslessPage(Tab):
         self.ui = build()
 
     def wire(self, shared: Shared) -> None:
-        ui, one = self.ui, {"concurrency_id": "lossless", "concurrency_limit": 1, "api_visibility": "private"}
+        ui, one = self.ui, ONE_AT_A_TIME
         ins = shared.built["inspector"].ui
         ui.run.click(simulate, ui.inputs, ui.outputs, validator=check_distributions, **one)
+        ui.bugs_run.click(simulate_bugs, ui.bugs_inputs, ui.bugs_outputs, validator=check_distributions, **one)
         ui.run_position.click(
             simulate_position, [shared.trace, ins.round, ins.position, ui.samples, ui.seed], ui.position_outputs, **one
         )

@@ -33,7 +33,8 @@ from specviz.app.background import unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import DETAILS, hide_details, redact, shown_errors
-from specviz.app.tab import LIGHT, MODELS, Shared, Tab
+from specviz.app.stopping import session_of
+from specviz.app.tab import LIGHT, MODELS, PRIVATE, Shared, Tab
 from specviz.events import Trace
 from specviz.limits import PAIR_CHARS
 from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, from_request
@@ -242,7 +243,7 @@ def _refresher(shared: Shared):
     def then_refresh(event):
         for fn, inputs, outputs in steps:
             if outputs:
-                event = event.then(fn, inputs, outputs, api_visibility="private")
+                event = event.then(fn, inputs, outputs, **PRIVATE)
         return event
 
     return then_refresh
@@ -265,12 +266,12 @@ def _redraw_step(tabs: list[Tab], shared: Shared) -> tuple:
 
 def _wire_status(demo: gr.Blocks, shared: Shared, status: gr.HTML, timer: gr.Timer) -> None:
     """The model status polls while a load is under way, and again after a run or a pair change."""
-    pair, private = shared.built["live"].ui.pair, {"api_visibility": "private"}
-    quiet = {"queue": False, "show_progress": "hidden", **private}
+    pair = shared.built["live"].ui.pair
+    quiet = {"queue": False, "show_progress": "hidden", **PRIVATE}
     timer.tick(model_status, [pair], [status, timer], **quiet)
     demo.load(model_status, [pair], [status, timer], **quiet)
     for trigger in (shared.built["live"].ui.run.click, pair.input):
-        trigger(lambda: gr.Timer(active=True), None, [timer], queue=False, **private)
+        trigger(lambda: gr.Timer(active=True), None, [timer], queue=False, **PRIVATE)
 
 
 def status_api(config: PageConfig):
@@ -329,11 +330,8 @@ def zero_gpu_status(config: PageConfig, pair: str) -> dict | None:
     """On ZeroGPU, the seconds a run of 16, 128 and 512 new tokens would ask for now; else None."""
     if not zero_gpu.ON_ZERO_GPU:
         return None
-    grants = {n: runner.run_wall_s(config, GenerationSettings(max_new_tokens=n), pair) for n in (16, 128, 512)}
-    return {
-        "grant_s": {str(n): zero_gpu.grant_for_limit(limit) for n, limit in grants.items()},
-        "s_per_token": zero_gpu.RATES.s_per_token(pair),
-    }
+    grants = zero_gpu.grants(lambda n: runner.run_wall_s(config, GenerationSettings(max_new_tokens=n), pair))
+    return {"grant_s": {str(n): grant for n, grant in grants.items()}, "s_per_token": zero_gpu.RATES.s_per_token(pair)}
 
 
 # The API's first parameters after the prompt and the pair, in the order gradio_client callers
@@ -379,9 +377,7 @@ def generate_api(config: PageConfig):
         settings = from_request(values)
         prompt = check_prompt(prompt)
         # A job posted to /call/generate that nobody reads is stopped, not kept running and queued.
-        for trace in while_read(
-            runner.stream(pair, prompt, settings, live.session_of(request), config), unread(request)
-        ):
+        for trace in while_read(runner.stream(pair, prompt, settings, session_of(request), config), unread(request)):
             yield trace.to_json()
 
     generate.__signature__ = signature

@@ -12,6 +12,7 @@ import gradio as gr
 
 from specviz.choices import SPECULATIVE
 from specviz.app.shown_errors import shown_errors
+from specviz.app.tab import PRIVATE, hint
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Trace
@@ -88,12 +89,11 @@ class MetricsSection:
 
 
 def build_metrics() -> MetricsSection:
-    gr.Markdown(
+    hint(
         "### Production metrics\nPaste or upload what an engine reports about the same pair: vLLM's "
         "`/metrics` (Prometheus text) or a response's `metrics.speculative_decoding`, SGLang's `meta_info`, "
         "llama-server's `/completion` response or its `/metrics`, or a specviz trace. Its acceptance is drawn "
-        "as a run's, and the speedup predicted with the cost model you pick.",
-        elem_classes=["sv-hint"],
+        "as a run's, and the speedup predicted with the cost model you pick."
     )
     with gr.Row(equal_height=False):
         with gr.Column(min_width=300):
@@ -173,8 +173,8 @@ def metrics_views(text, path, source, t, d, v, trace: Trace | None) -> tuple:
 
 
 def wire_export(panel: ExportPanel, trace: gr.State) -> None:
-    panel.format.change(export_views, [trace, panel.format], panel.outputs, api_visibility="private")
+    panel.format.change(export_views, [trace, panel.format], panel.outputs, **PRIVATE)
 
 
 def wire_metrics(section: MetricsSection, trace: gr.State) -> None:
-    section.read.click(shown_errors(metrics_views), [*section.inputs, trace], section.outputs, api_visibility="private")
+    section.read.click(shown_errors(metrics_views), [*section.inputs, trace], section.outputs, **PRIVATE)

@@ -3,7 +3,7 @@
 The loader and the Stop flags are process-wide: every browser session shares the one loaded
 pair, and each session has its own Stop. On Hugging Face ZeroGPU (the `spaces` package can
 be imported) every function that runs the models (a generation here, the labs' sweep point
-and batch timing) is wrapped by `on_gpu`, so it holds a GPU only while it runs; its
+and batch timing) is wrapped by `runs_models`, so it holds a GPU only while it runs; its
 arguments are plain values, looked up inside, because ZeroGPU runs it in another process.
 """
 
@@ -26,6 +26,7 @@ from specviz.choices import AUTO
 from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
 from specviz.events import Trace
+from specviz.models.progress import Progress
 from specviz.settings import GenerationSettings
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,6 @@ OUTPUTS = SessionOutputs()  # the Live tab's earlier outputs per session, for th
 # the timeline cannot keep up with a GPU's tens of rounds a second, and the API's messages
 # (the whole trace so far) would grow as the square of the run's length.
 MIN_UPDATE_S = 0.2
-
-Progress = Callable[[float, str], None]
 
 
 def check_pair(spec: Any, config: PageConfig) -> Any:
@@ -79,6 +78,13 @@ def check_runtime(runtime: str, config: PageConfig, pair_name: Any = None) -> st
     if state is not None and state.ready and getattr(state.pair, "runtime", None) == runtime:
         return runtime
     raise UserError(f"runtime {runtime!r}: this page runs its pairs on the runtime its operator chose ({AUTO})")
+
+
+def loading(progress, pair_name: Any) -> Progress | None:
+    """A pair's load told on the page's progress bar (`progress`: Gradio's, or None)."""
+    if progress is None:
+        return None
+    return lambda fraction, message: progress(fraction, desc=f"Loading {pair_name}: {message}")
 
 
 def stream(
@@ -220,12 +226,14 @@ def _generate(
     yield generation.trace()  # the same events, now with the stop reason
 
 
-def on_gpu(fn: Callable, duration: int | Callable[..., int] | None = None) -> Callable:
-    """`fn`, holding a ZeroGPU grant while it runs where the `spaces` package is installed
-    (`duration` seconds; by default the grant for the `max_wall_s` it is called with); `fn`
-    itself elsewhere. ZeroGPU runs it in another process, so its arguments cross as plain
-    values: settings as their dict, made settings again on the other side (they were checked
-    when first made); no callbacks, no models."""
+def runs_models(fn: Callable, duration: int | Callable[..., int] | None = None) -> Callable:
+    """`fn`, a function that runs the models, with any background timing of another runtime
+    stopped while it runs (`holding`), and holding a ZeroGPU grant meanwhile where the `spaces`
+    package is installed (`duration` seconds; by default the grant for the `max_wall_s` it is
+    called with). ZeroGPU runs it in another process, so its arguments cross as plain values:
+    settings as their dict, made settings again on the other side (they were checked when first
+    made); no callbacks, no models."""
+    fn = holding(fn)
     if zero_gpu.installed() is None:
         return fn
     duration = zero_gpu.duration_from(fn) if duration is None else duration
@@ -255,4 +263,4 @@ def _settings_again(args: tuple) -> list:
     ]
 
 
-_generate = on_gpu(holding(_generate))
+_generate = runs_models(_generate)

@@ -53,6 +53,18 @@ def _as_text(message: str) -> str:
     return message.replace("&", "&amp;").replace("<", "&lt;")
 
 
+def verdict(check: Callable[[], object] | None = None) -> dict:
+    """Gradio's answer on one input as its request asks to join the queue: refused with the
+    UserError's line that `check()` raises, else (and with no check) accepted. A refusal comes
+    at once, not after the requests ahead of it have run."""
+    try:
+        if check is not None:
+            check()
+    except UserError as e:
+        return gr.validate(False, str(e))
+    return gr.validate(True, "")
+
+
 def shown_errors(fn: Callable, *, html: bool = True) -> Callable:
     """Wrap a handler (plain or generator) so every failure reaches the page as gr.Error."""
     if inspect.isgeneratorfunction(fn):

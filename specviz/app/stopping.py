@@ -8,6 +8,13 @@ from __future__ import annotations
 
 import threading
 
+NO_SESSION = "no-session"  # a request without a browser session: its outputs are never kept
+
+
+def session_of(request) -> str:
+    """The browser session a Gradio request comes from (each has its own Stop)."""
+    return getattr(request, "session_hash", None) or NO_SESSION
+
 
 class StopFlags:
     def __init__(self) -> None:

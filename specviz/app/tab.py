@@ -8,20 +8,51 @@ A new tab is a module in `specviz/app/` with a `Tab` subclass and one entry in `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
 
+from specviz.app import runner
 from specviz.app.config import PageConfig
-from specviz.events import Trace
+from specviz.app.stopping import session_of
+from specviz.choices import SPECULATIVE
+from specviz.events import RoundEvent, Trace
 
 # Everything that runs a model shares one slot: one at a time.
 MODELS = {"concurrency_id": "models", "concurrency_limit": 1}
 # Every other queued handler (drawing, the theory and lossless labs, the race replay) shares
 # these few slots, whatever its event (page.one_queue).
 LIGHT = {"concurrency_id": "light", "concurrency_limit": 4}
+# A handler of the page's own, not an API endpoint (the API is page.py's and tools.py's).
+PRIVATE = {"api_visibility": "private"}
+
+
+def stop(request: gr.Request) -> None:
+    """Stop: the run of the request's browser session ends before its next round."""
+    runner.FLAGS.stop(session_of(request))
+
+
+def stops(trigger: Callable, cancels: list | None = None) -> Any:
+    """`trigger` (a listener, such as `button.click`) stops the session's run at once, outside
+    the queue, and cancels the `cancels` events."""
+    return trigger(stop, None, None, queue=False, cancels=cancels, **PRIVATE)
+
+
+def hint(markdown: str) -> gr.Markdown:
+    """A section's words of explanation, in the page's muted style."""
+    return gr.Markdown(markdown, elem_classes=["sv-hint"])
+
+
+def speculative(trace: Trace | None) -> bool:
+    """Whether `trace` (a run, or an uploaded trace) is speculative decoding with rounds to read."""
+    return trace is not None and trace.mode == SPECULATIVE and any(isinstance(e, RoundEvent) for e in trace.events)
+
+
+def muted(html: str) -> str:
+    """A placeholder paragraph (what to do first, what a section will show), as HTML."""
+    return f'<p class="sv-muted">{html}</p>'
 
 
 @dataclass
@@ -40,25 +71,19 @@ class Shared:
 
 class Tab:
     """One tab. `build` lays out its components (kept on self); `wire` connects their events;
-    a tab that shows the current trace lists what its `redraw` reads besides the trace
-    (`redraw_inputs`) and writes (`redraw_outputs`)."""
+    a tab that shows the current trace lists, once built, what its `redraw` reads besides the
+    trace (`redraw_inputs`) and writes (`redraw_outputs`)."""
 
     id: str
     title: str
+    redraw_inputs: Sequence = ()
+    redraw_outputs: Sequence = ()
 
     def build(self, shared: Shared) -> None:
         raise NotImplementedError
 
     def wire(self, shared: Shared) -> None:
         pass
-
-    @property
-    def redraw_inputs(self) -> list:
-        return []
-
-    @property
-    def redraw_outputs(self) -> list:
-        return []
 
     def redraw(self, trace: Trace | None, *values) -> tuple:
         return ()

@@ -21,7 +21,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.settings import MAX_K
 from specviz.viz.tree_payoff import payoff_figure, payoff_html, tree_payoff
-from specviz.app.tab import Shared, Tab
+from specviz.app.tab import PRIVATE, Shared, Tab, muted, speculative
 from specviz.choices import FIXED, SPECULATIVE
 
 # Before a pair has loaded: the classic example tests/test_theory.py works through, a drafted
@@ -29,10 +29,10 @@ from specviz.choices import FIXED, SPECULATIVE
 # (`from_pair`), and "Use the last run" takes the last run's alpha and k as well.
 DEFAULT_ALPHA, DEFAULT_K, DEFAULT_T_MS, DEFAULT_D_MS = 0.8, 4, 40.0, 4.0
 MAX_MS = 5000
-NO_RUN = '<p class="sv-muted">Run a generation in speculative mode: its measured \u03b1, T and D are marked here.</p>'
-NO_T = (
-    '<p class="sv-muted">This trace carries no one-token pass cost (it was recorded before specviz measured one at '
-    "load): run plain decoding on the Side by side tab to compare it with a measured plain run.</p>"
+NO_RUN = muted("Run a generation in speculative mode: its measured \u03b1, T and D are marked here.")
+NO_T = muted(
+    "This trace carries no one-token pass cost (it was recorded before specviz measured one at load): run plain "
+    "decoding on the Side by side tab to compare it with a measured plain run."
 )
 
 
@@ -133,7 +133,7 @@ def build() -> TheoryTab:
 def prediction(spec: Trace | None, plain: Trace | None):
     """The run's prediction against the pair's one-token pass measured at load (k: the fixed
     k, else the mean drafted per round)."""
-    if spec is None or spec.mode != SPECULATIVE or not spec.events:
+    if not speculative(spec):
         return None
     fixed = spec.settings.get("policy") == FIXED
     return viz.predict(
@@ -175,8 +175,7 @@ def tree_views(spec: Trace | None) -> tuple:
 def _measured_html(spec: Trace | None, pred) -> str:
     if pred is not None:
         return viz.prediction_html(pred)
-    has_run = spec is not None and spec.mode == SPECULATIVE and bool(spec.events)
-    return NO_T if has_run else NO_RUN
+    return NO_T if speculative(spec) else NO_RUN
 
 
 def from_pair(pair_name: str) -> tuple:
@@ -187,7 +186,12 @@ def from_pair(pair_name: str) -> tuple:
     cost = state.pair.cost_model if state is not None and state.ready else None
     if cost is None:
         return gr.skip(), gr.skip()
-    return min(max(round(cost.target), 1), MAX_MS), min(round(cost.draft), MAX_MS)
+    return slider_ms(cost.target, cost.draft)
+
+
+def slider_ms(target_ms: float, draft_ms: float) -> tuple[int, int]:
+    """T and D as the sliders can show them: whole ms, T at least 1, both at most MAX_MS."""
+    return min(max(round(target_ms), 1), MAX_MS), min(round(draft_ms), MAX_MS)
 
 
 def from_run(spec: Trace | None, plain: Trace | None) -> tuple:
@@ -196,12 +200,7 @@ def from_run(spec: Trace | None, plain: Trace | None) -> tuple:
     if pred is None:
         gr.Warning("No speculative run yet: run one first, then its numbers can fill the sliders.")
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    return (
-        round(pred.alpha, 2),
-        min(max(pred.k, 1), MAX_K),
-        min(max(round(pred.target_ms), 1), MAX_MS),
-        min(round(pred.draft_ms), MAX_MS),
-    )
+    return round(pred.alpha, 2), min(max(pred.k, 1), MAX_K), *slider_ms(pred.target_ms, pred.draft_ms)
 
 
 class TheoryPage(Tab):
@@ -211,27 +210,20 @@ class TheoryPage(Tab):
 
     def build(self, shared: Shared) -> None:
         self.ui = build()
+        self.redraw_inputs, self.redraw_outputs = self.ui.sliders, self.ui.outputs
 
     def wire(self, shared: Shared) -> None:
-        ui, private = self.ui, {"api_visibility": "private"}
+        ui = self.ui
         inputs = [*ui.sliders, shared.trace, shared.plain]
         pair = shared.built["live"].ui.pair
-        shared.demo.load(from_pair, [pair], [ui.target_ms, ui.draft_ms], **private).then(
-            views, inputs, ui.outputs, **private
+        shared.demo.load(from_pair, [pair], [ui.target_ms, ui.draft_ms], **PRIVATE).then(
+            views, inputs, ui.outputs, **PRIVATE
         )
         for slider in ui.sliders:
-            slider.release(views, inputs, ui.outputs, **private)
-        ui.use_run.click(from_run, [shared.trace, shared.plain], ui.sliders, **private).then(
-            views, inputs, ui.outputs, **private
+            slider.release(views, inputs, ui.outputs, **PRIVATE)
+        ui.use_run.click(from_run, [shared.trace, shared.plain], ui.sliders, **PRIVATE).then(
+            views, inputs, ui.outputs, **PRIVATE
         )
-
-    @property
-    def redraw_inputs(self) -> list:
-        return self.ui.sliders
-
-    @property
-    def redraw_outputs(self) -> list:
-        return self.ui.outputs
 
     def redraw(self, trace: Trace | None, *sliders) -> tuple:
         return views(*sliders, trace, None)

@@ -17,7 +17,7 @@ from specviz import theory
 from specviz.choices import FIXED, MODEL
 from specviz.app import runner
 from specviz.app.config import PageConfig
-from specviz.app.live import session_of
+from specviz.app.stopping import session_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.models.catalogue.sources import check_typed

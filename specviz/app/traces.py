@@ -20,13 +20,14 @@ from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import Trace, check_trace_size, load_trace
 from specviz.viz.text import esc
-from specviz.app.tab import Shared, Tab
+from specviz.app.tab import PRIVATE, Shared, Tab, hint, muted
 
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"
 # Downloads written here are served from Gradio's own copy (deleted by the page's delete_cache);
 # these go once they are this old, and past this many, the oldest first.
 TRACE_FILES_AGE_S = 3600
 TRACE_FILES_KEPT = 256
+NO_RUN = muted("No run yet.")
 
 
 @dataclass
@@ -37,17 +38,16 @@ class TracesTab:
 
 
 def build() -> TracesTab:
-    gr.Markdown(
+    hint(
         "A trace holds a whole run: prompt, settings, every round with its probabilities and timings. "
-        "Download one to keep or share it; upload one to replay and inspect it here, with no model loaded.",
-        elem_classes=["sv-hint"],
+        "Download one to keep or share it; upload one to replay and inspect it here, with no model loaded."
     )
     with gr.Row(equal_height=False):
         with gr.Column(min_width=280):
             download = gr.DownloadButton(
                 "Download this run (JSON)", value=None, interactive=False, elem_id="download-trace"
             )
-            summary = gr.HTML('<p class="sv-muted">No run yet.</p>', elem_id="trace-summary")
+            summary = gr.HTML(NO_RUN, elem_id="trace-summary")
         with gr.Column(min_width=280):
             upload = gr.File(
                 label="Upload a trace (.json)", file_types=[".json"], type="filepath", elem_id="trace-upload"
@@ -102,7 +102,7 @@ def read_upload(path: str | None) -> Trace:
 
 def summary_html(trace: Trace | None) -> str:
     if trace is None:
-        return '<p class="sv-muted">No run yet.</p>'
+        return NO_RUN
     s = trace.summary
     settings = ", ".join(f"{k} = {v}" for k, v in trace.settings.items())
     rows = [
@@ -126,17 +126,14 @@ class TracesPage(Tab):
 
     def build(self, shared: Shared) -> None:
         self.ui = build()
+        self.redraw_outputs = [self.ui.download, self.ui.summary]
 
     def wire(self, shared: Shared) -> None:
-        controls, private = shared.built["live"].ui, {"api_visibility": "private"}
-        upload = self.ui.upload.upload(read_upload, [self.ui.upload], [shared.trace], **private)
-        upload = upload.success(live.live_views, [shared.trace], controls.outputs, **private)
-        upload = upload.then(lambda t: live.controls_from(t, shared.config), [shared.trace], controls.inputs, **private)
+        controls = shared.built["live"].ui
+        upload = self.ui.upload.upload(read_upload, [self.ui.upload], [shared.trace], **PRIVATE)
+        upload = upload.success(live.live_views, [shared.trace], controls.outputs, **PRIVATE)
+        upload = upload.then(lambda t: live.controls_from(t, shared.config), [shared.trace], controls.inputs, **PRIVATE)
         shared.then_refresh(upload)
-
-    @property
-    def redraw_outputs(self) -> list:
-        return [self.ui.download, self.ui.summary]
 
     def redraw(self, trace: Trace | None, *values) -> tuple:
         return save_for_download(trace), summary_html(trace)

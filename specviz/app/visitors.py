@@ -21,10 +21,11 @@ from typing import Any
 import gradio as gr
 
 from specviz.app.config import PageConfig
+from specviz.app.tab import MODELS
 from specviz.errors import UserError
 from specviz.settings import PROMPT
 
-MODELS_ID = "models"  # the concurrency id every model-running event shares (tab.MODELS)
+MODELS_ID = MODELS["concurrency_id"]  # every model-running event's
 ENV = "SPECVIZ_MAX_RUNS_PER_VISITOR"
 
 
@@ -85,7 +86,7 @@ def guard(demo: gr.Blocks, config: PageConfig) -> None:
             async with lock:  # this visitor's requests join one at a time, each counting the ones before it
                 why = oversized(getattr(body, "data", None)) or refusal(queue, request, body.session_hash, config)
                 if why is not None:
-                    return False, [{"__type__": "validate", "is_valid": False, "message": why}], "validator_error"
+                    return False, [gr.validate(False, why)], "validator_error"
                 return await join(body=body, request=request, username=username)
         finally:
             users[key] -= 1

@@ -84,6 +84,12 @@ def grant_for_limit(limit_s: float | None) -> int:
     return int(min(MAX_GRANT_S, max(MIN_GRANT_S, math.ceil(limit_s) + GRANT_MARGIN_S)))
 
 
+def grants(limit_for: Callable[[int], float]) -> dict[int, int]:
+    """The grant a run of 16, 128 and 512 new tokens asks for, `limit_for(max_new_tokens)`
+    being a run's limit: what the launch log and the status endpoint tell."""
+    return {n: grant_for_limit(limit_for(n)) for n in (16, 128, 512)}
+
+
 def duration_from(fn: Callable, arg: str = "max_wall_s") -> Callable[..., int]:
     """spaces.GPU's `duration` for `fn`: the grant for the run limit `fn` is called with."""
     signature = inspect.signature(fn)
@@ -101,13 +107,12 @@ def log_start(pair: str, state, limit_for: Callable[[int], float]) -> None:
     if state.error is not None:
         log.error("ZeroGPU: %s did not load before launch: %s", pair, state.error)
         return
-    grants = {n: grant_for_limit(limit_for(n)) for n in (16, 128, 512)}
     log.info(
         "ZeroGPU: %s loaded on %s (%s) before launch; grants by new tokens: %s",
         pair,
         getattr(state.pair, "device", "?"),
         getattr(state.pair, "runtime", "?"),
-        grants,
+        grants(limit_for),
     )
 
 

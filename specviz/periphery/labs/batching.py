@@ -30,6 +30,7 @@ from specviz.errors import UserError
 from specviz.settings import FIXED_K, MAX_K
 from specviz.lm.runtime import missing
 from specviz.lm.timing import best_s, measure_pass_ms
+from specviz.models.progress import Progress
 from specviz.choices import BATCHED, FIXED, INT8, TORCH
 
 BATCH_SIZES = (1, 2, 4, 8)
@@ -39,8 +40,6 @@ REPEATS = 3
 COPY_BYTES = 128 << 20  # well beyond any CPU cache: the copy runs at memory speed
 MATMUL_N = 2048
 DEFAULT_ALPHA_PROMPT = "Write a function that reverses a string"
-
-Progress = Callable[[float, str], None]
 
 
 @dataclass

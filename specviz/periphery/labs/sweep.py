@@ -23,12 +23,11 @@ from specviz import limits
 from specviz.choices import SPECULATIVE
 from specviz.errors import UserError
 from specviz.events import Trace
+from specviz.models.progress import Progress
 from specviz.settings import GenerationSettings, no_draft_help
 
 DEFAULT_TEMPERATURES = "0,0.3,0.7,1.0"
 SWEEP_MAX_NEW_TOKENS = 48  # short runs: a sweep of four on the bundled pair stays in minutes
-
-Progress = Callable[[float, str], None]
 
 
 @dataclass
