@@ -3,8 +3,9 @@ engines people serve models with, and those engines' own speculative metrics rea
 
     found.py    what a run found: the pair's models, the drafter, the draft length to use
     export.py   that, as a vLLM / SGLang / llama.cpp / transformers / llama-cpp-python command
-    metrics.py  an engine's metrics (Prometheus text, a response's JSON) as counts, and a verdict
-    cli.py      `python -m specviz export` and `python -m specviz metrics`
+    metrics.py  an engine's metrics (Prometheus text, a response's JSON) as counts
+    judge.py    what the counts predict under a cost model, and a verdict
+    *_cli.py    `python -m specviz export` and `python -m specviz metrics`
 
 A top layer beside the app and the bench: it reads traces (events) and the catalogue of
 pairs (models), and runs nothing.
