@@ -20,6 +20,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz.choices import INTERSECTION, TEXT
 from specviz.events import EmittedToken, RoundEvent
 from specviz.viz.palette import (
     ACCEPTED,
@@ -295,8 +296,8 @@ def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
 # --- a cross-tokenizer round ---------------------------------------------------------------
 
 METHOD_WORDS = {
-    "text": "through text: the draft's tokens are turned into text and re-encoded with the target's tokenizer",
-    "intersection": "through the shared vocabulary: the draft proposes only tokens both vocabularies have",
+    TEXT: "through text: the draft's tokens are turned into text and re-encoded with the target's tokenizer",
+    INTERSECTION: "through the shared vocabulary: the draft proposes only tokens both vocabularies have",
 }
 
 
