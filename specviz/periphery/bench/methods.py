@@ -135,6 +135,13 @@ class Sample:
         return cls(token_ids=list(d["token_ids"]), wall_s=float(d["wall_s"]), stats=stats)
 
 
+# The methods named by a fixed draft length after their prefix: (family, kind).
+WITH_K = {
+    "sv-k": ("sv", SPECULATIVE),
+    "hf-assisted-k": ("hf", "assisted"),
+    "hf-universal-k": ("hf", "universal"),
+    "ll-spec-k": ("ll", SPECULATIVE),
+}
 # A sample's own fields in bench.json, beside its method's stats.
 RECORDED = ("tokens_per_s", "wall_s", "new_tokens", "token_ids")
 
@@ -187,20 +194,11 @@ def parse_method(name: str) -> Method:
     t = re.fullmatch(r"sv-tree(\d+)x(\d+)", name)
     if t and 1 <= int(t.group(1)) <= 64 and 1 <= int(t.group(2)) <= 8:
         return Method(name, "sv", TREE, tree=(int(t.group(1)), int(t.group(2))))
-    ll = re.fullmatch(r"ll-spec-k(\d+)", name)
-    if ll and 1 <= int(ll.group(1)) <= 16:
-        return Method(name, "ll", SPECULATIVE, k=int(ll.group(1)))
     if name.removeprefix("ll-") in NGRAM_TYPES:
         return Method(name, "ll", name.removeprefix("ll-"))
-    m = re.fullmatch(r"(sv-k|hf-assisted-k|hf-universal-k)(\d+)", name)
+    m = re.fullmatch(f"({'|'.join(WITH_K)})(\\d+)", name)
     if m and 1 <= int(m.group(2)) <= 16:
-        k = int(m.group(2))
-        family, kind = {
-            "sv-k": ("sv", SPECULATIVE),
-            "hf-assisted-k": ("hf", "assisted"),
-            "hf-universal-k": ("hf", "universal"),
-        }[m.group(1)]
-        return Method(name, family, kind, k=k)
+        return Method(name, *WITH_K[m.group(1)], k=int(m.group(2)))
     raise UserError(
         f"unknown method {name!r}: use sv-plain, sv-k<K>, sv-adaptive, sv-adaptive-min, sv-heuristic, "
         f"{', '.join('sv-' + d for d in drafter_methods())}, sv-tree<N>x<B>, sv-text, sv-intersection, hf-plain, hf-assisted, hf-assisted-k<K>, "
