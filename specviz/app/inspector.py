@@ -22,7 +22,7 @@ from specviz.viz.inspector import position_bars_figure, position_choices, round_
 from specviz.viz.palette import empty_figure
 from specviz.viz.source import source_html
 from specviz.viz.tree import tree_figure, tree_mask_figure
-from specviz.app.tab import PRIVATE, Shared, Tab, hint, muted
+from specviz.app.tab import PRIVATE, Shared, Tab, hint, muted, shown
 
 NO_ROUNDS = "Run a generation (or upload a trace) in speculative mode: its rounds appear here."
 
@@ -147,7 +147,7 @@ def round_extras(event: RoundEvent | None, trace: Trace | None) -> tuple:
     else:
         box, tree, mask = gr.Row(visible=False), gr.skip(), gr.skip()
     align = alignment_view(event, trace.meta if trace is not None else None)
-    source = gr.HTML(source_html(event), visible=True) if event is not None and event.source else gr.HTML(visible=False)
+    source = shown(gr.HTML, source_html(event) if event is not None and event.source else None)
     return box, tree, mask, align, source
 
 

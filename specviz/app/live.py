@@ -30,7 +30,7 @@ from specviz.app import production, runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.app.stopping import NO_SESSION, session_of
-from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, hint, stops
+from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, hint, shown, stops
 from specviz.events import RoundEvent, Trace
 from specviz.models.catalogue.presets import list_presets
 from specviz.choices import COST_AWARE, PLAIN, POLICIES, SPECULATIVE, SUFFIX
@@ -291,19 +291,13 @@ def latest_round_views(trace: Trace) -> tuple:
     round is drawn, however long the run. A round that drafted nothing (at the token limit)
     leaves the one before it shown."""
     last = next((e for e in reversed(trace.events) if isinstance(e, RoundEvent) and (e.tree or e.alignment)), None)
-    tree = (
-        gr.Plot(tree_figure(last, title=f"Latest round ({last.index}): its token tree"), visible=True)
-        if last is not None and last.tree
-        else gr.Plot(visible=False)
-    )
-    return tree, alignment_view(last, trace.meta)
+    tree = tree_figure(last, title=f"Latest round ({last.index}): its token tree") if last and last.tree else None
+    return shown(gr.Plot, tree), alignment_view(last, trace.meta)
 
 
 def alignment_view(event: RoundEvent | None, meta) -> gr.HTML:
     """A round's alignment with a draft of another tokenizer, shown; hidden for any other round."""
-    if event is not None and event.alignment:
-        return gr.HTML(alignment_html(event, meta), visible=True)
-    return gr.HTML(visible=False)
+    return shown(gr.HTML, alignment_html(event, meta) if event is not None and event.alignment else None)
 
 
 def stopped_views(trace: Trace | None) -> tuple:

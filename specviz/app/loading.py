@@ -89,12 +89,10 @@ class PairLoader:
     def _forget_unloaded(self) -> None:
         """Drop the states of pairs unloaded since (`ModelPair.close`): a state holding one
         would keep its models in memory, and the next request for it loads it again."""
-        for key, state in list(self._states.items()):
-            if getattr(state.pair, "closed", False):
-                del self._states[key]
-        for name, state in list(self._latest.items()):
-            if getattr(state.pair, "closed", False):
-                del self._latest[name]
+        for states in (self._states, self._latest):
+            for key, state in list(states.items()):
+                if getattr(state.pair, "closed", False):
+                    del states[key]
 
     def status(self, name: str) -> LoadState | None:
         with self._lock:

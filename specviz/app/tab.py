@@ -50,6 +50,11 @@ def speculative(trace: Trace | None) -> bool:
     return trace is not None and trace.mode == SPECULATIVE and any(isinstance(e, RoundEvent) for e in trace.events)
 
 
+def shown(kind: type, value: Any = None) -> Any:
+    """An update of a `kind` component: shown with `value`, or hidden when there is none."""
+    return kind(visible=False) if value is None else kind(value, visible=True)
+
+
 def muted(html: str) -> str:
     """A placeholder paragraph (what to do first, what a section will show), as HTML."""
     return f'<p class="sv-muted">{html}</p>'
