@@ -24,6 +24,7 @@ import gradio as gr
 from specviz import acceptance
 from specviz.app import production, runner, zero_gpu
 from specviz.app.config import PageConfig
+from specviz.app.loading import Cancelled
 from specviz.app.shown_errors import shown_errors, verdict
 from specviz.engine import model_lock
 from specviz.errors import UserError
@@ -217,8 +218,6 @@ class Labs:
         self, trace: Trace | None, pair_name: str, temperatures: str, request: gr.Request, progress=gr.Progress()
     ) -> Iterator[tuple]:
         """Run the current prompt at each temperature; the figure grows after each run."""
-        from specviz.app.loading import Cancelled
-
         temps = parse_temperatures(temperatures)  # first: refused before anything else is looked at
         if not speculative(trace):
             raise UserError("run a generation in speculative mode first: the sweep reruns its prompt and settings")

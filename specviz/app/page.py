@@ -35,8 +35,11 @@ from specviz.app.loading import LoadState
 from specviz.app.shown_errors import DETAILS, hide_details, redact, shown_errors
 from specviz.app.stopping import session_of
 from specviz.app.tab import LIGHT, MODELS, PRIVATE, Shared, Tab
+from specviz.engine import runtime_prepare
+from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.limits import PAIR_CHARS
+from specviz.models.files.cache import where
 from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, from_request
 from specviz.viz import pair_status
 
@@ -62,7 +65,6 @@ def runtime_html(pair) -> str:
     """The runtime, why, and what each runtime measured here (costs.runtime_choice), with the
     background timing of another runtime (engine.runtime_prepare)."""
     from specviz.costs import runtime_choice
-    from specviz.engine import runtime_prepare
 
     c = pair.runtime_choice
     if c is None:
@@ -77,7 +79,6 @@ def runtime_html(pair) -> str:
 def head_html(pair) -> str:
     """The target's trained draft head, where there is one (drafters.head)."""
     from specviz.drafters.head import draft_ms, head_for, head_path, target_label
-    from specviz.errors import UserError
 
     if not head_path(target_label(pair)).is_file():
         return ""
@@ -108,8 +109,6 @@ def runtime_rates(choice) -> dict:
 
 
 def preparation_sentence(prep, pair) -> str:
-    from specviz.engine.runtime_prepare import switch_to
-
     if prep.state == "running":
         return (
             f"{prep.runtime} is being prepared and timed in the background, at low priority (the first time, "
@@ -117,21 +116,17 @@ def preparation_sentence(prep, pair) -> str:
         )
     if prep.state == "failed":
         return f"{prep.runtime} could not be prepared: {prep.last_line() or 'see ' + str(prep.log)}"
-    if switch_to(pair) == prep.runtime:
+    if runtime_prepare.switch_to(pair) == prep.runtime:
         return f"{prep.runtime}, timed in the background, drafts faster here: the next run loads the pair on it"
     return f"{prep.runtime}, timed in the background, drafts no faster here: the pair stays on {pair.runtime}"
 
 
 def preparing(pair_name: str) -> bool:
-    from specviz.engine.runtime_prepare import preparations
-
-    return any(p.state == "running" for p in preparations(pair_name))
+    return any(p.state == "running" for p in runtime_prepare.preparations(pair_name))
 
 
 def cache_html() -> str:
     """Where converted models and measurements are kept; a public page names no server folders."""
-    from specviz.models.files.cache import where
-
     if not DETAILS["shown"]:
         return ""
     folder, why = where()
@@ -284,8 +279,6 @@ def status_api(config: PageConfig):
         k), the note the status line shows when plain decoding beats every drafting run, and any
         background timing of another runtime with its state.
         Clients pass `pair` always: an undocumented endpoint's defaults are not published."""
-        from specviz.models.files.cache import where
-
         pair = PAIR_CHARS.check_text(pair.strip()) or config.default_pair
         state = runner.LOADER.status(pair)
         folder, why = where() if DETAILS["shown"] else ("", "a public page names no server folders")
@@ -311,7 +304,6 @@ def status_api(config: PageConfig):
             choice = state.pair.runtime_choice if state.ready else None
             if choice is not None:
                 from specviz.costs import runtime_choice
-                from specviz.engine.runtime_prepare import preparations
 
                 rates = runtime_rates(choice)
                 out.update(
@@ -319,7 +311,7 @@ def status_api(config: PageConfig):
                     runtime_reason=choice.reason,
                     rates=rates,
                     note=runtime_choice.plain_beats_drafting(rates),
-                    preparing={p.runtime: p.state for p in preparations(pair)},
+                    preparing={p.runtime: p.state for p in runtime_prepare.preparations(pair)},
                 )
         return json.dumps(out)
 

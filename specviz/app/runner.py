@@ -26,6 +26,8 @@ from specviz.choices import AUTO
 from specviz.engine.runtime_prepare import holding
 from specviz.errors import UserError
 from specviz.events import Trace
+from specviz.models.catalogue.presets import PRESETS
+from specviz.models.catalogue.sources import ARROW, HUB_ID
 from specviz.models.progress import Progress
 from specviz.settings import GenerationSettings
 
@@ -48,9 +50,6 @@ def check_pair(spec: Any, config: PageConfig) -> Any:
     strangers make the server read its disk. The operator's own default pair (set at launch)
     is always allowed. Anything else is checked when the pair is resolved.
     """
-    from specviz.models.catalogue.presets import PRESETS
-    from specviz.models.catalogue.sources import ARROW, HUB_ID
-
     if config.public:
         if not isinstance(spec, str) or spec.strip() not in config.public_pairs:
             shown = repr(spec) if isinstance(spec, str) and len(spec) <= 80 else "that pair"

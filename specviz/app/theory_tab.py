@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specviz import viz
+from specviz.app import runner
 from specviz.cost_model import recorded
 from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
@@ -180,8 +181,6 @@ def _measured_html(spec: Trace | None, pred) -> str:
 
 def from_pair(pair_name: str) -> tuple:
     """T and D as measured when the pair loaded, where it has; else the sliders stay."""
-    from specviz.app import runner
-
     state = runner.LOADER.status(pair_name)
     cost = state.pair.cost_model if state is not None and state.ready else None
     if cost is None:
