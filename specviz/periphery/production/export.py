@@ -122,16 +122,11 @@ def _vllm(found: Found) -> Exported:
 def _sglang(found: Found) -> Exported:
     target, draft = _hub(found, "SGLang")
     head = f"python -m sglang.launch_server --model-path {shlex.quote(target)}"
-    if found.drafter == MODEL:
+    if found.drafter in (MODEL, TREE):  # a chain is a tree one wide with k nodes
+        width, nodes = (found.tree_width, found.tree_nodes) if found.drafter == TREE else (1, found.k)
         args = (
             f"--speculative-algorithm STANDALONE --speculative-draft-model-path {shlex.quote(draft)} "
-            f"--speculative-num-steps {found.k} --speculative-eagle-topk 1 --speculative-num-draft-tokens {found.k + 1}"
-        )
-    elif found.drafter == TREE:
-        args = (
-            f"--speculative-algorithm STANDALONE --speculative-draft-model-path {shlex.quote(draft)} "
-            f"--speculative-num-steps {found.k} --speculative-eagle-topk {found.tree_width} "
-            f"--speculative-num-draft-tokens {found.tree_nodes + 1}"
+            f"--speculative-num-steps {found.k} --speculative-eagle-topk {width} --speculative-num-draft-tokens {nodes + 1}"
         )
     elif found.drafter == LOOKUP:
         args = f"--speculative-algorithm NGRAM --speculative-num-draft-tokens {found.k + 1}"
