@@ -297,11 +297,10 @@ def _check_inputs(p, q, samples, seed) -> tuple[np.ndarray, np.ndarray]:
     p, q = check_distribution(p, "p"), check_distribution(q, "q")
     if p.size != q.size:
         raise UserError(f"p and q must cover the same vocabulary (p has {p.size} entries, q has {q.size})")
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-        raise UserError(f"samples must be a whole number, 1 or more (got {samples!r})")
+    for name, value, least in (("samples", samples, 1), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise UserError(f"{name} must be a whole number, {least} or more (got {value!r})")
     limits.SAMPLES.check(samples)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise UserError(f"seed must be a whole number, 0 or more (got {seed!r})")
     return p, q
 
 
