@@ -118,7 +118,7 @@ def comparison_html(spec: RunSummary, plain: RunSummary) -> str:
     if plain.target_passes > 0 and spec.new_tokens and plain.new_tokens:
         per_tok = (spec.target_passes / spec.new_tokens) / (plain.target_passes / plain.new_tokens)
         verdict += f" It needed {1 - per_tok:.0%} fewer target passes per token."
-    return f'<div class="specviz-text"><p>{esc(verdict)}</p>{table_html(["", "speculative", "plain"], rows)}</div>'
+    return f'<div class="specviz-text"><p>{esc(verdict)}</p>{table_html(["", SPECULATIVE, PLAIN], rows)}</div>'
 
 
 def output_tokens(run: Run) -> list[tuple[int, str]]:
