@@ -16,6 +16,7 @@ import platform
 import shlex
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -262,11 +263,7 @@ def _meta(pair, opts: BenchOptions, command: str, load_s: float) -> tuple[dict[s
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "code": resume.code_digest(),
-        "max_new_tokens": opts.max_new_tokens,
-        "temperature": opts.temperature,
-        "repeats": opts.repeats,
-        "k_max": opts.k_max,
-        "seed": opts.seed,
+        **{k: v for k, v in asdict(opts).items() if k != "warmup"},  # the settings every method ran with
     }
     if pair.cross_tokenizer:
         meta["vocab"] = vocab_summary(pair)
@@ -277,8 +274,6 @@ def _meta(pair, opts: BenchOptions, command: str, load_s: float) -> tuple[dict[s
 def head_summary(pair) -> dict[str, Any] | None:
     """The trained draft head for the pair's target, if there is one: what it was trained on
     and its held-out acceptance (the head drafter's runs are compared with it)."""
-    from dataclasses import asdict
-
     from specviz.drafters.head import head_for, head_path, target_label
 
     if not head_path(target_label(pair)).is_file():
