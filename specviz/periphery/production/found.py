@@ -8,6 +8,7 @@ says so instead of pretending a k helps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,11 +112,7 @@ def from_trace(trace: Trace) -> Found:
         k_reason=why,
         policy_mean_k=mean_k,
         hindsight_k=hindsight,
-        temperature=float(s.get("temperature", 0.0)),
-        tree_nodes=int(s.get("tree_nodes", 0)),
-        tree_width=int(s.get("tree_width", 0)),
-        early_exit_layers=int(s.get("early_exit_layers") or 0),
-        suffix_max_nodes=int(s.get("suffix_max_nodes") or 0),
+        **_shape(s),
     )
 
 
@@ -129,12 +126,15 @@ def from_settings(pair: str, settings: GenerationSettings) -> Found:
         drafter=settings.drafter,
         k=settings.k,
         k_reason="the k given (no run's trace to learn from)",
-        temperature=settings.temperature,
-        tree_nodes=settings.tree_nodes,
-        tree_width=settings.tree_width,
-        early_exit_layers=settings.early_exit_layers or 0,
-        suffix_max_nodes=settings.suffix_max_nodes,
+        **_shape(settings.to_dict()),
     )
+
+
+def _shape(settings: Mapping) -> dict:
+    """What an engine needs of a run's settings beside the drafter and k: the temperature and
+    the sizes of a tree, an early exit and a suffix tree."""
+    sizes = ("tree_nodes", "tree_width", "early_exit_layers", "suffix_max_nodes")
+    return {"temperature": float(settings.get("temperature") or 0.0), **{n: int(settings.get(n) or 0) for n in sizes}}
 
 
 def read_trace(path: str | Path) -> Trace:
