@@ -19,6 +19,7 @@ from specviz.app.config import PageConfig
 from specviz.app.stopping import session_of
 from specviz.choices import SPECULATIVE
 from specviz.events import RoundEvent, Trace
+from specviz.viz.text import paragraphs_html
 
 # Everything that runs a model shares one slot: one at a time.
 MODELS = {"concurrency_id": "models", "concurrency_limit": 1}
@@ -55,9 +56,9 @@ def shown(kind: type, value: Any = None) -> Any:
     return kind(visible=False) if value is None else kind(value, visible=True)
 
 
-def muted(html: str) -> str:
+def muted(text: str) -> str:
     """A placeholder paragraph (what to do first, what a section will show), as HTML."""
-    return f'<p class="sv-muted">{html}</p>'
+    return paragraphs_html([text], "sv-muted")
 
 
 @dataclass
