@@ -23,7 +23,7 @@ from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.choices import AUTO, PLAIN, RUNTIMES, SPECULATIVE
 from specviz.settings import GenerationSettings, from_request
-from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, hint, muted, stops
+from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, chart, hint, muted, stops
 
 SPEEDS = [("1\u00d7 (real time)", 1.0), ("2\u00d7", 2.0), ("4\u00d7", 4.0), ("10\u00d7", 10.0)]
 NOTHING = muted("Run a generation in speculative mode, then compare it here with plain decoding.")
@@ -61,11 +61,7 @@ def build() -> CompareTab:
             table = gr.HTML(NOTHING, elem_id="compare-table")
             identity = gr.HTML(elem_id="identity")
         with gr.Column(min_width=300):
-            curve = gr.Plot(
-                viz.empty_figure("Tokens over time appear here", "Tokens over time"),
-                elem_id="race-curve",
-                show_label=False,
-            )
+            curve = chart("race-curve", viz.empty_figure("Tokens over time appear here", "Tokens over time"))
     with gr.Row(equal_height=False, elem_id="race-controls"):
         replay = gr.Button("\u25b6 Replay the race", elem_id="race-replay", scale=0, min_width=180)
         speed = gr.Radio(SPEEDS, value=1.0, label="Replay speed", elem_id="race-speed", scale=1)

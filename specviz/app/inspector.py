@@ -22,7 +22,7 @@ from specviz.viz.inspector import position_bars_figure, position_choices, round_
 from specviz.viz.palette import empty_figure
 from specviz.viz.source import source_html
 from specviz.viz.tree import tree_figure, tree_mask_figure
-from specviz.app.tab import PRIVATE, Shared, Tab, hint, muted, shown
+from specviz.app.tab import PRIVATE, Shared, Tab, chart, hint, muted, shown
 
 NO_ROUNDS = "Run a generation (or upload a trace) in speculative mode: its rounds appear here."
 
@@ -74,16 +74,12 @@ def build() -> InspectorTab:
             story = gr.HTML(elem_id="round-story")
             position = gr.Radio([], label="Position in the round", elem_id="position")
         with gr.Column(scale=1, min_width=300):
-            bars = gr.Plot(
-                empty_figure("p and q at the chosen position appear here", None, 320),
-                elem_id="position-bars",
-                show_label=False,
-            )
+            bars = chart("position-bars", empty_figure("p and q at the chosen position appear here", None, 320))
     alignment = gr.HTML(visible=False, elem_id="round-alignment")
     source = gr.HTML(visible=False, elem_id="round-source")
     with gr.Row(equal_height=False, visible=False, elem_id="round-tree-box") as tree_box:
-        tree = gr.Plot(elem_id="round-tree", show_label=False, min_width=300)
-        mask = gr.Plot(elem_id="round-tree-mask", show_label=False, min_width=300)
+        tree = chart("round-tree", min_width=300)
+        mask = chart("round-tree-mask", min_width=300)
     return InspectorTab(prev, round_, next_, story, position, bars, tokens, tree_box, tree, mask, alignment, source)
 
 

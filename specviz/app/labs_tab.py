@@ -35,7 +35,7 @@ from specviz.settings import GenerationSettings, from_request
 from specviz.viz import acceptance_plots as ap
 from specviz.viz import empty_figure, pass_cost_figure, runtime_curves
 from specviz.app.stopping import session_of
-from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, hint, muted, speculative, stops
+from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, chart, hint, muted, speculative, stops
 
 NO_RUN = muted("Run a generation in speculative mode, or upload a trace: its rounds are measured here.")
 SWEEP_HINT = muted(
@@ -101,21 +101,21 @@ def _trace_sections() -> tuple:
         "probability \u03b1, the first would be \u03b1 everywhere and the second \u03b1^i."
     )
     with gr.Row(equal_height=False):
-        position_rates = gr.Plot(elem_id="labs-positions", show_label=False, min_width=300)
-        lengths = gr.Plot(elem_id="labs-lengths", show_label=False, min_width=300)
+        position_rates = chart("labs-positions", min_width=300)
+        lengths = chart("labs-lengths", min_width=300)
     lengths_text = gr.HTML(NO_RUN, elem_id="labs-lengths-text")
     hint(
         "### Hindsight k\nFor each round, the draft length that would have yielded the most tokens per ms, "
         "knowing how many of its drafts the target accepted, beside the length the policy drafted."
     )
-    hindsight = gr.Plot(elem_id="labs-hindsight", show_label=False)
+    hindsight = chart("labs-hindsight")
     hindsight_text = gr.HTML(elem_id="labs-hindsight-text")
     hint(
         "### Pass costs by runtime\nWhat one target pass over n new tokens costs on each runtime timed on this "
         "machine, in one-token passes (measured at load). Drafting k tokens pays only where verifying them "
         "costs much less than k passes: near the dashed line every drafted token is paid for twice."
     )
-    pass_costs = gr.Plot(elem_id="labs-pass-costs", show_label=False)
+    pass_costs = chart("labs-pass-costs")
     return position_rates, lengths, lengths_text, hindsight, hindsight_text, pass_costs
 
 
@@ -131,7 +131,7 @@ def _sweep_section() -> tuple:
     with gr.Row():
         sweep = gr.Button("Run the temperature sweep", variant="primary", elem_id="labs-sweep", scale=3)
         sweep_stop = gr.Button("Stop", variant="stop", elem_id="labs-sweep-stop", scale=1, min_width=80)
-    sweep_plot = gr.Plot(ap.temperature_sweep_figure([], [], [], []), elem_id="labs-sweep-plot", show_label=False)
+    sweep_plot = chart("labs-sweep-plot", ap.temperature_sweep_figure([], [], [], []))
     sweep_text = gr.HTML(SWEEP_HINT, elem_id="labs-sweep-text")
     return temperatures, sweep, sweep_stop, sweep_plot, sweep_text
 
@@ -141,12 +141,8 @@ def _batching_section() -> tuple:
     hint("### Batching\nA server decodes many sequences at once, and the speedup shrinks as the batch grows.")
     batching = gr.Button("Measure batch costs", elem_id="labs-batching")
     with gr.Row(equal_height=False):
-        batching_plot = gr.Plot(
-            ap.batching_figure([], [], [], [], 1), elem_id="labs-batching-plot", show_label=False, min_width=300
-        )
-        batch_costs = gr.Plot(
-            ap.batch_costs_figure([], [], []), elem_id="labs-batch-costs", show_label=False, min_width=300
-        )
+        batching_plot = chart("labs-batching-plot", ap.batching_figure([], [], [], [], 1), min_width=300)
+        batch_costs = chart("labs-batch-costs", ap.batch_costs_figure([], [], []), min_width=300)
     batching_text = gr.HTML(BATCH_HINT, elem_id="labs-batching-text")
     return batching, batching_plot, batch_costs, batching_text
 

@@ -30,7 +30,7 @@ from specviz.app import production, runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.app.stopping import NO_SESSION, session_of
-from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, hint, shown, stops
+from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, chart, hint, shown, stops
 from specviz.events import RoundEvent, Trace
 from specviz.models.catalogue.presets import list_presets
 from specviz.choices import COST_AWARE, PLAIN, POLICIES, SPECULATIVE, SUFFIX
@@ -187,13 +187,11 @@ def build(config: PageConfig) -> LiveTab:
                 elem_id="tokens",
                 js_on_load=TOKEN_CLICK_JS,
             )
-            round_tree = gr.Plot(visible=False, elem_id="live-tree", show_label=False)
+            round_tree = chart("live-tree", visible=False)
             round_alignment = gr.HTML(visible=False, elem_id="live-alignment")
             stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
-            timeline = gr.Plot(
-                empty_figure("The time of each round appears here as it runs", "Time per round"),
-                elem_id="timeline",
-                show_label=False,
+            timeline = chart(
+                "timeline", empty_figure("The time of each round appears here as it runs", "Time per round")
             )
     return LiveTab(
         prompt, pair, settings, run, stop, tokens, stats, timeline, round_tree, round_alignment, example_sets

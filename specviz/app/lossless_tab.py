@@ -23,7 +23,7 @@ from specviz.errors import UserError
 from specviz.events import RoundEvent, Trace
 from specviz.limits import check_distribution_text
 from specviz.viz.lossless_plots import bug_frequencies_figure, bug_table_html, bug_tv_figure
-from specviz.app.tab import PRIVATE, Shared, Tab, hint
+from specviz.app.tab import PRIVATE, Shared, Tab, chart, hint
 
 DEFAULT_Q = "0.5, 0.2, 0.2, 0.1"
 DEFAULT_P = "0.15, 0.35, 0.10, 0.40"
@@ -106,8 +106,8 @@ def _monte_carlo_section() -> tuple:
     run = gr.Button("Run the Monte Carlo", variant="primary", elem_id="lossless-run")
     summary = gr.HTML(elem_id="lossless-summary")
     with gr.Row(equal_height=False):
-        frequencies = gr.Plot(elem_id="lossless-frequencies", show_label=False, min_width=300)
-        acceptance = gr.Plot(elem_id="lossless-acceptance", show_label=False, min_width=260)
+        frequencies = chart("lossless-frequencies", min_width=300)
+        acceptance = chart("lossless-acceptance", min_width=260)
     return q, p, samples, seed, run, summary, frequencies, acceptance
 
 
@@ -132,8 +132,8 @@ def _bugs_section() -> tuple:
         bugs_run = gr.Button("Run the bug gallery", elem_id="lossless-bugs-run", min_width=160)
     bugs_table = gr.HTML(elem_id="lossless-bugs-table")
     with gr.Row(equal_height=False):
-        bugs_frequencies = gr.Plot(elem_id="lossless-bugs-frequencies", show_label=False, min_width=300)
-        bugs_tv = gr.Plot(elem_id="lossless-bugs-tv", show_label=False, min_width=300)
+        bugs_frequencies = chart("lossless-bugs-frequencies", min_width=300)
+        bugs_tv = chart("lossless-bugs-tv", min_width=300)
     return temperature, bugs_run, bugs_table, bugs_frequencies, bugs_tv
 
 
@@ -146,8 +146,8 @@ def _position_section() -> tuple:
     run_position = gr.Button("Run on the inspector's position", elem_id="lossless-run-position")
     position_summary = gr.HTML(elem_id="lossless-position-summary")
     with gr.Row(equal_height=False):
-        position_frequencies = gr.Plot(elem_id="lossless-position-frequencies", show_label=False, min_width=300)
-        position_acceptance = gr.Plot(elem_id="lossless-position-acceptance", show_label=False, min_width=260)
+        position_frequencies = chart("lossless-position-frequencies", min_width=300)
+        position_acceptance = chart("lossless-position-acceptance", min_width=260)
     return run_position, position_summary, position_frequencies, position_acceptance
 
 

@@ -12,7 +12,7 @@ import gradio as gr
 
 from specviz.choices import SPECULATIVE
 from specviz.app.shown_errors import shown_errors
-from specviz.app.tab import PRIVATE, hint
+from specviz.app.tab import PRIVATE, chart, hint
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Trace
@@ -118,10 +118,9 @@ def build_metrics() -> MetricsSection:
                     None, minimum=0, label="Pass over k + 1 (ms; 0: as T)", elem_id="metrics-v", min_width=100
                 )
             button = gr.Button("Read the metrics", variant="primary", elem_id="metrics-read")
-    positions = gr.Plot(
+    positions = chart(
+        "metrics-positions",
         empty_figure("Read an engine's metrics to see its acceptance by position", "Acceptance by position"),
-        elem_id="metrics-positions",
-        show_label=False,
     )
     words = gr.HTML(elem_id="metrics-words")
     return MetricsSection(text, file, cost_source, target_ms, draft_ms, verify_ms, button, positions, words)

@@ -51,6 +51,11 @@ def speculative(trace: Trace | None) -> bool:
     return trace is not None and trace.mode == SPECULATIVE and any(isinstance(e, RoundEvent) for e in trace.events)
 
 
+def chart(elem_id: str, value: Any = None, **layout) -> gr.Plot:
+    """A figure of the page's: each figure carries its own title, so the component shows no label."""
+    return gr.Plot(value, elem_id=elem_id, show_label=False, **layout)
+
+
 def shown(kind: type, value: Any = None) -> Any:
     """An update of a `kind` component: shown with `value`, or hidden when there is none."""
     return kind(visible=False) if value is None else kind(value, visible=True)

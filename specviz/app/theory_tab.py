@@ -22,7 +22,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.events import Trace
 from specviz.settings import MAX_K
 from specviz.viz.tree_payoff import payoff_figure, payoff_html, tree_payoff
-from specviz.app.tab import PRIVATE, Shared, Tab, muted, speculative
+from specviz.app.tab import PRIVATE, Shared, Tab, chart, muted, speculative
 from specviz.choices import FIXED, SPECULATIVE
 
 # Before a pair has loaded: the classic example tests/test_theory.py works through, a drafted
@@ -104,15 +104,15 @@ def build() -> TheoryTab:
     use_run = gr.Button("Use the last run's \u03b1, k, T and D", size="sm", elem_id="theory-use-run")
     text = gr.HTML(elem_id="theory-text")
     with gr.Row(equal_height=False):
-        tokens_per_round = gr.Plot(elem_id="theory-tokens", show_label=False, min_width=300)
-        speedup = gr.Plot(elem_id="theory-speedup", show_label=False, min_width=300)
+        tokens_per_round = chart("theory-tokens", min_width=300)
+        speedup = chart("theory-speedup", min_width=300)
     with gr.Row(equal_height=False):
-        heatmap = gr.Plot(elem_id="theory-heatmap", show_label=False, min_width=300)
+        heatmap = chart("theory-heatmap", min_width=300)
         measured = gr.HTML(NO_RUN, elem_id="theory-measured", min_width=300)
     with gr.Row(equal_height=False, visible=False, elem_id="theory-tree-box") as tree_box:
         tree_text = gr.HTML(elem_id="theory-tree-text", min_width=300)
-        tree_plot = gr.Plot(elem_id="theory-tree-plot", show_label=False, min_width=300)
-    pass_cost = gr.Plot(elem_id="theory-pass-cost", show_label=False)
+        tree_plot = chart("theory-tree-plot", min_width=300)
+    pass_cost = chart("theory-pass-cost")
     return TheoryTab(
         alpha,
         k,
