@@ -37,7 +37,8 @@ from specviz.viz import empty_figure, pass_cost_figure, runtime_curves
 from specviz.app.stopping import session_of
 from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, chart, hint, muted, speculative, stops
 
-NO_RUN = muted("Run a generation in speculative mode, or upload a trace: its rounds are measured here.")
+RUN_FIRST = "Run a generation in speculative mode, or upload a trace"
+NO_RUN = muted(f"{RUN_FIRST}: its rounds are measured here.")
 SWEEP_HINT = muted(
     f"Runs the current prompt and settings (up to {SWEEP_MAX_NEW_TOKENS} new tokens each) at each temperature "
     "on the loaded pair."
@@ -152,12 +153,11 @@ def views(trace: Trace | None) -> tuple:
     and the pass costs of each runtime timed here (from any run's meta)."""
     pass_costs = pass_cost_figure(*runtime_curves(trace))
     if not speculative(trace):
-        empty = "Run a generation in speculative mode, or upload a trace"
         return (
-            empty_figure(empty, "Acceptance by position"),
-            empty_figure(empty, "Drafts accepted per round"),
+            empty_figure(RUN_FIRST, "Acceptance by position"),
+            empty_figure(RUN_FIRST, "Drafts accepted per round"),
             NO_RUN,
-            empty_figure(empty, "Draft length in hindsight"),
+            empty_figure(RUN_FIRST, "Draft length in hindsight"),
             "",
             pass_costs,
         )
