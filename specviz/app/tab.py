@@ -3,7 +3,9 @@ own `gr.Tab`, then wires each one's events, and redraws every tab from the sessi
 trace whenever a run, a stop or an upload changes it.
 
 A new tab is a module in `specviz/app/` with a `Tab` subclass and one entry in `page.TABS`
-(docs/ARCHITECTURE.md); its drawing goes in `specviz/viz/`.
+(docs/ARCHITECTURE.md); its drawing goes in `specviz/viz/`. What the tabs share is here, written
+once: the queue's slots, a handler kept out of the API, Stop, a hint, a placeholder, a chart and
+a component shown or hidden.
 """
 
 from __future__ import annotations
