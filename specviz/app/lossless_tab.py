@@ -86,21 +86,13 @@ def _monte_carlo_section() -> tuple:
         "Draw x from q, keep it with probability min(1, p(x)/q(x)), otherwise draw a replacement from "
         "norm(max(0, p \u2212 q)). Repeat many times: what comes out is distributed exactly as p."
     )
+
+    def distribution(value: str, label: str, elem_id: str) -> gr.Textbox:
+        return gr.Textbox(value, label=label, info="comma-separated, sums to 1", elem_id=elem_id, min_width=220)
+
     with gr.Row(equal_height=False):
-        q = gr.Textbox(
-            DEFAULT_Q,
-            label="q: the draft's distribution",
-            info="comma-separated, sums to 1",
-            elem_id="lossless-q",
-            min_width=220,
-        )
-        p = gr.Textbox(
-            DEFAULT_P,
-            label="p: the target's distribution",
-            info="comma-separated, sums to 1",
-            elem_id="lossless-p",
-            min_width=220,
-        )
+        q = distribution(DEFAULT_Q, "q: the draft's distribution", "lossless-q")
+        p = distribution(DEFAULT_P, "p: the target's distribution", "lossless-p")
         samples = gr.Dropdown(SAMPLES, value=1_000_000, label="Draws", elem_id="lossless-samples", min_width=140)
         seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="lossless-seed", min_width=100)
     run = gr.Button("Run the Monte Carlo", variant="primary", elem_id="lossless-run")

@@ -108,15 +108,9 @@ def build_metrics() -> MetricsSection:
         with gr.Column(min_width=300):
             cost_source = gr.Radio(COST_SOURCES, value="run", label="Cost model", elem_id="metrics-cost")
             with gr.Row():
-                target_ms = gr.Number(
-                    30.0, minimum=0, label="T: one-token pass (ms)", elem_id="metrics-t", min_width=100
-                )
-                draft_ms = gr.Number(
-                    5.0, minimum=0, label="D: a drafted token (ms)", elem_id="metrics-d", min_width=100
-                )
-                verify_ms = gr.Number(
-                    None, minimum=0, label="Pass over k + 1 (ms; 0: as T)", elem_id="metrics-v", min_width=100
-                )
+                target_ms = _ms(30.0, "T: one-token pass (ms)", "metrics-t")
+                draft_ms = _ms(5.0, "D: a drafted token (ms)", "metrics-d")
+                verify_ms = _ms(None, "Pass over k + 1 (ms; 0: as T)", "metrics-v")
             button = gr.Button("Read the metrics", variant="primary", elem_id="metrics-read")
     positions = chart(
         "metrics-positions",
@@ -124,6 +118,11 @@ def build_metrics() -> MetricsSection:
     )
     words = gr.HTML(elem_id="metrics-words")
     return MetricsSection(text, file, cost_source, target_ms, draft_ms, verify_ms, button, positions, words)
+
+
+def _ms(value: float | None, label: str, elem_id: str) -> gr.Number:
+    """A cost in ms to type in."""
+    return gr.Number(value, minimum=0, label=label, elem_id=elem_id, min_width=100)
 
 
 def _payload(text: str | None, path: str | None) -> str | bytes:

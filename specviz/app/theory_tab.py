@@ -75,32 +75,14 @@ class TheoryTab:
 
 
 def build() -> TheoryTab:
+    def slider(lo, hi, value, step, label, elem_id, **more) -> gr.Slider:
+        return gr.Slider(lo, hi, value=value, step=step, label=label, elem_id=elem_id, min_width=200, **more)
+
     with gr.Row(equal_height=False):
-        alpha = gr.Slider(
-            0,
-            0.99,
-            value=DEFAULT_ALPHA,
-            step=0.01,
-            label="\u03b1: chance a drafted token is accepted",
-            elem_id="theory-alpha",
-            min_width=200,
-        )
-        k = gr.Slider(
-            1,
-            MAX_K,
-            value=DEFAULT_K,
-            step=1,
-            precision=0,
-            label="k: tokens drafted per round",
-            elem_id="theory-k",
-            min_width=200,
-        )
-        target_ms = gr.Slider(
-            1, MAX_MS, value=DEFAULT_T_MS, step=1, label="T: one target pass (ms)", elem_id="theory-t", min_width=200
-        )
-        draft_ms = gr.Slider(
-            0, MAX_MS, value=DEFAULT_D_MS, step=1, label="D: one drafted token (ms)", elem_id="theory-d", min_width=200
-        )
+        alpha = slider(0, 0.99, DEFAULT_ALPHA, 0.01, "\u03b1: chance a drafted token is accepted", "theory-alpha")
+        k = slider(1, MAX_K, DEFAULT_K, 1, "k: tokens drafted per round", "theory-k", precision=0)
+        target_ms = slider(1, MAX_MS, DEFAULT_T_MS, 1, "T: one target pass (ms)", "theory-t")
+        draft_ms = slider(0, MAX_MS, DEFAULT_D_MS, 1, "D: one drafted token (ms)", "theory-d")
     use_run = gr.Button("Use the last run's \u03b1, k, T and D", size="sm", elem_id="theory-use-run")
     text = gr.HTML(elem_id="theory-text")
     with gr.Row(equal_height=False):
