@@ -209,25 +209,26 @@ def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.
         allow_custom_value=config.allow_custom,
         elem_id="pair",
     )
-    spec, c = SPECS, {}
+    c = {}
     for name in STACKED:
-        c[name] = control(name, spec[name])
+        c[name] = control(name)
     for row in ROWS:
-        alone = sum(spec[n].kind in ("whole", "number") and not spec[n].box for n in row) == 1
+        alone = sum(SPECS[n].kind in ("whole", "number") and not SPECS[n].box for n in row) == 1
         with gr.Row():
             for name in row:
-                c[name] = control(name, spec[name], min_width=100 if spec[name].box else 200 if alone else 160)
+                c[name] = control(name, min_width=100 if SPECS[name].box else 200 if alone else 160)
     with gr.Accordion("More settings", open=False, elem_id="more-settings"):
-        for name in [n for n in spec if n not in c]:
-            c[name] = control(name, spec[name])
+        for name in [n for n in SPECS if n not in c]:
+            c[name] = control(name)
     if config.public:  # a public page runs its pairs on the runtime its operator chose (runner.check_runtime)
         c["runtime"].interactive = False
     hint("Releasing a slider runs the same prompt and seed again.")
     return pair, c
 
 
-def control(name: str, s: Setting, **layout) -> gr.components.Component:
+def control(name: str, **layout) -> gr.components.Component:
     """A setting's control, from its declaration: a radio, a checkbox, a number box or a slider."""
+    s = SPECS[name]
     info = s.help if s.info is None else s.info or None
     common = {"value": getattr(DEFAULTS, name), "label": s.label, "info": info, "elem_id": name, **layout}
     if s.kind == "choice":
