@@ -219,6 +219,27 @@ def test_llamacpp_ngram_methods_run_the_tool_without_a_draft_model(monkeypatch, 
     assert r == {"text": " and the answer", "new_tokens": 64, "wall_s": 2.5, "drafted": 40, "accepted": 30}
 
 
+def test_a_tools_tokens_past_the_limit_count_in_its_rate_and_not_in_the_comparison(monkeypatch):
+    # llama-speculative-simple keeps every token its last round accepted, past -n.
+    from types import SimpleNamespace
+
+    from specviz.periphery.bench import llamacpp_tools, methods
+    from specviz.settings import GenerationSettings
+
+    pair = tiny_pair(None)
+    text = " one two three four five six seven eight"
+    ids = pair.tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) > 5
+    done = {"text": text, "new_tokens": len(ids), "wall_s": 2.0, "drafted": 4, "accepted": 3}
+    monkeypatch.setattr(llamacpp_tools, "speculative_simple", lambda *a, **kw: done)
+    pair = SimpleNamespace(tokenizer=pair.tokenizer, target=SimpleNamespace(path="t.gguf", threads=2), draft=None)
+    settings = GenerationSettings(max_new_tokens=5)
+    sample = methods.run_llamacpp_tool(pair, torch.tensor([1, 2]), parse_method("ll-ngram-simple"), settings)
+    assert sample.token_ids == ids[:5] and sample.new_tokens == len(ids)
+    assert sample.tokens_per_s == len(ids) / 2.0
+    assert Sample.from_record(sample.record()).new_tokens == len(ids)  # a resumed bench reads it back
+
+
 def test_edit_goals_compare_the_best_copying_method_with_llamacpp_and_plain():
     names = ("lc-plain", "ll-ngram-simple", "ll-ngram-mod", "sv-plain", "sv-lookup", "sv-suffix")
     methods = [parse_method(n) for n in names]

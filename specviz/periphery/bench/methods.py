@@ -119,7 +119,9 @@ class Sample:
 
     @property
     def new_tokens(self) -> int:
-        return len(self.token_ids)
+        """Tokens decoded: past the limit where a tool's last round ran over ("decoded"),
+        though only those up to it are kept to compare."""
+        return int(self.stats.get("decoded", len(self.token_ids)))
 
     @property
     def tokens_per_s(self) -> float:
@@ -364,10 +366,14 @@ def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: G
     r = llamacpp_tools.speculative_simple(
         pair.target.path, draft, text, max_new_tokens=settings.max_new_tokens, threads=pair.target.threads, **drafting
     )
+    # The tool keeps every token its last round accepted, past -n: its rate counts them all,
+    # its output is compared up to the limit every other method stops at.
     ids = pair.tokenizer(r["text"], add_special_tokens=False)["input_ids"][: r["new_tokens"]]
     stats = {
         "stop_reason": "max_new_tokens" if r["new_tokens"] >= settings.max_new_tokens else "eos",
         "acceptance": r["accepted"] / r["drafted"] if r["drafted"] else None,
         "drafted": r["drafted"],
+        "decoded": len(ids),
     }
+    ids = ids[: settings.max_new_tokens]
     return Sample(token_ids=ids, wall_s=r["wall_s"], stats=stats)
