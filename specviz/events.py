@@ -255,7 +255,7 @@ class RunSummary:
     acceptance_by_position: Annotated[list[Probability], Field(max_length=MAX_TREE_NODES + 1)] = field(
         default_factory=list
     )
-    # per round: the best k in hindsight (`specviz.acceptance`)
+    # per round: the best k in hindsight (`specviz.run_stats`)
     hindsight_k: Annotated[list[NodeCount], Field(max_length=MAX_EVENTS)] = field(default_factory=list)
 
 
@@ -354,7 +354,7 @@ class Trace:
     version: Literal[TRACE_VERSION] = TRACE_VERSION
     meta: TraceMeta = field(default_factory=dict)
     # A finished speculative run's counts under vLLM's per-request names
-    # (`acceptance.request_metrics`), as {"speculative_decoding": {...}}; empty otherwise.
+    # (`run_stats.request_metrics`), as {"speculative_decoding": {...}}; empty otherwise.
     metrics: dict[str, Any] = field(default_factory=dict)
     # A conversation's messages ({"role", "content"}) where the run was given one; `prompt`
     # is then its last user message.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specviz.choices import HEAD
-from specviz import acceptance
+from specviz import run_stats
 from specviz.errors import UserError
 from specviz.events import DraftToken, EmittedToken, RoundEvent
 from specviz.periphery.production import export, found, judge, metrics
@@ -148,7 +148,7 @@ def test_the_best_fixed_k_in_hindsight_credits_no_token_beyond_what_a_round_show
 
 def test_a_runs_metrics_block_uses_vllms_names_and_the_import_reads_it_back():
     events = [_round(0, 4, 4), _round(1, 4, 1), _round(2, 0, 0)]
-    block = acceptance.request_metrics(events)
+    block = run_stats.request_metrics(events)
     # Two steps drafted (the third decoded plainly): 8 drafted, 5 accepted, histogram 0..4.
     assert block == {
         "mean_acceptance_length": 3.5,

@@ -5,7 +5,7 @@ import math
 import pytest
 from viz_sample import sample_rounds
 
-from specviz.acceptance import hindsight
+from specviz.run_stats import hindsight
 from specviz.viz import acceptance_plots as ap
 
 LINEAR = {"verify": {str(n): 80.0 + 20 * n for n in range(1, 18)}, "draft": 10.0}

@@ -14,7 +14,7 @@ import pytest
 from viz_sample import HOSTILE_IMG, hostile_round, sample_rounds
 
 import specviz.viz
-from specviz.acceptance import hindsight, position_stats
+from specviz.run_stats import hindsight, position_stats
 from specviz.cost_model import CostModel
 from specviz.events import DraftToken, EmittedToken, RoundEvent, TreeNode
 from specviz.viz.text import plotly_text

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from specviz import acceptance, engine
+from specviz import engine, run_stats
 from specviz.events import CandidateSource, DraftToken, EmittedToken, RoundEvent, TreeNode
 from specviz.settings import GenerationSettings
 from specviz.viz.source import source_html
@@ -101,7 +101,7 @@ def test_hindsight_of_a_tree_round_is_its_best_node_budget():
         source=CandidateSource(method="suffix", counts=[3, 1, 3, 1, 1], occurrences=4),
     )
     cost = {"verify": {"1": 100.0, "3": 110.0, "4": 130.0, "6": 200.0}, "draft": 0.0}
-    h = acceptance.hindsight([event], cost)
+    h = run_stats.hindsight([event], cost)
     assert h.rounds[0].best_k == 3  # 3 tokens for V(4) = 130 beats 2 for V(2) (105) and 1 for V(1)
     assert h.rounds[0].drafted == 5
     # The policy's round is priced as a pass over the root and all five nodes.

@@ -5,7 +5,7 @@ import pytest
 from viz_sample import bonus_round, plain_events, sample_rounds, sampled_round
 
 from specviz import theory
-from specviz.acceptance import length_stats, predicted_histogram
+from specviz.run_stats import length_stats, predicted_histogram
 from specviz.viz import (
     acceptance_by_position_figure,
     accepted_length_figure,

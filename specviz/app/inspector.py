@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specviz.choices import PLAIN
-from specviz import acceptance, viz
+from specviz import run_stats, viz
 from specviz.app.live import TOKEN_CLICK_JS, alignment_view
 from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
@@ -84,7 +84,7 @@ def build() -> InspectorTab:
 
 
 def rounds_of(trace: Trace | None) -> list[RoundEvent]:
-    return acceptance.rounds_of(trace.events) if trace is not None else []
+    return run_stats.rounds_of(trace.events) if trace is not None else []
 
 
 def round_at(rounds: list[RoundEvent], round_index) -> int:

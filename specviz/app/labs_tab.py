@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import gradio as gr
 
-from specviz import acceptance
+from specviz import run_stats
 from specviz.app import production, runner, zero_gpu
 from specviz.app.config import PageConfig
 from specviz.app.loading import Cancelled
@@ -162,7 +162,7 @@ def views(trace: Trace | None) -> tuple:
             pass_costs,
         )
     cost = trace.meta.get("cost_model")
-    h = acceptance.hindsight(trace.events, cost) if cost else None
+    h = run_stats.hindsight(trace.events, cost) if cost else None
     return (
         ap.position_rates_figure(trace.events),
         ap.lengths_figure(trace.events),
@@ -181,7 +181,7 @@ def settings_of(trace: Trace) -> GenerationSettings:
 
 def run_k(trace: Trace) -> int:
     """The draft length the run mostly used: its mean drafted tokens per drafting round, rounded."""
-    drafted = [len(r.drafted) for r in acceptance.rounds_of(trace.events) if r.drafted]
+    drafted = [len(r.drafted) for r in run_stats.rounds_of(trace.events) if r.drafted]
     return max(1, round(sum(drafted) / len(drafted))) if drafted else int(trace.settings.get("k", 4))
 
 
@@ -255,7 +255,7 @@ class Labs:
             progress(0.0, desc="Timing passes")
             follow = None if zero_gpu.ON_ZERO_GPU else (lambda f, m: progress(f, desc=f"Timing passes: {m}"))
             costs, figures = BATCH_COSTS(name, session, follow)
-        stats = acceptance.position_stats(trace.events)
+        stats = run_stats.position_stats(trace.events)
         return batching_views(lab.result(costs, stats.alpha, min(run_k(trace), max(costs.pass_sizes) - 1), figures))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, Iterator, Literal
 
 from specviz.choices import SPECULATIVE
-from specviz import acceptance
+from specviz import run_stats
 from specviz.costs.measure import for_pair
 from specviz.engine import model_lock
 from specviz.engine.plain import PlainDecoder
@@ -159,10 +159,10 @@ class Generation:
         # Whole-run figures, once the run has ended: the page asks for the trace after every
         # round, and recomputing them over every round each time would grow as the square.
         if self.settings.mode == SPECULATIVE and self._done:
-            summary.acceptance_by_position = acceptance.acceptance_by_position(self._events)
-            summary.hindsight_k = acceptance.hindsight_k(self._events, self._meta["cost_model"])
+            summary.acceptance_by_position = run_stats.acceptance_by_position(self._events)
+            summary.hindsight_k = run_stats.hindsight_k(self._events, self._meta["cost_model"])
         metrics = (
-            {"speculative_decoding": acceptance.request_metrics(self._events)}
+            {"speculative_decoding": run_stats.request_metrics(self._events)}
             if self.settings.mode == SPECULATIVE and self._done
             else {}
         )

@@ -10,7 +10,7 @@ assets/specviz.css; every piece of model or user text in it is escaped.
     inspector.py      one round in words; p vs q at one position
     stats_plots.py    acceptance by position, accepted lengths, speedup bars
     acceptance_plots.py the labs: both per-position rates, mean lengths, hindsight k,
-                      the temperature sweep and batching (from specviz.acceptance / labs)
+                      the temperature sweep and batching (from specviz.run_stats / labs)
     race.py           speculative against plain: replay, tokens over time, identity check
     theory_plots.py   tokens per round and speedup against k and alpha
     prediction.py     predicted against measured, and why they differ

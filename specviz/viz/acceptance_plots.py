@@ -1,7 +1,7 @@
 """The labs' figures: acceptance by position under both definitions, mean accepted lengths,
 hindsight k, the temperature sweep and the batching prediction.
 
-The per-position and per-round numbers come from specviz.acceptance; the sweep and batching
+The per-position and per-round numbers come from specviz.run_stats; the sweep and batching
 figures take plain columns (what specviz.periphery.labs measured), so nothing here runs a model.
 The accepted-length histogram is stats_plots.accepted_length_figure, given the run's
 measured acceptance.
@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.acceptance import Hindsight, PositionStats, departure_words, length_stats, position_stats
+from specviz.run_stats import Hindsight, PositionStats, departure_words, length_stats, position_stats
 from specviz.events import Event
 from specviz.viz.palette import (
     ACCEPTED,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from specviz.acceptance import judged, rounds_of
+from specviz.run_stats import judged, rounds_of
 from specviz.events import Event, PlainTokenEvent, RunSummary
 from specviz.viz.text import esc
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specviz import theory
-from specviz.acceptance import rounds_of
+from specviz.run_stats import rounds_of
 from specviz.cost_model import CostModel
 from specviz.events import Event, RoundEvent, RunSummary
 from specviz.settings import MAX_K

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from specviz.acceptance import rounds_of
+from specviz.run_stats import rounds_of
 from specviz.choices import PLAIN, SPECULATIVE
 from specviz.events import Event, PlainTokenEvent, RoundEvent, RunSummary, Trace
 from specviz.viz.inspector import NEAR_TIE_LOGITS

@@ -12,7 +12,7 @@ round was sized from the copy's evidence and the pass costs.
 
 from __future__ import annotations
 
-from specviz.acceptance import rounds_of
+from specviz.run_stats import rounds_of
 from specviz.cost_model import CostCurve, recorded
 from specviz.events import RoundEvent, Trace
 from specviz.viz.text import esc, plural

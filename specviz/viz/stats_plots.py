@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 import plotly.graph_objects as go
 
-from specviz.acceptance import judged, length_stats, position_stats, predicted_histogram, rounds_of
+from specviz.run_stats import judged, length_stats, position_stats, predicted_histogram, rounds_of
 from specviz.events import Event
 from specviz.viz.live_stats import live_stats
 from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, PLAIN_LINE, TARGET, empty_figure, style_figure
@@ -71,7 +71,7 @@ def accepted_length_figure(
     title: str | None = "Drafts accepted per round",
     model_name: str | None = None,
 ) -> go.Figure:
-    """Histogram of accepted drafts per round (`specviz.acceptance.length_stats`'s rounds)
+    """Histogram of accepted drafts per round (`specviz.run_stats.length_stats`'s rounds)
     against the truncated-geometric prediction.
 
     alpha defaults to the run's mean overlap (the expected acceptance). A gap between the two

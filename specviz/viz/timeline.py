@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import plotly.graph_objects as go
 
-from specviz.acceptance import rounds_of
+from specviz.run_stats import rounds_of
 from specviz.events import Event, RoundEvent
 from specviz.viz.palette import BONUS, DRAFT, NEUTRAL, RESAMPLED, TARGET, empty_figure, style_figure, whole_dtick
 

@@ -54,7 +54,7 @@ from typing import Any
 
 import torch
 
-from specviz.acceptance import position_stats, rounds_of
+from specviz.run_stats import position_stats, rounds_of
 from specviz.periphery.bench import hf_baselines
 from specviz.periphery.bench.llamacpp_tools import NGRAM_TYPES
 from specviz.choices import (

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from specviz import acceptance
+from specviz import run_stats
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Event, Trace
@@ -52,7 +52,7 @@ def best_fixed_k(events: list[Event], cost_model: dict | None, k_max: int = MAX_
     if not cost_model:
         return None
     cost = CostModel.from_dict(cost_model)
-    rounds = [r for r in acceptance.rounds_of(events) if acceptance.finished(r) and r.drafted]
+    rounds = [r for r in run_stats.rounds_of(events) if run_stats.finished(r) and r.drafted]
     if not rounds:
         return None
     best, best_rate = 0, 1.0 / cost.round_ms(0)
@@ -86,7 +86,7 @@ def from_trace(trace: Trace) -> Found:
     if trace.mode != SPECULATIVE:
         raise UserError("a plain run drafts nothing: export needs a speculative run's trace")
     s = trace.settings
-    rounds = [r for r in acceptance.rounds_of(trace.events) if r.drafted]
+    rounds = [r for r in run_stats.rounds_of(trace.events) if r.drafted]
     mean_k = sum(len(r.drafted) for r in rounds) / len(rounds) if rounds else None
     hindsight = best_fixed_k(trace.events, trace.meta.get("cost_model"))
     drafter = s.get("drafter", "model")

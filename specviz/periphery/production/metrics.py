@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from specviz import limits
-from specviz.acceptance import PositionStats
+from specviz.run_stats import PositionStats
 from specviz.errors import UserError
 
 
@@ -95,7 +95,7 @@ class Counts:
         return None if ps is None else [a / b if b else float("nan") for a, b in zip(self.per_position, ps.reached)]
 
     def position_stats(self) -> PositionStats | None:
-        """The counts by position as a run's (`acceptance.PositionStats`): every step drafts k,
+        """The counts by position as a run's (`run_stats.PositionStats`): every step drafts k,
         so position i is drafted in every step and reached where i - 1 was accepted."""
         if self.per_position is None or not self.steps:
             return None

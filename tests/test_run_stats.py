@@ -8,7 +8,7 @@ import math
 import pytest
 from viz_sample import bonus_round, draft, emitted, sample_rounds
 
-from specviz.acceptance import (
+from specviz.run_stats import (
     acceptance_by_position,
     best_speed,
     departure_words,
