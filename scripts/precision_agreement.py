@@ -86,7 +86,7 @@ def main() -> int:
         "pair": args.pair,
         "max_new_tokens": args.max_new_tokens,
         "threads": torch.get_num_threads(),
-        "auto_choice": None if auto is None else {"precision": auto.name, "reason": auto.reason},
+        "auto_choice": None if auto is None else {"precision": auto.target, "reason": auto.reason},
         "rows": rows,
         "summary": {
             dtype: {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -63,6 +64,7 @@ def test_a_custom_pair_of_folders_loads_ready_for_inference(folders):
         # The loader gives CPU layers the few-row product: the same weights, sums in another order.
         torch.testing.assert_close(loaded(ids).logits, original(ids).logits, rtol=1e-4, atol=1e-4)
     assert pair.info["target"]["kind"] == "folder" and pair.info["draft"]["source"] == draft_dir
+    assert pair.target_label == Path(target_dir).name  # a folder is labelled by its name
     assert pair.info["draft"]["head_rows"] == pair.info["target"]["head_rows"] == len(tiny_tokenizer())
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0 and seen[-1][1].endswith("ready")
@@ -241,8 +243,8 @@ def test_device_and_dtype_choice(monkeypatch):
     assert choose_dtype(torch.device("cpu")) == torch.float16
     assert choose_dtype(torch.device("cpu"), "fp32") == torch.float32
     assert choose_dtype(torch.device("cpu"), "int8") == torch.qint8
-    assert choose_precision(torch.device("cpu"), "int8").name == "int8"
-    assert choose_precision(torch.device("cpu"), "int8").load_dtype == torch.float32
+    assert choose_precision(torch.device("cpu"), "int8").target == "int8"
+    assert devices.load_dtype(devices.dtype_of("int8")) == torch.float32 and devices.dtype_of("int8") == torch.qint8
     with pytest.raises(DeviceError, match="a CPU only"):
         choose_dtype(torch.device("cuda"), "int8")
     with pytest.raises(DeviceError, match="unknown dtype 'int4'"):
@@ -267,19 +269,19 @@ def test_auto_picks_the_precision_with_the_cheaper_round_and_caches_it(tmp_path,
     path = tmp_path / "precision.json"
     cpu = torch.device("cpu")
     chosen = choose_precision(cpu, "auto", cache_file=path, measure=measure)
-    assert chosen.dtype == torch.bfloat16 and chosen.name == "bfloat16" and asked == [(torch.float32, torch.bfloat16)]
+    assert chosen.target == "bfloat16" and asked == [(torch.float32, torch.bfloat16)]
     assert (
         chosen.reason.startswith("measured faster")
         and "V(1) 400 ms" in chosen.reason
         and "V(8) 230 ms" in chosen.reason
     )
     again = choose_precision(cpu, cache_file=path, measure=lambda d: pytest.fail("measured twice"))
-    assert again.dtype == torch.bfloat16 and again.costs == chosen.costs and "cached" in again.reason
+    assert again.target == "bfloat16" and again.measured == chosen.measured and "cached" in again.reason
     # a slow multi-token pass loses even with the faster one-token pass: V(1) + V(8) decides
     costs = {"float32": {1: 200.0, 8: 300.0}, "bfloat16": {1: 190.0, 8: 320.0}}
-    assert choose_precision(cpu, cache_file=tmp_path / "other.json", measure=measure).dtype == torch.float32
+    assert choose_precision(cpu, cache_file=tmp_path / "other.json", measure=measure).target == "float32"
     path.write_text("{damaged")
-    assert choose_precision(cpu, cache_file=path, measure=measure).dtype == torch.float32  # measured again
+    assert choose_precision(cpu, cache_file=path, measure=measure).target == "float32"  # measured again
 
 
 def test_auto_on_a_cpu_times_the_target_in_both_precisions_once(folders, monkeypatch, tmp_path):
@@ -337,7 +339,7 @@ def test_each_precision_is_timed_through_the_engines_loop(folders, monkeypatch, 
     assert lean_supported(pair.target)  # so the loop timed is specviz's own, not a fallback
     assert timed == [torch.float32, torch.bfloat16]
     chosen = precision.read(precision.cache_file(pair_key(folders), torch.device("cpu")))
-    assert chosen is not None and chosen.name == pair.precision and set(chosen.costs) == {"float32", "bfloat16"}
+    assert chosen is not None and chosen.target == pair.precision and set(chosen.measured) == {"float32", "bfloat16"}
 
 
 def pair_key(folders):

@@ -260,3 +260,5 @@ def test_a_pair_with_a_broken_draft_file_is_refused_in_one_line_and_the_next_loa
     assert "broken.gguf" in str(e.value) and LLAMACPP in str(e.value) and "\n" not in str(e.value)
     pair = load_pair(f"{tiny_gguf('target')} -> {tiny_gguf('close')}", runtime=LLAMACPP)
     assert pair.runtime == LLAMACPP and pair.draft_tokenizer is None and pair.info["vocab"]["method"] == "same"
+    assert pair.target_label == tiny_gguf("close").name  # the target (after the arrow), by its file name
+    assert (pair.precision_choice.target, pair.precision_choice.draft) == (pair.precision, pair.draft_precision)

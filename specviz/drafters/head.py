@@ -32,7 +32,7 @@ _loaded: dict[str, tuple[float, DraftHead, HeadInfo, dict[int, float]]] = {}
 
 def target_label(pair) -> str:
     """The name a target's head is filed under: its model's label, else the pair's name."""
-    return str(((pair.info or {}).get("target") or {}).get("label") or pair.name)
+    return getattr(pair, "target_label", None) or pair.name
 
 
 def head_path(label: str) -> Path:

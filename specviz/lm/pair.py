@@ -13,8 +13,9 @@ from specviz.cost_model import CostModel
 
 @dataclass(frozen=True)
 class PrecisionChoice:
-    """What each model of a pair runs in and why (lm/torch_runtime/precision.py; on another
-    runtime its files' own), with the figures measured to choose, for the page."""
+    """What each model of a pair runs in and why, with the figures measured to choose, for the
+    page. The torch runtime's decision (`torch_runtime.precision.choose_precision`) is the
+    target's half, its loader adds the draft's; on another runtime both are its files' own."""
 
     target: str
     reason: str
@@ -63,6 +64,8 @@ class ModelPair:
     # How the runtime was chosen, with each runtime's measured rates (a costs.runtime_choice
     # Choice, set by engine.load; lm is left of costs and only carries it).
     runtime_choice: Any = None
+    # The target model's label (a preset's or file's name), where a loader set it.
+    target_label: str | None = None
 
     def close(self, *, force: bool = False) -> bool:
         """Unload this pair (`lm.resident`): its loader forgets it and its models' memory is freed

@@ -25,10 +25,11 @@ from specviz.models.files.gguf_info import vocabulary_digest
 from specviz.lm.llamacpp_runtime.library import default_threads, version
 from specviz.lm.llamacpp_runtime.model import RUNTIME, LlamaCppModel
 from specviz.lm import resident
+from specviz.lm.loader import assemble, failure, roles
 from specviz.lm.pair import ModelPair, PrecisionChoice
 from specviz.models.progress import Progress, Steps
 from specviz.models.catalogue.sources import ModelRef, Plan
-from specviz.models.alignment.vocab import check_vocab, same_tokenizer_files, shared_vocab_size
+from specviz.models.alignment.vocab import same_tokenizer_files
 
 _pairs: dict[tuple, ModelPair] = {}
 _lock = threading.RLock()
@@ -42,12 +43,11 @@ def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Prog
         if key in _pairs:
             return _pairs[key]
         start = time.perf_counter()
-        roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
-        steps = Steps(progress, {f"{s} {role}": 1.0 for s in ("file", "tokenizer", "load") for role, _ in roles})
-        files = _Files(roles, plan.name, threads, steps)
+        steps = Steps(progress, {f"{s} {role}": 1.0 for s in ("file", "tokenizer", "load") for role, _ in roles(plan)})
+        files = _Files(roles(plan), plan.name, threads, steps)
         tokenizers, folders = {}, {}
         info = {"runtime": RUNTIME, "llama-cpp-python": version(), "threads": threads}
-        for role, ref in roles:
+        for role, ref in roles(plan):
             path = files.path(role)
             if role == "draft" and _same_vocabulary(path, files.path("target")):
                 tokenizers[role] = tokenizers["target"]  # one vocabulary: nothing to build
@@ -55,8 +55,8 @@ def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Prog
             folders[role] = tokenizer_folder(ref, path, steps.step(f"tokenizer {role}"))
             shared = role == "draft" and same_tokenizer_files(folders[role], folders["target"])
             tokenizers[role] = tokenizers["target"] if shared else _load_tokenizer(folders[role])
-        models = {role: files.model(role) for role, _ in roles}
-        for role, ref in roles:
+        models = {role: files.model(role) for role, _ in roles(plan)}
+        for role, ref in roles(plan):
             info[role] = {
                 "label": ref.label,
                 "file": str(models[role].path),
@@ -64,11 +64,30 @@ def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Prog
                 "bytes": models[role].size_bytes,
                 "source": ref.kind,
             }
-        pair = _assemble(plan, models, tokenizers, info, start)
+        pair = assemble(
+            plan,
+            tokenizers,
+            models,
+            info,
+            start,
+            device=torch.device("cpu"),
+            dtype=torch.float32,
+            runtime=RUNTIME,
+            precision_choice=_precision(models),
+        )
         _pairs[key] = pair
         resident.register(pair, sum(m.size_bytes for m in models.values()), lambda: _forget(key, pair))
         steps.finish(f"{plan.name} ready on {RUNTIME}")
         return pair
+
+
+def _precision(models: dict[str, LlamaCppModel]) -> PrecisionChoice:
+    draft = models.get("draft")
+    return PrecisionChoice(
+        models["target"].precision,
+        "the GGUF file's own, run by llama.cpp",
+        *((draft.precision, "the GGUF file's own") if draft else ()),
+    )
 
 
 def _forget(key: tuple, pair: ModelPair) -> None:
@@ -127,53 +146,6 @@ class _Files:
         return self._models[role].result()
 
 
-def _assemble(plan: Plan, models: dict, tokenizers: dict, info: dict, start: float) -> ModelPair:
-    """The ModelPair: the vocabulary check between the two models, and their shared width."""
-    target, draft = models["target"], models.get("draft")
-    draft_tok, vmap = None, None
-    if draft is not None and tokenizers["draft"] is not tokenizers["target"]:
-        vmap, message = check_vocab(
-            tokenizers["draft"],
-            tokenizers["target"],
-            plan.draft.label,
-            plan.target.label,
-            draft_rows=draft.vocab_size,
-            target_rows=target.vocab_size,
-        )
-        info["vocab"] = {**vmap.summary(), "message": message}
-        if vmap.identical:
-            vmap = None
-        else:
-            draft_tok = tokenizers["draft"]
-    elif draft is not None:
-        info["vocab"] = {"method": "same", "reason": "the draft uses the target's tokenizer", "identical": True}
-    if vmap is None:
-        vocab = shared_vocab_size(tokenizers["target"], target, draft, plan.name)
-    else:
-        vocab = shared_vocab_size(tokenizers["target"], target, None, plan.name)
-        shared_vocab_size(draft_tok, draft, None, f"{plan.name} (draft)")
-    pair = ModelPair(
-        name=plan.name,
-        tokenizer=tokenizers["target"],
-        target=target,
-        draft=draft,
-        vocab_size=vocab,
-        device=torch.device("cpu"),
-        dtype=torch.float32,
-        load_s=time.perf_counter() - start,
-        info=info,
-        draft_tokenizer=draft_tok,
-        vocab_map=vmap,
-        runtime=RUNTIME,
-    )
-    pair.precision_choice = PrecisionChoice(
-        pair.precision,
-        "the GGUF file's own, run by llama.cpp",
-        *((pair.draft_precision, "the GGUF file's own") if draft else ()),
-    )
-    return pair
-
-
 def gguf_file(ref: ModelRef, name: str, role: str, progress: Progress) -> Path:
     """The GGUF file llama.cpp runs for `ref`: a bundled one assembled (once) from its parts."""
     if ref.kind == "bundled":
@@ -205,8 +177,7 @@ def _save_tokenizer(path: Path, out: Path) -> dict:
     try:
         tok = _gguf_tokenizer(path)
     except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise UserError(f"{path}: could not read its tokenizer for {RUNTIME} ({type(e).__name__}: {first})") from e
+        raise UserError(f"{path}: could not read its tokenizer for {RUNTIME} ({failure(e)})") from e
     tok.save_pretrained(out)
     return {"source": {"gguf": path.name, "size": path.stat().st_size}, "tokenizer only": True}
 

@@ -26,7 +26,7 @@ it once per precision): `auto` gives it bf16.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -53,22 +53,15 @@ INT8 = torch.qint8
 Measure = Callable[[tuple[torch.dtype, ...]], dict[str, dict[int, float]]]
 
 
-@dataclass
-class Precision:
-    """The target's precision and why. `dtype` is what the target computes in (torch.qint8
-    for int8), `load_dtype` what its weights are loaded in before any quantizing."""
+def dtype_of(name: str) -> torch.dtype:
+    """What a target of precision `name` (a `PrecisionChoice.target`) computes in: torch.qint8
+    for int8."""
+    return INT8 if name == INT8_NAME else DTYPES[name]
 
-    dtype: torch.dtype
-    reason: str
-    costs: dict[str, dict[int, float]] = field(default_factory=dict)  # ms per pass size, per dtype measured
 
-    @property
-    def name(self) -> str:
-        return INT8_NAME if self.dtype == INT8 else dtype_name(self.dtype)
-
-    @property
-    def load_dtype(self) -> torch.dtype:
-        return torch.float32 if self.dtype == INT8 else self.dtype
+def load_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What a model's weights are loaded in before any quantizing: float32 for int8."""
+    return torch.float32 if dtype == INT8 else dtype
 
 
 DEVICE_MAPS = ("none", "auto")

@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,12 +35,13 @@ from specviz.lm.torch_runtime.precision import choose_precision
 from specviz.lm.torch_runtime.devices import (
     INT8,
     Placement,
-    Precision,
     choose_device,
     choose_dtype,
     choose_placement,
     cuda_emulated,
     dtype_name,
+    dtype_of,
+    load_dtype,
     room_for,
     spread_over,
 )
@@ -48,6 +49,7 @@ from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
 from specviz.lm import resident
+from specviz.lm.loader import assemble, failure, roles
 from specviz.lm.pair import ModelPair, PrecisionChoice
 from specviz.models.catalogue.presets import DEFAULT_PAIR, WheelGGUF
 from specviz.models.progress import Progress, Steps
@@ -56,7 +58,7 @@ from specviz.lm.torch_runtime.int8_draft import wanted as int8_draft_wanted
 from specviz.lm.torch_runtime.packed import packed_bytes
 from specviz.lm.torch_runtime.small_batch import use_few_rows_product
 from specviz.models.catalogue.sources import ModelRef, Plan, resolve
-from specviz.models.alignment.vocab import check_vocab, head_rows, same_tokenizer_files, shared_vocab_size
+from specviz.models.alignment.vocab import head_rows, same_tokenizer_files
 
 # How much longer a conversion takes than a warm load, to share out the progress bar.
 CONVERT_WEIGHT = 30.0
@@ -97,8 +99,9 @@ def load_torch_pair(
     dev = choose_device(device)
     placement = choose_placement(device_map, max_memory)
     prec, progress = _choose(plan, dev, dtype, placement, progress)
-    int8 = plan.draft is not None and int8_draft_wanted(dev, prec.dtype, int8_draft)
-    key = (plan.name, str(dev), prec.dtype, plan.draft is not None, int8, placement.key)
+    dt = dtype_of(prec.target)
+    int8 = plan.draft is not None and int8_draft_wanted(dev, dt, int8_draft)
+    key = (plan.name, str(dev), dt, plan.draft is not None, int8, placement.key)
     pair = _pairs.get(key)
     if pair is not None:
         return pair
@@ -106,8 +109,17 @@ def load_torch_pair(
         pair = _pairs.get(key)
         if pair is None:
             start = time.perf_counter()
-            steps, loaded = _materialise_and_load(plan, dev, prec, placement, int8, progress)
-            pair = _assemble(plan, loaded, dev, prec, int8, int8_draft, start)
+            steps, loaded = _materialise_and_load(plan, dev, dt, placement, int8, progress)
+            pair = assemble(
+                plan,
+                {role: m.tokenizer for role, m in loaded.items()},
+                {role: m.model for role, m in loaded.items()},
+                _pair_info(plan, loaded, dev, dt),
+                start,
+                device=dev,
+                dtype=dt,
+                precision_choice=_with_draft(prec, dt, plan.draft, int8, int8_draft),
+            )
             _pairs[key] = pair
             resident.register(pair, _pair_bytes(pair), lambda: _forget(key, pair))
             steps.finish(f"{plan.name} ready")
@@ -133,28 +145,26 @@ def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, progress
 
 
 def _materialise_and_load(
-    plan: Plan, dev: torch.device, prec: Precision, placement: Placement, int8: bool, progress: Progress | None
+    plan: Plan, dev: torch.device, dt: torch.dtype, placement: Placement, int8: bool, progress: Progress | None
 ) -> tuple[Steps, dict[str, Loaded]]:
     """Each model's files made ready (assembled, converted, fetched), then loaded, then
     quantized where int8 is wanted, the progress bar weighted by what each step costs."""
-    # The target first: a draft with the very same tokenizer files then reuses its tokenizer.
-    roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
     # What each model's weights load in: an int8 model is quantized from float32.
-    load_dt = {"target": prec.load_dtype, "draft": torch.float32 if int8 else prec.load_dtype}
+    load_dt = {"target": load_dtype(dt), "draft": torch.float32 if int8 else load_dtype(dt)}
     places = {"target": placement, "draft": Placement()}
     weights = {}
-    for role, ref in roles:
+    for role, ref in roles(plan):
         weights[f"prepare {role}"], weights[f"load {role}"] = _weights(ref, dev, load_dt[role], places[role])
     quantized = [
         (role, ref)
-        for role, ref, wanted in (("target", plan.target, prec.dtype == INT8), ("draft", plan.draft, int8))
+        for role, ref, wanted in (("target", plan.target, dt == INT8), ("draft", plan.draft, int8))
         if wanted
     ]
     for role, ref in quantized:  # quantizing takes several times as long as loading from the cache
         weights[f"int8 {role}"] = 0.0 if _int8_key(ref, dev) in _models else 3.0 * float(ref.params or 1e9)
     steps = Steps(progress, weights)
     folders = {}
-    for role, ref in roles:
+    for role, ref in roles(plan):
         report = steps.step(f"prepare {role}")
         if _model_key(ref, dev, load_dt[role], places[role]) not in _models:
             folders[role] = _materialise(ref, plan.name, role, report)
@@ -165,7 +175,7 @@ def _materialise_and_load(
     if placement.spread and dev.type == "cuda" and "draft" in folders:
         reserve["target"] = model_bytes(params_in_folder(folders["draft"][0]), load_dt["draft"])
     loaded: dict[str, Loaded] = {}
-    for role, ref in roles:
+    for role, ref in roles(plan):
         loaded[role] = _load_model(
             ref,
             plan.name,
@@ -183,61 +193,15 @@ def _materialise_and_load(
     return steps, loaded
 
 
-def _assemble(
-    plan: Plan, loaded: dict[str, Loaded], dev: torch.device, prec: Precision, int8: bool, int8_draft, start: float
-) -> ModelPair:
-    """The pair from its loaded models: the vocabulary they share (or the map between two
-    tokenizers) and what was chosen and why."""
-    target, draft = loaded["target"], loaded.get("draft")
-    info = _pair_info(plan, loaded, dev, prec.dtype)
-    vmap = None
-    if draft is not None and draft.tokenizer is not target.tokenizer:
-        vmap, message = check_vocab(
-            draft.tokenizer,
-            target.tokenizer,
-            plan.draft.label,
-            plan.target.label,
-            draft_rows=head_rows(draft.model),
-            target_rows=head_rows(target.model),
-        )
-        info["vocab"] = {**vmap.summary(), "message": message}
-        if vmap.identical:
-            vmap = None
-    elif draft is not None:
-        info["vocab"] = {"method": "same", "reason": "the draft uses the target's tokenizer", "identical": True}
-    if vmap is None:
-        vocab = shared_vocab_size(target.tokenizer, target.model, draft.model if draft else None, plan.name)
-    else:
-        # A draft with its own tokenizer: the pair works in the target's ids; the draft's
-        # head must still score every id of its own tokenizer.
-        vocab = shared_vocab_size(target.tokenizer, target.model, None, plan.name)
-        shared_vocab_size(draft.tokenizer, draft.model, None, f"{plan.name} (draft)")
-    return ModelPair(
-        name=plan.name,
-        tokenizer=target.tokenizer,
-        target=target.model,
-        draft=draft.model if draft else None,
-        vocab_size=vocab,
-        device=dev,
-        dtype=prec.dtype,
-        load_s=time.perf_counter() - start,
-        info=info,
-        draft_tokenizer=draft.tokenizer if vmap is not None else None,
-        vocab_map=vmap,
-        precision_choice=_precision_choice(prec, draft, int8, int8_draft),
-    )
-
-
 def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) -> dict:
     """Make every model of `spec` loadable fast (assemble, convert, download) without loading it.
 
     Returns, per role, what is where (for the CLI and CI logs).
     """
     plan = resolve(spec)
-    roles = [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
-    steps = Steps(progress, {role: float(ref.params or 1) for role, ref in roles})
+    steps = Steps(progress, {role: float(ref.params or 1) for role, ref in roles(plan)})
     out = {}
-    for role, ref in roles:
+    for role, ref in roles(plan):
         folder, info = _materialise(ref, plan.name, role, steps.step(role))
         out[role] = {**info, "folder": str(folder)}
     steps.finish(f"{plan.name} prepared")
@@ -410,17 +374,16 @@ def _measure_target(
     return costs
 
 
-def _precision_choice(prec: Precision, draft: Loaded | None, int8: bool, asked: bool | None) -> PrecisionChoice:
-    """The target's and the draft's precision and why."""
-    measured = {k: {str(n): v for n, v in c.items()} for k, c in prec.costs.items()}
+def _with_draft(
+    prec: PrecisionChoice, dt: torch.dtype, draft: ModelRef | None, int8: bool, asked: bool | None
+) -> PrecisionChoice:
+    """The target's precision and why (`precision.choose_precision`), with the draft's."""
     if draft is None:
-        return PrecisionChoice(prec.name, prec.reason, measured=measured)
+        return prec
     if int8:
-        return PrecisionChoice(
-            prec.name, prec.reason, INT8_NAME, "chosen" if asked else "the default on a CPU", measured
-        )
+        return replace(prec, draft=INT8_NAME, draft_reason="chosen" if asked else "the default on a CPU")
     why = "chosen: the target's precision" if asked is False else "the target's precision"
-    return PrecisionChoice(prec.name, prec.reason, dtype_name(prec.load_dtype), why, measured)
+    return replace(prec, draft=dtype_name(load_dtype(dt)), draft_reason=why)
 
 
 def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tuple[Path, dict]:
@@ -478,9 +441,8 @@ def _unreadable(what: str, path: Path) -> Iterator[None]:
     except (UserError, MemoryError):
         raise
     except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0][:200]
         raise CorruptModelError(
-            f"{what}: could not read the model in {path} ({type(e).__name__}: {first}); "
+            f"{what}: could not read the model in {path} ({failure(e)}); "
             "its files look truncated or corrupt, or are not a model transformers can load"
         ) from e
 

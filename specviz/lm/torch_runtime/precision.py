@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -26,7 +27,8 @@ from specviz.lm import timing
 
 from specviz.models.files import cache
 from specviz.models.files.cache import cache_root
-from specviz.lm.torch_runtime.devices import DTYPES, INT8, Measure, Placement, Precision, choose_dtype, dtype_name
+from specviz.lm.pair import PrecisionChoice
+from specviz.lm.torch_runtime.devices import INT8, Measure, Placement, choose_dtype, dtype_name
 from specviz.models.errors import DeviceError
 
 SIZES = (1, 8)
@@ -37,12 +39,12 @@ def score(costs: dict[int, float]) -> float:
     return costs[1] + costs[8]
 
 
-def decide(costs: dict[str, dict[int, float]]) -> Precision:
+def decide(costs: dict[str, dict[int, float]]) -> PrecisionChoice:
     """The precision whose measured V(1) + V(8) is lowest, with the figures as the reason."""
     costs = {name: {int(n): float(ms) for n, ms in c.items()} for name, c in costs.items()}
     best = min(costs, key=lambda name: score(costs[name]))
     figures = "; ".join(f"{_short(name)} V(1) {c[1]:.0f} ms, V(8) {c[8]:.0f} ms" for name, c in costs.items())
-    return Precision(DTYPES[best], f"measured faster on this CPU (V(1) + V(8): {figures})", costs)
+    return PrecisionChoice(best, f"measured faster on this CPU (V(1) + V(8): {figures})", measured=costs)
 
 
 # The loop the passes are timed through, in words: part of the cache key (a choice timed
@@ -73,18 +75,17 @@ def cache_file(target_key: str, device: torch.device) -> Path:
     return cache_root() / "precision" / f"{digest}.json"
 
 
-def read(path: Path) -> Precision | None:
+def read(path: Path) -> PrecisionChoice | None:
     try:
         d = json.loads(path.read_text())
         chosen = decide(d["costs"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing or damaged: measured again
-    chosen.reason += " (measured once on this machine, cached)"
-    return chosen
+    return replace(chosen, reason=chosen.reason + " (measured once on this machine, cached)")
 
 
-def write(path: Path, chosen: Precision) -> None:
-    cache.write_json(path, {"chosen": chosen.name, "costs": chosen.costs})
+def write(path: Path, chosen: PrecisionChoice) -> None:
+    cache.write_json(path, {"chosen": chosen.target, "costs": chosen.measured})
 
 
 def _short(name: str) -> str:
@@ -101,7 +102,7 @@ def choose_precision(
     cache_file: Path | None = None,
     measure: Measure | None = None,
     placement: Placement = Placement(),
-) -> Precision:
+) -> PrecisionChoice:
     """The target's precision for `device` and the `dtype` asked for (see the module's doc).
     For `auto` on a CPU: the decision in `cache_file` if there is one, else `measure` is run
     and its decision written there; for a spread target, bf16 unmeasured."""
@@ -110,15 +111,16 @@ def choose_precision(
     if placement.spread and chosen == INT8:
         raise DeviceError("an int8 target is quantized whole in memory: it cannot be spread by a device map")
     if chosen is None and placement.spread:
-        return Precision(
-            torch.bfloat16, "a target spread by a device map is not timed per precision (each would load it)"
+        return PrecisionChoice(
+            dtype_name(torch.bfloat16),
+            "a target spread by a device map is not timed per precision (each would load it)",
         )
     if chosen is not None:
         if str(asked).lower() != "auto":
-            return Precision(chosen, "chosen")
+            return PrecisionChoice(dtype_name(chosen), "chosen")
         if device.type == "cuda":
-            return Precision(chosen, "the default on CUDA")
-        return Precision(chosen, "this CPU has no native bf16 arithmetic")
+            return PrecisionChoice(dtype_name(chosen), "the default on CUDA")
+        return PrecisionChoice(dtype_name(chosen), "this CPU has no native bf16 arithmetic")
     if cache_file is not None:
         cached = read(cache_file)
         if cached is not None:
