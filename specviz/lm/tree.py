@@ -16,7 +16,7 @@ The target's verify pass feeds the last committed token as node 0 (parent -1) an
 drafted nodes beneath it, as the chain round feeds [last token, x_1..x_k]; a drafter feeds
 one level of its tree per pass, each level's nodes seeing the levels fed before.
 
-`OpenTree` is the bookkeeping both runtimes share. `TreeByMask` gives the torch loops
+`OpenTree` and `OpenTrees` are the bookkeeping both runtimes share. `TreeByMask` gives the torch loops
 their tree passes: a boolean mask and explicit positions (`feed_masked`), then the accepted
 rows copied into place right after the context (`keep_rows`), which leaves the cache exactly
 as a chain pass over the accepted tokens would have. llama.cpp expresses the same tree as
@@ -94,9 +94,9 @@ class OpenTree:
         return path
 
 
-class TreeByMask:
-    """`feed_tree` and `keep_path` for a torch loop with `feed_masked(ids, allowed, positions)`,
-    `keep_rows(start, rows)` and `length`. `crop` and `reset` close the open tree."""
+class OpenTrees:
+    """An LM's open tree: opened at its `length` by the first `feed_tree`, closed by
+    `keep_path` (`close_tree`); its `crop` and `reset` close it too."""
 
     _tree: OpenTree | None = None
 
@@ -106,6 +106,19 @@ class TreeByMask:
         elif self.length != self._tree.context_len + len(self._tree):
             raise RuntimeError("the cache changed outside the open tree since it was opened")
         return self._tree
+
+    def close_tree(self, path: Sequence[int]) -> tuple[OpenTree, list[int]]:
+        """The open tree, now closed, and `path` as a list once checked against it."""
+        if self._tree is None:
+            raise RuntimeError("no tree is open")
+        path = self._tree.check_path(path)
+        tree, self._tree = self._tree, None
+        return tree, path
+
+
+class TreeByMask(OpenTrees):
+    """`feed_tree` and `keep_path` for a torch loop with `feed_masked(ids, allowed, positions)`,
+    `keep_rows(start, rows)` and `length`."""
 
     def feed_tree(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
         """Run the model once over new tree nodes; logits (n, V), row i after node i."""
@@ -124,9 +137,5 @@ class TreeByMask:
     def keep_path(self, path: Sequence[int]) -> None:
         """Keep the context and the nodes of `path` (node indices, a chain from a child of
         the context down); drop every other node of the open tree."""
-        if self._tree is None:
-            raise RuntimeError("no tree is open")
-        path = self._tree.check_path(path)
-        start = self._tree.context_len
-        self._tree = None
-        self.keep_rows(start, path)
+        tree, path = self.close_tree(path)
+        self.keep_rows(tree.context_len, path)

@@ -31,7 +31,7 @@ import torch
 from specviz.errors import UserError
 from specviz.choices import LLAMACPP, RUNTIMES
 from specviz.lm import interrupt
-from specviz.lm.tree import OpenTree
+from specviz.lm.tree import OpenTrees
 from specviz.lm.llamacpp_runtime.abort import abortable
 from specviz.lm.llamacpp_runtime.library import clear_log, last_error
 
@@ -41,7 +41,7 @@ SEQUENCES = 256
 BATCH = 512
 
 
-class LlamaCppLM:
+class LlamaCppLM(OpenTrees):
     runtime = loop = LLAMACPP
     capabilities = RUNTIMES[LLAMACPP].capabilities
 
@@ -56,7 +56,6 @@ class LlamaCppLM:
         self._ctx, self._batch = model.lend_context(lambda: self._make_context(model))
         self._cells = int(L.llama_n_ctx(self._ctx))
         self._mem = L.llama_get_memory(self._ctx)
-        self._tree: OpenTree | None = None
         self._spent = False  # a decode was aborted: the cache holds a part of a batch
         self.length = 0
         self._width = int(L.llama_model_n_embd(model.ptr))
@@ -93,7 +92,8 @@ class LlamaCppLM:
     def crop(self, length: int) -> None:
         """Drop cached tokens beyond `length`; closes an open tree (its nodes go)."""
         if self._tree is not None:
-            self._drop_tree()
+            self._drop(self._tree)
+            self._tree = None
         if length < self.length:
             self._L.llama_memory_seq_rm(self._mem, 0, length, -1)
             self.length = max(0, length)
@@ -128,9 +128,7 @@ class LlamaCppLM:
 
     def feed_tree(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
         """Run the model once over tree nodes (`lm.tree`); logits (n, V), row i after node i."""
-        if self._tree is None:
-            self._tree = OpenTree(self.length)
-        tree = self._tree
+        tree = self.open_tree()
         parents = list(parents)
         all_depths = tree.extended(tokens, parents)
         old, n = len(tree), len(parents)
@@ -158,19 +156,16 @@ class LlamaCppLM:
 
     def keep_path(self, path: Sequence[int]) -> None:
         """Keep the context and the open tree's nodes on `path`; drop every other node."""
-        if self._tree is None:
-            raise RuntimeError("no tree is open")
-        path = self._tree.check_path(path)
-        start = self._tree.context_len
+        tree, path = self.close_tree(path)
         if path:  # the path's cells join the context's sequence
-            self._L.llama_memory_seq_cp(self._mem, 1 + path[-1], 0, start, -1)
-        self._drop_tree()
-        self.length = start + len(path)
+            self._L.llama_memory_seq_cp(self._mem, 1 + path[-1], 0, tree.context_len, -1)
+        self._drop(tree)
+        self.length = tree.context_len + len(path)
 
     # -- llama.cpp ------------------------------------------------------------------------
 
-    def _drop_tree(self) -> None:
-        tree, self._tree = self._tree, None
+    def _drop(self, tree) -> None:
+        """Free the cells of `tree`'s nodes; the cache holds the context it was opened at."""
         for j in range(len(tree)):
             self._L.llama_memory_seq_rm(self._mem, 1 + j, -1, -1)
         self.length = tree.context_len

@@ -18,9 +18,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from specviz.lm.interrupt import feed_in_chunks
-from specviz.lm.tree import TreeByMask
-from specviz.lm.torch_runtime.facts import TorchFacts
+from specviz.lm.torch_runtime.base import TorchLM
 from specviz.lm.torch_runtime.keep import logits_to_keep
 
 # (input_ids (1, n), cache, logits_to_keep) -> logits (1, n_kept, V)
@@ -65,7 +63,7 @@ def cached_lm(model: torch.nn.Module, device: torch.device) -> CachedLM:
     return lm
 
 
-class CachedLM(TorchFacts, TreeByMask):
+class CachedLM(TorchLM):
     """Holds the KV cache of one model for one run; `length` tokens are in it. Without a
     `tree_forward` (a forward that is not a whole model's, as early exit's) it has no tree pass."""
 
@@ -85,12 +83,7 @@ class CachedLM(TorchFacts, TreeByMask):
         self.length = 0
         self._tree = None
 
-    def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
-        """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
-        positions (0: all), shape (n_kept, V). A long prompt goes in chunks (`lm.interrupt`)."""
-        return feed_in_chunks(self._feed_one, ids, keep)
-
-    def _feed_one(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
+    def _pass(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
         logits = self._forward(ids.to(self.device)[None], self.cache, keep)[0]
         self.length += ids.numel()
         return logits
@@ -105,21 +98,14 @@ class CachedLM(TorchFacts, TreeByMask):
         self.length += ids.numel()
         return logits
 
-    def keep_rows(self, start: int, rows: list[int]) -> None:
-        """Move the cache rows `start + r` (r in `rows`) to `start + j` and crop the cache to
-        `start + len(rows)`."""
-        if rows != list(range(len(rows))):  # already in place otherwise
-            src = torch.tensor(rows, dtype=torch.long) + start
-            for layer in self.cache.layers:
-                if type(layer) is not DynamicLayer:
-                    raise TypeError(
-                        f"keeping a tree path needs full-attention cache layers, not {type(layer).__name__}"
-                    )
-                index = src.to(layer.keys.device)
-                for name in ("keys", "values"):
-                    t = getattr(layer, name)
-                    t[..., start : start + len(rows), :] = t.index_select(-2, index)
-        self.crop(start + len(rows))
+    def _move_rows(self, src: torch.Tensor, start: int) -> None:
+        for layer in self.cache.layers:
+            if type(layer) is not DynamicLayer:
+                raise TypeError(f"keeping a tree path needs full-attention cache layers, not {type(layer).__name__}")
+            index = src.to(layer.keys.device)
+            for name in ("keys", "values"):
+                t = getattr(layer, name)
+                t[..., start : start + len(src), :] = t.index_select(-2, index)
 
     def crop(self, length: int) -> None:
         """Drop cached tokens beyond `length`; closes an open tree."""

@@ -26,10 +26,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from specviz.lm.torch_runtime.base import TorchLM
 from specviz.lm.torch_runtime.cached import CachedLM, cached_lm
-from specviz.lm.interrupt import feed_in_chunks
-from specviz.lm.torch_runtime.facts import TorchFacts
-from specviz.lm.tree import TreeByMask
 from specviz.lm.torch_runtime.packed import packed_linears
 
 SHAPES = ("llama", "qwen2")
@@ -70,7 +68,7 @@ def lean_supported(model: torch.nn.Module) -> bool:
     return True
 
 
-class LeanLM(TorchFacts, TreeByMask):
+class LeanLM(TorchLM):
     """`CachedLM`'s interface (`lm.runtime.LM`, plus feed_masked and keep_rows) over a
     Llama / Qwen2 decoder."""
 
@@ -125,30 +123,20 @@ class LeanLM(TorchFacts, TreeByMask):
         self._tree = None
         self.length = min(self.length, length)
 
-    def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
-        """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
-        positions (0: all), shape (n_kept, V). A long prompt goes in chunks (`lm.interrupt`)."""
-        return feed_in_chunks(lambda part, k: self._pass(part, k, None, None), ids, keep)
-
     def feed_masked(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Run the model over `ids` (1-D) after the cached tokens, node i attending where
         `allowed[i]` (n, length + n) is True and sitting at position `positions[i]`; logits (n, V)."""
         return self._pass(ids, 0, allowed.to(self.device), positions.to(self.device))
 
     @torch.inference_mode()  # the buffers are inference tensors: written only in that mode
-    def keep_rows(self, start: int, rows: list[int]) -> None:
-        """Move the cache rows `start + r` (r in `rows`) to `start + j` and crop the cache to
-        `start + len(rows)`."""
-        if rows != list(range(len(rows))):  # already in place otherwise
-            src = torch.tensor(rows, dtype=torch.long, device=self.device) + start
-            end = start + len(rows)
-            self._keys[:, :, start:end] = self._keys.index_select(2, src)
-            self._values[:, :, start:end] = self._values.index_select(2, src)
-        self.crop(start + len(rows))
+    def _move_rows(self, src: torch.Tensor, start: int) -> None:
+        src, end = src.to(self.device), start + len(src)
+        self._keys[:, :, start:end] = self._keys.index_select(2, src)
+        self._values[:, :, start:end] = self._values.index_select(2, src)
 
     @torch.inference_mode()
     def _pass(
-        self, ids: torch.Tensor, keep: int, allowed: torch.Tensor | None, positions: torch.Tensor | None
+        self, ids: torch.Tensor, keep: int, allowed: torch.Tensor | None = None, positions: torch.Tensor | None = None
     ) -> torch.Tensor:
         ids = ids.to(self.device)
         n, start = ids.numel(), self.length
