@@ -13,12 +13,16 @@ back to the drafter through `observe`, and the cache keeps none of them.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 import torch
 
 from specviz.events import AlignedToken
+from specviz.lm import rows
+from specviz.lm.sampling import Sampler
+from specviz.lm.timing import sync
 from specviz.lm.tree import chain_parents
 
 # Called after each drafted token with the drafter's confidence in it (its top probability
@@ -84,6 +88,11 @@ class Proposal:
     def __len__(self) -> int:
         return self.tokens.numel()
 
+    @classmethod
+    def empty(cls, context: torch.Tensor, **fields) -> "Proposal":
+        """A round that drafts nothing: the target decodes one token plainly."""
+        return cls(tokens=context[:0], q=None, **fields)
+
 
 class Drafter(Protocol):
     name: str
@@ -122,11 +131,91 @@ def tree_or_chain(parents: list[int], ride: list[int] | None = None) -> list[int
     return parents
 
 
-class ChainDrafting:
+def nodes_paid(budget: TreeBudget | None, chances: Sequence[float], ride: int = 0) -> int:
+    """How many of a draft-free drafter's candidates (their chances, best first) the round
+    verifies: as many as the policy's budget pays for, all of them without one."""
+    return budget.tree_nodes(chances, ride) if budget is not None else len(chances)
+
+
+def ms_since(start: float) -> float:
+    """Wall ms since `start`, a `time.perf_counter()` reading."""
+    return (time.perf_counter() - start) * 1000
+
+
+class Drafting:
+    """The protocol's defaults: no cache of its own to catch up, no ride nodes to read."""
+
+    def observe(self, logits: torch.Tensor) -> None:
+        pass
+
+    def unread(self, context_len: int) -> int:
+        return 0
+
+
+class ChainDrafting(Drafting):
     """The tree-round half of the protocol for a drafter whose proposals are chains."""
 
     def accepted_path(self, path: list[int]) -> None:
         self.accepted(len(path))
 
-    def observe(self, logits: torch.Tensor) -> None:
-        pass  # a chain carries no ride nodes
+
+class TreeDrafting(Drafting):
+    """The chain half of the protocol for a tree drafter: n accepted tokens of a chain are
+    the path through its first n nodes."""
+
+    def accepted(self, n: int) -> None:
+        self.accepted_path(list(range(n)))
+
+
+def next_token(
+    sampler: Sampler, logits: torch.Tensor, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """A drafted token from a row of logits (`Sampler.logits`), its confidence and the
+    distribution it was drawn from: under greedy decoding the argmax, the plain softmax's top
+    probability and None; else a draw from the processed distribution and its top probability."""
+    if sampler.greedy:
+        return rows.argmax(logits).to(logits.device), logits.softmax(-1).max(), None
+    dist = sampler.distribution(logits)
+    return sampler.choose(dist, generator), dist.max(), dist
+
+
+def draft_chain(
+    step: Callable[[torch.Tensor], torch.Tensor],
+    fed: torch.Tensor,
+    k: int,
+    keep_going: KeepGoing,
+    eos: set[int],
+    sampler: Sampler,
+    generator: torch.Generator | None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor], list[float]]:
+    """Up to k tokens drafted one after another: `step(fed)` gives the logits after `fed`
+    (first the given tokens, then each drafted token). Drafting stops after a token whose
+    confidence `keep_going` refuses, or an end of sequence. The tokens, the distributions
+    they were drawn from (none under greedy decoding) and the confidences."""
+    tokens, dists, confidence = [], [], []
+    for _ in range(k):
+        token, conf, dist = next_token(sampler, step(fed), generator)
+        tokens.append(token)
+        confidence.append(float(conf))
+        if dist is not None:
+            dists.append(dist)
+        if not keep_going(confidence[-1]) or int(token) in eos:
+            break
+        fed = token.view(1)
+    return tokens, dists, confidence
+
+
+def chain_proposal(
+    tokens: list[torch.Tensor], dists: list[torch.Tensor], confidence: list[float], start: float, device, **fields
+) -> Proposal:
+    """A drafted chain (`draft_chain`) as the proposal: one pass per token, timed from `start`."""
+    ids = torch.stack(tokens).to(device)
+    sync(ids)
+    return Proposal(
+        tokens=ids,
+        q=torch.stack(dists).to(device) if dists else None,
+        ms=ms_since(start),
+        passes=len(tokens),
+        confidence=confidence,
+        **fields,
+    )

@@ -28,6 +28,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from specviz.drafters.base import TreeBudget, nodes_paid
+from specviz.lm.tree import depths
+
 # Bins of span length (each starts at its value) and each bin's prior chance, worth
 # PRIOR_WEIGHT checked nodes.
 SPAN_BINS = (1, 2, 4, 8, 16, 32)
@@ -57,9 +60,6 @@ class CopyEvidence:
     """The learnt chances and where the last copy broke off (see the module docstring)."""
 
     def __init__(self):
-        self.reset()
-
-    def reset(self) -> None:
         self._bins = [[0.0, 0.0] for _ in SPAN_BINS]  # per bin: accepted, checked (beyond the prior)
         self._skip = [0.0, 0.0]  # the same for the first node of a guess that skips a replaced token
         self._last: tuple[int, list[int], list[Source], bool] | None = None  # span, parents, sources, skip
@@ -82,13 +82,35 @@ class CopyEvidence:
         parent's occurrences that continued through it times the rate at its own span (a
         skipping guess's first nodes: the skip rate)."""
         out: list[float] = []
-        depth: list[int] = []
-        for parent, share in zip(parents, shares):
-            d = depth[parent] + 1 if parent >= 0 else 1
-            depth.append(d)
+        for parent, share, d in zip(parents, shares, depths(parents)):
             above = out[parent] if parent >= 0 else 1.0
-            out.append(above * share * (self.skip_rate() if skip and d == 1 else self.rate(span + d - 1)))
+            out.append(above * share * (self.skip_rate() if skip and d == 0 else self.rate(span + d)))
         return out
+
+    def offer(
+        self,
+        span: int,
+        parents: list[int],
+        shares: Sequence[float],
+        sources: list[Source],
+        context_len: int,
+        budget: TreeBudget | None,
+        *,
+        skip: bool = False,
+    ) -> list[float]:
+        """The chances of the candidate nodes the round verifies (as many as `budget` pays
+        for, `chances` for what each share and source stand for), which it then proposes."""
+        chances = self.chances(span, parents, shares, skip=skip)
+        n = nodes_paid(budget, chances)
+        if n:
+            self.proposed(span, parents[:n], sources[:n], context_len, skip=skip)
+        return chances[:n]
+
+    def prefers_skip(self, span: int, context_len: int) -> Source | None:
+        """Where the copy reads on if the guess that the last token replaced one of the copy's
+        (`skip_source`) is likelier than a match of `span` tokens; else None."""
+        skip = self.skip_source(context_len)
+        return skip if skip is not None and self.skip_rate() > self.rate(span) else None
 
     def skip_source(self, context_len: int) -> Source | None:
         """Where the copy reads on if the context's last token replaced the one the copy broke
@@ -129,11 +151,10 @@ class CopyEvidence:
             return
         self._skip = [self._skip[0] * MEMORY, self._skip[1] * MEMORY]  # fades only as it is tried again
         span, parents, sources, skip = last
-        on_path, depth = set(path), []
-        for i, parent in enumerate(parents):
-            depth.append(depth[parent] + 1 if parent >= 0 else 1)
+        on_path = set(path)
+        for i, (parent, d) in enumerate(zip(parents, depths(parents))):
             if parent < 0 or parent in on_path:  # checked: its parent was accepted
-                b = self._skip if skip and depth[i] == 1 else self._bins[span_bin(span + depth[i] - 1)]
+                b = self._skip if skip and d == 0 else self._bins[span_bin(span + d)]
                 b[0] += i in on_path
                 b[1] += 1
         if skip and not path:

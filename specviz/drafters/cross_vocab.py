@@ -30,7 +30,7 @@ from typing import Callable
 import torch
 
 from specviz.choices import INTERSECTION, TEXT
-from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget, ms_since, next_token
 from specviz.errors import UserError
 from specviz.lm.runtime import LM as ModelLM, open_lm
 from specviz.lm.prompt import model_stop_ids, stop_ids
@@ -188,7 +188,7 @@ class TextDrafter(_OwnTokens):
     ) -> Proposal:
         start = time.perf_counter()
         if k <= 0:
-            return Proposal(tokens=context.new_empty(0), q=None, alignment=[])
+            return Proposal.empty(context, alignment=[])
         ctx = context.tolist()
         pending = self.side.sync(ctx)
         drafted: list[int] = []
@@ -226,7 +226,7 @@ class TextDrafter(_OwnTokens):
         return Proposal(
             tokens=context.new_tensor(tokens, dtype=torch.long),
             q=None,
-            ms=(time.perf_counter() - start) * 1000,
+            ms=ms_since(start),
             passes=passes,
             confidence=confidence,
             alignment=self._alignment(drafted, d_spans, spans, tokens, pending[0] if eos else None),
@@ -253,11 +253,8 @@ class TextDrafter(_OwnTokens):
         return alignment
 
     def _next(self, pending: list[int]) -> tuple[int, float]:
-        logits = self._sampler.logits(self.side.feed(pending))
-        if self._sampler.greedy:
-            return int(logits.argmax(-1)), float(logits.softmax(-1).max())
-        dist = self._sampler.distribution(logits)
-        return int(self._sampler.choose(dist, self._generator)), float(dist.max())
+        token, conf, _ = next_token(self._sampler, self._sampler.logits(self.side.feed(pending)), self._generator)
+        return int(token), float(conf)
 
 
 def _spans(text: TokenText, ids: list[int]) -> list[tuple[int, int]]:
@@ -307,7 +304,7 @@ class IntersectionDrafter(_OwnTokens):
     ) -> Proposal:
         start = time.perf_counter()
         if k <= 0:
-            return Proposal(tokens=context.new_empty(0), q=None, alignment=[])
+            return Proposal.empty(context, alignment=[])
         pending = self.side.sync(context.tolist(), self._direct)
         drafted, tokens, dists, confidence = [], [], [], []
         for _ in range(k):
@@ -331,7 +328,7 @@ class IntersectionDrafter(_OwnTokens):
         return Proposal(
             tokens=context.new_tensor(tokens, dtype=torch.long),
             q=torch.stack(dists).to(context.device) if dists else None,
-            ms=(time.perf_counter() - start) * 1000,
+            ms=ms_since(start),
             passes=len(drafted),
             confidence=confidence,
             alignment=alignment,

@@ -21,9 +21,9 @@ import torch
 
 from specviz.choices import HEAD
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, SourceNote, TreeBudget
+from specviz.drafters.base import chain_proposal, draft_chain
 from specviz.drafters.head_model import DraftHead, HeadInfo, load
 from specviz.errors import UserError
-from specviz.lm import rows
 from specviz.lm.sampling import Sampler
 
 # Per head file: its modification time when read, the head and its info, and D by thread count.
@@ -122,39 +122,21 @@ class HeadDrafter(ChainDrafting):
     ) -> Proposal:
         start = time.perf_counter()
         if k <= 0 or self._state is None:
-            return Proposal(tokens=context.new_empty(0), q=None)
-        state, token = self._state[None], context[-1:].to(self._state.device)
-        tokens, dists, confidence = [], [], []
-        for _ in range(k):
+            return Proposal.empty(context)
+        state = self._state[None]
+
+        def step(token: torch.Tensor) -> torch.Tensor:
+            nonlocal state
             state, logits = self._head(state, token)
-            row = self._sampler.logits(self._head.full_row(logits[0]))
-            if self._sampler.greedy:
-                token = rows.argmax(row).view(1)
-                conf = row.softmax(-1).max()
-            else:
-                dist = self._sampler.distribution(row)
-                token = self._sampler.choose(dist, self._generator).view(1)
-                conf = dist.max()
-                dists.append(dist)
-            tokens.append(token[0])
-            confidence.append(float(conf))
-            if not keep_going(float(conf)) or int(token) in self._eos:
-                break
-        device = context.device
-        return Proposal(
-            tokens=torch.stack(tokens).to(device),
-            q=torch.stack(dists).to(device) if dists else None,
-            ms=(time.perf_counter() - start) * 1000,
-            passes=len(tokens),
-            confidence=confidence,
-            source=SourceNote(HEAD),
+            return self._sampler.logits(self._head.full_row(logits[0]))
+
+        drafted = draft_chain(
+            step, context[-1:].to(state.device), k, keep_going, self._eos, self._sampler, self._generator
         )
+        return chain_proposal(*drafted, start, context.device, source=SourceNote(HEAD))
 
     def accepted(self, n: int) -> None:
         self._verified_state(n)  # the verify pass's row after the last accepted token
-
-    def unread(self, context_len: int) -> int:
-        return 0
 
 
 def make(pair, settings, *, generator=None, history=(), target=None) -> HeadDrafter:

@@ -36,7 +36,8 @@ import time
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, tree_or_chain
+from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, TreeDrafting, ms_since, nodes_paid
+from specviz.drafters.base import tree_or_chain
 from specviz.lm import rows
 from specviz.choices import LOOKAHEAD
 
@@ -54,7 +55,7 @@ PROBE_WAIT = 16
 MAX_PROBE_WAIT = 256
 
 
-class LookaheadDrafter:
+class LookaheadDrafter(TreeDrafting):
     name = LOOKAHEAD
 
     def __init__(self, window: int = 4, ngram: int = 3, candidates: int = 4, *, seed: int = 0):
@@ -94,9 +95,7 @@ class LookaheadDrafter:
         riding = self._window_on and k > 0 and self._could_pay(budget, k)
         ride_tokens, ride_parents = self._ride() if riding else ([], [])
         self._last_root = root  # level 0's first column in this pass
-        n = len(tokens)
-        if budget is not None:
-            n = budget.tree_nodes(chances, len(ride_tokens))
+        n = nodes_paid(budget, chances, len(ride_tokens))
         tokens, parents, origins, depth = tokens[:n], parents[:n], origins[:n], depth[:n]
         window_shown = [[root, *self.levels[0][1:]], *[list(level) for level in self.levels[1:]]]
         source = SourceNote(
@@ -108,13 +107,12 @@ class LookaheadDrafter:
             note="" if n or riding else "no n-gram starts with the last token, and the window is resting",
         )
         self._last = {"parents": parents, "depth": depth, "riding": riding, "source": source}
-        ms = (time.perf_counter() - start) * 1000
         if not n and not riding:
-            return Proposal(tokens=context[:0].cpu(), q=None, ms=ms, source=source)
+            return Proposal.empty(context.cpu(), ms=ms_since(start), source=source)
         return Proposal(
             tokens=torch.tensor(tokens, dtype=torch.long),
             q=None,
-            ms=ms,
+            ms=ms_since(start),
             confidence=chances[:n],
             parents=tree_or_chain(parents, ride_tokens),
             ride=torch.tensor(ride_tokens, dtype=torch.long) if riding else None,
@@ -150,12 +148,6 @@ class LookaheadDrafter:
                 pair[0] = pair[0] * MEMORY + (i in accepted)
                 pair[1] = pair[1] * MEMORY + 1
         self._count_round(len(path) + 1, riding=last["riding"], nodes=len(last["parents"]))
-
-    def accepted(self, n: int) -> None:
-        self.accepted_path(list(range(n)))
-
-    def unread(self, context_len: int) -> int:
-        return 0
 
     # -- candidates and the window ----------------------------------------------------------
 

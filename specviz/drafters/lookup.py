@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget, ms_since
 from specviz.drafters.copy_span import RESUMED_BONUS, CopyEvidence
 from specviz.choices import LOOKUP
 from specviz.lm.tree import chain_parents
@@ -43,15 +43,10 @@ class LookupDrafter(ChainDrafting):
         at, span, skip = self._find(context) if k > 0 else (None, 0, False)
         tokens = context[at : at + k] if at is not None else context[:0]
         self.evidence.waited()
-        chances: list[float] = []
-        if tokens.numel():
-            parents = chain_parents(tokens.numel())
-            chances = self.evidence.chances(span, parents, [1.0] * tokens.numel(), skip=skip)
-            n = budget.tree_nodes(chances, 0) if budget is not None else len(chances)
-            tokens, chances = tokens[:n], chances[:n]
-            if n:
-                self.evidence.proposed(span, parents[:n], [(0, at + i) for i in range(n)], context.numel(), skip=skip)
-        return Proposal(tokens=tokens, q=None, ms=(time.perf_counter() - start) * 1000, confidence=chances)
+        n = tokens.numel()
+        sources = [(0, at + i) for i in range(n)]
+        chances = self.evidence.offer(span, chain_parents(n), [1.0] * n, sources, context.numel(), budget, skip=skip)
+        return Proposal(tokens=tokens[: len(chances)], q=None, ms=ms_since(start), confidence=chances)
 
     def _find(self, context: torch.Tensor) -> tuple[int | None, int, bool]:
         """Where the round's continuation starts, the span behind it, and whether it is the
@@ -60,16 +55,13 @@ class LookupDrafter(ChainDrafting):
         span = agreement(context, at, MAX_SPAN) if at is not None else 0
         if at is not None and self.evidence.resumes((0, at - 1), span, context.numel()):
             return at, span + RESUMED_BONUS, False
-        skip = self.evidence.skip_source(context.numel())
-        if skip is not None and skip[1] < context.numel() and self.evidence.skip_rate() > self.evidence.rate(span):
+        skip = self.evidence.prefers_skip(span, context.numel())
+        if skip is not None and skip[1] < context.numel():
             return skip[1], RESUMED_BONUS, True
         return at, span, False
 
     def accepted(self, n: int) -> None:
         self.evidence.heard(list(range(n)))
-
-    def unread(self, context_len: int) -> int:
-        return 0
 
 
 def continuation_start(context: torch.Tensor, max_ngram: int = 3, min_ngram: int = 1) -> int | None:

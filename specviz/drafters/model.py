@@ -15,12 +15,10 @@ import time
 
 import torch
 
-from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget, chain_proposal, draft_chain, ms_since
 from specviz.choices import AUTO
-from specviz.lm import rows
 from specviz.lm.runtime import LM
 from specviz.lm.sampling import Sampler
-from specviz.lm.timing import sync
 
 
 class ModelDrafter(ChainDrafting):
@@ -43,38 +41,21 @@ class ModelDrafter(ChainDrafting):
         start = time.perf_counter()
         self._context_len = context.numel()
         if k <= 0:
-            return Proposal(tokens=context.new_empty(0), q=None)
+            return Proposal.empty(context)
         setup_ms = 0.0
         if self._lm.length == 0 and self._prompt_len > 1:  # the prompt, once: not a cost of this round
             self._lm.feed(context[: self._prompt_len - 1])
-            setup_ms = (time.perf_counter() - start) * 1000
-        pending = context[self._lm.length :]
-        tokens, dists, confidence = [], [], []
-        for _ in range(k):
-            logits = self._sampler.logits(self._lm.feed(pending)[-1])
-            if self._sampler.greedy:
-                token = rows.argmax(logits).to(logits.device)
-                conf = logits.softmax(-1).max()
-            else:
-                dist = self._sampler.distribution(logits)
-                token = self._sampler.choose(dist, self._generator)
-                conf = dist.max()
-                dists.append(dist)
-            tokens.append(token)
-            confidence.append(conf)
-            if not keep_going(float(conf)) or int(token) in self._eos:
-                break
-            pending = token.view(1)
-        ids = torch.stack(tokens)
-        sync(ids)
-        return Proposal(
-            tokens=ids,
-            q=torch.stack(dists) if dists else None,
-            ms=(time.perf_counter() - start) * 1000,
-            passes=len(tokens),
-            confidence=[float(c) for c in confidence],
-            setup_ms=setup_ms,
+            setup_ms = ms_since(start)
+        drafted = draft_chain(
+            lambda fed: self._sampler.logits(self._lm.feed(fed)[-1]),
+            context[self._lm.length :],
+            k,
+            keep_going,
+            self._eos,
+            self._sampler,
+            self._generator,
         )
+        return chain_proposal(*drafted, start, context.device, setup_ms=setup_ms)
 
     def accepted(self, n: int) -> None:
         self._lm.crop(self._context_len + n)

@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, tree_or_chain
+from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, TreeDrafting, ms_since, tree_or_chain
 from specviz.drafters.copy_span import RESUMED, RESUMED_BONUS, SKIPPED, CopyEvidence, sizing_note
 from specviz.drafters.tree_cost import TreeCost
 from specviz.choices import SUFFIX
@@ -67,7 +67,7 @@ class SuffixTree:
     sources: list[tuple[int, int]] = field(default_factory=list)  # where each node was first read
 
 
-class SuffixDrafter:
+class SuffixDrafter(TreeDrafting):
     name = SUFFIX
 
     def __init__(self, max_nodes: int = 16, min_score: float = 0.1, history: Sequence[Sequence[int]] = ()):
@@ -90,22 +90,21 @@ class SuffixDrafter:
         source = SourceNote(SUFFIX, matched=matched, occurrences=len(match.ends))
         self.evidence.waited()
         if tree is None or not tree.tokens:
-            return self._empty(context, start, source)
+            return Proposal.empty(context.cpu(), ms=ms_since(start), source=source)
         skip = how == SKIPPED
-        chances = self.chances(tree, span, skip=skip)
-        n = budget.tree_nodes(chances, 0) if budget is not None else len(chances)
+        chances = self.evidence.offer(span, tree.parents, shares(tree), tree.sources, len(ctx), budget, skip=skip)
+        n = len(chances)
         if isinstance(budget, TreeCost):
             rate = self.evidence.skip_rate() if skip else self.evidence.rate(span)
-            source.note = sizing_note(span, how, rate, n, len(chances))
-        if n == 0:
-            return self._empty(context, start, source)
-        self.evidence.proposed(span, tree.parents[:n], tree.sources[:n], len(ctx), skip=skip)
+            source.note = sizing_note(span, how, rate, n, len(tree.tokens))
+        if n == 0:  # no tree: a chain of nothing, a plain round on the target's chain path
+            return Proposal.empty(context.cpu(), ms=ms_since(start), source=source)
         source.counts, source.occurrences = tree.counts[:n], tree.occurrences
         return Proposal(
             tokens=torch.tensor(tree.tokens[:n], dtype=torch.long),
             q=None,
-            ms=_ms(start),
-            confidence=chances[:n],
+            ms=ms_since(start),
+            confidence=chances,
             parents=tree_or_chain(tree.parents[:n]),
             source=source,
         )
@@ -121,8 +120,8 @@ class SuffixDrafter:
         if resumed:
             match = Match(match.length, resumed)
             return chain_of(self._grow(docs, match, k)), match, match.length + RESUMED_BONUS, RESUMED
-        skip = self.evidence.skip_source(len(ctx))
-        if skip is not None and self.evidence.skip_rate() > self.evidence.rate(match.length):
+        skip = self.evidence.prefers_skip(match.length, len(ctx))
+        if skip is not None:
             d, at = skip
             tokens = docs[d][at : at + k].tolist()
             n = len(tokens)
@@ -134,26 +133,14 @@ class SuffixDrafter:
     def _grow(self, docs: list[np.ndarray], match: Match, k: int) -> SuffixTree | None:
         return grow(docs, match, depth=k, max_nodes=self.max_nodes, min_score=self.min_score)
 
-    def chances(self, tree: SuffixTree, span: int, *, skip: bool = False) -> list[float]:
-        """Each node's chance of lying on the accepted path (see the module docstring)."""
-        totals = [tree.counts[par] if par >= 0 else tree.occurrences for par in tree.parents]
-        return self.evidence.chances(span, tree.parents, [c / t for c, t in zip(tree.counts, totals)], skip=skip)
-
     def accepted_path(self, path: list[int]) -> None:
         self.evidence.heard(path)
 
-    def accepted(self, n: int) -> None:
-        self.accepted_path(list(range(n)))  # only ever a chain's path when called so
 
-    def observe(self, logits: torch.Tensor) -> None:
-        pass  # no ride nodes
-
-    def unread(self, context_len: int) -> int:
-        return 0
-
-    def _empty(self, context: torch.Tensor, start: float, source: SourceNote) -> Proposal:
-        # No tree: a chain of nothing, a plain round on the target's chain path.
-        return Proposal(tokens=context[:0].cpu(), q=None, ms=_ms(start), source=source)
+def shares(tree: SuffixTree) -> list[float]:
+    """Per node, the share of its parent's occurrences that continued through it."""
+    totals = [tree.counts[par] if par >= 0 else tree.occurrences for par in tree.parents]
+    return [c / t for c, t in zip(tree.counts, totals)]
 
 
 def longest_match(docs: Sequence[np.ndarray], ctx: np.ndarray, max_match: int) -> Match:
@@ -237,10 +224,6 @@ def chain_of(tree: SuffixTree | None) -> SuffixTree | None:
         tree.occurrences,
         [tree.sources[i] for i in keep],
     )
-
-
-def _ms(start: float) -> float:
-    return (time.perf_counter() - start) * 1000
 
 
 def make(pair, settings, *, generator=None, history=()) -> SuffixDrafter:

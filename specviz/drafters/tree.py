@@ -33,7 +33,7 @@ from typing import Callable
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal, TreeBudget
+from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, TreeDrafting, ms_since
 from specviz.lm.runtime import LM as ModelLM
 from specviz.lm.sampling import Sampler
 from specviz.lm.timing import sync
@@ -161,7 +161,7 @@ def _level_order(cands: list[Candidate], chosen: set[int]) -> list[int]:
     return order
 
 
-class TreeDrafter:
+class TreeDrafter(TreeDrafting):
     """Drafts a token tree with a draft model; see the module docstring.
 
     lm: the draft's cached model (`lm.runtime.open_lm`); nodes: the node budget N; width: B.
@@ -208,7 +208,7 @@ class TreeDrafter:
         self._tree = None
         self._fed, self._parents = [], []
         if k <= 0:
-            return Proposal(tokens=context.new_empty(0), q=None, parents=[])
+            return Proposal.empty(context, parents=[])
         if self._lm.length >= context.numel():  # the same context again: re-read its last token
             self._lm.crop(context.numel() - 1)
         pending = context[self._lm.length :]
@@ -242,7 +242,7 @@ class TreeDrafter:
         return Proposal(
             tokens=tokens,
             q=q,
-            ms=(time.perf_counter() - start) * 1000,
+            ms=ms_since(start),
             passes=1 + grown.passes,
             confidence=[c.confidence for c in chosen],
             parents=grown.parents,
@@ -272,14 +272,6 @@ class TreeDrafter:
 
     def unread(self, context_len: int) -> int:
         return context_len - self._lm.length
-
-    def accepted(self, n: int) -> None:
-        """The first n proposed nodes were accepted. Only meaningful when they form a path
-        (always so for width 1); a tree round must call `accepted_path` instead."""
-        self.accepted_path(list(range(n)))
-
-    def observe(self, logits: torch.Tensor) -> None:
-        pass  # its proposals carry no ride nodes
 
 
 def make(pair, settings, *, generator=None, history=()) -> "TreeDrafter":
