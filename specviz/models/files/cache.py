@@ -102,6 +102,17 @@ def read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def _all_still_valid(kept: Path, data: dict, entries: dict[Path, dict], progress: Progress | None) -> bool:
+    """True if every file in `entries` still holds what its entry recorded; stamps a re-hash
+    refreshed (the entries are part of `data`) are saved back to `kept`."""
+    before = json.dumps(data, sort_keys=True)
+    if not all(still_valid(path, entry, progress) for path, entry in entries.items()):
+        return False
+    if json.dumps(data, sort_keys=True) != before:
+        write_json(kept, data)
+    return True
+
+
 # --- single verified files (the assembled GGUFs) ------------------------------------------
 
 
@@ -109,18 +120,20 @@ def stamp_path(path: Path) -> Path:
     return path.with_name(path.name + ".verified.json")
 
 
+def mark_valid(path: Path, sha256: str) -> None:
+    """Record that `path` has just been checked to hold `sha256`."""
+    write_json(stamp_path(path), record(path, sha256))
+
+
 def file_is_valid(path: Path, sha256: str, progress: Progress | None = None) -> bool:
     """True if `path` exists with content `sha256`; keeps a stamp so a warm check is instant."""
     if not path.is_file():
         return False
     entry = read_json(stamp_path(path)) or {}
-    before = dict(entry)
-    if entry.get("sha256") == sha256 and still_valid(path, entry, progress):
-        if entry != before:
-            write_json(stamp_path(path), entry)
+    if entry.get("sha256") == sha256 and _all_still_valid(stamp_path(path), entry, {path: entry}, progress):
         return True
     if sha256_file(path, progress) == sha256:
-        write_json(stamp_path(path), record(path, sha256))
+        mark_valid(path, sha256)
         return True
     return False
 
@@ -133,13 +146,8 @@ def folder_is_valid(folder: Path, progress: Progress | None = None) -> bool:
     manifest = read_json(folder / MANIFEST)
     if not manifest or not isinstance(manifest.get("files"), dict) or not manifest["files"]:
         return False
-    before = json.dumps(manifest, sort_keys=True)
-    for rel, entry in manifest["files"].items():
-        if not still_valid(folder / rel, entry, progress):
-            return False
-    if json.dumps(manifest, sort_keys=True) != before:
-        write_json(folder / MANIFEST, manifest)  # keeps the refreshed stamps
-    return True
+    entries = {folder / rel: entry for rel, entry in manifest["files"].items()}
+    return _all_still_valid(folder / MANIFEST, manifest, entries, progress)
 
 
 def folder_manifest(folder: Path) -> dict:

