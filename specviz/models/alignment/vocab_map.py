@@ -82,15 +82,25 @@ def token_bytes(tokenizer: Any) -> list[bytes | None]:
     Added and special tokens stand for their own text. A byte-level token whose characters
     are not all byte characters is kept as its UTF-8 text.
     """
-    kind = scheme(tokenizer)
+    return _table(*_strings(tokenizer), scheme(tokenizer))
+
+
+def _strings(tokenizer: Any) -> tuple[list[str | None], set[int]]:
+    """Each id's token string (None for ids the tokenizer lacks), and the added tokens' ids."""
     vocab = tokenizer.get_vocab()
     added = {int(i): t.content for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items()}
-    out: list[bytes | None] = [None] * (max([*vocab.values(), *added.keys(), -1]) + 1)
+    out: list[str | None] = [None] * (max([*vocab.values(), *added.keys(), -1]) + 1)
     for s, i in vocab.items():
-        out[i] = _text_bytes(s, kind)
+        out[i] = s
     for i, content in added.items():
-        out[i] = content.encode("utf-8")
-    return out
+        out[i] = content
+    return out, set(added)
+
+
+def _table(strings: list[str | None], added: set[int], kind: str) -> list[bytes | None]:
+    return [
+        None if s is None else s.encode("utf-8") if i in added else _text_bytes(s, kind) for i, s in enumerate(strings)
+    ]
 
 
 def _text_bytes(s: str, kind: str) -> bytes:
@@ -191,45 +201,32 @@ def vocab_map(
     default: the tokenizer's size.
     """
     d_text, t_text = TokenText(draft_tok), TokenText(target_tok)
-    d_bytes, t_bytes = d_text.table, t_text.table
-    d_strings, t_strings = d_text.strings, t_text.strings
-    draft_rows = max(draft_rows or 0, len(d_bytes))
-    target_rows = max(target_rows or 0, len(t_bytes))
-    t_index, d_index = t_text.index, d_text.index
+    draft_rows = max(draft_rows or 0, len(d_text.table))
+    target_rows = max(target_rows or 0, len(t_text.table))
     d2t = torch.full((draft_rows,), -1, dtype=torch.long)
-    for b, d in d_index.items():
-        t = t_index.get(b)
+    for b, d in d_text.index.items():
+        t = t_text.index.get(b)
         if t is not None:
             d2t[d] = t
     shared = int((d2t >= 0).sum())
-    identical = d_strings == t_strings
-    overlap = shared / max(sum(b is not None for b in t_bytes), 1)
-    method, reason = default_method(overlap)
+    identical = d_text.strings == t_text.strings
+    method, reason = default_method(shared / max(t_text.entries, 1))
     if identical:
         method, reason = "same", "the draft and the target have the same vocabulary"
     return VocabMap(
         draft_to_target=d2t,
         target_rows=target_rows,
-        draft_entries=sum(b is not None for b in d_bytes),
-        target_entries=sum(b is not None for b in t_bytes),
+        draft_entries=d_text.entries,
+        target_entries=t_text.entries,
         shared=shared,
         identical=identical,
-        draft_scheme=scheme(draft_tok),
-        target_scheme=scheme(target_tok),
+        draft_scheme=d_text.scheme,
+        target_scheme=t_text.scheme,
         method=method,
         reason=reason,
         draft_text=d_text,
         target_text=t_text,
     )
-
-
-def _strings(tokenizer: Any, n: int) -> list[str | None]:
-    out: list[str | None] = [None] * n
-    for s, i in tokenizer.get_vocab().items():
-        out[i] = s
-    for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items():
-        out[int(i)] = t.content
-    return out
 
 
 def _first_by_bytes(table: list[bytes | None], strings: list[str | None]) -> dict[bytes, int]:
@@ -253,14 +250,16 @@ class TokenText:
 
     def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
-        self.table = token_bytes(tokenizer)
-        self.strings = _strings(tokenizer, len(self.table))
+        self.scheme = scheme(tokenizer)
+        self.strings, added = _strings(tokenizer)
+        self.table = _table(self.strings, added, self.scheme)
+        self.entries = sum(b is not None for b in self.table)  # the ids the tokenizer has
         self.index = _first_by_bytes(self.table, self.strings)  # bytes -> the one id standing for them
         self._byte_ids = {b: self.index[bytes([b])] for b in range(256) if bytes([b]) in self.index}
         # A byte-level BPE can merge bytes that are not valid UTF-8 (half an emoji) as it
         # does inside text: its model runs on the byte characters directly.
         backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._bpe = backend.model if backend is not None and scheme(tokenizer) == "byte-level" else None
+        self._bpe = backend.model if backend is not None and self.scheme == "byte-level" else None
 
     def bytes(self, ids: list[int]) -> bytes:
         table = self.table

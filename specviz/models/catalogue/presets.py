@@ -117,32 +117,31 @@ SMOLLM2_DRAFT = WheelGGUF(
     quant="GGUF Q4_1 (210 Q4_1, 61 F32, 1 Q8_0 tensors)",
 )
 
+# The bundled pair, each model also on the Hub. The GGUFs store the LM head apart from the
+# embedding, hence more parameters than the Hub checkpoints (which tie the two).
+QWEN_CODER_05B = ModelSource(
+    "Qwen2.5-Coder-0.5B-Instruct", 630_167_424, QWEN_CODER_DRAFT, "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+)
+QWEN_CODER_15B = ModelSource(
+    "Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+)
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
         Preset(
             name="qwen-coder",
             description="Qwen2.5-Coder 0.5B drafts for 1.5B (instruct). Bundled: works offline.",
-            # The GGUFs store the LM head apart from the embedding, hence more parameters
-            # than the Hub checkpoints (which tie the two).
-            draft=ModelSource(
-                "Qwen2.5-Coder-0.5B-Instruct", 630_167_424, QWEN_CODER_DRAFT, "Qwen/Qwen2.5-Coder-0.5B-Instruct"
-            ),
-            target=ModelSource(
-                "Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"
-            ),
+            draft=QWEN_CODER_05B,
+            target=QWEN_CODER_15B,
         ),
         Preset(
             name="qwen-coder-head",
             description="The bundled pair, plus a draft head for the 1.5B target trained on this machine "
             "(`models --prepare qwen-coder-head`, about 30 minutes on 2 cores): the target drafting for itself "
             "beside the 0.5B draft. Bundled: works offline.",
-            draft=ModelSource(
-                "Qwen2.5-Coder-0.5B-Instruct", 630_167_424, QWEN_CODER_DRAFT, "Qwen/Qwen2.5-Coder-0.5B-Instruct"
-            ),
-            target=ModelSource(
-                "Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"
-            ),
+            draft=QWEN_CODER_05B,
+            target=QWEN_CODER_15B,
             head=True,
         ),
         Preset(
@@ -171,9 +170,7 @@ PRESETS: dict[str, Preset] = {
             draft=ModelSource(
                 "SmolLM2-135M-Instruct", 134_515_008, SMOLLM2_DRAFT, "HuggingFaceTB/SmolLM2-135M-Instruct"
             ),
-            target=ModelSource(
-                "Qwen2.5-Coder-1.5B-Instruct", 1_777_088_000, QWEN_CODER_TARGET, "Qwen/Qwen2.5-Coder-1.5B-Instruct"
-            ),
+            target=QWEN_CODER_15B,
         ),
     )
 }

@@ -16,16 +16,15 @@ def model_status(source: ModelSource) -> dict:
     out = {"label": source.label, "params": source.params, "float32_gb": round(source.params * 4 / GB, 2)}
     if source.bundled is not None:
         g = source.bundled
-        converted = cache.folder_is_valid(bundled_folder(g))
-        assembled = gguf_path(g).is_file()
+        converted, installed = cache.folder_is_valid(bundled_folder(g)), parts_installed(g)
         out.update(
             bundled=g.origin,
             file=g.name,
             file_bytes=g.size,
             quant=g.quant,
-            parts_installed=parts_installed(g),
-            cache="converted" if converted else "assembled" if assembled else "empty",
-            offline=converted or parts_installed(g),
+            parts_installed=installed,
+            cache="converted" if converted else "assembled" if gguf_path(g).is_file() else "empty",
+            offline=converted or installed,
         )
         if isinstance(g, WheelGGUF):
             out["wheel"] = True  # the file comes from one wheel fetched from PyPI, not part packages
