@@ -121,8 +121,7 @@ def acceptance_by_position(events: Iterable[Event]) -> list[float]:
     last position any round reached. A round reaches i + 1 only by accepting i, so no
     position before the last reached one is empty: every entry is a finite rate."""
     s = position_stats(events)
-    n = int(np.count_nonzero(s.reached))
-    return [float(s.accepted[i] / s.reached[i]) for i in range(n)]
+    return [float(x) for x in s.conditional[: np.count_nonzero(s.reached)]]
 
 
 # --- accepted lengths per round -------------------------------------------------------------
@@ -199,13 +198,12 @@ def request_metrics(events: Iterable[Event]) -> dict:
     longest draft, `num_spec_tokens`); draft tokens are every token those steps proposed,
     judged or not, as vLLM counts them; the mean acceptance length counts the target's own
     token, as vLLM's does."""
-    events = list(events)
     lengths = length_stats(events)
     steps = lengths.rounds
     drafted = int(lengths.k.sum())
     accepted = int(lengths.accepted.sum())
     return {
-        "mean_acceptance_length": 1.0 + accepted / steps if steps else 0.0,
+        "mean_acceptance_length": lengths.mean_with_bonus,
         "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
         "acceptance_histogram": [int(c) for c in lengths.histogram] if steps else [],
         "num_spec_steps": steps,
@@ -243,7 +241,8 @@ def departures(stats: PositionStats) -> list[Departure]:
 def departure_words(events: Iterable[Event]) -> list[str]:
     """Sentences on where the run departs from the geometric model, or that it does not."""
     events = list(events)
-    ps, ls = position_stats(events), length_stats(events)
+    ps = position_stats(events)
+    ls = length_stats(events, ps.alpha)
     if ps.reached.sum() == 0 or ls.rounds == 0:
         return ["No drafts were judged, so there is nothing to compare with the model."]
     a = ps.alpha
@@ -273,30 +272,31 @@ def departure_words(events: Iterable[Event]) -> list[str]:
             "Later positions accept less often: the draft drifts from the target the further it guesses, so "
             "each token is harder than the one before."
         )
-    hist, pred = ls.histogram, ls.predicted_histogram
-    k_top = int(ls.k.max())
-    full = int(np.sum(ls.accepted == ls.k))
-    full_pred = float(np.sum(a**ls.k))
-    if full_pred > 0 and abs(full - full_pred) > DEPARTURE_SE * math.sqrt(full_pred * (1 - full_pred / ls.rounds)):
-        more = "more" if full > full_pred else "fewer"
-        words.append(
-            f"{full} rounds accepted every draft against {full_pred:.1f} expected: {more} whole drafts kept "
-            f"than independent acceptances give."
-        )
-    zero_pred = float(pred[0])
-    if zero_pred > 0 and abs(hist[0] - zero_pred) > DEPARTURE_SE * math.sqrt(zero_pred * (1 - zero_pred / ls.rounds)):
-        more = "more" if hist[0] > zero_pred else "fewer"
-        words.append(
-            f"{int(hist[0])} rounds lost their first draft against {zero_pred:.1f} expected: {more} rounds "
-            "that gain nothing from drafting."
-        )
+    full, full_expected = int(np.sum(ls.accepted == ls.k)), float(np.sum(a**ls.k))
+    words += _rounds_against(
+        full, full_expected, ls.rounds, "accepted every draft", "whole drafts kept than independent acceptances give"
+    )
+    zero, zero_expected = int(ls.histogram[0]), float(ls.predicted_histogram[0])
+    words += _rounds_against(
+        zero, zero_expected, ls.rounds, "lost their first draft", "rounds that gain nothing from drafting"
+    )
     if not words:
         words.append(
             f"Within noise of the geometric model at \u03b1 = {a:.2f}: no position's rate is more than "
-            f"{DEPARTURE_SE:g} standard errors from \u03b1, and the accepted lengths (0 to {k_top}) follow the "
-            "truncated geometric."
+            f"{DEPARTURE_SE:g} standard errors from \u03b1, and the accepted lengths (0 to {int(ls.k.max())}) follow "
+            "the truncated geometric."
         )
     return words
+
+
+def _rounds_against(seen: int, expected: float, rounds: int, did: str, meaning: str) -> list[str]:
+    """A sentence where `seen` of the `rounds` rounds did something, a binomial count, departs
+    from the model's `expected` by more than DEPARTURE_SE standard errors."""
+    if expected > 0 and abs(seen - expected) > DEPARTURE_SE * math.sqrt(expected * (1 - expected / rounds)):
+        return [
+            f"{seen} rounds {did} against {expected:.1f} expected: {'more' if seen > expected else 'fewer'} {meaning}."
+        ]
+    return []
 
 
 # --- hindsight k ----------------------------------------------------------------------------
@@ -398,7 +398,7 @@ def hindsight(events: Iterable[Event], cost_model: Mapping, k_max: int = MAX_K) 
     pull the total down less than a dear one pulls it up. `best_tokens_per_s` is the
     fastest (total tokens / total ms maximised over every choice, by Dinkelbach's method)."""
     cost = CostModel.from_dict(cost_model)
-    rounds, options, policy_t, policy_ms, measured_ms = [], [], 0, 0.0, 0.0
+    rounds, options, policy_t, policy_ms, measured_ms, h_t, h_ms = [], [], 0, 0.0, 0.0, 0, 0.0
     for r in rounds_of(events):
         a, opts = _round_options(r, cost, k_max)
         best = max(opts, key=lambda o: (o[1] / o[2], -o[0]))  # the most tokens per ms; ties: the smaller k'
@@ -408,9 +408,7 @@ def hindsight(events: Iterable[Event], cost_model: Mapping, k_max: int = MAX_K) 
         policy_t += r.gained
         policy_ms += next(o[2] for o in opts if o[0] == n)  # the option the policy took is among the round's
         measured_ms += r.draft_ms + r.verify_ms
-    by_k = [{o[0]: o for o in opts} for opts in options]
-    h_t = sum(by_k[i][r.best_k][1] for i, r in enumerate(rounds))
-    h_ms = sum(by_k[i][r.best_k][2] for i, r in enumerate(rounds))
+        h_t, h_ms = h_t + best[1], h_ms + best[2]
     return Hindsight(rounds, policy_t, policy_ms, h_t, h_ms, cost.target, measured_ms, best_speed(options))
 
 

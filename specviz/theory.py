@@ -42,7 +42,7 @@ def tokens_per_round(alpha, k):
 
 def flat(target_ms: float, draft_ms: float) -> CostModel:
     """T and D as a cost model in which a verify pass costs T whatever its size."""
-    return CostModel({1: float(_positive(target_ms, "target_ms"))}, float(_non_negative(draft_ms, "draft_ms")))
+    return CostModel({1: float(_positive(target_ms, "target_ms"))}, draft_ms)  # CostModel checks D
 
 
 def speedup(alpha, k, target_ms: float, draft_ms: float):
@@ -58,24 +58,22 @@ def best_k(alpha, target_ms: float, draft_ms: float, k_max: int = DEFAULT_K_MAX)
     return best_k_with_cost(alpha, flat(target_ms, draft_ms), k_max=k_max)
 
 
-def break_even_alpha(k, target_ms, draft_ms):
+def break_even_alpha(k, target_ms: float, draft_ms: float):
     """The alpha at which drafting k tokens neither gains nor loses (speedup exactly 1).
 
-    Below it, drafting costs more than it saves. Solves tokens_per_round(alpha, k) =
-    1 + k*D/T. k = 0 or D = 0 never loses: 0. D > T never wins, even at alpha = 1: nan.
+    Below it, drafting costs more than it saves. k = 0 or D = 0 never loses: 0. D > T never
+    wins, even at alpha = 1: nan.
     """
-    t, d = _positive(target_ms, "target_ms"), _non_negative(draft_ms, "draft_ms")
-    kk, t, d = np.broadcast_arrays(_ks(k), np.asarray(t, dtype=float), np.asarray(d, dtype=float))
-    need = 1 + kk * d / t
-    # tokens_per_round rises strictly with alpha on [0, 1] (k >= 1): bisect all at once.
-    lo, hi = np.zeros(need.shape), np.ones(need.shape)
+    cost = flat(target_ms, draft_ms)
+    kk = _ks(k)
+    # The speedup rises strictly with alpha on [0, 1] (k >= 1): bisect all at once.
+    lo, hi = np.zeros(kk.shape), np.ones(kk.shape)
     for _ in range(64):
         mid = (lo + hi) / 2
-        below = np.asarray(tokens_per_round(mid, kk)) < need
+        below = np.asarray(speedup_with_cost(mid, kk, cost)) < 1
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    root = (lo + hi) / 2
-    root = np.where((kk == 0) | (d == 0), 0.0, root)
-    return _out(np.where(need > kk + 1, np.nan, root))
+    root = np.where((kk == 0) | (cost.draft == 0), 0.0, (lo + hi) / 2)
+    return _out(np.where(np.asarray(speedup_with_cost(1.0, kk, cost)) < 1, np.nan, root))
 
 
 def speedup_with_cost(alpha, k, cost: CostModel, target_ms=None):
@@ -141,13 +139,6 @@ def _positive(x, name: str):
     a = np.asarray(x, dtype=float)
     if not np.all((a > 0) & np.isfinite(a)):
         raise UserError(f"{name} must be above 0 and finite (got {_show(x)})")
-    return x
-
-
-def _non_negative(x, name: str):
-    a = np.asarray(x, dtype=float)
-    if not np.all((a >= 0) & np.isfinite(a)):
-        raise UserError(f"{name} must be 0 or more and finite (got {_show(x)})")
     return x
 
 
