@@ -18,9 +18,8 @@ import inspect
 import json
 import re
 import sys
-import typing
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Callable, Literal, TypeVar, Union
 
 from pydantic import (
     AfterValidator,
@@ -35,10 +34,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
-from specviz.choices import COST_AWARE, FIXED, PLAIN, SPECULATIVE
+from specviz.choices import PLAIN, SPECULATIVE
 from specviz.errors import UserError
 from specviz.cost_model import older_shape
-from specviz.settings import FIELDS, MAX_NEW_TOKENS_CAP, GenerationSettings, check_prompt, from_request
+from specviz.settings import FIELDS, MAX_NEW_TOKENS_CAP, SPECS, adaptive_as_policy, check_prompt, from_request
 
 TRACE_VERSION = 1
 
@@ -64,7 +63,10 @@ Seconds = Annotated[float, Strict(), Field(ge=0, le=MAX_RUN_S, allow_inf_nan=Fal
 Millis = Annotated[float, Strict(), Field(ge=0, le=MAX_RUN_S * 1000, allow_inf_nan=False)]
 Short = Annotated[str, Strict(), Field(max_length=MAX_TOKEN_CHARS)]
 Long = Annotated[str, Strict(), Field(max_length=MAX_TEXT_CHARS)]
-Shorts = Annotated[list[Short], Field(max_length=MAX_TREE_NODES)]
+_T = TypeVar("_T")
+PerNode = Annotated[list[_T], Field(max_length=MAX_TREE_NODES)]  # one per node of a round's tree, at most
+Shorts = PerNode[Short]
+EventIndex = Annotated[int, Strict(), Field(ge=0, lt=MAX_EVENTS)]
 
 # What happened to one drafted token during verification.
 Decision = Literal["accepted", "rejected", "unchecked"]
@@ -150,12 +152,12 @@ class CandidateSource:
     # there, and per tree node how many of those occurrences continued through it.
     matched: Shorts = field(default_factory=list)
     occurrences: Count = 0
-    counts: Annotated[list[Count], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
+    counts: PerNode[Count] = field(default_factory=list)
     # lookahead: the Jacobi window fed with this pass, level by level (level 0 first, its
     # first column the root), the n-grams the pass produced from it, and per tree node where
     # the n-gram it belongs to was found ("window" or "context").
-    window: Annotated[list[Shorts], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
-    ngrams: Annotated[list[Shorts], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
+    window: PerNode[Shorts] = field(default_factory=list)
+    ngrams: PerNode[Shorts] = field(default_factory=list)
     origins: Shorts = field(default_factory=list)
     window_on: Annotated[bool, Strict()] = False  # lookahead: whether the window rode in this pass
     ride: NodeCount = 0  # nodes that rode in the pass without being candidates (the window's)
@@ -170,9 +172,7 @@ class AlignedToken:
 
     id: TokenId
     text: Short
-    candidates: Annotated[
-        list[Annotated[int, Strict(), Field(ge=0, lt=MAX_TREE_NODES)]], Field(max_length=MAX_TREE_NODES)
-    ]
+    candidates: PerNode[Annotated[int, Strict(), Field(ge=0, lt=MAX_TREE_NODES)]]
 
 
 @dataclass
@@ -181,9 +181,9 @@ class RoundEvent:
     `drafted` are the nodes the target checked along the path it took, in order, so the
     token stream draws chains and trees alike."""
 
-    index: Annotated[int, Strict(), Field(ge=0, lt=MAX_EVENTS)]
+    index: EventIndex
     k: NodeCount  # draft length actually used this round
-    drafted: Annotated[list[DraftToken], Field(max_length=MAX_TREE_NODES)]
+    drafted: PerNode[DraftToken]
     emitted: EmittedToken | None  # None only when the run stopped on an accepted EOS/limit
     # one per drafted token, plus the bonus position when reached
     positions: Annotated[list[PositionInfo], Field(max_length=MAX_TREE_NODES + 1)]
@@ -193,11 +193,9 @@ class RoundEvent:
     new_tokens: Count  # total new tokens after this round
     type: Literal["round"] = "round"
     # every drafted node of a tree round; empty for a chain
-    tree: Annotated[list[TreeNode], Field(max_length=MAX_TREE_NODES), AfterValidator(_tree_shape)] = field(
-        default_factory=list
-    )
+    tree: Annotated[PerNode[TreeNode], AfterValidator(_tree_shape)] = field(default_factory=list)
     # a draft with another tokenizer: its own tokens
-    alignment: Annotated[list[AlignedToken], Field(max_length=MAX_TREE_NODES)] = field(default_factory=list)
+    alignment: PerNode[AlignedToken] = field(default_factory=list)
     source: CandidateSource | None = None  # a draft-free tree drafter's round: where its candidates came from
 
     @property
@@ -214,7 +212,7 @@ class RoundEvent:
 class PlainTokenEvent:
     """One token of plain (target-only) decoding, for comparison."""
 
-    index: Annotated[int, Strict(), Field(ge=0, lt=MAX_EVENTS)]
+    index: EventIndex
     id: TokenId
     text: Short
     p: Probability
@@ -264,48 +262,39 @@ def _older_settings(settings: Any) -> Any:
     `settings.from_request` reads it. Unknown names are counted, never repeated."""
     if not isinstance(settings, dict):
         return settings  # the schema says what it should be
-    settings = dict(settings)
-    adaptive = settings.pop("adaptive", None)
-    if adaptive is not None and "policy" not in settings:
-        if not isinstance(adaptive, bool):
-            raise PydanticCustomError("settings", "adaptive: expected true or false")
-        settings["policy"] = COST_AWARE if adaptive else FIXED
+    adaptive = settings.get("adaptive")
+    if adaptive is not None and "policy" not in settings and not isinstance(adaptive, bool):
+        raise PydanticCustomError("settings", "adaptive: expected true or false")
+    settings = adaptive_as_policy(dict(settings))
     unknown = settings.keys() - set(FIELDS)
     if unknown:
         raise PydanticCustomError("settings", f"{len(unknown)} unknown names (known: {', '.join(sorted(FIELDS))})")
     return settings
 
 
-def _rerunnable(settings: dict) -> dict:
-    """A trace's settings are within their limits, so the page can rerun them as they are."""
-    try:
-        from_request(settings)
-    except UserError as e:
-        raise PydanticCustomError("settings", str(e)) from None
-    return settings
+def _refused_by(check: Callable[[Any], Any], kind: str) -> AfterValidator:
+    """A value that `check` accepts (a trace's settings rerun and its messages are sent as they
+    are), else its UserError as the trace's refusal; an empty one has nothing to check."""
 
-
-def _conversation(messages: list) -> list:
-    if messages:
+    def validate(value: Any) -> Any:
         try:
-            return check_prompt(messages)
+            if value:
+                check(value)
         except UserError as e:
-            raise PydanticCustomError("messages", str(e)) from None
-    return messages
+            raise PydanticCustomError(kind, str(e)) from None
+        return value
+
+    return AfterValidator(validate)
 
 
 _SETTING_KINDS = {
-    int: Annotated[int, Strict(), Field(ge=-(2**63), le=2**63)],
-    str: Short,
-    float: Annotated[float, Strict(), Field(allow_inf_nan=False)],
-    bool: Annotated[bool, Strict()],
+    "whole": Annotated[int, Strict(), Field(ge=-(2**63), le=2**63)],
+    "choice": Short,
+    "number": Annotated[float, Strict(), Field(allow_inf_nan=False)],
+    "flag": Annotated[bool, Strict()],
 }
 # GenerationSettings' fields as a trace stores them: the JSON types here, the ranges in `from_request`.
-TraceSettings = TypedDict(
-    "TraceSettings",
-    {name: _SETTING_KINDS.get(kind, Any) for name, kind in typing.get_type_hints(GenerationSettings).items()},
-    total=False,
-)
+TraceSettings = TypedDict("TraceSettings", {name: _SETTING_KINDS[s.kind] for name, s in SPECS.items()}, total=False)
 
 
 # The run's notes that views read, typed; the engine's other notes are kept as they are.
@@ -344,7 +333,7 @@ class Trace:
     """A whole run: what was asked, what came out and every event in between."""
 
     prompt: Long
-    settings: Annotated[TraceSettings, BeforeValidator(_older_settings), AfterValidator(_rerunnable)]
+    settings: Annotated[TraceSettings, BeforeValidator(_older_settings), _refused_by(from_request, "settings")]
     text: Long
     token_ids: Annotated[list[TokenId], Field(max_length=MAX_NEW_TOKENS_CAP)]
     events: Annotated[list[Annotated[Event, Field(discriminator="type")]], Field(max_length=MAX_EVENTS)]
@@ -358,9 +347,9 @@ class Trace:
     metrics: dict[str, Any] = field(default_factory=dict)
     # A conversation's messages ({"role", "content"}) where the run was given one; `prompt`
     # is then its last user message.
-    messages: Annotated[list[dict[str, Long]], Field(max_length=MAX_MESSAGES), AfterValidator(_conversation)] = field(
-        default_factory=list
-    )
+    messages: Annotated[
+        list[dict[str, Long]], Field(max_length=MAX_MESSAGES), _refused_by(check_prompt, "messages")
+    ] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

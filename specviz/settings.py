@@ -278,10 +278,7 @@ def from_request(values: Mapping[str, Any], cls: type = GenerationSettings) -> G
     before the policy existed, and the API's older parameter) means `policy="cost-aware"`
     when true and `"fixed"` when false, unless a policy is given too.
     """
-    values, known = dict(values), specs(cls)
-    adaptive = values.pop("adaptive", None)
-    if adaptive is not None and "policy" not in values:
-        values["policy"] = COST_AWARE if adaptive else FIXED
+    values, known = adaptive_as_policy(dict(values)), specs(cls)
     unknown = sorted(values.keys() - known.keys())
     if unknown:
         raise SettingsError(f"unknown setting {unknown[0]!r} (known: {', '.join(known)})")
@@ -293,6 +290,15 @@ def from_request(values: Mapping[str, Any], cls: type = GenerationSettings) -> G
         elif known[name].kind == "number" and _whole(x):
             values[name] = float(x)
     return cls(**values)
+
+
+def adaptive_as_policy(values: dict) -> dict:
+    """`values` with `adaptive` taken out and, unless a policy is given too, read as the policy
+    it meant: "cost-aware" when true, "fixed" when false."""
+    adaptive = values.pop("adaptive", None)
+    if adaptive is not None and "policy" not in values:
+        values["policy"] = COST_AWARE if adaptive else FIXED
+    return values
 
 
 @dataclass(frozen=True)
