@@ -9,6 +9,7 @@ is here: the plan's models by role, the pair assembled from them, a model file's
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from specviz.choices import RUNTIMES, TORCH
@@ -16,6 +17,7 @@ from specviz.lm.pair import ModelPair
 from specviz.models.alignment.vocab import check_vocab, head_rows, shared_vocab_size
 from specviz.models.catalogue.presets import DEFAULT_PAIR
 from specviz.models.catalogue.sources import ModelRef, Plan, resolve
+from specviz.models.files.convert import bundled_folder, custom_gguf_folder
 from specviz.models.progress import Progress
 
 
@@ -42,6 +44,11 @@ def load_pair(
 def roles(plan: Plan) -> list[tuple[str, ModelRef]]:
     """The plan's models by role, the target first (a draft may then reuse what it loaded)."""
     return [(role, ref) for role, ref in (("target", plan.target), ("draft", plan.draft)) if ref is not None]
+
+
+def converted_folder(ref: ModelRef) -> Path:
+    """Where a GGUF model (bundled or a user's file) is cached as a transformers folder."""
+    return bundled_folder(ref.bundled) if ref.kind == "bundled" else custom_gguf_folder(Path(ref.location))
 
 
 def assemble(plan: Plan, tokenizers: dict, models: dict, info: dict, start: float, **runtime: Any) -> ModelPair:

@@ -163,12 +163,6 @@ def target_pass_ms(
     )
 
 
-def model_pass_ms(model: torch.nn.Module, *, vocab_size: int, sizes, repeats: int = REPEATS) -> dict[int, float]:
-    """A pass of `model` over n new tokens as the engine runs a target (as `target_pass_ms`),
-    before a pair exists: how the precision choice times each precision."""
-    return chain_pass_ms(model, next(model.parameters()).device, vocab_size, list(sizes), keep=0, repeats=repeats)
-
-
 @torch.inference_mode()
 def chain_pass_ms(
     model,

@@ -20,12 +20,12 @@ import torch
 
 from specviz.errors import UserError
 from specviz.models.files import cache
-from specviz.models.files.convert import bundled_folder, custom_gguf_folder, ensure_gguf
+from specviz.models.files.convert import ensure_gguf
 from specviz.models.files.gguf_info import vocabulary_digest
 from specviz.lm.llamacpp_runtime.library import default_threads, version
 from specviz.lm.llamacpp_runtime.model import RUNTIME, LlamaCppModel
 from specviz.lm import resident
-from specviz.lm.loader import assemble, failure, roles
+from specviz.lm.loader import assemble, converted_folder, failure, roles
 from specviz.lm.pair import ModelPair, PrecisionChoice
 from specviz.models.progress import Progress, Steps
 from specviz.models.catalogue.sources import ModelRef, Plan
@@ -160,7 +160,7 @@ def gguf_file(ref: ModelRef, name: str, role: str, progress: Progress) -> Path:
 
 def tokenizer_folder(ref: ModelRef, path: Path, progress: Progress) -> Path:
     """A folder holding the transformers tokenizer of the GGUF at `path`, built once."""
-    converted = bundled_folder(ref.bundled) if ref.kind == "bundled" else custom_gguf_folder(path)
+    converted = converted_folder(ref)
     if cache.folder_is_valid(converted):
         return converted
     folder = cache.cache_root() / "tokenizers" / converted.name

