@@ -446,15 +446,14 @@ NOUNS = {
     "messages": "messages",
     "alignment": "aligned tokens",
 }
-LIMITS = {
-    "too_long",
-    "string_too_long",
-    "less_than_equal",
-    "less_than",
-    "greater_than_equal",
-    "greater_than",
-    "finite_number",
+# A bound passed, as its refusal says it: the bound's name in pydantic's context, and the words before it.
+BOUNDS = {
+    "less_than_equal": ("le", "the limit is"),
+    "less_than": ("lt", "it must be under"),
+    "greater_than": ("gt", "it must be above"),
+    "greater_than_equal": ("ge", "the least allowed is"),
 }
+LIMITS = {"too_long", "string_too_long", "finite_number", *BOUNDS}
 
 
 def _refusal(errors: list[dict]) -> str:
@@ -470,16 +469,11 @@ def _refusal(errors: list[dict]) -> str:
         return f"{where} has {ctx['actual_length']} {noun}; the limit is {ctx['max_length']}"
     if kind == "string_too_long":
         return f"{where} has {len(value)} characters; the limit is {ctx['max_length']}"
-    if kind == "less_than_equal":
-        return f"{where} is {_number(value)}; the limit is {_number(ctx['le'])}"
-    if kind == "less_than":
-        return f"{where} is {_number(value)}; it must be under {_number(ctx['lt'])}"
-    if kind == "greater_than":
-        return f"{where} is {_number(value)}; it must be above {_number(ctx['gt'])}"
+    if kind in BOUNDS:
+        bound, words = BOUNDS[kind]
+        return f"{where} is {_number(value)}; {words} {_number(ctx[bound])}"
     if kind == "string_pattern_mismatch" and e["loc"][-1:] == ("[key]",):
         return f"{_where(e['loc'][:-2])} has a key that is not a number of tokens from 1 to 9999"
-    if kind == "greater_than_equal":
-        return f"{where} is {_number(value)}; the least allowed is {_number(ctx['ge'])}"
     if kind == "finite_number":
         return f"{where} is {value}; expected a finite number"
     if kind == "literal_error":

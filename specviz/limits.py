@@ -131,23 +131,7 @@ PAIR_CHARS = Limit(
     "the pair", 512, "SPECVIZ_MAX_PAIR_CHARS", "characters of a pair: a preset, or 'DRAFT -> TARGET'", "characters"
 )
 
-ALL = (
-    METRICS_BYTES,
-    METRICS_LINE,
-    METRICS_POSITIONS,
-    METRICS_OBJECTS,
-    K_MAX,
-    DISTRIBUTION_ENTRIES,
-    DISTRIBUTION_CHARS,
-    SAMPLES,
-    TEMPERATURES,
-    TEMPERATURES_CHARS,
-    SWEEP_WALL_S,
-    BATCH_SIZE,
-    BATCH_SIZES,
-    REPEATS,
-    PAIR_CHARS,
-)
+ALL = tuple(v for v in list(globals().values()) if isinstance(v, Limit))  # every limit above, in order
 
 
 def check_distribution_text(text: str, name: str) -> str:
