@@ -88,13 +88,23 @@ def measure_pass_ms(
 
 def cpu_name() -> str:
     """The CPU's model name: part of every cached timing's key."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags ("avx512_bf16", "amx_tile", ...); empty where none are told."""
+    return set((_cpuinfo("flags") or "").split())
+
+
+def _cpuinfo(field: str) -> str | None:
+    """The value of the first `field` line of /proc/cpuinfo, None where there is none."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
 
 
 def median_ms(
@@ -115,12 +125,9 @@ def median_ms(
         for n in sizes:
             if should_stop is not None and should_stop():
                 raise UserError("the measurement was stopped")
-            sync(device)
-            t0 = time.perf_counter()
-            run(n)
-            sync(device)
+            ms = 1000 * seconds(lambda: run(n), device)
             if rep >= warmup:
-                times[n].append((time.perf_counter() - t0) * 1000)
+                times[n].append(ms)
     return {n: statistics.median(v) for n, v in times.items()}
 
 
@@ -128,14 +135,16 @@ def best_s(fn: Callable[[], object], device, repeats: int) -> float:
     """Seconds of the fastest of `repeats` calls of `fn` after one untimed call: a machine
     figure (a copy's bandwidth, a product's compute), where the best is what the hardware does."""
     fn()
+    return min((seconds(fn, device) for _ in range(repeats)), default=float("inf"))
+
+
+def seconds(fn: Callable[[], object], device) -> float:
+    """Seconds one call of `fn` takes on `device`, the GPU work it queued included."""
     sync(device)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        best = min(best, time.perf_counter() - t0)
-    return best
+    t0 = time.perf_counter()
+    fn()
+    sync(device)
+    return time.perf_counter() - t0
 
 
 def sync(where) -> None:

@@ -136,10 +136,9 @@ def last_error() -> str:
 
 
 def cpu_has_amx() -> bool:
-    try:
-        return " amx_tile" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
+    from specviz.lm.timing import cpu_flags
+
+    return "amx_tile" in cpu_flags()
 
 
 def default_threads() -> int:

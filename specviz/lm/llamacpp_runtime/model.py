@@ -69,9 +69,7 @@ class LlamaCppModel:
         self.context_window = min(context, self.trained_context) if self.trained_context > 0 else context
         self.threads = threads or default_threads()
         self.stop_ids = frozenset(i for i in range(self.vocab_size) if L.llama_vocab_is_eog(self.vocab, i))
-        buf = ctypes.create_string_buffer(256)
-        L.llama_model_desc(model, buf, len(buf))
-        self.description = buf.value.decode("utf-8", "replace")
+        self.description = _text(lambda buf, size: L.llama_model_desc(model, buf, size), 256)
         self.size_bytes = int(L.llama_model_size(model))
         self.architecture = self.meta("general.architecture") or "unknown"
         # Contexts of finished runs, cleared, for the next run to take (`lm.llamacpp_runtime.lm`): making
@@ -104,8 +102,7 @@ class LlamaCppModel:
         """A (context, batch) pair for an LM: an idle one, or `make()`'s; given back by
         `give_context`. Refused once the model is closed (unloaded to free memory)."""
         with self._idle_lock:
-            if self._closing or not self.ptr:
-                raise UserError(f"{self.path.name} was unloaded to free memory: run again to load it")
+            self._check_open()
             self._lent += 1
             pair = self._idle.pop()[:2] if self._idle else None
         if pair is None:
@@ -153,14 +150,11 @@ class LlamaCppModel:
         self._L.llama_free(ctx)
 
     def meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(512)
-        n = self._L.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+        return _text(lambda buf, size: self._L.llama_model_meta_val_str(self.ptr, key.encode(), buf, size), 512)
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
         """llama.cpp's own tokenizer (no BOS added: the chat template carries its specials)."""
-        if self.closed:
-            raise UserError(f"{self.path.name} was unloaded to free memory: run again to load it")
+        self._check_open()
         L, data = self._L, text.encode("utf-8")
         cap = len(data) + 16
         out = (L.llama_token * cap)()
@@ -187,6 +181,10 @@ class LlamaCppModel:
     def closed(self) -> bool:
         return self._closing or not self.ptr
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise UserError(f"{self.path.name} was unloaded to free memory: run again to load it")
+
     def _free_model(self) -> None:
         with self._idle_lock:
             ptr, self.ptr = self.ptr, None
@@ -201,3 +199,10 @@ class LlamaCppModel:
 
     def __repr__(self) -> str:
         return f"LlamaCppModel({self.path.name}, {self.description})"
+
+
+def _text(write, size: int) -> str | None:
+    """The string a llama.cpp function writes into a buffer: `write(buffer, size)` returns its
+    length, negative where there is none."""
+    buf = ctypes.create_string_buffer(size)
+    return buf.value.decode("utf-8", "replace") if write(buf, size) >= 0 else None

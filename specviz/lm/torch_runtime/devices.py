@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import torch
 
 from specviz.choices import INT8 as INT8_NAME
 from specviz.choices import PRECISIONS
+from specviz.lm.timing import cpu_flags
 from specviz.models.errors import DeviceError
 
 DTYPES = {
@@ -184,11 +184,7 @@ def choose_dtype(device: torch.device, dtype: str | torch.dtype | None = None) -
 def native_bf16() -> bool:
     """Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX); without it bf16 is
     emulated and slower than fp32."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+    return not cpu_flags().isdisjoint({"avx512_bf16", "amx_bf16"})
 
 
 def _check_int8(device: torch.device, dtype: torch.dtype) -> torch.dtype:

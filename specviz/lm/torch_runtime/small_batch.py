@@ -15,11 +15,12 @@ other row is computed just as it would be without them. Measured figures: docs/B
 
 from __future__ import annotations
 
-import time
 import types
 
 import torch
 import torch.nn.functional as F
+
+from specviz.lm.timing import seconds
 
 # Pass sizes (tokens) that take the transposed product: a verify pass over k+1 <= 17 tokens.
 FEW_ROWS = range(2, 18)
@@ -76,9 +77,7 @@ def cheapest_rows(weight: torch.Tensor, repeats: int = 5) -> dict[int, int]:
         for _ in range(repeats):
             for n in FEW_ROWS:
                 x = torch.zeros(n, weight.shape[1])  # as the forward multiplies: by a transposed view
-                start = time.perf_counter()
-                weight @ x.T
-                best[n] = min(best.get(n, float("inf")), time.perf_counter() - start)
+                best[n] = min(best.get(n, float("inf")), seconds(lambda: weight @ x.T, weight.device))
     table = {}
     for n in FEW_ROWS:
         m = min((m for m in FEW_ROWS if m >= n), key=best.__getitem__)
