@@ -213,17 +213,15 @@ class LlamaCppLM(OpenTrees):
         if rc != 0:
             why = "no room left in its KV cache" if rc == 1 else f"llama_decode returned {rc}: {last_error()}"
             raise UserError(f"{self.model.path.name}: the {LLAMACPP} runtime could not run this pass: {why}")
-        kept = sum(flags)
+        kept = [i for i, f in enumerate(flags) if f]
         if not kept:
             return None
-        if self._features:  # llama.cpp then outputs every token of the batch: keep the flagged rows
-            rows = [i for i, f in enumerate(flags) if f]
-            embd = np.ctypeslib.as_array(self._L.llama_get_embeddings(self._ctx), shape=(len(toks), self._width))
+        # llama.cpp outputs the flagged tokens' rows; with hidden states on, every token's.
+        out, rows = (len(toks), kept) if self._features else (len(kept), slice(None))
+        if self._features:
+            embd = np.ctypeslib.as_array(self._L.llama_get_embeddings(self._ctx), shape=(out, self._width))
             self.features = torch.from_numpy(embd[rows].copy())
-            logits = np.ctypeslib.as_array(self._L.llama_get_logits(self._ctx), shape=(len(toks), self.vocab_size))
-            return logits[rows].copy()
-        ptr = self._L.llama_get_logits(self._ctx)
-        return np.ctypeslib.as_array(ptr, shape=(kept, self.vocab_size)).copy()
+        return np.ctypeslib.as_array(self._L.llama_get_logits(self._ctx), shape=(out, self.vocab_size))[rows].copy()
 
     def close(self) -> None:
         """Give the context back to the model, cleared, for the next run; a spent one is freed."""

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -303,7 +303,7 @@ def _load_model(
             shared,
             placement=placement,
             reserve=reserve,
-            progress=lambda f, m: progress(0.02 + 0.95 * f, f"{ref.label}: {m}"),
+            progress=_span(progress, 0.02, 0.97, f"{ref.label}: "),
         )
     use_few_rows_product(model)
     spread = spread_over(model)
@@ -465,14 +465,12 @@ def _load_folder(
     dt: torch.dtype,
     what: str,
     tokenizer: Any = None,
-    check: Callable[[Any], None] | None = None,
     *,
     placement: Placement = Placement(),
     reserve: int = 0,
     progress: Progress | None = None,
 ) -> tuple[torch.nn.Module, Any]:
-    """Tokenizer (unless given), then `check(tokenizer)`, then the weights, reporting each
-    weight loaded to `progress`."""
+    """Tokenizer (unless given), then the weights, reporting each weight loaded to `progress`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -484,8 +482,6 @@ def _load_folder(
         )
     if tokenizer is None:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    if check is not None:
-        check(tokenizer)
     kwargs: dict[str, Any] = {"dtype": dt, "use_safetensors": True, "trust_remote_code": False}
     if placement.spread:
         # Offloaded weights are read from the model's own safetensors where they can be;
@@ -560,5 +556,6 @@ def _pair_info(plan: Plan, loaded: dict[str, Loaded], dev: torch.device, dt: tor
     }
 
 
-def _span(progress: Progress, lo: float, hi: float) -> Progress:
-    return lambda f, msg: progress(lo + (hi - lo) * f, msg)
+def _span(progress: Progress, lo: float, hi: float, prefix: str = "") -> Progress:
+    """`progress` for a part of the work: its fractions mapped onto lo..hi, its messages after `prefix`."""
+    return lambda f, msg: progress(lo + (hi - lo) * f, prefix + msg)
