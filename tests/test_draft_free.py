@@ -17,8 +17,8 @@ import torch
 
 import specviz.engine.verify as rule
 from specviz import engine
-from specviz.drafters.base import Proposal
-from specviz.drafters.lookahead import LookaheadDrafter, trie
+from specviz.drafters.base import Proposal, trie
+from specviz.drafters.lookahead import LookaheadDrafter
 from specviz.drafters.suffix import SuffixDrafter, longest_match
 from specviz.drafters.tree_cost import TreeCost
 from specviz.cost_model import CostModel
@@ -180,11 +180,12 @@ def test_ride_nodes_ride_in_the_pass_and_leave_nothing_in_the_cache(pair):
 
 
 def test_trie_merges_shared_prefixes_first_met_first():
-    tokens, parents, origins, depth = trie([((1, 2, 3), "window"), ((1, 2, 4), "context"), ((5,), "window")])
+    tokens, parents, origins, depth, counts = trie([((1, 2, 3), "window"), ((1, 2, 4), "context"), ((5,), "window")])
     assert tokens == [1, 2, 3, 4, 5]
     assert parents == [-1, 0, 1, 1, -1]
     assert origins == ["window", "window", "window", "context", "window"]
     assert depth == [1, 2, 3, 3, 1]
+    assert counts == [2, 2, 1, 1, 1]  # sequences through each node
 
 
 # ---- the tree cost rule -------------------------------------------------------------------

@@ -208,6 +208,10 @@ def _runtime_fields(pair) -> dict:
 
 
 def _cache_path(pair, sizes, cache_dir: Path | None) -> Path:
-    key = json.dumps(_key_fields(pair, sizes), sort_keys=True)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return (cache_dir or cache_root()) / "cost-models" / f"{file_name(pair.name, 40)}-{digest}.json"
+    name = f"{file_name(pair.name, 40)}-{digest(_key_fields(pair, sizes))}.json"
+    return (cache_dir or cache_root()) / "cost-models" / name
+
+
+def digest(key: dict) -> str:
+    """A cached file's name for everything its contents depend on."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

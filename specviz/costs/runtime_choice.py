@@ -16,7 +16,6 @@ overrides the choice.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -206,6 +205,7 @@ def _read(path: Path) -> dict:
 def _path(spec) -> Path:
     import torch
 
+    from specviz.costs.measure import digest
     from specviz.models.files.cache import cache_root
     from specviz.lm.timing import cpu_name
 
@@ -219,16 +219,12 @@ def _path(spec) -> Path:
         flags = sorted(set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split()))
     except (OSError, IndexError):
         flags = []
-    key = json.dumps(
-        {
-            "pair": str(spec),
-            "cpu": cpu_name(),
-            "flags": flags,
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "llama-cpp-python": lcpp,
-        },
-        sort_keys=True,
-    )
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return cache_root() / "runtime-choice" / f"{digest}.json"
+    key = {
+        "pair": str(spec),
+        "cpu": cpu_name(),
+        "flags": flags,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "llama-cpp-python": lcpp,
+    }
+    return cache_root() / "runtime-choice" / f"{digest(key)}.json"

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Iterable, NamedTuple, Protocol, Sequence
 
 import torch
 
+from specviz.drafters.length import DraftLength
 from specviz.events import AlignedToken
 from specviz.lm import rows
 from specviz.lm.sampling import Sampler
@@ -30,17 +31,9 @@ from specviz.lm.tree import chain_parents
 KeepGoing = Callable[[float], bool]
 
 
-class TreeBudget(Protocol):
-    """How a draft-free tree drafter sizes its rounds: the draft-length policy's answer
-    (`length.DraftLength`, `tree_cost.TreeCost`)."""
-
-    def tree_nodes(self, chances: Sequence[float], ride: int = 0) -> int:
-        """How many of the candidate nodes (chances of acceptance, best first, each node after
-        its parent) to verify in a pass that also carries `ride` nodes."""
-
-    def pays(self, tokens: float, nodes: int) -> bool:
-        """Whether rounds giving `tokens` tokens each from a pass over `nodes` new nodes beat
-        plain decoding."""
+# How a draft-free tree drafter sizes its rounds: the draft-length policy's `tree_nodes` and
+# `pays` (`tree_cost.TreeCost` where the policy adapts).
+TreeBudget = DraftLength
 
 
 @dataclass
@@ -131,6 +124,36 @@ def tree_or_chain(parents: list[int], ride: list[int] | None = None) -> list[int
     return parents
 
 
+class Trie(NamedTuple):
+    """Token sequences merged into a tree (`trie`), per node: its token, its parent, the tag of
+    the sequence that first reached it, its depth (1 under the root) and how many sequences
+    pass through it."""
+
+    tokens: list[int]
+    parents: list[int]
+    tags: list
+    depths: list[int]
+    counts: list[int]
+
+
+def trie(sequences: Iterable[tuple[Sequence[int], object]]) -> Trie:
+    """(tokens, tag) sequences merged into a tree, nodes in the order first met, so earlier
+    sequences' siblings come first."""
+    out = Trie([], [], [], [], [])
+    child: dict[tuple[int, int], int] = {}
+    for tokens, tag in sequences:
+        at = -1
+        for depth, token in enumerate(tokens, 1):
+            node = child.get((at, token))
+            if node is None:
+                node = child[(at, token)] = len(out.tokens)
+                for column, value in zip(out, (token, at, tag, depth, 0)):
+                    column.append(value)
+            out.counts[node] += 1
+            at = node
+    return out
+
+
 def nodes_paid(budget: TreeBudget | None, chances: Sequence[float], ride: int = 0) -> int:
     """How many of a draft-free drafter's candidates (their chances, best first) the round
     verifies: as many as the policy's budget pays for, all of them without one."""
@@ -187,12 +210,14 @@ def draft_chain(
     eos: set[int],
     sampler: Sampler,
     generator: torch.Generator | None,
-) -> tuple[list[torch.Tensor], list[torch.Tensor], list[float]]:
-    """Up to k tokens drafted one after another: `step(fed)` gives the logits after `fed`
-    (first the given tokens, then each drafted token). Drafting stops after a token whose
-    confidence `keep_going` refuses, or an end of sequence. The tokens, the distributions
-    they were drawn from (none under greedy decoding) and the confidences."""
-    tokens, dists, confidence = [], [], []
+    start: float,
+    **fields,
+) -> Proposal:
+    """Up to k tokens drafted one after another, one pass each: `step(fed)` gives the logits
+    after `fed` (first the given tokens, then each drafted token). Drafting stops after a
+    token whose confidence `keep_going` refuses, or an end of sequence. The proposal is on
+    `fed`'s device and timed from `start`; `fields` are its other fields."""
+    tokens, dists, confidence, device = [], [], [], fed.device
     for _ in range(k):
         token, conf, dist = next_token(sampler, step(fed), generator)
         tokens.append(token)
@@ -202,13 +227,6 @@ def draft_chain(
         if not keep_going(confidence[-1]) or int(token) in eos:
             break
         fed = token.view(1)
-    return tokens, dists, confidence
-
-
-def chain_proposal(
-    tokens: list[torch.Tensor], dists: list[torch.Tensor], confidence: list[float], start: float, device, **fields
-) -> Proposal:
-    """A drafted chain (`draft_chain`) as the proposal: one pass per token, timed from `start`."""
     ids = torch.stack(tokens).to(device)
     sync(ids)
     return Proposal(

@@ -106,12 +106,6 @@ class CopyEvidence:
             self.proposed(span, parents[:n], sources[:n], context_len, skip=skip)
         return chances[:n]
 
-    def prefers_skip(self, span: int, context_len: int) -> Source | None:
-        """Where the copy reads on if the guess that the last token replaced one of the copy's
-        (`skip_source`) is likelier than a match of `span` tokens; else None."""
-        skip = self.skip_source(context_len)
-        return skip if skip is not None and self.skip_rate() > self.rate(span) else None
-
     def skip_source(self, context_len: int) -> Source | None:
         """Where the copy reads on if the context's last token replaced the one the copy broke
         off at (only right after a copy of SKIP_SPAN tokens or more broke off), else None."""

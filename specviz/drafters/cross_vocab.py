@@ -24,6 +24,7 @@ whose candidates are the indices into `Proposal.tokens` of the target tokens its
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
@@ -81,7 +82,7 @@ class DraftSide:
                 b = window_start(self.ids, self.d)
                 self.ids = self.ids[:b] + self.d.encode(self.d.bytes(self.ids[b:]) + self.t.bytes(new))
             self.t_len = len(context)
-        keep = min(common_prefix(self.cached, self.ids), len(self.ids) - 1)
+        keep = min(len(os.path.commonprefix([self.cached, self.ids])), len(self.ids) - 1)
         self.lm.crop(keep)
         del self.cached[keep:]
         return self.ids[keep:]
@@ -91,14 +92,6 @@ class DraftSide:
         logits = self.lm.feed(torch.tensor(ids, dtype=torch.long))[-1]
         self.cached.extend(ids)
         return logits
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def window_start(ids: list[int], text: TokenText, lookbehind: int = LOOKBEHIND) -> int:
@@ -374,13 +367,14 @@ def make_cross_drafter(
     if method == INTERSECTION:
         return IntersectionDrafter(lm, vmap, draft_text, target_text, sampler, generator, target_eos=stop_ids(pair))
     return TextDrafter(
-        lm, draft_text, target_text, sampler, generator, draft_eos=draft_stop_ids(pair), target_eos=_target_eos(pair)
+        lm,
+        draft_text,
+        target_text,
+        sampler,
+        generator,
+        draft_eos=model_stop_ids(pair.draft_tokenizer, pair.draft),
+        target_eos=_target_eos(pair),
     )
-
-
-def draft_stop_ids(pair: ModelPair) -> set[int]:
-    """The draft's own EOS ids (its tokenizer's and the draft model's)."""
-    return model_stop_ids(pair.draft_tokenizer, pair.draft)
 
 
 def _target_eos(pair: ModelPair) -> int | None:

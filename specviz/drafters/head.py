@@ -20,8 +20,7 @@ from pathlib import Path
 import torch
 
 from specviz.choices import HEAD
-from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, SourceNote, TreeBudget
-from specviz.drafters.base import chain_proposal, draft_chain
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, SourceNote, TreeBudget, draft_chain
 from specviz.drafters.head_model import DraftHead, HeadInfo, load
 from specviz.errors import UserError
 from specviz.lm.sampling import Sampler
@@ -107,9 +106,6 @@ class HeadDrafter(ChainDrafting):
         self._eos = eos_ids
         self._state: torch.Tensor | None = None
 
-    def _verified_state(self, row: int) -> None:
-        self._state = self._target.features[row].to(self._head.readout.device, torch.float32)
-
     def begin(self, prompt_ids: torch.Tensor) -> None:
         # Hidden states from here on: the prompt was read as plain decoding reads it (on
         # llama.cpp keeping them changes how a batch is read out, and so its rounding), so
@@ -127,16 +123,16 @@ class HeadDrafter(ChainDrafting):
 
         def step(token: torch.Tensor) -> torch.Tensor:
             nonlocal state
-            state, logits = self._head(state, token)
+            state, logits = self._head(state, token.to(state.device))
             return self._sampler.logits(self._head.full_row(logits[0]))
 
-        drafted = draft_chain(
-            step, context[-1:].to(state.device), k, keep_going, self._eos, self._sampler, self._generator
+        return draft_chain(
+            step, context[-1:], k, keep_going, self._eos, self._sampler, self._generator, start, source=SourceNote(HEAD)
         )
-        return chain_proposal(*drafted, start, context.device, source=SourceNote(HEAD))
 
     def accepted(self, n: int) -> None:
-        self._verified_state(n)  # the verify pass's row after the last accepted token
+        # The verify pass's row after the last accepted token.
+        self._state = self._target.features[n].to(self._head.readout.device, torch.float32)
 
 
 def make(pair, settings, *, generator=None, history=(), target=None) -> HeadDrafter:

@@ -37,7 +37,7 @@ import time
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, TreeDrafting, ms_since, nodes_paid
-from specviz.drafters.base import tree_or_chain
+from specviz.drafters.base import tree_or_chain, trie
 from specviz.lm import rows
 from specviz.choices import LOOKAHEAD
 
@@ -90,7 +90,7 @@ class LookaheadDrafter(TreeDrafting):
         ctx = [int(t) for t in context.reshape(-1).tolist()]
         root = ctx[-1]
         grams = self._candidates(ctx, root, k)
-        tokens, parents, origins, depth = trie(grams)
+        tokens, parents, origins, depth, _ = trie(grams)
         chances = self._chances(parents, depth)
         riding = self._window_on and k > 0 and self._could_pay(budget, k)
         ride_tokens, ride_parents = self._ride() if riding else ([], [])
@@ -124,7 +124,7 @@ class LookaheadDrafter(TreeDrafting):
         """The window's logits: one Jacobi step, and the n-grams it completes."""
         if self._last is None or not self._last["riding"]:
             return
-        last = self._rows_of_last_level()
+        last = [self._index[(self.N - 2, i)] for i in range(self.W)]  # the window's last level
         new = rows.argmax(logits[last]).tolist()
         made = []
         for i in range(self.W):
@@ -203,9 +203,6 @@ class LookaheadDrafter(TreeDrafting):
         tokens costs several one-token passes, it cannot, and the window never rides."""
         return budget is None or budget.pays(min(k, self.N - 1) + 1, self.W * (self.N - 1) - 1)
 
-    def _rows_of_last_level(self) -> list[int]:
-        return [self._index[(self.N - 2, i)] for i in range(self.W)]
-
     def _remember(self, first: int, gram: tuple[int, ...]) -> None:
         grams = self.pool.setdefault(first, [])
         if gram in grams:
@@ -227,26 +224,6 @@ class LookaheadDrafter(TreeDrafting):
             self._wait -= 1
             if self._wait <= 0:
                 self._window_on = True
-
-
-def trie(grams: list[tuple[tuple[int, ...], str]]) -> tuple[list[int], list[int], list[str], list[int]]:
-    """Token sequences merged into a tree (tokens, parents, origin and depth per node), nodes
-    in the order first met, so earlier sequences' siblings come first."""
-    tokens, parents, origins, depth = [], [], [], []
-    child: dict[tuple[int, int], int] = {}
-    for gram, origin in grams:
-        at = -1
-        for d, t in enumerate(gram, 1):
-            node = child.get((at, t))
-            if node is None:
-                node = len(tokens)
-                child[(at, t)] = node
-                tokens.append(t)
-                parents.append(at)
-                origins.append(origin)
-                depth.append(d)
-            at = node
-    return tokens, parents, origins, depth
 
 
 def make(pair, settings, *, generator=None, history=()) -> LookaheadDrafter:

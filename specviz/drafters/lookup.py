@@ -55,8 +55,8 @@ class LookupDrafter(ChainDrafting):
         span = agreement(context, at, MAX_SPAN) if at is not None else 0
         if at is not None and self.evidence.resumes((0, at - 1), span, context.numel()):
             return at, span + RESUMED_BONUS, False
-        skip = self.evidence.prefers_skip(span, context.numel())
-        if skip is not None and skip[1] < context.numel():
+        skip = self.evidence.skip_source(context.numel())
+        if skip is not None and skip[1] < context.numel() and self.evidence.skip_rate() > self.evidence.rate(span):
             return skip[1], RESUMED_BONUS, True
         return at, span, False
 

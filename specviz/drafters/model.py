@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget, chain_proposal, draft_chain, ms_since
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget, draft_chain, ms_since
 from specviz.choices import AUTO
 from specviz.lm.runtime import LM
 from specviz.lm.sampling import Sampler
@@ -46,7 +46,7 @@ class ModelDrafter(ChainDrafting):
         if self._lm.length == 0 and self._prompt_len > 1:  # the prompt, once: not a cost of this round
             self._lm.feed(context[: self._prompt_len - 1])
             setup_ms = ms_since(start)
-        drafted = draft_chain(
+        return draft_chain(
             lambda fed: self._sampler.logits(self._lm.feed(fed)[-1]),
             context[self._lm.length :],
             k,
@@ -54,8 +54,9 @@ class ModelDrafter(ChainDrafting):
             self._eos,
             self._sampler,
             self._generator,
+            start,
+            setup_ms=setup_ms,
         )
-        return chain_proposal(*drafted, start, context.device, setup_ms=setup_ms)
 
     def accepted(self, n: int) -> None:
         self._lm.crop(self._context_len + n)

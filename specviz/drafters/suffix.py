@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, TreeDrafting, ms_since, tree_or_chain
+from specviz.drafters.base import trie
 from specviz.drafters.copy_span import RESUMED, RESUMED_BONUS, SKIPPED, CopyEvidence, sizing_note
 from specviz.drafters.tree_cost import TreeCost
 from specviz.choices import SUFFIX
@@ -62,7 +63,6 @@ class SuffixTree:
     tokens: list[int]
     parents: list[int]
     counts: list[int]  # occurrences that continued through each node
-    scores: list[float]  # counts over the occurrences
     occurrences: int = 0  # of the matched suffix
     sources: list[tuple[int, int]] = field(default_factory=list)  # where each node was first read
 
@@ -120,12 +120,12 @@ class SuffixDrafter(TreeDrafting):
         if resumed:
             match = Match(match.length, resumed)
             return chain_of(self._grow(docs, match, k)), match, match.length + RESUMED_BONUS, RESUMED
-        skip = self.evidence.prefers_skip(match.length, len(ctx))
-        if skip is not None:
+        skip = self.evidence.skip_source(len(ctx))
+        if skip is not None and self.evidence.skip_rate() > self.evidence.rate(match.length):
             d, at = skip
             tokens = docs[d][at : at + k].tolist()
             n = len(tokens)
-            tree = SuffixTree(tokens, chain_parents(n), [1] * n, [1.0] * n, 1, [(d, at + i) for i in range(n)])
+            tree = SuffixTree(tokens, chain_parents(n), [1] * n, 1, [(d, at + i) for i in range(n)])
             return tree, Match(0), RESUMED_BONUS, SKIPPED
         tree = self._grow(docs, match, k)
         return (chain_of(tree) if match.length >= CHAIN_SPAN else tree), match, match.length, ""
@@ -169,41 +169,27 @@ def grow(
     """The speculation tree of what followed the match's occurrences, best first by score."""
     if not match.ends:
         return None
-    # A trie of continuations: node -> {token: child}, counts per node.
-    children: list[dict[int, int]] = [{}]
-    count = [len(match.ends)]
-    token = [-1]
-    where = [(-1, -1)]
-    for d, end in match.ends:
-        doc, at = docs[d], 0
-        for j, t in enumerate(doc[end + 1 : end + 1 + depth].tolist()):
-            nxt = children[at].get(t)
-            if nxt is None:
-                nxt = len(count)
-                children[at][t] = nxt
-                children.append({})
-                count.append(0)
-                token.append(t)
-                where.append((d, end + 1 + j))
-            count[nxt] += 1
-            at = nxt
-    total = count[0]
-    out = SuffixTree([], [], [], [], total)
-    index_of = {0: -1}  # trie node -> index in the tree (-1: the root)
-    heap = [(-count[c] / total, c, 0) for c in children[0].values()]
+    nodes = trie((docs[d][end + 1 : end + 1 + depth].tolist(), (d, end)) for d, end in match.ends)
+    children: dict[int, list[int]] = {}
+    for node, parent in enumerate(nodes.parents):
+        children.setdefault(parent, []).append(node)
+    total = len(match.ends)
+    out = SuffixTree([], [], [], total)
+    index_of = {-1: -1}  # trie node -> index in the tree (-1: the root)
+    heap = [(-nodes.counts[c] / total, c, -1) for c in children.get(-1, [])]
     heapq.heapify(heap)
     while heap and len(out.tokens) < max_nodes:
         neg, node, parent = heapq.heappop(heap)
         if -neg < min_score:
             break
         index_of[node] = len(out.tokens)
-        out.tokens.append(token[node])
+        out.tokens.append(nodes.tokens[node])
         out.parents.append(index_of[parent])
-        out.counts.append(count[node])
-        out.scores.append(-neg)
-        out.sources.append(where[node])
-        for c in children[node].values():
-            heapq.heappush(heap, (-count[c] / total, c, node))
+        out.counts.append(nodes.counts[node])
+        d, end = nodes.tags[node]
+        out.sources.append((d, end + nodes.depths[node]))  # where the node was first read
+        for c in children.get(node, []):
+            heapq.heappush(heap, (-nodes.counts[c] / total, c, node))
     return out
 
 
@@ -220,7 +206,6 @@ def chain_of(tree: SuffixTree | None) -> SuffixTree | None:
         [tree.tokens[i] for i in keep],
         chain_parents(len(keep)),
         [tree.counts[i] for i in keep],
-        [tree.scores[i] for i in keep],
         tree.occurrences,
         [tree.sources[i] for i in keep],
     )

@@ -48,11 +48,9 @@ class Candidate:
     parent: int  # index of the parent candidate; -1: a child of the root
     depth: int  # 1 for children of the root
     score: float  # path probability: product of q along the path
-    q: float  # the draft's probability of `token` at its parent
     confidence: float  # the draft's top probability at its parent
     row: int  # which expanded distribution it was chosen from (0: the root's)
     rank: int  # 0 for the parent's best child
-    path: tuple[int, ...]  # the tokens from the root's first child down to this one
 
 
 @dataclass
@@ -66,10 +64,6 @@ class GrownTree:
     def parents(self) -> list[int]:
         where = {c: i for i, c in enumerate(self.chosen)}
         return [where.get(self.candidates[c].parent, -1) for c in self.chosen]
-
-    @property
-    def tokens(self) -> list[int]:
-        return [self.candidates[c].token for c in self.chosen]
 
 
 # Expand a level: the candidates to expand -> their distributions (one 1-D tensor each).
@@ -113,8 +107,6 @@ def grow_tree(
         for c, dist in zip(todo, dists):
             rows.append(dist)
             level += _children(c, len(rows) - 1, dist, width, cands)
-    if not cands:
-        return GrownTree([], [], rows, passes)
     return GrownTree(cands, _level_order(cands, {c.index for c in sorted(cands, key=_key)[:nodes]}), rows, passes)
 
 
@@ -136,11 +128,9 @@ def _children(
             parent=parent.index if parent else -1,
             depth=parent.depth + 1 if parent else 1,
             score=base * prob,
-            q=prob,
             confidence=conf,
             row=row,
             rank=rank,
-            path=(parent.path if parent else ()) + (tok,),
         )
         cands.append(c)
         made.append(c)
@@ -152,7 +142,7 @@ def _level_order(cands: list[Candidate], chosen: set[int]) -> list[int]:
     then best sibling first."""
     order: list[int] = []
     place = {-1: -1}
-    for depth in range(1, max(c.depth for c in cands) + 1):
+    for depth in range(1, max((c.depth for c in cands), default=0) + 1):
         here = [c for c in cands if c.depth == depth and c.index in chosen]
         here.sort(key=lambda c: (place[c.parent], c.rank))
         for c in here:

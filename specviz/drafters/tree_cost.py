@@ -15,12 +15,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from specviz.cost_model import CostModel
+from specviz.drafters.cost_aware import REALISED_MARGIN
 from specviz.drafters.length import DraftLength
 from specviz.choices import COST_AWARE
-
-# A measured yield must reach this share of the plain rate to count as paying: a margin
-# for the spread of a few rounds' token counts.
-PAYS_MARGIN = 0.97
 
 
 class TreeCost(DraftLength):
@@ -42,4 +39,4 @@ class TreeCost(DraftLength):
 
     def pays(self, tokens: float, nodes: int) -> bool:
         v = self._cost.verify_ms
-        return tokens / v(1 + nodes) >= PAYS_MARGIN / v(1)
+        return tokens / v(1 + nodes) >= REALISED_MARGIN / v(1)  # a measured yield, as the chain policy judges it
