@@ -9,6 +9,7 @@ import torch
 
 from specviz.choices import TORCH
 from specviz.cost_model import CostModel
+from specviz.lm.torch_runtime.devices import dtype_name
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,6 @@ class ModelPair:
         in its own words (llama.cpp: the GGUF file's, e.g. "Q4_K - Medium")."""
         if self.runtime != TORCH:
             return self.target.precision
-        from specviz.lm.torch_runtime.devices import dtype_name
-
         return dtype_name(self.dtype)
 
     @property
@@ -95,8 +94,8 @@ class ModelPair:
         was loaded in (the target's, float32 beside an int8 target); None without a draft."""
         if self.draft is None:
             return None
-        if self.runtime != TORCH:
-            return self.draft.precision
         if self.precision_choice is not None:
             return self.precision_choice.draft
-        return str(next(self.draft.parameters()).dtype).removeprefix("torch.")
+        if self.runtime != TORCH:
+            return self.draft.precision
+        return dtype_name(next(self.draft.parameters()).dtype)

@@ -64,7 +64,7 @@ def register(pair: Any, nbytes: int, forget: Callable[[], None]) -> None:
     """A pair just loaded; then the least recently used others go while over the budget."""
     with _lock:
         _entries[id(pair)] = _Entry(pair, int(nbytes), forget, time.monotonic())
-        trim(keep=pair)
+        make_room(0, keep=pair)
 
 
 def loaded() -> list[tuple[str, str, int, bool]]:
@@ -150,11 +150,6 @@ def drop(pair: Any) -> None:
     """Stop tracking `pair` without unloading it (its loader forgot it by itself)."""
     with _lock:
         _entries.pop(id(pair), None)
-
-
-def trim(keep: Any = None) -> None:
-    """Unload idle pairs, least recently used first, while the loaded ones exceed the budget."""
-    make_room(0, keep=keep)
 
 
 def _forget(entry: _Entry) -> None:
