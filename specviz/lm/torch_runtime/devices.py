@@ -36,14 +36,9 @@ from specviz.choices import PRECISIONS
 from specviz.lm.timing import cpu_flags
 from specviz.models.errors import DeviceError
 
-DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
+# Each float precision's name and its short one; both are accepted.
+SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+DTYPES = {alias: getattr(torch, name) for name, short in SHORT.items() for alias in (name, short)}
 # What the command lines and the page offer (float16 is still accepted by name).
 CHOICES = PRECISIONS.names
 # The dtype of a target quantized to int8 (its weights; activations stay float32).

@@ -28,7 +28,7 @@ from specviz.lm import timing
 from specviz.models.files import cache
 from specviz.models.files.cache import cache_root
 from specviz.lm.pair import PrecisionChoice
-from specviz.lm.torch_runtime.devices import INT8, Measure, Placement, choose_dtype, dtype_name
+from specviz.lm.torch_runtime.devices import INT8, SHORT, Measure, Placement, choose_dtype, dtype_name
 from specviz.models.errors import DeviceError
 
 SIZES = (1, 8)
@@ -43,7 +43,7 @@ def decide(costs: dict[str, dict[int, float]]) -> PrecisionChoice:
     """The precision whose measured V(1) + V(8) is lowest, with the figures as the reason."""
     costs = {name: {int(n): float(ms) for n, ms in c.items()} for name, c in costs.items()}
     best = min(costs, key=lambda name: score(costs[name]))
-    figures = "; ".join(f"{_short(name)} V(1) {c[1]:.0f} ms, V(8) {c[8]:.0f} ms" for name, c in costs.items())
+    figures = "; ".join(f"{SHORT.get(name, name)} V(1) {c[1]:.0f} ms, V(8) {c[8]:.0f} ms" for name, c in costs.items())
     return PrecisionChoice(best, f"measured faster on this CPU (V(1) + V(8): {figures})", measured=costs)
 
 
@@ -88,13 +88,6 @@ def read(path: Path) -> PrecisionChoice | None:
 
 def write(path: Path, chosen: PrecisionChoice) -> None:
     cache.write_json(path, {"chosen": chosen.target, "costs": chosen.measured})
-
-
-def _short(name: str) -> str:
-    return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(name, name)
-
-
-__all__ = ["decide", "pass_ms", "cache_file", "read", "write", "score", "dtype_name", "LOOP"]
 
 
 def choose_precision(
