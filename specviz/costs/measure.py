@@ -58,10 +58,8 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     # A draft with another tokenizer reads ids of its own vocabulary, which may be smaller.
     draft_vocab = len(pair.draft_tokenizer) if getattr(pair, "draft_tokenizer", None) is not None else pair.vocab_size
     draft_vocab = min(draft_vocab, head_rows(drafter))
-    if pair.draft is not None:
-        draft = drafted_token_ms(pair.draft, pair.device, draft_vocab, repeats=repeats)
-    elif pair.runtime != TORCH:  # no draft model: a one-token pass of the target as the runtime runs it
-        draft = drafted_token_ms(pair.target, pair.device, draft_vocab, repeats=repeats)
+    if pair.draft is not None or pair.runtime != TORCH:  # no draft model: the target's pass as the runtime runs it
+        draft = drafted_token_ms(drafter, pair.device, draft_vocab, repeats=repeats)
     else:
         draft = measure_pass_ms(drafter, [1], vocab_size=draft_vocab, repeats=repeats)[1]
     check = target_pass_ms(pair, [1], repeats=repeats, context=CHECK_CONTEXT)[1]

@@ -115,13 +115,29 @@ class Drafter(Protocol):
         it can draft (0 for a drafter without a cache): what a round that drafts pays first."""
 
 
-def tree_or_chain(parents: list[int], ride: list[int] | None = None) -> list[int] | None:
-    """A draft-free drafter's tree as the proposal states it: None (a chain) when it is one
-    wide and carries no ride nodes, so it takes the chain pass (what V(n) measured) and the
-    chain rule; a draft model's tree keeps its tree pass, since its draft cache follows it."""
-    if not ride and parents == chain_parents(len(parents)):
-        return None
-    return parents
+def point_masses(
+    tokens: list[int],
+    parents: list[int],
+    chances: list[float],
+    start: float,
+    source: SourceNote,
+    ride: Sequence[int] = (),
+    ride_parents: list[int] | None = None,
+) -> Proposal:
+    """A draft-free drafter's candidates (none: a plain round), each certain (q None), timed
+    from `start`. A tree one wide without ride nodes is stated as a chain, so it takes the
+    chain pass (what V(n) measured) and the chain rule; a draft model's tree keeps its tree
+    pass, since its draft cache follows it."""
+    return Proposal(
+        tokens=torch.tensor(tokens, dtype=torch.long),
+        q=None,
+        ms=ms_since(start),
+        confidence=chances,
+        parents=None if not ride and parents == chain_parents(len(parents)) else parents,
+        ride=torch.tensor(ride, dtype=torch.long) if ride else None,
+        ride_parents=ride_parents if ride else None,
+        source=source,
+    )
 
 
 class Trie(NamedTuple):

@@ -36,8 +36,8 @@ import time
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, TreeDrafting, ms_since, nodes_paid
-from specviz.drafters.base import tree_or_chain, trie
+from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, TreeDrafting, nodes_paid, point_masses
+from specviz.drafters.base import trie
 from specviz.lm import rows
 from specviz.choices import LOOKAHEAD
 
@@ -107,18 +107,7 @@ class LookaheadDrafter(TreeDrafting):
             note="" if n or riding else "no n-gram starts with the last token, and the window is resting",
         )
         self._last = {"parents": parents, "depth": depth, "riding": riding, "source": source}
-        if not n and not riding:
-            return Proposal.empty(context.cpu(), ms=ms_since(start), source=source)
-        return Proposal(
-            tokens=torch.tensor(tokens, dtype=torch.long),
-            q=None,
-            ms=ms_since(start),
-            confidence=chances[:n],
-            parents=tree_or_chain(parents, ride_tokens),
-            ride=torch.tensor(ride_tokens, dtype=torch.long) if riding else None,
-            ride_parents=ride_parents if riding else None,
-            source=source,
-        )
+        return point_masses(tokens, parents, chances[:n], start, source, ride_tokens, ride_parents)
 
     def observe(self, logits: torch.Tensor) -> None:
         """The window's logits: one Jacobi step, and the n-grams it completes."""

@@ -34,8 +34,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, TreeDrafting, ms_since, tree_or_chain
-from specviz.drafters.base import trie
+from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, TreeDrafting, point_masses, trie
 from specviz.drafters.copy_span import RESUMED, RESUMED_BONUS, SKIPPED, CopyEvidence, sizing_note
 from specviz.drafters.tree_cost import TreeCost
 from specviz.choices import SUFFIX
@@ -90,24 +89,16 @@ class SuffixDrafter(TreeDrafting):
         source = SourceNote(SUFFIX, matched=matched, occurrences=len(match.ends))
         self.evidence.waited()
         if tree is None or not tree.tokens:
-            return Proposal.empty(context.cpu(), ms=ms_since(start), source=source)
+            return point_masses([], [], [], start, source)
         skip = how == SKIPPED
         chances = self.evidence.offer(span, tree.parents, shares(tree), tree.sources, len(ctx), budget, skip=skip)
         n = len(chances)
         if isinstance(budget, TreeCost):
             rate = self.evidence.skip_rate() if skip else self.evidence.rate(span)
             source.note = sizing_note(span, how, rate, n, len(tree.tokens))
-        if n == 0:  # no tree: a chain of nothing, a plain round on the target's chain path
-            return Proposal.empty(context.cpu(), ms=ms_since(start), source=source)
-        source.counts, source.occurrences = tree.counts[:n], tree.occurrences
-        return Proposal(
-            tokens=torch.tensor(tree.tokens[:n], dtype=torch.long),
-            q=None,
-            ms=ms_since(start),
-            confidence=chances,
-            parents=tree_or_chain(tree.parents[:n]),
-            source=source,
-        )
+        if n:
+            source.counts, source.occurrences = tree.counts[:n], tree.occurrences
+        return point_masses(tree.tokens[:n], tree.parents[:n], chances, start, source)
 
     def _tree(self, docs: list[np.ndarray], ctx: np.ndarray, k: int) -> tuple[SuffixTree | None, Match, int, str]:
         """The round's tree, the match behind it, its span and how the copy was found: a match

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Callable
 
 import torch
@@ -249,11 +250,8 @@ class TreeDrafter(TreeDrafting):
                 raise ValueError(f"{path} is not a path from the root of the last proposal (parents {self._parents})")
         if self._tree is None:
             return
-        rows = []
-        for node in path:
-            if self._fed[node] is None:
-                break  # never fed, so neither are its descendants
-            rows.append(self._fed[node])
+        # A node never fed has no fed descendants.
+        rows = list(takewhile(lambda row: row is not None, (self._fed[node] for node in path)))
         if any(f is not None for f in self._fed):  # a tree pass was made: keep its path
             self._lm.keep_path(rows)
         else:
