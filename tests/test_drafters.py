@@ -6,7 +6,7 @@ from transformers import DynamicCache
 
 from specviz.drafters import DraftLength, HeuristicLength, make_drafter, make_length
 from specviz.drafters.early_exit import EarlyExitForward, default_layers
-from specviz.drafters.lookup import LookupDrafter, find_continuation
+from specviz.drafters.lookup import LookupDrafter
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
@@ -18,6 +18,11 @@ ALWAYS = lambda confidence: True  # noqa: E731
 
 def ids(*xs):
     return torch.tensor(xs, dtype=torch.long)
+
+
+def find_continuation(context, k):
+    """What a fresh prompt-lookup drafter proposes (no copy evidence yet): up to k tokens."""
+    return LookupDrafter().propose(context, k, ALWAYS).tokens
 
 
 def test_lookup_continues_the_latest_match_of_the_longest_ngram():

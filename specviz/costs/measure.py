@@ -58,7 +58,7 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     # A draft with another tokenizer reads ids of its own vocabulary, which may be smaller.
     draft_vocab = len(pair.draft_tokenizer) if getattr(pair, "draft_tokenizer", None) is not None else pair.vocab_size
     draft_vocab = min(draft_vocab, head_rows(drafter))
-    if pair.draft is not None or pair.runtime != TORCH:  # no draft model: the target's pass as the runtime runs it
+    if pair.draft is not None or pair.runtime != TORCH:  # without a draft: the target's pass, as its runtime runs it
         draft = drafted_token_ms(drafter, pair.device, draft_vocab, repeats=repeats)
     else:
         draft = measure_pass_ms(drafter, [1], vocab_size=draft_vocab, repeats=repeats)[1]

@@ -76,13 +76,6 @@ def continuation_start(context: torch.Tensor, max_ngram: int = 3, min_ngram: int
     return None
 
 
-def find_continuation(context: torch.Tensor, k: int, max_ngram: int = 3, min_ngram: int = 1) -> torch.Tensor:
-    """Up to k tokens that followed the latest earlier match of the context's last n tokens,
-    trying the longest n first; empty when nothing matches."""
-    at = continuation_start(context, max_ngram, min_ngram) if k > 0 else None
-    return context[at : at + k] if at is not None else context[:0]
-
-
 def agreement(context: torch.Tensor, at: int, most: int) -> int:
     """How many tokens before `at` agree with the context's last ones, up to `most`."""
     n = min(most, at)
