@@ -275,8 +275,7 @@ def from_request(values: Mapping[str, Any], cls: type = GenerationSettings) -> G
     Every field given is kept (missing ones take their defaults), so a trace reruns exactly
     as it was recorded; a missing k is the policy's default (`default_k`). Numbers are taken
     as a browser or JSON sends them: 4.0 counts as the whole number 4. `adaptive` (settings
-    before the policy existed, and the API's older parameter) means `policy="cost-aware"`
-    when true and `"fixed"` when false, unless a policy is given too.
+    before the policy existed, and the API's older parameter) is read as `adaptive_as_policy` says.
     """
     values, known = adaptive_as_policy(dict(values)), specs(cls)
     unknown = sorted(values.keys() - known.keys())
@@ -293,8 +292,8 @@ def from_request(values: Mapping[str, Any], cls: type = GenerationSettings) -> G
 
 
 def adaptive_as_policy(values: dict) -> dict:
-    """`values` with `adaptive` taken out and, unless a policy is given too, read as the policy
-    it meant: "cost-aware" when true, "fixed" when false."""
+    """`values` without `adaptive`, which means `policy="cost-aware"` when true and `"fixed"`
+    when false, unless a policy is given too."""
     adaptive = values.pop("adaptive", None)
     if adaptive is not None and "policy" not in values:
         values["policy"] = COST_AWARE if adaptive else FIXED
