@@ -42,7 +42,7 @@ def passes(monkeypatch):
     seen = _Passes()
     original = LeanLM._pass
 
-    def spy(self, ids, keep, allowed, positions):
+    def spy(self, ids, keep, allowed=None, positions=None):
         out = original(self, ids, keep, allowed, positions)
         seen.append((self.role, ids.numel()))
         for hook in seen.hooks:
