@@ -206,15 +206,22 @@ class TreeDrafting(Drafting):
         self.accepted_path(list(range(n)))
 
 
+def ranked(sampler: Sampler, logits: torch.Tensor) -> torch.Tensor:
+    """The distribution a drafter ranks tokens by and takes its confidence from: the processed
+    one, or under greedy decoding the plain softmax (a one-hot argmax would give every token
+    a confidence, and every tree path a score, of 1 or 0)."""
+    return logits.softmax(-1) if sampler.greedy else sampler.distribution(logits)
+
+
 def next_token(
     sampler: Sampler, logits: torch.Tensor, generator: torch.Generator | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """A drafted token from a row of logits (`Sampler.logits`), its confidence and the
     distribution it was drawn from: under greedy decoding the argmax, the plain softmax's top
     probability and None; else a draw from the processed distribution and its top probability."""
+    dist = ranked(sampler, logits)
     if sampler.greedy:
-        return rows.argmax(logits).to(logits.device), logits.softmax(-1).max(), None
-    dist = sampler.distribution(logits)
+        return rows.argmax(logits).to(logits.device), dist.max(), None
     return sampler.choose(dist, generator), dist.max(), dist
 
 

@@ -34,7 +34,7 @@ from typing import Callable
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, TreeDrafting, ms_since
+from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, TreeDrafting, ms_since, ranked
 from specviz.lm.runtime import LM as ModelLM
 from specviz.lm.sampling import Sampler
 from specviz.lm.timing import sync
@@ -177,12 +177,6 @@ class TreeDrafter(TreeDrafting):
         if prompt_ids.numel() > 1:
             self._lm.feed(prompt_ids[:-1])
 
-    def _dist(self, logits: torch.Tensor) -> torch.Tensor:
-        """The distribution children are ranked by: the processed one, or under greedy the
-        softmax (a one-hot argmax would make every path score 1 or 0)."""
-        scores = self._sampler.logits(logits)
-        return scores.softmax(-1) if self._sampler.greedy else self._sampler.distribution(scores)
-
     def propose(
         self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
     ) -> Proposal:
@@ -203,7 +197,7 @@ class TreeDrafter(TreeDrafting):
         if self._lm.length >= context.numel():  # the same context again: re-read its last token
             self._lm.crop(context.numel() - 1)
         pending = context[self._lm.length :]
-        root = self._dist(self._lm.feed(pending)[-1])
+        root = ranked(self._sampler, self._sampler.logits(self._lm.feed(pending)[-1]))
         tree = self._lm.length
         fed: dict[int, int] = {}  # candidate index -> its index in the tree pass
 
@@ -213,7 +207,7 @@ class TreeDrafter(TreeDrafting):
                 fed[c.index] = len(fed)
             ids = torch.tensor([c.token for c in batch], dtype=torch.long, device=context.device)
             logits = self._lm.feed_tree(ids, parents)
-            return list(self._dist(logits))
+            return list(ranked(self._sampler, self._sampler.logits(logits)))
 
         grown = grow_tree(
             root,
