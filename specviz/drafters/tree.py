@@ -52,6 +52,7 @@ class Candidate:
     confidence: float  # the draft's top probability at its parent
     row: int  # which expanded distribution it was chosen from (0: the root's)
     rank: int  # 0 for the parent's best child
+    path: tuple[int, ...]  # the tokens from the root's first child down to this one
 
 
 @dataclass
@@ -65,6 +66,10 @@ class GrownTree:
     def parents(self) -> list[int]:
         where = {c: i for i, c in enumerate(self.chosen)}
         return [where.get(self.candidates[c].parent, -1) for c in self.chosen]
+
+    @property
+    def tokens(self) -> list[int]:
+        return [self.candidates[c].token for c in self.chosen]
 
 
 # Expand a level: the candidates to expand -> their distributions (one 1-D tensor each).
@@ -132,6 +137,7 @@ def _children(
             confidence=conf,
             row=row,
             rank=rank,
+            path=(parent.path if parent else ()) + (tok,),
         )
         cands.append(c)
         made.append(c)
