@@ -47,7 +47,7 @@ class SpeculativeDecoder(Decoder):
             # before the drafter has read the prompt; the drafter and the policy take no part.
             start = time.perf_counter()
             logits, self._pending = self.sampler.logits(self._pending[None]), None
-            proposal = drafters.Proposal(tokens=self.ids.new_empty(0), q=None)
+            proposal = drafters.Proposal.empty(self.ids)
             return self._event(
                 proposal, decide(self.sampler, proposal, logits, start, self.generator, greedy), first=True
             )
