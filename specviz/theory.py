@@ -73,7 +73,8 @@ def break_even_alpha(k, target_ms: float, draft_ms: float):
         below = np.asarray(speedup_with_cost(mid, kk, cost)) < 1
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     root = np.where((kk == 0) | (cost.draft == 0), 0.0, (lo + hi) / 2)
-    return _out(np.where(np.asarray(speedup_with_cost(1.0, kk, cost)) < 1, np.nan, root))
+    # Compared exactly: at D = T the speedup at alpha = 1 is 1, which rounding can put below.
+    return _out(np.where((kk > 0) & (cost.draft > cost.target), np.nan, root))
 
 
 def speedup_with_cost(alpha, k, cost: CostModel, target_ms=None):

@@ -342,6 +342,17 @@ def test_each_precision_is_timed_through_the_engines_loop(folders, monkeypatch, 
     assert chosen is not None and chosen.target == pair.precision and set(chosen.measured) == {"float32", "bfloat16"}
 
 
+def test_a_damaged_precision_cache_is_measured_again(tmp_path):
+    from specviz.lm.torch_runtime import precision
+
+    path = tmp_path / "precision.json"
+    for costs in ({"garbage": {"1": 1.0, "8": 2.0}}, {"int8": {"1": 1.0, "8": 2.0}}, {"float32": {"1": 1.0}}):
+        path.write_text(json.dumps({"chosen": "float32", "costs": costs}))
+        assert precision.read(path) is None
+    path.write_text(json.dumps({"chosen": "float32", "costs": {"fp32": {"1": 3.0, "8": 4.0}}}))
+    assert precision.read(path).target == "float32"  # a short name is read as the dtype's name
+
+
 def pair_key(folders):
     from specviz.models.catalogue.sources import resolve
 

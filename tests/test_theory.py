@@ -75,6 +75,8 @@ def test_break_even_by_hand():
     assert break_even_alpha(0, 100, 10) == 0.0  # no drafting never loses
     assert break_even_alpha(4, 100, 0) == 0.0  # free drafts never lose
     assert np.isnan(break_even_alpha(3, 100, 200))  # a draft token dearer than a target pass
+    # D = T: only a round that accepts every draft breaks even, whatever rounding says.
+    assert [break_even_alpha(k, 33.3, 33.3) for k in (1, 5, 16)] == pytest.approx([1.0, 1.0, 1.0])
 
 
 @pytest.mark.parametrize("t,d", [(100, 10), (344, 132), (100, 99), (5, 1)])

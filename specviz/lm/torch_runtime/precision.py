@@ -28,7 +28,7 @@ from specviz.lm import timing
 from specviz.models.files import cache
 from specviz.models.files.cache import cache_root
 from specviz.lm.pair import PrecisionChoice
-from specviz.lm.torch_runtime.devices import INT8, SHORT, Measure, Placement, choose_dtype, dtype_name
+from specviz.lm.torch_runtime.devices import DTYPES, INT8, SHORT, Measure, Placement, choose_dtype, dtype_name
 from specviz.models.errors import DeviceError
 
 SIZES = (1, 8)
@@ -44,7 +44,9 @@ def decide(costs: dict[str, dict[int, float]]) -> PrecisionChoice:
     costs = {name: {int(n): float(ms) for n, ms in c.items()} for name, c in costs.items()}
     best = min(costs, key=lambda name: score(costs[name]))
     figures = "; ".join(f"{SHORT.get(name, name)} V(1) {c[1]:.0f} ms, V(8) {c[8]:.0f} ms" for name, c in costs.items())
-    return PrecisionChoice(best, f"measured faster on this CPU (V(1) + V(8): {figures})", measured=costs)
+    # A name that is no measured dtype (a damaged cache) raises here, and is measured again.
+    chosen = dtype_name(DTYPES[best])
+    return PrecisionChoice(chosen, f"measured faster on this CPU (V(1) + V(8): {figures})", measured=costs)
 
 
 # The loop the passes are timed through, in words: part of the cache key (a choice timed
