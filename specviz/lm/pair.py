@@ -7,9 +7,14 @@ from typing import Any
 
 import torch
 
-from specviz.choices import TORCH
+from specviz.choices import INT8, TORCH
 from specviz.cost_model import CostModel
-from specviz.lm.torch_runtime.devices import dtype_name
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """A torch dtype's precision name, as the page and the command lines say it: "float32",
+    "bfloat16", "float16", or "int8" for a target quantized to int8 (torch.qint8)."""
+    return INT8 if dtype == torch.qint8 else str(dtype).removeprefix("torch.")
 
 
 @dataclass(frozen=True)

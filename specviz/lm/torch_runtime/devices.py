@@ -188,10 +188,6 @@ def _check_int8(device: torch.device, dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    return INT8_NAME if dtype == INT8 else str(dtype).removeprefix("torch.")
-
-
 def cuda_emulated() -> bool:
     """On Hugging Face ZeroGPU CUDA is emulated outside the functions that hold a GPU: models
     are moved there at load (module by module, which the emulation sees), but no pass can run or

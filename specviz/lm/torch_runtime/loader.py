@@ -39,7 +39,6 @@ from specviz.lm.torch_runtime.devices import (
     choose_dtype,
     choose_placement,
     cuda_emulated,
-    dtype_name,
     dtype_of,
     load_dtype,
     room_for,
@@ -50,7 +49,7 @@ from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
 from specviz.lm import resident
 from specviz.lm.loader import assemble, converted_folder, failure, roles
-from specviz.lm.pair import ModelPair, PrecisionChoice
+from specviz.lm.pair import ModelPair, PrecisionChoice, dtype_name
 from specviz.models.catalogue.presets import DEFAULT_PAIR, WheelGGUF
 from specviz.models.progress import Progress, Steps
 from specviz.lm.torch_runtime.int8_draft import quantized as quantized_draft

@@ -27,8 +27,8 @@ from specviz.lm import timing
 
 from specviz.models.files import cache
 from specviz.models.files.cache import cache_root
-from specviz.lm.pair import PrecisionChoice
-from specviz.lm.torch_runtime.devices import DTYPES, INT8, SHORT, Measure, Placement, choose_dtype, dtype_name
+from specviz.lm.pair import PrecisionChoice, dtype_name
+from specviz.lm.torch_runtime.devices import DTYPES, INT8, SHORT, Measure, Placement, choose_dtype
 from specviz.models.errors import DeviceError
 
 SIZES = (1, 8)
