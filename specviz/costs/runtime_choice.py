@@ -152,13 +152,13 @@ def record(spec, runtime: str, cost: CostModel) -> dict:
 
 def recorded(spec) -> dict:
     """Each runtime's kept rates for `spec` here (costs kept as {"V", "D"} read as a cost
-    model's dict); one kept without its costs reads as untimed."""
+    model's dict); one kept without costs that read as a cost model reads as untimed."""
     out = {}
     for k, v in _read(_path(spec)).items():
-        if k in RUNTIMES and isinstance(v, dict) and "cost" not in v and kept(v) is not None:
-            v = {**v, "cost": older_shape(v)}
-        if k in RUNTIMES and isinstance(v, dict) and "cost" in v:
-            out[k] = v
+        if k in RUNTIMES and isinstance(v, dict):
+            cost = v.get("cost", older_shape(v))
+            if kept(cost) is not None:
+                out[k] = {**v, "cost": cost}
     return out
 
 
