@@ -39,9 +39,9 @@ from specviz.errors import UserError
 from specviz.models.catalogue.presets import DEFAULT_PAIR, GPU_DEFAULT_PAIR, PRESETS
 from specviz.models.catalogue.sources import custom_allowed
 from specviz.settings import PROMPT
+from specviz.yes_no import NO, YES, yes_no
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -119,9 +119,10 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     text = _text(env, name)
     if text is None:
         return default
-    if text.lower() not in TRUE + FALSE:
-        raise UserError(f"{name} is {text!r}; it must be one of {', '.join(TRUE + FALSE)}")
-    return text.lower() in TRUE
+    value = yes_no(text)
+    if value is None:
+        raise UserError(f"{name} is {text!r}; it must be one of {', '.join(YES + NO)}")
+    return value
 
 
 def _whole(env: Mapping[str, str], name: str, default: int) -> int:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specviz.choices import AUTO
+from specviz.yes_no import yes_no
 
 ENV = "SPECVIZ_PREPARE"
 # The child's CPU priority (os.nice): last in line behind the page's own runs.
@@ -64,7 +65,7 @@ _runs = 0  # runs of the page's models under way (`holding`)
 
 
 def enabled(env=os.environ) -> bool:
-    return (env.get(ENV) or "1").strip().lower() not in ("0", "no", "off", "false")
+    return yes_no(env.get(ENV)) is not False
 
 
 def start(spec: str, runtime: str) -> Preparation:

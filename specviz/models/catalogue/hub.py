@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from specviz.models.errors import HubUnavailableError, MissingModelError, UnsafeWeightsError
+from specviz.yes_no import yes_no
 
 # What a causal LM needs; never pickled weights (*.bin, *.pt): only safetensors are fetched.
 ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "tokenizer*"]
@@ -20,10 +21,7 @@ CONNECT_TIMEOUT_S = 3.0
 
 
 def offline_env() -> bool:
-    return any(
-        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    )
+    return any(yes_no(os.environ.get(v)) is True for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
 def reachable() -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 from specviz import limits
 from specviz.models.errors import CustomModelsDisabledError, MissingModelError, UnsafeWeightsError
 from specviz.models.catalogue.presets import PRESETS, PinnedGGUF, Preset, get_preset
+from specviz.yes_no import yes_no
 
 ARROW = "->"
 HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name; never '..', which climbs a folder
@@ -53,7 +54,7 @@ def custom_allowed(env: Mapping[str, str] | None = None) -> bool:
     and without it, yes, except on a public Hugging Face Space (where SPACE_ID is set)."""
     env = os.environ if env is None else env
     default = "0" if env.get("SPACE_ID") else "1"
-    return env.get("SPECVIZ_ALLOW_CUSTOM_MODELS", default).strip().lower() not in ("0", "false", "no", "off")
+    return yes_no(env.get("SPECVIZ_ALLOW_CUSTOM_MODELS", default)) is not False
 
 
 def check_typed(spec: str | tuple) -> None:
