@@ -207,7 +207,7 @@ def _path(spec) -> Path:
 
     from specviz.costs.measure import digest
     from specviz.models.files.cache import cache_root
-    from specviz.lm.timing import cpu_name
+    from specviz.lm.timing import cpu_flags, cpu_name
 
     try:
         import llama_cpp
@@ -215,14 +215,13 @@ def _path(spec) -> Path:
         lcpp = llama_cpp.__version__
     except ImportError:
         lcpp = None
-    try:
-        flags = sorted(set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split()))
-    except (OSError, IndexError):
-        flags = []
+    flags = cpu_flags()
     key = {
         "pair": str(spec),
         "cpu": cpu_name(),
-        "flags": flags,
+        # The ':' of cpuinfo's flags line is part of the key: without it every choice recorded on
+        # this machine would be looked for under another file name and its pair measured again.
+        "flags": sorted(flags | {":"}) if flags else [],
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "llama-cpp-python": lcpp,
