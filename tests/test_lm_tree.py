@@ -13,7 +13,7 @@ import torch
 
 from specviz.lm.torch_runtime.cached import cached_lm, float_mask
 from specviz.lm.torch_runtime.lean import LeanLM
-from specviz.lm.tree import ancestry, depths
+from specviz.lm.tree import ancestry, check_path, depths
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -147,3 +147,11 @@ def test_keep_path_refuses_what_is_not_a_path(loop):
         lm.keep_path([1, 4])  # node 1's parent is node 0
     with pytest.raises(ValueError):
         lm.keep_path([0, 2, 4])  # node 4's parent is node 1
+
+
+def test_a_path_is_a_chain_of_the_trees_nodes_from_a_child_of_the_root():
+    parents = [-1, 0, -1, 2, 2]  # two branches: 0-1 and 2-(3, 4)
+    assert check_path(parents, (2, 4)) == [2, 4] and check_path(parents, []) == []
+    for wrong in ([1], [0, 3], [2, 4, 3], [5], [-1]):
+        with pytest.raises(ValueError, match="is not a path"):
+            check_path(parents, wrong)

@@ -38,6 +38,7 @@ from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, TreeDrafting,
 from specviz.lm.runtime import LM as ModelLM
 from specviz.lm.sampling import Sampler
 from specviz.lm.timing import sync
+from specviz.lm.tree import check_path
 
 
 @dataclass
@@ -244,10 +245,7 @@ class TreeDrafter(TreeDrafting):
         root down, indices into its tokens). The draft's cache keeps the context and the
         part of that path it has fed; the rest of the path and the round's emitted token
         are fed at the start of the next round."""
-        path = list(node_indices)
-        for j, node in enumerate(path):
-            if not 0 <= node < len(self._parents) or self._parents[node] != (path[j - 1] if j else -1):
-                raise ValueError(f"{path} is not a path from the root of the last proposal (parents {self._parents})")
+        path = check_path(self._parents, node_indices)
         if self._tree is None:
             return
         # A node never fed has no fed descendants.

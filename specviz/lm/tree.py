@@ -50,6 +50,18 @@ def check_parents(parents: Sequence[int]) -> None:
             raise ValueError(f"node {i} has parent {p}: a parent must be -1 or an earlier node")
 
 
+def check_path(parents: Sequence[int], path: Sequence[int]) -> list[int]:
+    """`path` as a list, if it is a chain of the tree's nodes (given by `parents`) from a child
+    of the root down."""
+    path = list(path)
+    for j, node in enumerate(path):
+        if not 0 <= node < len(parents):
+            raise ValueError(f"{path} is not a path of the tree: it has no node {node} ({len(parents)} nodes)")
+        if parents[node] != (path[j - 1] if j else -1):
+            raise ValueError(f"{path} is not a path from the root: node {node}'s parent is {parents[node]}")
+    return path
+
+
 def ancestry(parents: Sequence[int]) -> torch.Tensor:
     """(n, n) bool: [i, j] is True where node j is node i or one of its ancestors."""
     check_parents(parents)
@@ -83,16 +95,6 @@ class OpenTree:
         self.parents += list(parents)
         self.depths = all_depths
 
-    def check_path(self, path: Sequence[int]) -> list[int]:
-        """`path` as a list, if it is a chain of fed nodes from a child of the context down."""
-        path = list(path)
-        for j, node in enumerate(path):
-            if not 0 <= node < len(self.parents):
-                raise ValueError(f"node {node} was not fed")
-            if self.parents[node] != (path[j - 1] if j else -1):
-                raise ValueError(f"{path} is not a path from the context: node {node}'s parent is {self.parents[node]}")
-        return path
-
 
 class OpenTrees:
     """An LM's open tree: opened at its `length` by the first `feed_tree`, closed by
@@ -111,7 +113,7 @@ class OpenTrees:
         """The open tree, now closed, and `path` as a list once checked against it."""
         if self._tree is None:
             raise RuntimeError("no tree is open")
-        path = self._tree.check_path(path)
+        path = check_path(self._tree.parents, path)
         tree, self._tree = self._tree, None
         return tree, path
 
