@@ -100,11 +100,11 @@ def test_the_settings_take_each_registered_runtime_and_refuse_others():
 def test_the_cache_key_holds_the_cpus_flags_as_recorded_choices_are_filed(monkeypatch):
     # A choice's file is named by a digest of its key; the flags part is the flags line's words
     # after "flags", ':' included, so a machine's recorded choices keep their file names.
-    from specviz.costs import measure
     from specviz.lm import timing
+    from specviz.models.files import cache
 
     keys = []
-    monkeypatch.setattr(measure, "digest", lambda key: keys.append(key) or "k")
+    monkeypatch.setattr(cache, "digest", lambda key: keys.append(key) or "k")
     monkeypatch.setattr(timing, "cpu_flags", lambda: {"sse2", "avx2", "fpu"})
     rc._path("qwen-coder")
     monkeypatch.setattr(timing, "cpu_flags", lambda: set())

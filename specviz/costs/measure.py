@@ -11,7 +11,6 @@ type, `cost_model.CostModel`; the cost-aware policy and every speedup the page s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import torch
 
 from specviz.cost_model import CostModel
-from specviz.models.files.cache import cache_root, file_name, write_json
+from specviz.models.files.cache import cache_root, digest, file_name, write_json
 from specviz.lm.torch_runtime.devices import spread_over
 from specviz.lm.runtime import TORCH, open_lm, runtime_of
 from specviz.models.alignment.vocab import head_rows
@@ -208,8 +207,3 @@ def _runtime_fields(pair) -> dict:
 def _cache_path(pair, sizes, cache_dir: Path | None) -> Path:
     name = f"{file_name(pair.name, 40)}-{digest(_key_fields(pair, sizes))}.json"
     return (cache_dir or cache_root()) / "cost-models" / name
-
-
-def digest(key: dict) -> str:
-    """A cached file's name for everything its contents depend on."""
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

@@ -205,8 +205,7 @@ def _read(path: Path) -> dict:
 def _path(spec) -> Path:
     import torch
 
-    from specviz.costs.measure import digest
-    from specviz.models.files.cache import cache_root
+    from specviz.models.files.cache import cache_root, digest
     from specviz.lm.timing import cpu_flags, cpu_name
 
     try:

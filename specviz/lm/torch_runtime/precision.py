@@ -15,7 +15,6 @@ precision are what a run pays.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import replace
@@ -26,7 +25,7 @@ import torch
 from specviz.lm import timing
 
 from specviz.models.files import cache
-from specviz.models.files.cache import cache_root
+from specviz.models.files.cache import cache_root, digest
 from specviz.lm.pair import PrecisionChoice, dtype_name
 from specviz.lm.torch_runtime.devices import DTYPES, INT8, SHORT, Measure, Placement, choose_dtype
 from specviz.models.errors import DeviceError
@@ -75,8 +74,7 @@ def cache_file(target_key: str, device: torch.device) -> Path:
         "sizes": list(SIZES),
         "timed through": LOOP,
     }
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return cache_root() / "precision" / f"{digest}.json"
+    return cache_root() / "precision" / f"{digest(key)}.json"
 
 
 def read(path: Path) -> PrecisionChoice | None:

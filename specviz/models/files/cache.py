@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -37,6 +38,11 @@ def cache_root() -> Path:
 def file_name(text: str, limit: int = 80) -> str:
     """`text` as a file name: letters, digits and -_. kept, anything else "_", at most `limit` long."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:limit]
+
+
+def digest(key: dict) -> str:
+    """A cached file's name for everything its contents depend on (`key`, JSON-able)."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def where() -> tuple[Path, str]:
