@@ -24,7 +24,8 @@ pytest.importorskip("llama_cpp")
 from specviz import engine  # noqa: E402
 from specviz.errors import UserError  # noqa: E402
 from specviz.lm.llamacpp_runtime.lm import LlamaCppLM  # noqa: E402
-from specviz.lm.runtime import LLAMACPP, open_lm  # noqa: E402
+from specviz.choices import LLAMACPP  # noqa: E402
+from specviz.lm.runtime import open_lm  # noqa: E402
 from specviz.lm.llamacpp_runtime.model import LlamaCppModel  # noqa: E402
 from specviz.lm.pair import ModelPair  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402

@@ -11,13 +11,13 @@ import torch
 pytest.importorskip("llama_cpp")
 
 from specviz import engine  # noqa: E402
-from specviz.choices import DRAFTERS  # noqa: E402
+from specviz.choices import DRAFTERS, LLAMACPP  # noqa: E402
 from specviz.errors import UserError  # noqa: E402
 from specviz.lm import interrupt, load_pair  # noqa: E402
 from specviz.lm.llamacpp_runtime import abort  # noqa: E402
 from specviz.lm.llamacpp_runtime.lm import BATCH  # noqa: E402
 from specviz.lm.llamacpp_runtime.model import LlamaCppModel  # noqa: E402
-from specviz.lm.runtime import LLAMACPP, missing  # noqa: E402
+from specviz.lm.runtime import missing  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 from test_runtime_llamacpp import llamacpp_pair  # noqa: E402
 from test_stop_prefill import long_prompt  # noqa: E402

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import torch
 
+from specviz.choices import TORCH
 from specviz.cost_model import CostModel
 from specviz.models.files.cache import cache_root, digest, file_name, write_json
 from specviz.lm.torch_runtime.devices import spread_over
-from specviz.lm.runtime import TORCH, open_lm, runtime_of
+from specviz.lm.runtime import open_lm, runtime_of
 from specviz.models.alignment.vocab import head_rows
 from specviz.lm.timing import MEASURE_CONTEXT, REPEATS, cpu_name, drafted_token_ms, measure_pass_ms, target_pass_ms
 from specviz.settings import MAX_K

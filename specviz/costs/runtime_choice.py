@@ -24,9 +24,7 @@ from pathlib import Path
 from specviz import theory
 from specviz.cost_model import CostModel, kept, older_shape
 from specviz.errors import UserError
-from specviz.lm.runtime import LLAMACPP, RUNTIMES, TORCH
-from specviz.choices import AUTO
-from specviz.choices import RUNTIMES as CHOICES
+from specviz.choices import AUTO, LLAMACPP, RUNTIMES, TORCH
 from specviz.settings import MAX_K
 
 # The acceptance a choice assumes before this pair has run: typical of a same-family pair
@@ -66,8 +64,8 @@ def choose(spec, requested: str = AUTO, *, options: dict | None = None, env=os.e
     """The runtime to load `spec` on, and why. `options`: the load's other options; one that
     only torch has (a device, a precision, a device map) makes `auto` torch, and is refused
     beside an explicit llama.cpp."""
-    if requested not in CHOICES:
-        raise UserError(f"runtime must be one of {', '.join(CHOICES.names)} (got {requested!r})")
+    if requested not in RUNTIMES:
+        raise UserError(f"runtime must be one of {', '.join(RUNTIMES.names)} (got {requested!r})")
 
     def given(x) -> bool:
         return x is not None and str(x).strip().lower() not in ("", "auto", "none")
@@ -89,8 +87,8 @@ def choose(spec, requested: str = AUTO, *, options: dict | None = None, env=os.e
     if torch.cuda.is_available():
         return Choice(TORCH, "a GPU is here, and this llama.cpp build runs on the CPU")
     asked = (env.get(ENV) or AUTO).strip()
-    if asked not in CHOICES:
-        raise UserError(f"{ENV} must be one of {', '.join(CHOICES.names)} (got {asked!r})")
+    if asked not in RUNTIMES:
+        raise UserError(f"{ENV} must be one of {', '.join(RUNTIMES.names)} (got {asked!r})")
     if asked != AUTO:
         return Choice(asked, f"{ENV}={asked}")
     why_not = _llamacpp_unusable(spec)

@@ -20,25 +20,9 @@ from typing import Any, Protocol, Sequence
 
 import torch
 
-from specviz.choices import BATCHED, DEVICE_MAP, HF_GENERATE, LLAMACPP, RUNTIMES, TORCH
-from specviz.choices import EARLY_EXIT_PASS as EARLY_EXIT
-from specviz.choices import TREE_PASS as TREE
+from specviz.choices import RUNTIMES, TORCH
 
-__all__ = [
-    "BATCHED",
-    "DEVICE_MAP",
-    "EARLY_EXIT",
-    "HF_GENERATE",
-    "LLAMACPP",
-    "RUNTIMES",
-    "TORCH",
-    "TREE",
-    "LM",
-    "RuntimeModel",
-    "missing",
-    "open_lm",
-    "runtime_of",
-]
+__all__ = ["LM", "RuntimeModel", "missing", "open_lm", "runtime_of"]
 
 
 def missing(runtime: str, capability: str) -> str | None:

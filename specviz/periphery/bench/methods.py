@@ -61,6 +61,7 @@ from specviz.choices import (
     DRAFTERS,
     FIXED,
     HEURISTIC,
+    HF_GENERATE,
     INTERSECTION,
     LLAMACPP,
     MODEL,
@@ -219,7 +220,7 @@ def check_pair(pair, methods: list[Method]) -> None:
             f"pair {pair.name} has no draft model: drop the draft-model methods "
             "(sv-k*, sv-adaptive*, sv-text, sv-intersection, sv-tree*, hf-assisted*, hf-universal*)"
         )
-    from specviz.lm.runtime import HF_GENERATE, missing
+    from specviz.lm.runtime import missing
 
     families = {m.family for m in methods}
     if "hf" in families and missing(pair.runtime, HF_GENERATE):
