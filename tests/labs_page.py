@@ -16,7 +16,7 @@ def build(pair_spec: str) -> gr.Blocks:
         trace = gr.State(None)
         pair = gr.Textbox(pair_spec, label="pair", elem_id="pair")
         upload = gr.File(label="Upload a trace (.json)", file_types=[".json"], type="filepath", elem_id="trace-upload")
-        tab = labs_tab.build()
+        tab = labs_tab.LabsTab()
         labs_tab.wire(tab, trace, pair, config)
         upload.upload(traces.read_upload, [upload], [trace]).success(labs_tab.views, [trace], tab.outputs)
     return demo

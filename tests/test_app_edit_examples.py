@@ -23,7 +23,7 @@ pytestmark = pytest.mark.app
 @pytest.fixture(scope="module")
 def tab() -> live.LiveTab:
     with gr.Blocks():
-        return live.build(PageConfig(default_pair="qwen-coder", preload=False))
+        return live.LiveTab(PageConfig(default_pair="qwen-coder", preload=False))
 
 
 def click(tab: live.LiveTab, label: str) -> list:

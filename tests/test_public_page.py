@@ -111,7 +111,7 @@ def test_the_limit_is_the_operators_to_change(monkeypatch):
 
 def test_the_prompt_box_stops_at_the_limit():
     with gr.Blocks():
-        tab = live.build(PageConfig(default_pair="qwen-coder", preload=False))
+        tab = live.LiveTab(PageConfig(default_pair="qwen-coder", preload=False))
     assert tab.prompt.max_length == PROMPT.chars.default
 
 

@@ -39,7 +39,7 @@ except SettingsError as e:
 demo = build_page(PageConfig(default_pair="qwen-coder", preload=False))
 tab = None
 with gr.Blocks():
-    tab = live.build(PageConfig(default_pair="qwen-coder", preload=False))
+    tab = live.LiveTab(PageConfig(default_pair="qwen-coder", preload=False))
 control = tab.settings["toy_level"]
 values = [5 if c is control else getattr(c, "value", None) for c in tab.inputs]
 _, _, read = tab.read(values)

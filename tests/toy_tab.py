@@ -1,6 +1,7 @@
-"""A tab written the way docs/ARCHITECTURE.md says a new one is: a `Tab` subclass with an id
-and a title, its components built in `build`, and a `redraw` from the current trace. It says
-how many tokens the run gained and in how many rounds."""
+"""A tab written the way docs/ARCHITECTURE.md says a new one is: a class whose `__init__` makes
+the tab's components where it lays them out, and a `Tab` subclass with an id and a title that
+builds it, lists what its `redraw` writes and redraws from the current trace. It says how many
+tokens the run gained and in how many rounds."""
 
 from __future__ import annotations
 
@@ -10,16 +11,20 @@ from specviz.app.tab import Shared, Tab
 from specviz.events import RoundEvent, Trace
 
 
+class ToyRounds:
+    """The tab's components, each made where it is laid out (inside the caller's gr.Tab)."""
+
+    def __init__(self):
+        self.words = gr.Markdown("No run yet.", elem_id="toy-rounds-words")
+
+
 class ToyTab(Tab):
     id = "toy-rounds"
     title = "Toy: rounds"
 
     def build(self, shared: Shared) -> None:
-        self.words = gr.Markdown("No run yet.", elem_id="toy-rounds-words")
-
-    @property
-    def redraw_outputs(self) -> list:
-        return [self.words]
+        self.ui = ToyRounds()
+        self.redraw_outputs = [self.ui.words]
 
     def redraw(self, trace: Trace | None, *values) -> tuple:
         if trace is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import gradio as gr
 
@@ -30,45 +30,34 @@ NOTHING = muted("Run a generation in speculative mode, then compare it here with
 READY = muted("Press \u201cRun plain decoding and compare\u201d to race this run against the target alone.")
 
 
-@dataclass
 class CompareTab:
-    run: gr.Button
-    stop: gr.Button
-    table: gr.HTML
-    identity: gr.HTML
-    curve: gr.Plot
-    replay: gr.Button
-    speed: gr.Radio
-    spec_column: gr.HTML
-    plain_column: gr.HTML
+    """The tab's components, each made where it is laid out (inside the caller's gr.Tab)."""
+
+    def __init__(self):
+        hint(
+            "Plain decoding runs the target alone, one forward pass per token, with the same prompt, settings "
+            "and seed as the current run."
+        )
+        with gr.Row():
+            self.run = gr.Button("Run plain decoding and compare", variant="primary", elem_id="compare-run", scale=3)
+            self.stop = gr.Button("Stop", variant="stop", elem_id="compare-stop", scale=1, min_width=80)
+        with gr.Row(equal_height=False):
+            with gr.Column(min_width=300):
+                self.table = gr.HTML(NOTHING, elem_id="compare-table")
+                self.identity = gr.HTML(elem_id="identity")
+            with gr.Column(min_width=300):
+                self.curve = chart("race-curve", viz.empty_figure("Tokens over time appear here", "Tokens over time"))
+        with gr.Row(equal_height=False, elem_id="race-controls"):
+            self.replay = gr.Button("\u25b6 Replay the race", elem_id="race-replay", scale=0, min_width=180)
+            self.speed = gr.Radio(SPEEDS, value=1.0, label="Replay speed", elem_id="race-speed", scale=1)
+        with gr.Row(equal_height=False, elem_id="race"):
+            self.spec_column = gr.HTML(elem_id="race-spec", min_width=280)
+            self.plain_column = gr.HTML(elem_id="race-plain", min_width=280)
 
     @property
     def outputs(self) -> list:
         """views()' outputs, in its return order (the plain trace's state comes first)."""
         return [self.table, self.identity, self.curve, self.spec_column, self.plain_column]
-
-
-def build() -> CompareTab:
-    hint(
-        "Plain decoding runs the target alone, one forward pass per token, with the same prompt, settings "
-        "and seed as the current run."
-    )
-    with gr.Row():
-        run = gr.Button("Run plain decoding and compare", variant="primary", elem_id="compare-run", scale=3)
-        stop = gr.Button("Stop", variant="stop", elem_id="compare-stop", scale=1, min_width=80)
-    with gr.Row(equal_height=False):
-        with gr.Column(min_width=300):
-            table = gr.HTML(NOTHING, elem_id="compare-table")
-            identity = gr.HTML(elem_id="identity")
-        with gr.Column(min_width=300):
-            curve = chart("race-curve", viz.empty_figure("Tokens over time appear here", "Tokens over time"))
-    with gr.Row(equal_height=False, elem_id="race-controls"):
-        replay = gr.Button("\u25b6 Replay the race", elem_id="race-replay", scale=0, min_width=180)
-        speed = gr.Radio(SPEEDS, value=1.0, label="Replay speed", elem_id="race-speed", scale=1)
-    with gr.Row(equal_height=False, elem_id="race"):
-        spec_column = gr.HTML(elem_id="race-spec", min_width=280)
-        plain_column = gr.HTML(elem_id="race-plain", min_width=280)
-    return CompareTab(run, stop, table, identity, curve, replay, speed, spec_column, plain_column)
 
 
 def views(spec: Trace | None, plain: Trace | None) -> tuple:
@@ -153,7 +142,7 @@ class ComparePage(Tab):
     id, title = "compare", "Side by side"
 
     def build(self, shared: Shared) -> None:
-        self.ui = build()
+        self.ui = CompareTab()
         self.comparisons = Comparisons(shared.config)
         self.redraw_outputs = [shared.plain, *self.ui.outputs]
 

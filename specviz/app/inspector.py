@@ -9,8 +9,6 @@ tokens they became; a suffix or lookahead round shows where its candidates came 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import gradio as gr
 
 from specviz.choices import PLAIN
@@ -27,20 +25,36 @@ from specviz.app.tab import PRIVATE, Shared, Tab, chart, hint, muted, shown
 NO_ROUNDS = "Run a generation (or upload a trace) in speculative mode: its rounds appear here."
 
 
-@dataclass
 class InspectorTab:
-    prev: gr.Button
-    round: gr.Slider
-    next: gr.Button
-    story: gr.HTML
-    position: gr.Radio
-    bars: gr.Plot
-    tokens: gr.HTML
-    tree_box: gr.Row  # shown for a tree round
-    tree: gr.Plot
-    mask: gr.Plot
-    alignment: gr.HTML  # shown for a round drafted with another tokenizer
-    source: gr.HTML  # shown for a suffix or lookahead round
+    """The tab's components, each made where it is laid out (inside the caller's gr.Tab)."""
+
+    def __init__(self):
+        hint(
+            "Step through the run one round at a time. Click any token, here or in the live run, "
+            "to see the round and the position it came from."
+        )
+        with gr.Row(equal_height=False, elem_id="round-stepper"):
+            self.prev = gr.Button("\u25c0 Previous", size="sm", min_width=90, scale=0, elem_id="round-prev")
+            self.round = gr.Slider(
+                0, 1, value=0, step=1, precision=0, label="Round", elem_id="round", scale=1, min_width=160
+            )
+            self.next = gr.Button("Next \u25b6", size="sm", min_width=90, scale=0, elem_id="round-next")
+        self.tokens = gr.HTML(
+            viz.tokens_html([], empty=NO_ROUNDS), elem_id="inspector-tokens", js_on_load=TOKEN_CLICK_JS
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=300):
+                self.story = gr.HTML(elem_id="round-story")
+                self.position = gr.Radio([], label="Position in the round", elem_id="position")
+            with gr.Column(scale=1, min_width=300):
+                self.bars = chart(
+                    "position-bars", empty_figure("p and q at the chosen position appear here", None, 320)
+                )
+        self.alignment = gr.HTML(visible=False, elem_id="round-alignment")  # a round drafted with another tokenizer
+        self.source = gr.HTML(visible=False, elem_id="round-source")  # a suffix or lookahead round
+        with gr.Row(equal_height=False, visible=False, elem_id="round-tree-box") as self.tree_box:  # a tree round
+            self.tree = chart("round-tree", min_width=300)
+            self.mask = chart("round-tree-mask", min_width=300)
 
     @property
     def outputs(self) -> list:
@@ -57,30 +71,6 @@ class InspectorTab:
             self.alignment,
             self.source,
         ]
-
-
-def build() -> InspectorTab:
-    hint(
-        "Step through the run one round at a time. Click any token, here or in the live run, "
-        "to see the round and the position it came from."
-    )
-    with gr.Row(equal_height=False, elem_id="round-stepper"):
-        prev = gr.Button("\u25c0 Previous", size="sm", min_width=90, scale=0, elem_id="round-prev")
-        round_ = gr.Slider(0, 1, value=0, step=1, precision=0, label="Round", elem_id="round", scale=1, min_width=160)
-        next_ = gr.Button("Next \u25b6", size="sm", min_width=90, scale=0, elem_id="round-next")
-    tokens = gr.HTML(viz.tokens_html([], empty=NO_ROUNDS), elem_id="inspector-tokens", js_on_load=TOKEN_CLICK_JS)
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=300):
-            story = gr.HTML(elem_id="round-story")
-            position = gr.Radio([], label="Position in the round", elem_id="position")
-        with gr.Column(scale=1, min_width=300):
-            bars = chart("position-bars", empty_figure("p and q at the chosen position appear here", None, 320))
-    alignment = gr.HTML(visible=False, elem_id="round-alignment")
-    source = gr.HTML(visible=False, elem_id="round-source")
-    with gr.Row(equal_height=False, visible=False, elem_id="round-tree-box") as tree_box:
-        tree = chart("round-tree", min_width=300)
-        mask = chart("round-tree-mask", min_width=300)
-    return InspectorTab(prev, round_, next_, story, position, bars, tokens, tree_box, tree, mask, alignment, source)
 
 
 def rounds_of(trace: Trace | None) -> list[RoundEvent]:
@@ -171,7 +161,7 @@ class InspectorPage(Tab):
     id, title = "inspector", "Round inspector"
 
     def build(self, shared: Shared) -> None:
-        self.ui = build()
+        self.ui = InspectorTab()
         self.redraw_outputs = self.ui.outputs
 
     def wire(self, shared: Shared) -> None:

@@ -7,7 +7,7 @@ length each round should have used in hindsight, from the cost model the trace c
 On the loaded pair: the current prompt at several temperatures (one button, cancellable),
 and the pass costs of several sequences at once with the speedup they predict by batch size.
 
-    tab = labs_tab.build()
+    tab = labs_tab.LabsTab()
     labs_tab.wire(tab, trace_state, pair_dropdown, config)
     ... trace changes -> labs_tab.views(trace) into tab.outputs
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import gradio as gr
 
@@ -48,23 +48,14 @@ BATCH_REPEATS = 2  # timed passes per size on the page: a CPU takes minutes for 
 BATCH_GRANT_S = 60  # ZeroGPU seconds for the batch timing: seconds of passes on a GPU, and their setup
 
 
-@dataclass
 class LabsTab:
-    position_rates: gr.Plot
-    lengths: gr.Plot
-    lengths_text: gr.HTML
-    hindsight: gr.Plot
-    hindsight_text: gr.HTML
-    pass_costs: gr.Plot
-    temperatures: gr.Textbox
-    sweep: gr.Button
-    sweep_stop: gr.Button
-    sweep_plot: gr.Plot
-    sweep_text: gr.HTML
-    batching: gr.Button
-    batching_plot: gr.Plot
-    batch_costs: gr.Plot
-    batching_text: gr.HTML
+    """The tab's components, each made where it is laid out (inside the caller's gr.Tab): its
+    sections, top to bottom."""
+
+    def __init__(self):
+        self._trace_sections()
+        self._sweep_section()
+        self._batching_section()
 
     @property
     def outputs(self) -> list:
@@ -86,66 +77,55 @@ class LabsTab:
     def batching_outputs(self) -> list:
         return [self.batching_plot, self.batch_costs, self.batching_text]
 
+    def _trace_sections(self) -> None:
+        """What the current trace shows: acceptance by position, accepted lengths, hindsight k,
+        and the pass costs by runtime."""
+        hint(
+            "### Acceptance by position\nTwo rates are in use. **Conditional**: of the rounds whose drafts were all "
+            "accepted up to position i, the share that accepted i too. **Unconditional** (what vLLM and llama.cpp log): "
+            "accepted at i over every round that drafted i tokens. If each draft were accepted independently with "
+            "probability \u03b1, the first would be \u03b1 everywhere and the second \u03b1^i."
+        )
+        with gr.Row(equal_height=False):
+            self.position_rates = chart("labs-positions", min_width=300)
+            self.lengths = chart("labs-lengths", min_width=300)
+        self.lengths_text = gr.HTML(NO_RUN, elem_id="labs-lengths-text")
+        hint(
+            "### Hindsight k\nFor each round, the draft length that would have yielded the most tokens per ms, "
+            "knowing how many of its drafts the target accepted, beside the length the policy drafted."
+        )
+        self.hindsight = chart("labs-hindsight")
+        self.hindsight_text = gr.HTML(elem_id="labs-hindsight-text")
+        hint(
+            "### Pass costs by runtime\nWhat one target pass over n new tokens costs on each runtime timed on this "
+            "machine, in one-token passes (measured at load). Drafting k tokens pays only where verifying them "
+            "costs much less than k passes: near the dashed line every drafted token is paid for twice."
+        )
+        self.pass_costs = chart("labs-pass-costs")
 
-def build() -> LabsTab:
-    """The tab's sections, top to bottom, inside the caller's gr.Tab."""
-    return LabsTab(*_trace_sections(), *_sweep_section(), *_batching_section())
+    def _sweep_section(self) -> None:
+        """The current prompt at several temperatures on the loaded pair."""
+        hint(
+            "### Temperature\nSampling spreads both models' probability over more tokens, and the draft's guess "
+            "matches the target's less often."
+        )
+        self.temperatures = gr.Textbox(
+            DEFAULT_TEMPERATURES, label="Temperatures", info="comma-separated, 0 to 2", elem_id="labs-temperatures"
+        )
+        with gr.Row():
+            self.sweep = gr.Button("Run the temperature sweep", variant="primary", elem_id="labs-sweep", scale=3)
+            self.sweep_stop = gr.Button("Stop", variant="stop", elem_id="labs-sweep-stop", scale=1, min_width=80)
+        self.sweep_plot = chart("labs-sweep-plot", ap.temperature_sweep_figure([], [], [], []))
+        self.sweep_text = gr.HTML(SWEEP_HINT, elem_id="labs-sweep-text")
 
-
-def _trace_sections() -> tuple:
-    """What the current trace shows: acceptance by position, accepted lengths, hindsight k,
-    and the pass costs by runtime."""
-    hint(
-        "### Acceptance by position\nTwo rates are in use. **Conditional**: of the rounds whose drafts were all "
-        "accepted up to position i, the share that accepted i too. **Unconditional** (what vLLM and llama.cpp log): "
-        "accepted at i over every round that drafted i tokens. If each draft were accepted independently with "
-        "probability \u03b1, the first would be \u03b1 everywhere and the second \u03b1^i."
-    )
-    with gr.Row(equal_height=False):
-        position_rates = chart("labs-positions", min_width=300)
-        lengths = chart("labs-lengths", min_width=300)
-    lengths_text = gr.HTML(NO_RUN, elem_id="labs-lengths-text")
-    hint(
-        "### Hindsight k\nFor each round, the draft length that would have yielded the most tokens per ms, "
-        "knowing how many of its drafts the target accepted, beside the length the policy drafted."
-    )
-    hindsight = chart("labs-hindsight")
-    hindsight_text = gr.HTML(elem_id="labs-hindsight-text")
-    hint(
-        "### Pass costs by runtime\nWhat one target pass over n new tokens costs on each runtime timed on this "
-        "machine, in one-token passes (measured at load). Drafting k tokens pays only where verifying them "
-        "costs much less than k passes: near the dashed line every drafted token is paid for twice."
-    )
-    pass_costs = chart("labs-pass-costs")
-    return position_rates, lengths, lengths_text, hindsight, hindsight_text, pass_costs
-
-
-def _sweep_section() -> tuple:
-    """The current prompt at several temperatures on the loaded pair."""
-    hint(
-        "### Temperature\nSampling spreads both models' probability over more tokens, and the draft's guess "
-        "matches the target's less often."
-    )
-    temperatures = gr.Textbox(
-        DEFAULT_TEMPERATURES, label="Temperatures", info="comma-separated, 0 to 2", elem_id="labs-temperatures"
-    )
-    with gr.Row():
-        sweep = gr.Button("Run the temperature sweep", variant="primary", elem_id="labs-sweep", scale=3)
-        sweep_stop = gr.Button("Stop", variant="stop", elem_id="labs-sweep-stop", scale=1, min_width=80)
-    sweep_plot = chart("labs-sweep-plot", ap.temperature_sweep_figure([], [], [], []))
-    sweep_text = gr.HTML(SWEEP_HINT, elem_id="labs-sweep-text")
-    return temperatures, sweep, sweep_stop, sweep_plot, sweep_text
-
-
-def _batching_section() -> tuple:
-    """The pass costs of several sequences at once and the speedup they predict by batch size."""
-    hint("### Batching\nA server decodes many sequences at once, and the speedup shrinks as the batch grows.")
-    batching = gr.Button("Measure batch costs", elem_id="labs-batching")
-    with gr.Row(equal_height=False):
-        batching_plot = chart("labs-batching-plot", ap.batching_figure([], [], [], [], 1), min_width=300)
-        batch_costs = chart("labs-batch-costs", ap.batch_costs_figure([], [], []), min_width=300)
-    batching_text = gr.HTML(BATCH_HINT, elem_id="labs-batching-text")
-    return batching, batching_plot, batch_costs, batching_text
+    def _batching_section(self) -> None:
+        """The pass costs of several sequences at once and the speedup they predict by batch size."""
+        hint("### Batching\nA server decodes many sequences at once, and the speedup shrinks as the batch grows.")
+        self.batching = gr.Button("Measure batch costs", elem_id="labs-batching")
+        with gr.Row(equal_height=False):
+            self.batching_plot = chart("labs-batching-plot", ap.batching_figure([], [], [], [], 1), min_width=300)
+            self.batch_costs = chart("labs-batch-costs", ap.batch_costs_figure([], [], []), min_width=300)
+        self.batching_text = gr.HTML(BATCH_HINT, elem_id="labs-batching-text")
 
 
 def views(trace: Trace | None) -> tuple:
@@ -386,8 +366,8 @@ class LabsPage(Tab):
     id, title = "labs", "Labs"
 
     def build(self, shared: Shared) -> None:
-        self.ui = build()
-        self.metrics = production.build_metrics()
+        self.ui = LabsTab()
+        self.metrics = production.MetricsSection()
         self.redraw_outputs = self.ui.outputs
 
     def wire(self, shared: Shared) -> None:

@@ -20,7 +20,6 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -54,25 +53,51 @@ watch('value', () => {
 """
 
 
+NO_RUN = "Press Run to generate: each token appears coloured by what happened to it."
+
 # Where the page puts the settings: the choices stacked, then rows side by side. Any other
 # setting (a new one too) goes under "More settings", in declared order.
 STACKED = ("runtime", "drafter", "mode", "policy")
 ROWS = (("k",), ("temperature", "top_p"), ("seed", "top_k", "max_new_tokens"), ("tree_nodes", "tree_width"))
 
 
-@dataclass
 class LiveTab:
-    prompt: gr.Textbox
-    pair: gr.Dropdown
-    settings: dict[str, gr.components.Component]  # one control per GenerationSettings field, in declared order
-    run: gr.Button
-    stop: gr.Button
-    tokens: gr.HTML
-    stats: gr.HTML
-    timeline: gr.Plot
-    round_tree: gr.Plot  # the latest round's tree, in a tree run
-    round_alignment: gr.HTML  # the latest round's alignment, with a draft of another tokenizer
-    examples: dict[str, gr.Examples]  # by heading: each sets the prompt and SET_BY_EXAMPLES
+    """The live run's components, each made where it is laid out: settings on the left (on top
+    on a phone), the run on the right."""
+
+    def __init__(self, config: PageConfig):
+        examples = load_examples()
+        # On a phone the columns stack; app.css then puts the run between the prompt and the settings.
+        with gr.Row(equal_height=False, elem_id="live-row"):
+            with gr.Column(scale=2, min_width=300, elem_id="live-controls"):
+                with gr.Column(elem_id="live-prompt") as prompt_column:
+                    self.prompt = gr.Textbox(
+                        label=PROMPT.label,
+                        lines=4,
+                        max_lines=12,
+                        value=examples[0]["prompt"],
+                        elem_id="prompt",
+                        max_length=PROMPT.chars.value,
+                    )
+                    with gr.Row():
+                        self.run = gr.Button("Run", variant="primary", elem_id="run", min_width=80)
+                        self.stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
+                with gr.Column(elem_id="live-settings"):
+                    self.pair, controls = _settings(config)
+                # One control per GenerationSettings field, in declared order.
+                self.settings = {name: controls[name] for name in SPECS}
+                with prompt_column:  # under the prompt, made once the controls an example sets are
+                    self.examples = make_examples(examples, self.prompt, self.settings)
+            with gr.Column(scale=3, min_width=300, elem_id="live-output"):
+                gr.HTML(viz.legend_html(plain=True), elem_id="legend")
+                self.tokens = gr.HTML(viz.tokens_html([], empty=NO_RUN), elem_id="tokens", js_on_load=TOKEN_CLICK_JS)
+                self.round_tree = chart("live-tree", visible=False)  # the latest round's tree, in a tree run
+                # The latest round's alignment, with a draft of another tokenizer.
+                self.round_alignment = gr.HTML(visible=False, elem_id="live-alignment")
+                self.stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
+                self.timeline = chart(
+                    "timeline", empty_figure("The time of each round appears here as it runs", "Time per round")
+                )
 
     @property
     def inputs(self) -> list[gr.components.Component]:
@@ -155,47 +180,6 @@ def pair_choices(config: PageConfig) -> list[tuple[str, str]]:
     if config.default_pair not in {value for _, value in choices}:
         choices.insert(0, (config.default_pair, config.default_pair))
     return choices
-
-
-def build(config: PageConfig) -> LiveTab:
-    """The live run's layout: settings on the left (on top on a phone), the run on the right."""
-    examples = load_examples()
-    # On a phone the columns stack; app.css then puts the run between the prompt and the settings.
-    with gr.Row(equal_height=False, elem_id="live-row"):
-        with gr.Column(scale=2, min_width=300, elem_id="live-controls"):
-            with gr.Column(elem_id="live-prompt") as prompt_column:
-                prompt = gr.Textbox(
-                    label=PROMPT.label,
-                    lines=4,
-                    max_lines=12,
-                    value=examples[0]["prompt"],
-                    elem_id="prompt",
-                    max_length=PROMPT.chars.value,
-                )
-                with gr.Row():
-                    run = gr.Button("Run", variant="primary", elem_id="run", min_width=80)
-                    stop = gr.Button("Stop", variant="stop", elem_id="stop", min_width=80)
-            with gr.Column(elem_id="live-settings"):
-                pair, controls = _settings(config)
-            settings = {name: controls[name] for name in SPECS}
-            with prompt_column:  # under the prompt, made once the controls an example sets are
-                example_sets = make_examples(examples, prompt, settings)
-        with gr.Column(scale=3, min_width=300, elem_id="live-output"):
-            gr.HTML(viz.legend_html(plain=True), elem_id="legend")
-            tokens = gr.HTML(
-                viz.tokens_html([], empty="Press Run to generate: each token appears coloured by what happened to it."),
-                elem_id="tokens",
-                js_on_load=TOKEN_CLICK_JS,
-            )
-            round_tree = chart("live-tree", visible=False)
-            round_alignment = gr.HTML(visible=False, elem_id="live-alignment")
-            stats = gr.HTML(viz.stats_html(viz.live_stats([])), elem_id="stats")
-            timeline = chart(
-                "timeline", empty_figure("The time of each round appears here as it runs", "Time per round")
-            )
-    return LiveTab(
-        prompt, pair, settings, run, stop, tokens, stats, timeline, round_tree, round_alignment, example_sets
-    )
 
 
 def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.Component]]:
@@ -399,8 +383,8 @@ class LivePage(Tab):
     id, title = "live", "Live run"
 
     def build(self, shared: Shared) -> None:
-        self.ui = build(shared.config)
-        self.export = production.build_export()
+        self.ui = LiveTab(shared.config)
+        self.export = production.ExportPanel()
         self.runs = LiveRuns(shared.config, self.ui)
         self.redraw_inputs, self.redraw_outputs = [self.export.format], self.export.outputs
 

@@ -12,8 +12,6 @@ temperature (specviz.periphery.lossless.bug_gallery).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import gradio as gr
 
 from specviz import viz
@@ -34,25 +32,14 @@ DEFAULT_TEMPERATURE = 0.7  # specviz.periphery.lossless.DEFAULT_TEMPERATURE (not
 ONE_AT_A_TIME = {"concurrency_id": "lossless", "concurrency_limit": 1, **PRIVATE}
 
 
-@dataclass
 class LosslessTab:
-    q: gr.Textbox
-    p: gr.Textbox
-    samples: gr.Dropdown
-    seed: gr.Number
-    run: gr.Button
-    summary: gr.HTML
-    frequencies: gr.Plot
-    acceptance: gr.Plot
-    temperature: gr.Slider
-    bugs_run: gr.Button
-    bugs_table: gr.HTML
-    bugs_frequencies: gr.Plot
-    bugs_tv: gr.Plot
-    run_position: gr.Button
-    position_summary: gr.HTML
-    position_frequencies: gr.Plot
-    position_acceptance: gr.Plot
+    """The tab's components, each made where it is laid out (inside the caller's gr.Tab): its
+    sections, top to bottom."""
+
+    def __init__(self):
+        self._monte_carlo_section()
+        self._bugs_section()
+        self._position_section()
 
     @property
     def inputs(self) -> list:
@@ -74,73 +61,64 @@ class LosslessTab:
     def bugs_outputs(self) -> list:
         return [self.bugs_table, self.bugs_frequencies, self.bugs_tv]
 
-
-def build() -> LosslessTab:
-    """The tab's sections, top to bottom, inside the caller's gr.Tab."""
-    return LosslessTab(*_monte_carlo_section(), *_bugs_section(), *_position_section())
-
-
-def _monte_carlo_section() -> tuple:
-    """The rule run many times on a p and q typed in."""
-    hint(
-        "Draw x from q, keep it with probability min(1, p(x)/q(x)), otherwise draw a replacement from "
-        "norm(max(0, p \u2212 q)). Repeat many times: what comes out is distributed exactly as p."
-    )
-
-    def distribution(value: str, label: str, elem_id: str) -> gr.Textbox:
-        return gr.Textbox(value, label=label, info="comma-separated, sums to 1", elem_id=elem_id, min_width=220)
-
-    with gr.Row(equal_height=False):
-        q = distribution(DEFAULT_Q, "q: the draft's distribution", "lossless-q")
-        p = distribution(DEFAULT_P, "p: the target's distribution", "lossless-p")
-        samples = gr.Dropdown(SAMPLES, value=1_000_000, label="Draws", elem_id="lossless-samples", min_width=140)
-        seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="lossless-seed", min_width=100)
-    run = gr.Button("Run the Monte Carlo", variant="primary", elem_id="lossless-run")
-    summary = gr.HTML(elem_id="lossless-summary")
-    with gr.Row(equal_height=False):
-        frequencies = chart("lossless-frequencies", min_width=300)
-        acceptance = chart("lossless-acceptance", min_width=260)
-    return q, p, samples, seed, run, summary, frequencies, acceptance
-
-
-def _bugs_section() -> tuple:
-    """The exact rule beside the mistakes of real implementations, on the same p and q."""
-    gr.Markdown(
-        "### Bugs people ship\nThe exact rule beside four mistakes found in real implementations, each run on "
-        "the p and q above with the same number of draws. p and q are read as the distributions at temperature "
-        "1; the drafts are sampled at T, so every output should be distributed as p at T, softmax(log p / T)."
-    )
-    with gr.Row(equal_height=False):
-        temperature = gr.Slider(
-            0.1,
-            2.0,
-            value=DEFAULT_TEMPERATURE,
-            step=0.05,
-            label="Temperature T",
-            info="the two temperature mistakes only show away from 1",
-            elem_id="lossless-temperature",
-            min_width=220,
+    def _monte_carlo_section(self) -> None:
+        """The rule run many times on a p and q typed in."""
+        hint(
+            "Draw x from q, keep it with probability min(1, p(x)/q(x)), otherwise draw a replacement from "
+            "norm(max(0, p \u2212 q)). Repeat many times: what comes out is distributed exactly as p."
         )
-        bugs_run = gr.Button("Run the bug gallery", elem_id="lossless-bugs-run", min_width=160)
-    bugs_table = gr.HTML(elem_id="lossless-bugs-table")
-    with gr.Row(equal_height=False):
-        bugs_frequencies = chart("lossless-bugs-frequencies", min_width=300)
-        bugs_tv = chart("lossless-bugs-tv", min_width=300)
-    return temperature, bugs_run, bugs_table, bugs_frequencies, bugs_tv
 
+        def distribution(value: str, label: str, elem_id: str) -> gr.Textbox:
+            return gr.Textbox(value, label=label, info="comma-separated, sums to 1", elem_id=elem_id, min_width=220)
 
-def _position_section() -> tuple:
-    """The same draws on the loaded pair's p and q at the inspector's position."""
-    gr.Markdown(
-        "### On the loaded pair\nThe same draws on the target's p and the draft's q at the round and position "
-        "chosen in the round inspector, as the run recorded them: the top tokens, and all the others as one."
-    )
-    run_position = gr.Button("Run on the inspector's position", elem_id="lossless-run-position")
-    position_summary = gr.HTML(elem_id="lossless-position-summary")
-    with gr.Row(equal_height=False):
-        position_frequencies = chart("lossless-position-frequencies", min_width=300)
-        position_acceptance = chart("lossless-position-acceptance", min_width=260)
-    return run_position, position_summary, position_frequencies, position_acceptance
+        with gr.Row(equal_height=False):
+            self.q = distribution(DEFAULT_Q, "q: the draft's distribution", "lossless-q")
+            self.p = distribution(DEFAULT_P, "p: the target's distribution", "lossless-p")
+            self.samples = gr.Dropdown(
+                SAMPLES, value=1_000_000, label="Draws", elem_id="lossless-samples", min_width=140
+            )
+            self.seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="lossless-seed", min_width=100)
+        self.run = gr.Button("Run the Monte Carlo", variant="primary", elem_id="lossless-run")
+        self.summary = gr.HTML(elem_id="lossless-summary")
+        with gr.Row(equal_height=False):
+            self.frequencies = chart("lossless-frequencies", min_width=300)
+            self.acceptance = chart("lossless-acceptance", min_width=260)
+
+    def _bugs_section(self) -> None:
+        """The exact rule beside the mistakes of real implementations, on the same p and q."""
+        gr.Markdown(
+            "### Bugs people ship\nThe exact rule beside four mistakes found in real implementations, each run on "
+            "the p and q above with the same number of draws. p and q are read as the distributions at temperature "
+            "1; the drafts are sampled at T, so every output should be distributed as p at T, softmax(log p / T)."
+        )
+        with gr.Row(equal_height=False):
+            self.temperature = gr.Slider(
+                0.1,
+                2.0,
+                value=DEFAULT_TEMPERATURE,
+                step=0.05,
+                label="Temperature T",
+                info="the two temperature mistakes only show away from 1",
+                elem_id="lossless-temperature",
+                min_width=220,
+            )
+            self.bugs_run = gr.Button("Run the bug gallery", elem_id="lossless-bugs-run", min_width=160)
+        self.bugs_table = gr.HTML(elem_id="lossless-bugs-table")
+        with gr.Row(equal_height=False):
+            self.bugs_frequencies = chart("lossless-bugs-frequencies", min_width=300)
+            self.bugs_tv = chart("lossless-bugs-tv", min_width=300)
+
+    def _position_section(self) -> None:
+        """The same draws on the loaded pair's p and q at the inspector's position."""
+        gr.Markdown(
+            "### On the loaded pair\nThe same draws on the target's p and the draft's q at the round and position "
+            "chosen in the round inspector, as the run recorded them: the top tokens, and all the others as one."
+        )
+        self.run_position = gr.Button("Run on the inspector's position", elem_id="lossless-run-position")
+        self.position_summary = gr.HTML(elem_id="lossless-position-summary")
+        with gr.Row(equal_height=False):
+            self.position_frequencies = chart("lossless-position-frequencies", min_width=300)
+            self.position_acceptance = chart("lossless-position-acceptance", min_width=260)
 
 
 def check_distributions(p_text, q_text, *others) -> list:
@@ -228,7 +206,7 @@ class LosslessPage(Tab):
     id, title = "lossless", "Lossless lab"
 
     def build(self, shared: Shared) -> None:
-        self.ui = build()
+        self.ui = LosslessTab()
 
     def wire(self, shared: Shared) -> None:
         ui, one = self.ui, ONE_AT_A_TIME

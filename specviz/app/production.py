@@ -5,7 +5,6 @@ metrics" section (an engine's own counts read back, drawn as a run's are, and ju
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -36,23 +35,18 @@ COST_SOURCES = [("Measured on the run's pair (its runtime)", "run"), ("Typed in"
 NO_EXPORT = "Run a generation in speculative mode (or upload a trace): its pair, drafter and best k become each engine's settings."
 
 
-@dataclass
 class ExportPanel:
-    format: gr.Radio
-    code: gr.Code
-    notes: gr.HTML
+    """The Live run tab's "Use these settings elsewhere" panel, each component made where it is laid out."""
+
+    def __init__(self):
+        with gr.Accordion("Use these settings elsewhere", open=False, elem_id="export-panel"):
+            self.format = gr.Radio(FORMAT_LABELS, value="llamacpp", label="Engine", elem_id="export-format")
+            self.code = gr.Code("", language="shell", label="Command", interactive=False, elem_id="export-code")
+            self.notes = gr.HTML(words_html([NO_EXPORT]), elem_id="export-notes")
 
     @property
     def outputs(self) -> list:
         return [self.code, self.notes]
-
-
-def build_export() -> ExportPanel:
-    with gr.Accordion("Use these settings elsewhere", open=False, elem_id="export-panel"):
-        fmt = gr.Radio(FORMAT_LABELS, value="llamacpp", label="Engine", elem_id="export-format")
-        code = gr.Code("", language="shell", label="Command", interactive=False, elem_id="export-code")
-        notes = gr.HTML(words_html([NO_EXPORT]), elem_id="export-notes")
-    return ExportPanel(fmt, code, notes)
 
 
 def export_views(trace: Trace | None, fmt: str) -> tuple:
@@ -67,17 +61,38 @@ def export_views(trace: Trace | None, fmt: str) -> tuple:
     return gr.Code(value=out.text, language=language), words_html(out.notes)
 
 
-@dataclass
 class MetricsSection:
-    text: gr.Textbox
-    file: gr.File
-    cost_source: gr.Radio
-    target_ms: gr.Number
-    draft_ms: gr.Number
-    verify_ms: gr.Number
-    read: gr.Button
-    positions: gr.Plot
-    words: gr.HTML
+    """The Labs tab's "Production metrics" section, each component made where it is laid out."""
+
+    def __init__(self):
+        hint(
+            "### Production metrics\nPaste or upload what an engine reports about the same pair: vLLM's "
+            "`/metrics` (Prometheus text) or a response's `metrics.speculative_decoding`, SGLang's `meta_info`, "
+            "llama-server's `/completion` response or its `/metrics`, or a specviz trace. Its acceptance is drawn "
+            "as a run's, and the speedup predicted with the cost model you pick."
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(min_width=300):
+                self.text = gr.Textbox(
+                    label="Payload",
+                    lines=6,
+                    max_lines=16,
+                    elem_id="metrics-text",
+                    placeholder="vllm:spec_decode_num_drafts_total{model_name=...} 43",
+                )
+                self.file = gr.File(label="or a file", type="filepath", elem_id="metrics-file")
+            with gr.Column(min_width=300):
+                self.cost_source = gr.Radio(COST_SOURCES, value="run", label="Cost model", elem_id="metrics-cost")
+                with gr.Row():
+                    self.target_ms = _ms(30.0, "T: one-token pass (ms)", "metrics-t")
+                    self.draft_ms = _ms(5.0, "D: a drafted token (ms)", "metrics-d")
+                    self.verify_ms = _ms(None, "Pass over k + 1 (ms; 0: as T)", "metrics-v")
+                self.read = gr.Button("Read the metrics", variant="primary", elem_id="metrics-read")
+        self.positions = chart(
+            "metrics-positions",
+            empty_figure("Read an engine's metrics to see its acceptance by position", "Acceptance by position"),
+        )
+        self.words = gr.HTML(elem_id="metrics-words")
 
     @property
     def inputs(self) -> list:
@@ -86,38 +101,6 @@ class MetricsSection:
     @property
     def outputs(self) -> list:
         return [self.positions, self.words]
-
-
-def build_metrics() -> MetricsSection:
-    hint(
-        "### Production metrics\nPaste or upload what an engine reports about the same pair: vLLM's "
-        "`/metrics` (Prometheus text) or a response's `metrics.speculative_decoding`, SGLang's `meta_info`, "
-        "llama-server's `/completion` response or its `/metrics`, or a specviz trace. Its acceptance is drawn "
-        "as a run's, and the speedup predicted with the cost model you pick."
-    )
-    with gr.Row(equal_height=False):
-        with gr.Column(min_width=300):
-            text = gr.Textbox(
-                label="Payload",
-                lines=6,
-                max_lines=16,
-                elem_id="metrics-text",
-                placeholder="vllm:spec_decode_num_drafts_total{model_name=...} 43",
-            )
-            file = gr.File(label="or a file", type="filepath", elem_id="metrics-file")
-        with gr.Column(min_width=300):
-            cost_source = gr.Radio(COST_SOURCES, value="run", label="Cost model", elem_id="metrics-cost")
-            with gr.Row():
-                target_ms = _ms(30.0, "T: one-token pass (ms)", "metrics-t")
-                draft_ms = _ms(5.0, "D: a drafted token (ms)", "metrics-d")
-                verify_ms = _ms(None, "Pass over k + 1 (ms; 0: as T)", "metrics-v")
-            button = gr.Button("Read the metrics", variant="primary", elem_id="metrics-read")
-    positions = chart(
-        "metrics-positions",
-        empty_figure("Read an engine's metrics to see its acceptance by position", "Acceptance by position"),
-    )
-    words = gr.HTML(elem_id="metrics-words")
-    return MetricsSection(text, file, cost_source, target_ms, draft_ms, verify_ms, button, positions, words)
 
 
 def _ms(value: float | None, label: str, elem_id: str) -> gr.Number:

@@ -83,9 +83,10 @@ class Shared:
 
 
 class Tab:
-    """One tab. `build` lays out its components (kept on self); `wire` connects their events;
-    a tab that shows the current trace lists, once built, what its `redraw` reads besides the
-    trace (`redraw_inputs`) and writes (`redraw_outputs`)."""
+    """One tab. `build` lays out its components: it makes the tab's layout class (whose
+    `__init__` makes each component where it lays it out, as an attribute) and keeps it as
+    `self.ui`; `wire` connects their events; a tab that shows the current trace lists, once
+    built, what its `redraw` reads besides the trace (`redraw_inputs`) and writes (`redraw_outputs`)."""
 
     id: str
     title: str

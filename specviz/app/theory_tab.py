@@ -11,8 +11,6 @@ acceptance by depth and sibling rank, each priced with the trace's measured V(n)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import gradio as gr
 
 from specviz import viz
@@ -37,22 +35,29 @@ NO_T = muted(
 )
 
 
-@dataclass
 class TheoryTab:
-    alpha: gr.Slider
-    k: gr.Slider
-    target_ms: gr.Slider
-    draft_ms: gr.Slider
-    use_run: gr.Button
-    text: gr.HTML
-    tokens_per_round: gr.Plot
-    speedup: gr.Plot
-    heatmap: gr.Plot
-    measured: gr.HTML
-    tree_box: gr.Row  # shown for a tree run
-    tree_text: gr.HTML
-    tree_plot: gr.Plot
-    pass_cost: gr.Plot
+    """The tab's components, each made where it is laid out (inside the caller's gr.Tab)."""
+
+    def __init__(self):
+        with gr.Row(equal_height=False):
+            self.alpha = _slider(
+                0, 0.99, DEFAULT_ALPHA, 0.01, "\u03b1: chance a drafted token is accepted", "theory-alpha"
+            )
+            self.k = _slider(1, MAX_K, DEFAULT_K, 1, "k: tokens drafted per round", "theory-k", precision=0)
+            self.target_ms = _slider(1, MAX_MS, DEFAULT_T_MS, 1, "T: one target pass (ms)", "theory-t")
+            self.draft_ms = _slider(0, MAX_MS, DEFAULT_D_MS, 1, "D: one drafted token (ms)", "theory-d")
+        self.use_run = gr.Button("Use the last run's \u03b1, k, T and D", size="sm", elem_id="theory-use-run")
+        self.text = gr.HTML(elem_id="theory-text")
+        with gr.Row(equal_height=False):
+            self.tokens_per_round = chart("theory-tokens", min_width=300)
+            self.speedup = chart("theory-speedup", min_width=300)
+        with gr.Row(equal_height=False):
+            self.heatmap = chart("theory-heatmap", min_width=300)
+            self.measured = gr.HTML(NO_RUN, elem_id="theory-measured", min_width=300)
+        with gr.Row(equal_height=False, visible=False, elem_id="theory-tree-box") as self.tree_box:  # a tree run
+            self.tree_text = gr.HTML(elem_id="theory-tree-text", min_width=300)
+            self.tree_plot = chart("theory-tree-plot", min_width=300)
+        self.pass_cost = chart("theory-pass-cost")
 
     @property
     def sliders(self) -> list[gr.Slider]:
@@ -74,43 +79,8 @@ class TheoryTab:
         ]
 
 
-def build() -> TheoryTab:
-    def slider(lo, hi, value, step, label, elem_id, **more) -> gr.Slider:
-        return gr.Slider(lo, hi, value=value, step=step, label=label, elem_id=elem_id, min_width=200, **more)
-
-    with gr.Row(equal_height=False):
-        alpha = slider(0, 0.99, DEFAULT_ALPHA, 0.01, "\u03b1: chance a drafted token is accepted", "theory-alpha")
-        k = slider(1, MAX_K, DEFAULT_K, 1, "k: tokens drafted per round", "theory-k", precision=0)
-        target_ms = slider(1, MAX_MS, DEFAULT_T_MS, 1, "T: one target pass (ms)", "theory-t")
-        draft_ms = slider(0, MAX_MS, DEFAULT_D_MS, 1, "D: one drafted token (ms)", "theory-d")
-    use_run = gr.Button("Use the last run's \u03b1, k, T and D", size="sm", elem_id="theory-use-run")
-    text = gr.HTML(elem_id="theory-text")
-    with gr.Row(equal_height=False):
-        tokens_per_round = chart("theory-tokens", min_width=300)
-        speedup = chart("theory-speedup", min_width=300)
-    with gr.Row(equal_height=False):
-        heatmap = chart("theory-heatmap", min_width=300)
-        measured = gr.HTML(NO_RUN, elem_id="theory-measured", min_width=300)
-    with gr.Row(equal_height=False, visible=False, elem_id="theory-tree-box") as tree_box:
-        tree_text = gr.HTML(elem_id="theory-tree-text", min_width=300)
-        tree_plot = chart("theory-tree-plot", min_width=300)
-    pass_cost = chart("theory-pass-cost")
-    return TheoryTab(
-        alpha,
-        k,
-        target_ms,
-        draft_ms,
-        use_run,
-        text,
-        tokens_per_round,
-        speedup,
-        heatmap,
-        measured,
-        tree_box,
-        tree_text,
-        tree_plot,
-        pass_cost,
-    )
+def _slider(lo, hi, value, step, label, elem_id, **more) -> gr.Slider:
+    return gr.Slider(lo, hi, value=value, step=step, label=label, elem_id=elem_id, min_width=200, **more)
 
 
 def prediction(spec: Trace | None, plain: Trace | None):
@@ -190,7 +160,7 @@ class TheoryPage(Tab):
     id, title = "theory", "Theory"
 
     def build(self, shared: Shared) -> None:
-        self.ui = build()
+        self.ui = TheoryTab()
         self.redraw_inputs, self.redraw_outputs = self.ui.sliders, self.ui.outputs
 
     def wire(self, shared: Shared) -> None:

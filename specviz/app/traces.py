@@ -10,7 +10,6 @@ import contextlib
 import re
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -30,29 +29,24 @@ TRACE_FILES_KEPT = 256
 NO_RUN = muted("No run yet.")
 
 
-@dataclass
 class TracesTab:
-    download: gr.DownloadButton
-    upload: gr.File
-    summary: gr.HTML
+    """The tab's components, each made where it is laid out (inside the caller's gr.Tab)."""
 
-
-def build() -> TracesTab:
-    hint(
-        "A trace holds a whole run: prompt, settings, every round with its probabilities and timings. "
-        "Download one to keep or share it; upload one to replay and inspect it here, with no model loaded."
-    )
-    with gr.Row(equal_height=False):
-        with gr.Column(min_width=280):
-            download = gr.DownloadButton(
-                "Download this run (JSON)", value=None, interactive=False, elem_id="download-trace"
-            )
-            summary = gr.HTML(NO_RUN, elem_id="trace-summary")
-        with gr.Column(min_width=280):
-            upload = gr.File(
-                label="Upload a trace (.json)", file_types=[".json"], type="filepath", elem_id="trace-upload"
-            )
-    return TracesTab(download, upload, summary)
+    def __init__(self):
+        hint(
+            "A trace holds a whole run: prompt, settings, every round with its probabilities and timings. "
+            "Download one to keep or share it; upload one to replay and inspect it here, with no model loaded."
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(min_width=280):
+                self.download = gr.DownloadButton(
+                    "Download this run (JSON)", value=None, interactive=False, elem_id="download-trace"
+                )
+                self.summary = gr.HTML(NO_RUN, elem_id="trace-summary")
+            with gr.Column(min_width=280):
+                self.upload = gr.File(
+                    label="Upload a trace (.json)", file_types=[".json"], type="filepath", elem_id="trace-upload"
+                )
 
 
 def write_trace(trace: Trace) -> str:
@@ -125,7 +119,7 @@ class TracesPage(Tab):
     id, title = "traces", "Traces"
 
     def build(self, shared: Shared) -> None:
-        self.ui = build()
+        self.ui = TracesTab()
         self.redraw_outputs = [self.ui.download, self.ui.summary]
 
     def wire(self, shared: Shared) -> None:
