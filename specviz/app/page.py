@@ -12,6 +12,7 @@ import json
 import time
 import typing
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -55,25 +56,21 @@ def status_html(name: str, state: LoadState | None) -> str:
         return pair_status.error_html(name, redact(state.error))
     if state.ready:
         pair = state.pair
-        details = pair_status.vocab_html(pair.info.get("vocab")) + runtime_html(pair) + head_html(pair)
+        details = pair_status.vocab_html(pair.info.get("vocab")) + runtime_html(name, pair) + head_html(pair)
         return pair_status.ready_html(name, pair_status.precision_html(pair.precision_choice), details + cache_html())
     waited = time.monotonic() - state.started
     return pair_status.loading_html(name, state.message, state.fraction, waited, cache_html())
 
 
-def runtime_html(pair) -> str:
-    """The runtime, why, and what each runtime measured here (costs.runtime_choice), with the
-    background timing of another runtime (engine.runtime_prepare)."""
-    from specviz.costs import runtime_choice
-
-    c = pair.runtime_choice
-    if c is None:
+def runtime_html(name: str, pair) -> str:
+    """The runtime, why, what each runtime measured here and the note (`runtime_facts`), with a
+    sentence for each background timing of another runtime that the pair's load started."""
+    facts = runtime_facts(name, pair)
+    if facts is None:
         return ""
-    rates = runtime_rates(c)
-    preps = runtime_prepare.preparations(c.spec) if c.spec else []
-    sentences = [preparation_sentence(p, pair) for p in preps if p.runtime in c.preparing]
-    note = runtime_choice.plain_beats_drafting(rates)
-    return pair_status.runtime_html(pair.runtime, c.reason, rates, sentences, note, try_edit_work())
+    started = pair.runtime_choice.preparing
+    sentences = [preparation_sentence(p, pair) for p in facts.preparations if p.runtime in started]
+    return pair_status.runtime_html(facts.runtime, facts.reason, facts.rates, sentences, facts.note, try_edit_work())
 
 
 def head_html(pair) -> str:
@@ -100,12 +97,40 @@ def try_edit_work() -> str:
     )
 
 
-def runtime_rates(choice) -> dict:
-    """Each runtime's measured rates for the pair a load chose for (`pair.runtime_choice`),
-    read again: a background timing may have recorded another runtime since the load."""
+@dataclass(frozen=True)
+class RuntimeFacts:
+    """What runs a loaded pair and what the runtimes measured here: the status API returns
+    them (`api`), the header draws them (`runtime_html`)."""
+
+    runtime: str
+    reason: str
+    rates: dict  # each runtime's measured rates: plain, and drafting at its best k
+    note: str | None  # where some runtime's plain decoding beats every drafting run
+    preparations: list  # each background timing of another runtime for the pair (engine.runtime_prepare)
+
+    def api(self) -> dict:
+        return {
+            "runtime": self.runtime,
+            "runtime_reason": self.reason,
+            "rates": self.rates,
+            "note": self.note,
+            "preparing": {p.runtime: p.state for p in self.preparations},
+        }
+
+
+def runtime_facts(name: str, pair) -> RuntimeFacts | None:
+    """The facts for `pair`, loaded as `name` (costs.runtime_choice); None for a pair that does
+    not say. The rates are read again: a background timing may have recorded another runtime
+    since the load."""
     from specviz.costs import runtime_choice
 
-    return (runtime_choice.recorded(choice.spec) if choice.spec else None) or choice.rates
+    c = pair.runtime_choice
+    if c is None:
+        return None
+    rates = (runtime_choice.recorded(c.spec) if c.spec else None) or c.rates
+    return RuntimeFacts(
+        pair.runtime, c.reason, rates, runtime_choice.plain_beats_drafting(rates), runtime_prepare.preparations(name)
+    )
 
 
 def preparation_sentence(prep, pair) -> str:
@@ -301,18 +326,9 @@ def status_api(config: PageConfig):
                 error=None if state.error is None else redact(state.error),
                 seconds=round(time.monotonic() - state.started, 1),
             )
-            choice = state.pair.runtime_choice if state.ready else None
-            if choice is not None:
-                from specviz.costs import runtime_choice
-
-                rates = runtime_rates(choice)
-                out.update(
-                    runtime=state.pair.runtime,
-                    runtime_reason=choice.reason,
-                    rates=rates,
-                    note=runtime_choice.plain_beats_drafting(rates),
-                    preparing={p.runtime: p.state for p in runtime_prepare.preparations(pair)},
-                )
+            facts = runtime_facts(pair, state.pair) if state.ready else None
+            if facts is not None:
+                out.update(facts.api())
         return json.dumps(out)
 
     return status
