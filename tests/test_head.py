@@ -120,6 +120,21 @@ def test_a_target_without_a_trained_head_is_told_how_to_train_one(cache):
         engine.run(pair, PROMPT, GenerationSettings(drafter="head", max_new_tokens=4, raw=True))
 
 
+def test_train_head_with_no_options_trains_as_train_for_does_by_default():
+    import argparse
+    import inspect
+
+    from specviz.periphery.training import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    given = vars(parser.parse_args([]))
+    taken = {k: p.default for k, p in inspect.signature(cli.train_for).parameters.items() if k != "spec"}
+    assert {k: given[k] for k in taken} == taken
+    expected = dict(runtime="auto", tokens=60_000, answer_tokens=12_000, minutes=30.0, subset=8192, window=512, seed=0)
+    assert taken == expected
+
+
 @pytest.fixture(scope="module")
 def plain(trained):
     pair = trained[0]

@@ -10,34 +10,41 @@ from __future__ import annotations
 
 import argparse
 import time
+
+from specviz.choices import RUNTIMES
 from specviz.periphery import progress
+from specviz.periphery.training.train import Plan
 
 # Shares of the time budget: the target reading source, then answering requests made from
 # it (a decoding token costs several read ones); training gets the rest.
 READ_SHARE = 0.35
 ANSWER_SHARE = 0.25
+# The command's defaults, which `train_for` takes too (the vocabulary subset's and the seed's are `Plan`'s).
+TOKENS = 60_000  # of source the target reads
+ANSWER_TOKENS = 12_000  # the target writes answering requests made from the source
+MINUTES = 30.0  # for reading and training together, at most
+WINDOW = 512  # tokens of one file the target reads at a time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from specviz.periphery.generate_cli import add_runtime
-    from specviz.periphery.training.train import Plan
 
     parser.add_argument("--pair", help="the preset whose target gets a head (default qwen-coder)")
     parser.add_argument("--target", metavar="SRC", help="or a target model: Hub id, local folder or GGUF file")
     add_runtime(parser)
     parser.add_argument(
-        "--tokens", type=int, default=60_000, help="tokens of source the target reads (default %(default)s)"
+        "--tokens", type=int, default=TOKENS, help="tokens of source the target reads (default %(default)s)"
     )
     parser.add_argument(
         "--answer-tokens",
         type=int,
-        default=12_000,
+        default=ANSWER_TOKENS,
         help="tokens the target writes answering requests made from the source (default %(default)s)",
     )
     parser.add_argument(
         "--minutes",
         type=float,
-        default=30.0,
+        default=MINUTES,
         help="time for reading and training together, at most (default %(default)s)",
     )
     parser.add_argument(
@@ -49,12 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--window",
         type=int,
-        default=512,
+        default=WINDOW,
         choices=range(16, 4097),
         metavar="16..4096",
         help="tokens of one file the target reads at a time (default %(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=Plan.seed)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,13 +89,13 @@ def run(args: argparse.Namespace) -> int:
 def train_for(
     spec,
     *,
-    runtime: str = "auto",
-    tokens: int = 60_000,
-    answer_tokens: int = 12_000,
-    minutes: float = 30.0,
-    subset: int = 8192,
-    window: int = 512,
-    seed: int = 0,
+    runtime: str = RUNTIMES.default,
+    tokens: int = TOKENS,
+    answer_tokens: int = ANSWER_TOKENS,
+    minutes: float = MINUTES,
+    subset: int = Plan.subset,
+    window: int = WINDOW,
+    seed: int = Plan.seed,
 ):
     """Train the head of `spec`'s target and store it where the head drafter finds it."""
     from specviz.drafters.head import head_path, target_label
