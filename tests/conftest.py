@@ -61,6 +61,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(autouse=True)
+def no_check_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tiny model's pass takes a fraction of a millisecond, so the load check of its cached
+    costs is often off by more than its tolerance and pauses (costs.measure.CHECK_PAUSE_S)
+    before timing again, for a busy moment a real machine would have: here it only waits."""
+    from specviz.costs import measure
+
+    monkeypatch.setattr(measure, "CHECK_PAUSE_S", 0.0)
+
+
 def in_ci(env=os.environ) -> bool:
     return env.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
