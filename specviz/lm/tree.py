@@ -16,11 +16,12 @@ The target's verify pass feeds the last committed token as node 0 (parent -1) an
 drafted nodes beneath it, as the chain round feeds [last token, x_1..x_k]; a drafter feeds
 one level of its tree per pass, each level's nodes seeing the levels fed before.
 
-`OpenTree` and `OpenTrees` are the bookkeeping both runtimes share. `TreeByMask` gives the torch loops
-their tree passes: a boolean mask and explicit positions (`feed_masked`), then the accepted
-rows copied into place right after the context (`keep_rows`), which leaves the cache exactly
-as a chain pass over the accepted tokens would have. llama.cpp expresses the same tree as
-sequence membership instead (`lm.llamacpp_runtime.lm`).
+`OpenTrees` is the bookkeeping both runtimes share: the nodes fed so far, their parents
+checked and their positions worked out once. The torch loops run a tree under a boolean mask
+(`ancestry`) at explicit positions, then copy the accepted rows into place right after the
+context, which leaves the cache exactly as a chain pass over the accepted tokens would have
+(`lm.torch_runtime.base`). llama.cpp expresses the same tree as sequence membership instead
+(`lm.llamacpp_runtime.lm`).
 """
 
 from __future__ import annotations
@@ -79,28 +80,28 @@ class OpenTree:
     def __init__(self, context_len: int):
         self.context_len = context_len
         self.parents: list[int] = []
-        self.depths: list[int] = []
 
     def __len__(self) -> int:
         return len(self.parents)
 
-    def extended(self, tokens: torch.Tensor, parents: Sequence[int]) -> list[int]:
-        """Depths of every node once `parents` join (checked, not yet added)."""
-        parents = list(parents)
-        if tokens.numel() != len(parents):
-            raise ValueError(f"{tokens.numel()} tokens but {len(parents)} parents")
-        return depths(self.parents + parents)
-
-    def add(self, parents: Sequence[int], all_depths: list[int]) -> None:
-        self.parents += list(parents)
-        self.depths = all_depths
-
 
 class OpenTrees:
     """An LM's open tree: opened at its `length` by the first `feed_tree`, closed by
-    `keep_path` (`close_tree`); its `crop` and `reset` close it too."""
+    `keep_path` (`close_tree`); its `crop` and `reset` close it too. A runtime runs the new
+    nodes in `_feed_nodes(tree, tokens, parents, positions)`: `parents` of every node so far,
+    the new ones after the tree's `len(tree)`, each at its position in `positions`."""
 
     _tree: OpenTree | None = None
+
+    def feed_tree(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
+        tree = self.open_tree()
+        every = tree.parents + list(parents)
+        if tokens.numel() != len(every) - len(tree):
+            raise ValueError(f"{tokens.numel()} tokens but {len(every) - len(tree)} parents")
+        positions = [tree.context_len + d for d in depths(every)[len(tree) :]]
+        logits = self._feed_nodes(tree, tokens, every, positions)
+        tree.parents = every
+        return logits
 
     def open_tree(self) -> OpenTree:
         if self._tree is None:
@@ -116,28 +117,3 @@ class OpenTrees:
         path = check_path(self._tree.parents, path)
         tree, self._tree = self._tree, None
         return tree, path
-
-
-class TreeByMask(OpenTrees):
-    """`feed_tree` and `keep_path` for a torch loop with `feed_masked(ids, allowed, positions)`,
-    `keep_rows(start, rows)` and `length`."""
-
-    def feed_tree(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
-        """Run the model once over new tree nodes; logits (n, V), row i after node i."""
-        tree = self.open_tree()
-        parents = list(parents)
-        all_depths = tree.extended(tokens, parents)
-        old = len(tree)
-        seen = ancestry(tree.parents + parents)[old:]
-        context = torch.ones(len(parents), tree.context_len, dtype=torch.bool)
-        allowed = torch.cat([context, seen], dim=1)
-        positions = torch.tensor(all_depths[old:], dtype=torch.long) + tree.context_len
-        logits = self.feed_masked(tokens, allowed, positions)
-        tree.add(parents, all_depths)
-        return logits
-
-    def keep_path(self, path: Sequence[int]) -> None:
-        """Keep the context and the nodes of `path` (node indices, a chain from a child of
-        the context down); drop every other node of the open tree."""
-        tree, path = self.close_tree(path)
-        self.keep_rows(tree.context_len, path)

@@ -126,12 +126,8 @@ class LlamaCppLM(OpenTrees):
             return torch.empty(0, self.vocab_size)
         return torch.from_numpy(rows[0] if len(rows) == 1 else np.concatenate(rows))
 
-    def feed_tree(self, tokens: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
-        """Run the model once over tree nodes (`lm.tree`); logits (n, V), row i after node i."""
-        tree = self.open_tree()
-        parents = list(parents)
-        all_depths = tree.extended(tokens, parents)
-        old, n = len(tree), len(parents)
+    def _feed_nodes(self, tree, tokens: torch.Tensor, every: list[int], positions: list[int]) -> torch.Tensor:
+        old, n = len(tree), len(positions)
         if 1 + old + n > SEQUENCES:
             raise UserError(
                 f"a tree of {old + n} nodes is more than the {SEQUENCES - 1} the {LLAMACPP} runtime holds at once"
@@ -139,7 +135,6 @@ class LlamaCppLM(OpenTrees):
         if n > BATCH:
             raise UserError(f"{n} tree nodes in one pass: the {LLAMACPP} runtime takes at most {BATCH}")
         self._check_room(n)
-        every = tree.parents + parents
         seqs: list[list[int]] = [[1 + old + i] for i in range(n)]
         for i in range(n):
             j, a = old + i, every[old + i]
@@ -148,9 +143,7 @@ class LlamaCppLM(OpenTrees):
                 a = every[a]
             self._L.llama_memory_seq_cp(self._mem, 0 if a < 0 else 1 + a, 1 + j, -1, -1)
         toks = [int(t) for t in tokens.reshape(-1).tolist()]
-        positions = [tree.context_len + d for d in all_depths[old:]]
         out = self._decode(toks, positions, [tuple(s) for s in seqs], [True] * n)
-        tree.add(parents, all_depths)
         self.length += n
         return torch.from_numpy(out)
 

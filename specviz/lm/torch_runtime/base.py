@@ -1,5 +1,6 @@
 """What both torch loops share (`lean.LeanLM`, `cached.CachedLM`): the `lm.runtime.LM` facts
-of a torch model, read from its config; a feed in chunks; a tree's path kept by moving rows."""
+of a torch model, read from its config; a feed in chunks; a tree pass under a mask, and its
+path kept by moving rows (`lm.tree`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import torch
 from specviz.choices import RUNTIMES, TORCH
 from specviz.choices import TREE_PASS as TREE
 from specviz.lm.interrupt import feed_in_chunks
-from specviz.lm.tree import TreeByMask
+from specviz.lm.tree import OpenTrees, ancestry
 
 
-class TorchLM(TreeByMask):
+class TorchLM(OpenTrees):
     """A loop's own `_pass(ids, keep)` (one pass over a chain, logits of the last `keep`
-    positions) and `_move_rows(src, start)` (cache rows `src` copied to `start` on) make it an LM."""
+    positions), `feed_masked(ids, allowed, positions)` (one pass, node i attending where
+    `allowed[i]` (n, length + n) is True, at position `positions[i]`; logits (n, V)) and
+    `_move_rows(src, start)` (cache rows `src` copied to `start` on) make it an LM."""
 
     runtime = TORCH
 
@@ -34,9 +37,14 @@ class TorchLM(TreeByMask):
         positions (0: all), shape (n_kept, V). A long prompt goes in chunks (`lm.interrupt`)."""
         return feed_in_chunks(self._pass, ids, keep)
 
-    def keep_rows(self, start: int, rows: list[int]) -> None:
-        """Move the cache rows `start + r` (r in `rows`) to `start + j` and crop the cache to
-        `start + len(rows)`."""
-        if rows != list(range(len(rows))):  # already in place otherwise
-            self._move_rows(torch.tensor(rows, dtype=torch.long) + start, start)
-        self.crop(start + len(rows))
+    def _feed_nodes(self, tree, tokens: torch.Tensor, parents: list[int], positions: list[int]) -> torch.Tensor:
+        seen = ancestry(parents)[len(tree) :]
+        context = torch.ones(len(seen), tree.context_len, dtype=torch.bool)
+        return self.feed_masked(tokens, torch.cat([context, seen], dim=1), torch.tensor(positions, dtype=torch.long))
+
+    def keep_path(self, path) -> None:
+        """The path's rows move to just after the context, then the cache is cropped there."""
+        tree, path = self.close_tree(path)
+        if path != list(range(len(path))):  # already in place otherwise
+            self._move_rows(torch.tensor(path, dtype=torch.long) + tree.context_len, tree.context_len)
+        self.crop(tree.context_len + len(path))
