@@ -58,25 +58,38 @@ def model_tree_forward(model: torch.nn.Module) -> TreeForward:
 
 def cached_lm(model: torch.nn.Module, device: torch.device) -> CachedLM:
     """`model` through transformers' forward, chain and tree passes alike."""
-    lm = CachedLM(model_forward(model), model.config, device, tree_forward=model_tree_forward(model))
-    lm.facts_from(model.config, generation_config=getattr(model, "generation_config", None), tree=True)
-    return lm
+    return CachedLM(
+        model_forward(model),
+        model.config,
+        device,
+        tree_forward=model_tree_forward(model),
+        generation_config=getattr(model, "generation_config", None),
+    )
 
 
 class CachedLM(TorchLM):
     """Holds the KV cache of one model for one run; `length` tokens are in it. Without a
-    `tree_forward` (a forward that is not a whole model's, as early exit's) it has no tree pass."""
+    `tree_forward` (a forward that is not a whole model's, as early exit's) it has no tree pass.
+    Its stop ids are `generation_config`'s where one is given, else `config`'s."""
 
     loop = "transformers"
 
-    def __init__(self, forward: Forward, config, device: torch.device, *, tree_forward: TreeForward | None = None):
+    def __init__(
+        self,
+        forward: Forward,
+        config,
+        device: torch.device,
+        *,
+        tree_forward: TreeForward | None = None,
+        generation_config=None,
+    ):
         self._forward = forward
         self._tree_forward = tree_forward
         self._config = config
         self.device = device
         self.cache = DynamicCache(config=config)
         self.length = 0
-        self.facts_from(config, generation_config=None, tree=tree_forward is not None)
+        self.facts_from(config, generation_config=generation_config, tree=tree_forward is not None)
 
     def reset(self) -> None:
         self.cache = DynamicCache(config=self._config)
