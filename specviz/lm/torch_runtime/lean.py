@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from specviz.lm.torch_runtime.base import TorchLM
-from specviz.lm.torch_runtime.cached import CachedLM, cached_lm
+from specviz.lm.torch_runtime.cached import cached_lm
 from specviz.lm.torch_runtime.packed import packed_linears
 
 SHAPES = ("llama", "qwen2")
@@ -37,7 +37,7 @@ FIXED_ROPE = ("default", "linear", "llama3")
 FIRST_CAPACITY = 512
 
 
-def model_lm(model: torch.nn.Module, device: torch.device) -> ModelLM:
+def model_lm(model: torch.nn.Module, device: torch.device) -> TorchLM:
     """`model` with a KV cache, as drafters and the engine run it: the lean loop where
     `model` has a shape it knows, transformers' forward otherwise."""
     if lean_supported(model):
@@ -203,7 +203,3 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(x.dtype)
-
-
-# A model with a KV cache: either loop, one interface.
-ModelLM = CachedLM | LeanLM
