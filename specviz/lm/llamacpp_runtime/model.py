@@ -31,7 +31,6 @@ from specviz.lm.llamacpp_runtime.library import (
     version,
 )
 
-RUNTIME = LLAMACPP
 # Positions a context is made with unless the model's own window is smaller.
 DEFAULT_CONTEXT = 4096
 # Cleared contexts a model keeps for later runs (about the runs at once on one page), each
@@ -44,15 +43,15 @@ class LlamaCppModel:
     """One GGUF file in llama.cpp. `vocab_size` is its logits row width, `context_window`
     the positions a context made on it holds, `stop_ids` its end-of-generation tokens."""
 
-    runtime = RUNTIME
+    runtime = LLAMACPP
 
     def __init__(self, path: str | os.PathLike, *, threads: int | None = None, context: int = DEFAULT_CONTEXT):
         self.path = Path(path)
         if not self.path.is_file():
-            raise MissingModelError(f"{self.path}: no such GGUF file (runtime {RUNTIME})")
+            raise MissingModelError(f"{self.path}: no such GGUF file (runtime {LLAMACPP})")
         with open(self.path, "rb") as f:
             if f.read(4) != b"GGUF":
-                raise UserError(f"{self.path}: not a GGUF file, so {RUNTIME} cannot read it")
+                raise UserError(f"{self.path}: not a GGUF file, so {LLAMACPP} cannot read it")
         L = llama()
         params = L.llama_model_default_params()
         params.n_gpu_layers = 0  # the CPU build: a GPU build of llama.cpp is not made here
@@ -61,7 +60,7 @@ class LlamaCppModel:
         clear_log()
         model = L.llama_model_load_from_file(str(self.path).encode(), params)
         if not model:
-            raise UserError(f"{self.path}: {RUNTIME} cannot load it: {last_error()}")
+            raise UserError(f"{self.path}: {LLAMACPP} cannot load it: {last_error()}")
         self._L, self.ptr = L, model
         self.vocab = L.llama_model_get_vocab(model)
         self.vocab_size = int(L.llama_vocab_n_tokens(self.vocab))

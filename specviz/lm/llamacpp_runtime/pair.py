@@ -18,12 +18,13 @@ from typing import Any
 
 import torch
 
+from specviz.choices import LLAMACPP
 from specviz.errors import UserError
 from specviz.models.files import cache
 from specviz.models.files.convert import ensure_gguf
 from specviz.models.files.gguf_info import vocabulary_digest
 from specviz.lm.llamacpp_runtime.library import default_threads, version
-from specviz.lm.llamacpp_runtime.model import RUNTIME, LlamaCppModel
+from specviz.lm.llamacpp_runtime.model import LlamaCppModel
 from specviz.lm import resident
 from specviz.lm.loader import assemble, converted_folder, failure, roles
 from specviz.lm.pair import ModelPair, PrecisionChoice
@@ -46,7 +47,7 @@ def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Prog
         steps = Steps(progress, {f"{s} {role}": 1.0 for s in ("file", "tokenizer", "load") for role, _ in roles(plan)})
         files = _Files(roles(plan), plan.name, threads, steps)
         tokenizers, folders = {}, {}
-        info = {"runtime": RUNTIME, "llama-cpp-python": version(), "threads": threads}
+        info = {"runtime": LLAMACPP, "llama-cpp-python": version(), "threads": threads}
         for role, ref in roles(plan):
             path = files.path(role)
             if role == "draft" and _same_vocabulary(path, files.path("target")):
@@ -72,12 +73,12 @@ def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Prog
             start,
             device=torch.device("cpu"),
             dtype=torch.float32,
-            runtime=RUNTIME,
+            runtime=LLAMACPP,
             precision_choice=_precision(models),
         )
         _pairs[key] = pair
         resident.register(pair, sum(m.size_bytes for m in models.values()), lambda: _forget(key, pair))
-        steps.finish(f"{plan.name} ready on {RUNTIME}")
+        steps.finish(f"{plan.name} ready on {LLAMACPP}")
         return pair
 
 
@@ -136,7 +137,7 @@ class _Files:
                     return
 
     def _load(self, role: str, ref: ModelRef, threads: int, steps: Steps) -> LlamaCppModel:
-        steps.step(f"load {role}")(0.0, f"loading {ref.label} in {RUNTIME}")
+        steps.step(f"load {role}")(0.0, f"loading {ref.label} in {LLAMACPP}")
         return LlamaCppModel(self.path(role), threads=threads)
 
     def path(self, role: str) -> Path:
@@ -153,7 +154,7 @@ def gguf_file(ref: ModelRef, name: str, role: str, progress: Progress) -> Path:
     if ref.kind == "gguf":
         return Path(ref.location)
     raise UserError(
-        f"{name} ({role}): {ref.label} is a transformers model, not a GGUF file: the {RUNTIME} runtime runs "
+        f"{name} ({role}): {ref.label} is a transformers model, not a GGUF file: the {LLAMACPP} runtime runs "
         "GGUF files; use the torch runtime for it"
     )
 
@@ -177,7 +178,7 @@ def _save_tokenizer(path: Path, out: Path) -> dict:
     try:
         tok = _gguf_tokenizer(path)
     except Exception as e:
-        raise UserError(f"{path}: could not read its tokenizer for {RUNTIME} ({failure(e)})") from e
+        raise UserError(f"{path}: could not read its tokenizer for {LLAMACPP} ({failure(e)})") from e
     tok.save_pretrained(out)
     return {"source": {"gguf": path.name, "size": path.stat().st_size}, "tokenizer only": True}
 
