@@ -30,7 +30,7 @@ from specviz.viz.palette import (
     whole_dtick,
 )
 from specviz.viz.stats_plots import accepted_length_figure
-from specviz.viz.text import esc, paragraphs_html, table_html
+from specviz.viz.text import panel_html, paragraphs_html, table_html
 from specviz.viz.text import words_html as words_html  # the labs' pages take it from here
 
 
@@ -108,7 +108,7 @@ def lengths_html(events: Iterable[Event]) -> str:
     events = list(events)
     ls = length_stats(events)
     if ls.rounds == 0:
-        return '<p class="sv-muted">No finished round drafted anything yet.</p>'
+        return paragraphs_html(["No finished round drafted anything yet."], "sv-muted")
     p = ls.predicted_mean_without_bonus
     rows = [
         ("mean acceptance length, with the bonus token (vLLM, llama.cpp)", f"{ls.mean_with_bonus:.2f}", f"{1 + p:.2f}"),
@@ -119,8 +119,7 @@ def lengths_html(events: Iterable[Event]) -> str:
         f"Over {ls.rounds} finished rounds that drafted. The model accepts each draft independently with "
         f"probability \u03b1 = {ls.alpha:.2f}, the run's measured acceptance (accepted / judged drafts)."
     )
-    words = paragraphs_html(departure_words(events))
-    return f'<div class="specviz-text">{table}<p class="sv-muted">{esc(note)}</p>{words}</div>'
+    return panel_html(table, paragraphs_html([note], "sv-muted"), paragraphs_html(departure_words(events)))
 
 
 def hindsight_figure(
@@ -167,12 +166,15 @@ def hindsight_figure(
 
 def hindsight_html(h: Hindsight | None) -> str:
     if h is None:
-        return (
-            '<p class="sv-muted">This trace carries no cost model (traces recorded before runs kept one), so there is '
-            "no cost to weigh each draft length by.</p>"
+        return paragraphs_html(
+            [
+                "This trace carries no cost model (traces recorded before runs kept one), so there is no cost to "
+                "weigh each draft length by."
+            ],
+            "sv-muted",
         )
     if not h.rounds:
-        return '<p class="sv-muted">No rounds yet.</p>'
+        return paragraphs_html(["No rounds yet."], "sv-muted")
     gap = h.hindsight_tokens_per_s / h.policy_tokens_per_s - 1 if h.policy_tokens_per_s else 0.0
     rows = [
         ("plain decoding (one target pass a token)", f"{h.plain_tokens_per_s:.2f}"),
@@ -188,10 +190,8 @@ def hindsight_html(h: Hindsight | None) -> str:
         "Each round's best k' maximises (min(k', a) + 1) / (k' D + V(k' + 1)), a the drafts it accepted; a round that "
         "accepted all its drafts says nothing beyond them, so its k' stops at its own length."
     )
-    return (
-        f'<div class="specviz-text">{table}<p>{esc(words)}</p>'
-        f'<p class="sv-muted">Costs: V(1) = {h.plain_ms_per_token:.0f} ms, from the cost model the run recorded.</p></div>'
-    )
+    costs = f"Costs: V(1) = {h.plain_ms_per_token:.0f} ms, from the cost model the run recorded."
+    return panel_html(table, paragraphs_html([words]), paragraphs_html([costs], "sv-muted"))
 
 
 def temperature_sweep_figure(

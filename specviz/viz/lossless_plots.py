@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from specviz.viz.palette import ACCEPTED, BONUS, DRAFT, NEUTRAL, REJECTED, RESIDUAL, TARGET, label_axis, style_figure
-from specviz.viz.text import esc, label_html, plotly_text, table_html, words_html
+from specviz.viz.text import esc, label_html, panel_html, paragraphs_html, plotly_text, table_html, words_html
 
 Z_TOLERANCE = 5.0  # deviations beyond this many standard errors would disprove losslessness
 
@@ -234,4 +234,4 @@ def bug_table_html(rules: Mapping[str, Any]) -> str:
         for name, r in items
         if name != "exact"
     )
-    return f'<div class="specviz-text"><p class="sv-muted">{esc(intro)}</p>{table}<p>{esc(verdict)}</p>{practice}</div>'
+    return panel_html(paragraphs_html([intro], "sv-muted"), table, paragraphs_html([verdict]), practice)

@@ -21,7 +21,7 @@ from specviz.cost_model import CostModel
 from specviz.events import Event, RoundEvent, RunSummary
 from specviz.settings import MAX_K
 from specviz.viz.live_stats import live_stats
-from specviz.viz.text import esc, paragraphs_html, table_html
+from specviz.viz.text import panel_html, paragraphs_html, table_html
 
 VERIFY_COST_TOLERANCE = 1.15  # V above this many T counts as "a verify pass is not free"
 TOKENS_TOLERANCE = 0.10  # measured tokens per round this far from predicted is worth a word
@@ -199,4 +199,4 @@ def prediction_html(pred: Prediction) -> str:
     )
     table = table_html(["", "predicted", "measured"], rows)
     why = paragraphs_html(gap_explanation(pred))
-    return f'<div class="specviz-text"><p class="sv-muted">{esc(inputs)}</p>{table}{why}</div>'
+    return panel_html(paragraphs_html([inputs], "sv-muted"), table, why)

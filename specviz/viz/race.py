@@ -18,7 +18,7 @@ from specviz.choices import PLAIN, SPECULATIVE
 from specviz.events import Event, PlainTokenEvent, RoundEvent, RunSummary, Trace
 from specviz.viz.inspector import NEAR_TIE_LOGITS
 from specviz.viz.palette import ACCEPTED, NEUTRAL, TARGET, empty_figure, style_figure
-from specviz.viz.text import esc, quoted, table_html, words_html
+from specviz.viz.text import esc, panel_html, paragraphs_html, quoted, table_html, words_html
 from specviz.viz.tokens import tokens_html
 
 Run = Trace | Sequence[Event]
@@ -118,7 +118,7 @@ def comparison_html(spec: RunSummary, plain: RunSummary) -> str:
     if plain.target_passes > 0 and spec.new_tokens and plain.new_tokens:
         per_tok = (spec.target_passes / spec.new_tokens) / (plain.target_passes / plain.new_tokens)
         verdict += f" It needed {1 - per_tok:.0%} fewer target passes per token."
-    return f'<div class="specviz-text"><p>{esc(verdict)}</p>{table_html(["", SPECULATIVE, PLAIN], rows)}</div>'
+    return panel_html(paragraphs_html([verdict]), table_html(["", SPECULATIVE, PLAIN], rows))
 
 
 def output_tokens(run: Run) -> list[tuple[int, str]]:

@@ -12,7 +12,7 @@ tree, lookahead's Jacobi window and the n-grams it made. Drawn from the RoundEve
 from __future__ import annotations
 
 from specviz.events import CandidateSource, RoundEvent
-from specviz.viz.text import MISSING_HTML, esc, plural
+from specviz.viz.text import MISSING_HTML, esc, paragraphs_html, plural
 from specviz.viz.tokens import round_is_greedy, token_span
 from specviz.choices import HEAD, SUFFIX
 
@@ -30,11 +30,11 @@ def _seq(texts: list[str]) -> str:
 def source_html(event: RoundEvent) -> str:
     src = event.source
     if src is None:
-        return f'<p class="sv-muted">Round {event.index} was not drafted by a draft-free tree method.</p>'
+        return paragraphs_html([f"Round {event.index} was not drafted by a draft-free tree method."], "sv-muted")
     body = (
         _suffix(event, src) if src.method == SUFFIX else _head(event) if src.method == HEAD else _lookahead(event, src)
     )
-    note = f'<p class="sv-muted">{esc(src.note)}</p>' if src.note else ""
+    note = paragraphs_html([src.note], "sv-muted") if src.note else ""
     return f'<div class="specviz-text sv-source" data-method="{esc(src.method)}">{body}{note}</div>'
 
 
@@ -45,7 +45,10 @@ def _nodes(event: RoundEvent, label) -> str:
         (i + 1, d.text, d.decision) for i, d in enumerate(event.drafted)
     ]
     if not nodes:
-        return '<p class="sv-muted">Nothing was verified this round: one target pass gave the next token, as plain decoding does.</p>'
+        return paragraphs_html(
+            ["Nothing was verified this round: one target pass gave the next token, as plain decoding does."],
+            "sv-muted",
+        )
     items = []
     for i, (depth, text, decision) in enumerate(nodes):
         pad = "\u2003" * (depth - 1)

@@ -111,9 +111,14 @@ def paragraphs_html(sentences: Iterable[str], cls: str = "") -> str:
     return "".join(f"<p{attr}>{esc(s)}</p>" for s in sentences)
 
 
+def panel_html(*parts: str) -> str:
+    """A text panel around HTML parts (each escaped already), in order."""
+    return f'<div class="specviz-text">{"".join(parts)}</div>'
+
+
 def words_html(sentences: Iterable[str], muted: Iterable[str] = ()) -> str:
     """A text panel: the sentences, then the muted ones, each escaped in its own <p>."""
-    return f'<div class="specviz-text">{paragraphs_html(sentences)}{paragraphs_html(muted, "sv-muted")}</div>'
+    return panel_html(paragraphs_html(sentences), paragraphs_html(muted, "sv-muted"))
 
 
 def table_html(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

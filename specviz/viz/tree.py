@@ -35,7 +35,7 @@ from specviz.viz.palette import (
     label_axis,
     style_figure,
 )
-from specviz.viz.text import MISSING_HTML, esc, label_html, plotly_text, plural, quoted
+from specviz.viz.text import MISSING_HTML, label_html, paragraphs_html, plotly_text, plural, quoted
 from specviz.viz.tokens import fmt_prob, round_is_greedy, token_span
 
 DECISION_COLOURS = {"accepted": ACCEPTED, "rejected": REJECTED, "unchecked": NEUTRAL}
@@ -370,8 +370,8 @@ def alignment_html(event: RoundEvent, meta: Mapping[str, Any] | None = None) -> 
     if isinstance(overlap, (int, float)):
         how += f" {overlap:.1%} of the target's vocabulary has an exact match in the draft's."
     return (
-        f'<div class="specviz-text sv-align"><p>{esc(summary)}</p>'
-        + (f'<p class="sv-muted">{esc(how.strip())}</p>' if how else "")
+        f'<div class="specviz-text sv-align">{paragraphs_html([summary])}'
+        + (paragraphs_html([how.strip()], "sv-muted") if how else "")
         + f'<div class="sv-align-row">{"".join(cols)}</div></div>'
     )
 

@@ -29,7 +29,7 @@ import plotly.graph_objects as go
 from specviz.cost_model import recorded
 from specviz.events import Event, RoundEvent
 from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, style_figure, whole_dtick
-from specviz.viz.text import esc, paragraphs_html
+from specviz.viz.text import paragraphs_html
 
 MIN_CHECKED = 5  # a (depth, rank) checked fewer times than this borrows its rank's rate
 
@@ -218,8 +218,8 @@ def payoff_html(pay: TreePayoff | None) -> str:
     words = paragraphs_html(payoff_sentences(pay))
     return (
         f'<div class="specviz-text" id="tree-payoff-text"><p><b>Tree or chain?</b></p>{words}'
-        f'<p class="sv-muted">Acceptance by sibling rank and depth (checked):</p>'
-        f'<table class="specviz-table">{head}{rows}</table><p class="sv-muted">{esc(model)}</p></div>'
+        f"{paragraphs_html(['Acceptance by sibling rank and depth (checked):'], 'sv-muted')}"
+        f'<table class="specviz-table">{head}{rows}</table>{paragraphs_html([model], "sv-muted")}</div>'
     )
 
 
