@@ -155,11 +155,16 @@ def choose_device(device: str | torch.device | None = None) -> torch.device:
     return dev
 
 
+def asked_dtype(dtype: str | torch.dtype | None = None) -> str | torch.dtype:
+    """The precision asked for: `dtype`, else SPECVIZ_DTYPE, else "auto"."""
+    return dtype if dtype is not None else os.environ.get("SPECVIZ_DTYPE") or "auto"
+
+
 def choose_dtype(device: torch.device, dtype: str | torch.dtype | None = None) -> torch.dtype | None:
-    """The dtype asked for (argument, else SPECVIZ_DTYPE), checked; None for `auto` on a CPU
-    (decided by measuring, see `choose_precision`); torch.qint8 for int8."""
-    wanted = dtype if dtype is not None else os.environ.get("SPECVIZ_DTYPE") or None
-    if wanted is None or str(wanted).lower() == "auto":
+    """The dtype asked for (`asked_dtype`), checked; None for `auto` on a CPU (decided by
+    measuring, see `choose_precision`); torch.qint8 for int8."""
+    wanted = asked_dtype(dtype)
+    if str(wanted).lower() == "auto":
         if device.type == "cuda":
             return torch.bfloat16
         return torch.float32 if not native_bf16() else None

@@ -16,7 +16,6 @@ precision are what a run pays.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from specviz.lm import timing
 from specviz.models.files import cache
 from specviz.models.files.cache import cache_root, digest
 from specviz.lm.pair import PrecisionChoice, dtype_name
-from specviz.lm.torch_runtime.devices import DTYPES, INT8, SHORT, Measure, Placement, choose_dtype
+from specviz.lm.torch_runtime.devices import DTYPES, INT8, SHORT, Measure, Placement, asked_dtype, choose_dtype
 from specviz.models.errors import DeviceError
 
 SIZES = (1, 8)
@@ -102,7 +101,6 @@ def choose_precision(
     For `auto` on a CPU: the decision in `cache_file` if there is one, else `measure` is run
     and its decision written there; for a spread target, bf16 unmeasured."""
     chosen = choose_dtype(device, dtype)
-    asked = dtype if dtype is not None else os.environ.get("SPECVIZ_DTYPE") or "auto"
     if placement.spread and chosen == INT8:
         raise DeviceError("an int8 target is quantized whole in memory: it cannot be spread by a device map")
     if chosen is None and placement.spread:
@@ -111,7 +109,7 @@ def choose_precision(
             "a target spread by a device map is not timed per precision (each would load it)",
         )
     if chosen is not None:
-        if str(asked).lower() != "auto":
+        if str(asked_dtype(dtype)).lower() != "auto":
             return PrecisionChoice(dtype_name(chosen), "chosen")
         if device.type == "cuda":
             return PrecisionChoice(dtype_name(chosen), "the default on CUDA")
