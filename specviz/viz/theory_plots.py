@@ -24,35 +24,40 @@ DEFAULT_K_MAX = MAX_K  # the page offers k up to MAX_K: best k is searched there
 ALPHA_SCALE = [[0.0, "#3D7FD9"], [0.25, "#1F9E89"], [0.5, "#6DAA2C"], [0.75, "#D4A017"], [1.0, "#E0662A"]]
 
 
-def _alpha_curves(alphas: Sequence[float], run_alpha: float | None) -> list[tuple[float, str, float, str, str | None]]:
-    """(alpha, colour, width, name, label) of each curve: one per alpha, and the run's drawn
-    thick, labelled "this run" and named in the legend."""
+def _alpha_curves(
+    fig: go.Figure, ks: np.ndarray, alphas: Sequence[float], run_alpha: float | None, value, unit: str
+) -> list[tuple[str, np.ndarray]]:
+    """A curve of `value(alpha, ks)` per alpha, and the run's drawn thick and in the legend as
+    "this run"; the others are labelled at their right end instead of in the legend, which
+    would crowd a phone screen. Returns each curve's (name, values)."""
     colours = sample_colorscale(ALPHA_SCALE, [i / max(len(alphas) - 1, 1) for i in range(len(alphas))])
     curves = [(a, c, 1.5, f"\u03b1 = {a:g}", None) for a, c in zip(alphas, colours)]
     if run_alpha is not None:
         curves.append((run_alpha, NEUTRAL, 3.5, f"this run (\u03b1 = {run_alpha:.2f})", "this run"))
-    return curves
+    drawn = []
+    for a, colour, width, name, label in curves:
+        y = np.asarray(value(a, ks), dtype=float)
+        fig.add_scatter(
+            x=ks,
+            y=y,
+            name=name,
+            mode="lines+text",
+            showlegend=label is not None,
+            line={"color": colour, "width": width},
+            text=[""] * (len(ks) - 1) + [label or name],
+            textposition="middle right",
+            textfont={"color": colour, "size": 11},
+            cliponaxis=False,
+            hovertemplate=f"{name}, k = %{{x}}: %{{y:.2f}}{unit}<extra></extra>",
+        )
+        drawn.append((name, y))
+    return drawn
 
 
-def _alpha_curve(
-    fig: go.Figure, ks: np.ndarray, y, name: str, colour: str, width: float, unit: str, label: str | None
-) -> None:
-    """One curve, labelled at its right end (with `label`, else its name) instead of in the
-    legend, which would crowd a phone screen; a curve with its own label is in the legend too."""
-    y = np.asarray(y, dtype=float)
-    fig.add_scatter(
-        x=ks,
-        y=y,
-        name=name,
-        mode="lines+text",
-        showlegend=label is not None,
-        line={"color": colour, "width": width},
-        text=[""] * (len(ks) - 1) + [label or name],
-        textposition="middle right",
-        textfont={"color": colour, "size": 11},
-        cliponaxis=False,
-        hovertemplate=f"{name}, k = %{{x}}: %{{y:.2f}}{unit}<extra></extra>",
-    )
+def _against_k(fig: go.Figure, y_title: str, title: str | None) -> go.Figure:
+    """The axes of a figure of curves against k, styled, with room on the right for their labels."""
+    fig.update_layout(xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": y_title, "rangemode": "tozero"})
+    return style_figure(fig, title).update_layout(margin_r=72)
 
 
 def tokens_per_round_figure(
@@ -67,14 +72,10 @@ def tokens_per_round_figure(
     drawn thick and its measured tokens per round marked at its k."""
     ks = np.arange(0, k_max + 1)
     fig = go.Figure()
-    for a, colour, width, name, label in _alpha_curves(alphas, run_alpha):
-        _alpha_curve(fig, ks, theory.tokens_per_round(a, ks), name, colour, width, " tokens", label)
+    _alpha_curves(fig, ks, alphas, run_alpha, theory.tokens_per_round, " tokens")
     if run_k is not None and measured_tokens_per_round is not None:
         _measured_mark(fig, run_k, measured_tokens_per_round, " tokens")
-    fig.update_layout(
-        xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "tokens per round", "rangemode": "tozero"}
-    )
-    return style_figure(fig, title).update_layout(margin_r=72)  # room for the curve labels
+    return _against_k(fig, "tokens per round", title)
 
 
 def speedup_vs_k_figure(
@@ -91,26 +92,19 @@ def speedup_vs_k_figure(
     """Predicted speedup for each alpha against k, the best k of each curve starred.
 
     With run_alpha the run's curve is drawn thick; with `cost` (measured V(n) and D) also the
-    same curve at those costs, dashed;
-    with run_k and measured_speedup the run itself is marked.
+    same curve at those costs, dashed; with run_k and measured_speedup the run itself is marked.
     """
     ks = np.arange(0, k_max + 1)
     fig = go.Figure()
-    best_x, best_y, best_text = [], [], []
-    for a, colour, width, name, label in _alpha_curves(alphas, run_alpha):
-        s = np.asarray(theory.speedup(a, ks, target_ms, draft_ms))
-        _alpha_curve(fig, ks, s, name, colour, width, "\u00d7", label)
-        b = int(np.argmax(s))
-        best_x.append(b)
-        best_y.append(float(s[b]))
-        best_text.append(name)
+    curves = _alpha_curves(fig, ks, alphas, run_alpha, lambda a, k: theory.speedup(a, k, target_ms, draft_ms), "\u00d7")
+    best = [int(np.argmax(s)) for _, s in curves]
     fig.add_scatter(
-        x=best_x,
-        y=best_y,
+        x=best,
+        y=[float(s[b]) for b, (_, s) in zip(best, curves)],
         name="best k",
         mode="markers",
         marker={"symbol": "star", "size": 13, "color": BONUS},
-        customdata=best_text,
+        customdata=[name for name, _ in curves],
         hovertemplate="%{customdata}: best k = %{x} (%{y:.2f}\u00d7)<extra></extra>",
     )
     if run_alpha is not None and cost is not None:
@@ -118,10 +112,7 @@ def speedup_vs_k_figure(
     if run_k is not None and measured_speedup is not None:
         _measured_mark(fig, run_k, measured_speedup, "\u00d7")
     fig.add_hline(y=1, line={"color": NEUTRAL, "width": 1, "dash": "dot"})
-    fig.update_layout(
-        xaxis={"title": "draft length k", "dtick": 2}, yaxis={"title": "\u00d7 plain decoding", "rangemode": "tozero"}
-    )
-    return style_figure(fig, title).update_layout(margin_r=72)  # room for the curve labels
+    return _against_k(fig, "\u00d7 plain decoding", title)
 
 
 def _measured_cost_curve(fig: go.Figure, ks: np.ndarray, run_alpha: float, cost: CostModel, target_ms: float) -> None:
