@@ -39,8 +39,6 @@ from specviz.models.errors import DeviceError
 # Each float precision's name and its short one; both are accepted.
 SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 DTYPES = {alias: getattr(torch, name) for name, short in SHORT.items() for alias in (name, short)}
-# What the command lines and the page offer (float16 is still accepted by name).
-CHOICES = PRECISIONS.names
 # The dtype of a target quantized to int8 (its weights; activations stay float32).
 INT8 = torch.qint8
 
@@ -171,14 +169,14 @@ def choose_dtype(device: torch.device, dtype: str | torch.dtype | None = None) -
     if isinstance(wanted, torch.dtype):
         if wanted in DTYPES.values() or wanted == INT8:
             return _check_int8(device, wanted)
-        raise DeviceError(f"dtype {wanted} is not supported: use {', '.join(CHOICES)}")
+        raise DeviceError(f"dtype {wanted} is not supported: use {', '.join(PRECISIONS.names)}")
     name = str(wanted).lower()
     if name in (INT8_NAME, "qint8"):
         return _check_int8(device, INT8)
     try:
         return DTYPES[name]
     except KeyError:
-        raise DeviceError(f"unknown dtype {wanted!r}: use {', '.join(CHOICES)} (or float16)") from None
+        raise DeviceError(f"unknown dtype {wanted!r}: use {', '.join(PRECISIONS.names)} (or float16)") from None
 
 
 def native_bf16() -> bool:
