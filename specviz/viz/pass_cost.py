@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from specviz.choices import LLAMACPP, TORCH
 from specviz.cost_model import CostModel, kept, recorded
-from specviz.viz.palette import BONUS, NEUTRAL, TARGET, empty_figure, style_figure
+from specviz.viz.palette import BONUS, NEUTRAL, PLAIN_LINE, TARGET, empty_figure, style_figure
 from specviz.viz.text import plotly_text
 
 COLOURS = {TORCH: BONUS, LLAMACPP: TARGET}
@@ -44,29 +44,20 @@ def pass_cost_figure(curves: Mapping[str, CostModel], current: str | None = None
         )
     fig = go.Figure()
     n_max = max(max(c.verify) for c in curves.values())
-    fig.add_trace(
-        go.Scatter(
-            x=[1, n_max],
-            y=[1, n_max],
-            mode="lines",
-            line=dict(color=NEUTRAL, dash="dash", width=1),
-            name="n one-token passes",
-            hoverinfo="skip",
-        )
+    fig.add_scatter(
+        x=[1, n_max], y=[1, n_max], mode="lines", line=PLAIN_LINE, name="n one-token passes", hoverinfo="skip"
     )
     for rt, c in curves.items():
         sizes = sorted(c.verify)
-        fig.add_trace(
-            go.Scatter(
-                x=sizes,
-                y=[c.verify[n] / c.target for n in sizes],
-                mode="lines+markers",
-                name=plotly_text(rt),
-                line=dict(color=COLOURS.get(rt, NEUTRAL), width=4 if rt == current else 2),
-                customdata=[[c.verify[n], c.draft] for n in sizes],
-                hovertemplate=f"{plotly_text(rt)}: a pass over %{{x}} tokens costs %{{customdata[0]:.0f}} ms = %{{y:.2f}} one-token passes"
-                "<br>one drafted token: %{customdata[1]:.0f} ms<extra></extra>",
-            )
+        fig.add_scatter(
+            x=sizes,
+            y=[c.verify[n] / c.target for n in sizes],
+            mode="lines+markers",
+            name=plotly_text(rt),
+            line={"color": COLOURS.get(rt, NEUTRAL), "width": 4 if rt == current else 2},
+            customdata=[[c.verify[n], c.draft] for n in sizes],
+            hovertemplate=f"{plotly_text(rt)}: a pass over %{{x}} tokens costs %{{customdata[0]:.0f}} ms = %{{y:.2f}} one-token passes"
+            "<br>one drafted token: %{customdata[1]:.0f} ms<extra></extra>",
         )
     fig.update_layout(xaxis_title="new tokens in one target pass (n)", yaxis_title="cost in one-token passes")
     return style_figure(fig, "Verify pass cost by runtime: V(n) / V(1)")
