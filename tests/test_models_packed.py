@@ -41,7 +41,7 @@ def test_one_packed_copy_per_model_and_its_bytes_counted():
 
 def test_no_packing_without_the_memory_for_it(monkeypatch):
     model = _model()
-    monkeypatch.setattr(packed, "_free_bytes", lambda: packed.HEADROOM)  # less than headroom + weights
+    monkeypatch.setattr(packed, "ram_available", lambda: packed.HEADROOM)  # less than headroom + weights
     assert packed.packed_linears(model) is None
     assert packed.packed_bytes(model) == 0
 
@@ -56,5 +56,5 @@ def test_lean_loop_says_whether_it_runs_packed(monkeypatch):
     model = tiny_model(77, layers=2)  # seeds no other test loads: packing state is per model object
     assert LeanLM(model, torch.device("cpu")).loop == "lean, packed weights"
     other = tiny_model(78, layers=2)
-    monkeypatch.setattr(packed, "_free_bytes", lambda: 0)
+    monkeypatch.setattr(packed, "ram_available", lambda: 0)
     assert LeanLM(other, torch.device("cpu")).loop == "lean"

@@ -69,14 +69,10 @@ def _pack(model: torch.nn.Module) -> dict[torch.nn.Module, Callable] | None:
     if any(m.weight.device.type != "cpu" or m.weight.dtype not in DTYPES for m in layers):
         return None
     need = sum(m.weight.numel() * m.weight.element_size() for m in layers)
-    if _free_bytes() < need + HEADROOM:
+    if ram_available() < need + HEADROOM:
         return None
     try:
         with torch.inference_mode():
             return {m: PackedLinear(m) for m in layers}
     except RuntimeError:
         return None  # oneDNN cannot pack this dtype on this CPU
-
-
-def _free_bytes() -> int:
-    return ram_available()
