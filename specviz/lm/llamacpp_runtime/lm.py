@@ -90,7 +90,6 @@ class LlamaCppLM(OpenTrees):
         self.length = 0
 
     def crop(self, length: int) -> None:
-        """Drop cached tokens beyond `length`; closes an open tree (its nodes go)."""
         if self._tree is not None:
             self._drop(self._tree)
             self._tree = None
@@ -99,8 +98,6 @@ class LlamaCppLM(OpenTrees):
             self.length = max(0, length)
 
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
-        """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
-        positions (0: all), (n_kept, V) float32."""
         if self._tree is not None:
             raise RuntimeError("a tree is open: keep a path or crop before feeding a chain")
         toks = [int(t) for t in ids.reshape(-1).tolist()]
@@ -148,7 +145,6 @@ class LlamaCppLM(OpenTrees):
         return torch.from_numpy(out)
 
     def keep_path(self, path: Sequence[int]) -> None:
-        """Keep the context and the open tree's nodes on `path`; drop every other node."""
         tree, path = self.close_tree(path)
         if path:  # the path's cells join the context's sequence
             self._L.llama_memory_seq_cp(self._mem, 1 + path[-1], 0, tree.context_len, -1)

@@ -33,8 +33,7 @@ class TorchLM(OpenTrees):
         self.capabilities = caps if tree else caps - {TREE}
 
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
-        """Run the model over `ids` (1-D) after the cached tokens; logits of the last `keep`
-        positions (0: all), shape (n_kept, V). A long prompt goes in chunks (`lm.interrupt`)."""
+        """A long prompt goes in chunks, the run's stop check between them (`lm.interrupt`)."""
         return feed_in_chunks(self._pass, ids, keep)
 
     def _feed_nodes(self, tree, tokens: torch.Tensor, parents: list[int], positions: list[int]) -> torch.Tensor:

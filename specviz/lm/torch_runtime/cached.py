@@ -102,8 +102,6 @@ class CachedLM(TorchLM):
         return logits
 
     def feed_masked(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Run the model over `ids` (1-D) after the cached tokens, node i attending where
-        `allowed[i]` (n, length + n) is True and sitting at position `positions[i]`; logits (n, V)."""
         if self._tree_forward is None:
             raise TypeError("this cached model has no tree pass")  # early exit: capabilities say so
         device = self.device
@@ -121,7 +119,6 @@ class CachedLM(TorchLM):
                 t[..., start : start + len(src), :] = t.index_select(-2, index)
 
     def crop(self, length: int) -> None:
-        """Drop cached tokens beyond `length`; closes an open tree."""
         self._tree = None
         if length < self.length:
             self.cache.crop(length - self.length)  # a negative count: tokens to remove

@@ -69,8 +69,7 @@ def lean_supported(model: torch.nn.Module) -> bool:
 
 
 class LeanLM(TorchLM):
-    """`CachedLM`'s interface (`lm.runtime.LM`, plus feed_masked and keep_rows) over a
-    Llama / Qwen2 decoder."""
+    """A `TorchLM` over a Llama / Qwen2 decoder's own modules."""
 
     def __init__(self, model: torch.nn.Module, device: torch.device):
         inner, config = model.model, model.config
@@ -119,13 +118,10 @@ class LeanLM(TorchLM):
         self._tree = None
 
     def crop(self, length: int) -> None:
-        """Drop cached tokens beyond `length`; closes an open tree."""
         self._tree = None
         self.length = min(self.length, length)
 
     def feed_masked(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Run the model over `ids` (1-D) after the cached tokens, node i attending where
-        `allowed[i]` (n, length + n) is True and sitting at position `positions[i]`; logits (n, V)."""
         return self._pass(ids, 0, allowed.to(self.device), positions.to(self.device))
 
     @torch.inference_mode()  # the buffers are inference tensors: written only in that mode
