@@ -7,6 +7,7 @@ from viz_sample import sample_rounds
 
 from specviz.run_stats import hindsight
 from specviz.viz import acceptance_plots as ap
+from specviz.viz.text import words_html
 
 LINEAR = {"verify": {str(n): 80.0 + 20 * n for n in range(1, 18)}, "draft": 10.0}
 
@@ -76,4 +77,4 @@ def test_pass_cost_ratios_never_fall_with_more_tokens():
 
 
 def test_words_are_escaped():
-    assert "&lt;b&gt;" in ap.words_html(["<b>"])
+    assert "&lt;b&gt;" in words_html(["<b>"])

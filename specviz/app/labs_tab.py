@@ -34,6 +34,7 @@ from specviz.limits import SWEEP_WALL_S
 from specviz.settings import GenerationSettings, from_request
 from specviz.viz import acceptance_plots as ap
 from specviz.viz import empty_figure, pass_cost_figure, runtime_curves
+from specviz.viz.text import words_html
 from specviz.app.stopping import session_of
 from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, chart, hint, muted, speculative, stops
 
@@ -318,7 +319,7 @@ def sweep_views(rows, *, stopped: bool = False, total: int | None = None, out_of
         muted.append("Stopped: the temperatures not run are left out.")
     elif total is not None and len(rows) < total:
         muted.append(f"{len(rows)} of {total} temperatures run\u2026")
-    return fig, ap.words_html(lines, muted)
+    return fig, words_html(lines, muted)
 
 
 def batching_views(r) -> tuple:
@@ -338,7 +339,7 @@ def batching_views(r) -> tuple:
         f"Predicted from \u03b1 = {r.alpha:.2f} (the run's measured acceptance) and k = {r.k}; pass costs are the "
         f"median of {c.repeats} timed passes after {c.context} cached tokens per sequence."
     ]
-    return fig, ap.batch_costs_figure(c.batch_sizes, c.pass_sizes, c.target_ms), ap.words_html(explanation(r), muted)
+    return fig, ap.batch_costs_figure(c.batch_sizes, c.pass_sizes, c.target_ms), words_html(explanation(r), muted)
 
 
 def check_sweep(trace, pair_name, temperatures) -> list:

@@ -20,8 +20,9 @@ from specviz.periphery.production import found
 from specviz.periphery.production.export import FORMATS, export
 from specviz.periphery.production.judge import judge, measured_cost, typed_cost
 from specviz.periphery.production.metrics import read
-from specviz.viz.acceptance_plots import position_stats_figure, words_html
+from specviz.viz.acceptance_plots import position_stats_figure
 from specviz.viz.palette import empty_figure
+from specviz.viz.text import words_html
 
 FORMAT_LABELS = [
     ("vLLM", "vllm"),

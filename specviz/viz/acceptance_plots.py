@@ -31,7 +31,6 @@ from specviz.viz.palette import (
 )
 from specviz.viz.stats_plots import accepted_length_figure
 from specviz.viz.text import panel_html, paragraphs_html, table_html
-from specviz.viz.text import words_html as words_html  # the labs' pages take it from here
 
 
 def position_rates_figure(
