@@ -17,6 +17,7 @@ from specviz.periphery import progress
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.choices import COST_AWARE, PRECISIONS, RUNTIMES, SPECULATIVE, help_line
+from specviz.models.catalogue.presets import DEFAULT_PAIR
 from specviz.settings import (
     DEFAULTS,
     PROMPT,
@@ -43,16 +44,12 @@ RESET = "\x1b[0m"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """generate's options: the pair, one flag per setting (`add_settings`), and how the pair loads."""
     parser.add_argument("--prompt", required=True, help=PROMPT.help)
-    parser.add_argument("--pair", help="a model pair preset (see `python -m specviz models`); default qwen-coder")
+    add_pair(parser)
     parser.add_argument("--draft", metavar="SRC", help="draft model: Hub id, local folder or GGUF file (with --target)")
     parser.add_argument("--target", metavar="SRC", help="target model: Hub id, local folder or GGUF file")
     add_settings(parser)
     parser.add_argument("--adaptive", action="store_true", help=f"the same as --policy {COST_AWARE}")
-    parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
-    add_precision(parser)
-    parser.add_argument(
-        "--fp32-draft", action="store_true", help="keep the draft in the pair's dtype on a CPU (default there: int8)"
-    )
+    add_loading(parser)
     parser.add_argument(
         "--device-map",
         choices=DEVICE_MAPS,
@@ -111,13 +108,33 @@ def add_runtime(parser: argparse.ArgumentParser, more: str = "") -> None:
     )
 
 
-def add_precision(parser: argparse.ArgumentParser) -> None:
-    """--dtype, the target's precision on the torch runtime."""
+def add_pair(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    """--pair. generate leaves it None, to tell it apart from --draft/--target (`pair_spec`)."""
+    parser.add_argument(
+        "--pair",
+        default=default,
+        help=f"a model pair: a preset (see `python -m specviz models`) or 'DRAFT -> TARGET' (default: {DEFAULT_PAIR})",
+    )
+
+
+def add_loading(parser: argparse.ArgumentParser, fp32_more: str = "") -> None:
+    """--device, --dtype and --fp32-draft: how the pair loads (`loading` reads them)."""
+    parser.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     parser.add_argument(
         "--dtype",
         choices=PRECISIONS.names,
         help=f"the target's precision: {help_line(PRECISIONS)} (default: {PRECISIONS.default})",
     )
+    parser.add_argument(
+        "--fp32-draft",
+        action="store_true",
+        help=f"keep the draft in the pair's dtype on a CPU (default there: int8{fp32_more})",
+    )
+
+
+def loading(args: argparse.Namespace) -> dict[str, Any]:
+    """`engine.load`'s arguments from the flags of `add_loading`."""
+    return {"device": args.device, "dtype": args.dtype, "int8_draft": False if args.fp32_draft else None}
 
 
 def settings_from(args: argparse.Namespace) -> GenerationSettings:
@@ -136,8 +153,6 @@ def pair_spec(args: argparse.Namespace) -> str | tuple[str, str]:
         raise UserError("--draft needs a --target to draft for")
     if args.target:
         return (args.draft, args.target) if args.draft else args.target
-    from specviz.models import DEFAULT_PAIR
-
     return args.pair or DEFAULT_PAIR
 
 
@@ -153,9 +168,7 @@ def run(args: argparse.Namespace) -> int:
         spec,
         with_draft=settings.needs_draft,
         progress=progress.lines(terminal_only=True),
-        device=args.device,
-        dtype=args.dtype,
-        int8_draft=False if args.fp32_draft else None,
+        **loading(args),
         device_map=args.device_map,
         max_memory=args.max_memory,
         runtime=settings.runtime,

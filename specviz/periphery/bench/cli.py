@@ -30,16 +30,15 @@ from specviz.periphery.bench.summary import summarise
 from specviz.errors import UserError
 from specviz.choices import LLAMACPP, POLICIES
 from specviz.periphery.cli import check_range
-from specviz.periphery.generate_cli import add_precision, add_runtime, add_setting
+from specviz.periphery.generate_cli import add_loading, add_pair, add_runtime, add_setting, loading
+from specviz.models.catalogue.presets import DEFAULT_PAIR
 from specviz.settings import MAX_K, default_k
 
 DEFAULT_KS = "2,4"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--pair", default="qwen-coder", help="model pair: a preset name or 'DRAFT -> TARGET' (default: qwen-coder)"
-    )
+    add_pair(parser, DEFAULT_PAIR)
     parser.add_argument(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt file, .json or .jsonl (default: the bundled set)"
     )
@@ -65,17 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--limit", type=int, help="run only the first N prompts (alternating code and prose)")
     parser.add_argument("--prompt-ids", help="comma-separated prompt ids to run")
-    add_precision(parser)
-    parser.add_argument("--device", help="cpu or cuda (default: cuda when present)")
+    add_loading(parser, ", for both libraries")
     add_runtime(
         parser, "; on llama.cpp the default methods are lc-plain, lc-lookup (llama-cpp-python's own) and specviz's"
     )
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
-    parser.add_argument(
-        "--fp32-draft",
-        action="store_true",
-        help="keep the draft in the pair's dtype on a CPU (default there: int8, for both libraries)",
-    )
     add_setting(parser, "seed", 0)
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each method")
     parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md, bench.png and traces/")
@@ -127,9 +120,7 @@ def run(args: argparse.Namespace) -> int:
     pair = load(
         args.pair,
         with_draft=any(m.needs_draft for m in methods) or not args.methods,
-        device=args.device,
-        dtype=args.dtype,
-        int8_draft=False if args.fp32_draft else None,
+        **loading(args),
         runtime=args.runtime,
     )
     load_s = time.perf_counter() - t0

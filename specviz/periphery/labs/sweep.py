@@ -212,13 +212,7 @@ def run(args: argparse.Namespace) -> int:
     needs_draft = settings.needs_draft
     if needs_draft and args.target and not args.draft:
         raise UserError(f"--target alone gives no draft model: add --draft SRC, or {no_draft_help(flag=True)}")
-    pair = load(
-        spec,
-        with_draft=needs_draft,
-        device=args.device,
-        dtype=args.dtype,
-        int8_draft=False if args.fp32_draft else None,
-    )
+    pair = load(spec, with_draft=needs_draft, **generate_cli.loading(args))
     return report(pair, args.prompt, settings, temperatures, as_json=args.json, out=sys.stdout)
 
 
