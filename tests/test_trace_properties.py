@@ -23,6 +23,7 @@ from specviz.engine import run
 from specviz.errors import UserError
 from specviz.events import MAX_TRACE_BYTES, RoundEvent, Trace, TraceError, load_trace
 from specviz.settings import GenerationSettings
+from specviz.viz import acceptance_plots
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -106,8 +107,8 @@ def draw_figures(trace: Trace, every_position: bool = False) -> list:
     events = trace.events
     figures = [
         viz.round_timeline_figure(events),
-        viz.acceptance_by_position_figure(events),
-        viz.accepted_length_figure(events),
+        acceptance_plots.position_rates_figure(events),
+        acceptance_plots.lengths_figure(events),
         viz.tokens_vs_time_figure(trace, trace),
     ]
     rounds = [e for e in events if isinstance(e, RoundEvent)]

@@ -137,9 +137,6 @@ def cases():
             {MARKUP: CostModel(verify={1: 10, 4: 20}, draft=2)}, MARKUP
         ),
         "tokens_vs_time_figure": lambda: specviz.viz.tokens_vs_time_figure(rounds, None, title=MARKUP),
-        "acceptance_by_position_figure": lambda: specviz.viz.acceptance_by_position_figure(rounds, title=MARKUP),
-        "accepted_length_figure": lambda: specviz.viz.accepted_length_figure(rounds, title=MARKUP, model_name=MARKUP),
-        "speedup_comparison_figure": lambda: specviz.viz.speedup_comparison_figure(1.5, 1.2, 1.3, title=MARKUP),
         "tokens_per_round_figure": lambda: specviz.viz.tokens_per_round_figure(title=MARKUP),
         "speedup_vs_k_figure": lambda: specviz.viz.speedup_vs_k_figure(40.0, 4.0, title=MARKUP),
         "speedup_heatmap_figure": lambda: specviz.viz.speedup_heatmap_figure(40.0, 4.0, title=MARKUP),

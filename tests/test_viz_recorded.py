@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from specviz.events import RoundEvent, Trace
+from specviz.viz import acceptance_plots as ap
 from specviz.viz import (
-    accepted_length_figure,
-    acceptance_by_position_figure,
     identity_check,
     live_stats,
     position_bars_figure,
@@ -109,8 +108,8 @@ def test_race_and_figures_on_recorded_runs(spec):
     assert f"done: {spec.summary.new_tokens} tokens" in s1 and p1.count("tok-plain") == 40
     for fig in (
         round_timeline_figure(spec.events),
-        acceptance_by_position_figure(spec.events),
-        accepted_length_figure(spec.events),
+        ap.position_rates_figure(spec.events),
+        ap.lengths_figure(spec.events),
     ):
         assert fig.data
     pred = predict(spec.summary, spec.events, k=spec.settings["k"], plain=plain.summary)

@@ -1,4 +1,4 @@
-"""Live stats, the round timeline and the acceptance figures, from hand-built events."""
+"""Live stats, the round timeline and the accepted-length figure, from hand-built events."""
 
 import numpy as np
 import pytest
@@ -6,15 +6,8 @@ from viz_sample import bonus_round, plain_events, sample_rounds, sampled_round
 
 from specviz import theory
 from specviz.run_stats import length_stats, predicted_histogram
-from specviz.viz import (
-    acceptance_by_position_figure,
-    accepted_length_figure,
-    live_stats,
-    round_timeline_figure,
-    speedup_comparison_figure,
-    stats_html,
-)
-from specviz.viz.stats_plots import acceptance_by_position
+from specviz.viz import live_stats, round_timeline_figure, stats_html
+from specviz.viz.acceptance_plots import lengths_figure
 
 
 def test_live_stats_count_what_happened():
@@ -52,30 +45,17 @@ def test_timeline_has_draft_verify_and_gained_per_round():
     assert len(round_timeline_figure([]).data) == 0
 
 
-def test_acceptance_by_position_counts_only_judged_drafts():
-    judged, accepted, overlap = acceptance_by_position(sample_rounds())
-    assert list(judged) == [4, 3, 1, 0] and list(accepted) == [3, 2, 0, 0]
-    assert overlap[0] == pytest.approx((0.9 + 0.9 + 1.0 + 0.1) / 4)
-    fig = acceptance_by_position_figure(sample_rounds())
-    assert list(fig.data[0].y[:3]) == pytest.approx([0.75, 2 / 3, 0.0])
-    assert np.isnan(fig.data[0].y[3])
-
-
 def test_accepted_length_histogram_against_truncated_geometric():
     rounds = [sampled_round(i) for i in range(3)] + [bonus_round(3)]
     lengths = length_stats(rounds)
     assert list(lengths.accepted) == [2, 2, 2, 2] and list(lengths.k) == [4, 4, 4, 2]
-    expected = predicted_histogram(0.5, lengths.k)
+    alpha = 8 / 11  # the measured acceptance: 2 of 3 judged drafts in each sampled round, 2 of 2 in the bonus one
+    assert lengths.alpha == pytest.approx(alpha)
+    expected = predicted_histogram(alpha, lengths.k)
     assert expected.sum() == pytest.approx(4)
     assert expected == pytest.approx(
-        3 * theory.accepted_length_distribution(0.5, 4) + np.r_[theory.accepted_length_distribution(0.5, 2), 0, 0]
+        3 * theory.accepted_length_distribution(alpha, 4) + np.r_[theory.accepted_length_distribution(alpha, 2), 0, 0]
     )
-    fig = accepted_length_figure(rounds, alpha=0.5)
+    fig = lengths_figure(rounds)
     assert list(fig.data[0].y) == [0, 0, 4, 0, 0]
     assert list(fig.data[1].y) == pytest.approx(expected)
-
-
-def test_speedup_comparison_bars():
-    fig = speedup_comparison_figure(1.8, 1.2, predicted_with_cost=1.4)
-    assert list(fig.data[0].y) == [1.8, 1.4, 1.2]
-    assert list(fig.data[0].x)[-1] == "measured"

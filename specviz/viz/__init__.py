@@ -8,8 +8,7 @@ assets/specviz.css; every piece of model or user text in it is escaped.
     live_stats.py     the numbers beside a running generation
     timeline.py       draft / verify time and tokens gained per round
     inspector.py      one round in words; p vs q at one position
-    stats_plots.py    acceptance by position, accepted lengths, speedup bars
-    acceptance_plots.py the labs: both per-position rates, mean lengths, hindsight k,
+    acceptance_plots.py the labs: acceptance by position, accepted lengths, hindsight k,
                       the temperature sweep and batching (from specviz.run_stats / labs)
     race.py           speculative against plain: replay, tokens over time, identity check
     theory_plots.py   tokens per round and speedup against k and alpha
@@ -42,7 +41,6 @@ from specviz.viz.race import (
     tokens_vs_time_figure,
 )
 from specviz.viz.speculation_note import speculation_note_html
-from specviz.viz.stats_plots import acceptance_by_position_figure, accepted_length_figure, speedup_comparison_figure
 from specviz.viz.theory_plots import (
     speedup_heatmap_figure,
     speedup_vs_k_figure,
@@ -56,8 +54,6 @@ __all__ = [
     "LiveStats",
     "Prediction",
     "REPLAY_FRAME_S",
-    "acceptance_by_position_figure",
-    "accepted_length_figure",
     "comparison_html",
     "empty_figure",
     "gap_explanation",
@@ -80,7 +76,6 @@ __all__ = [
     "round_narrative_html",
     "round_story",
     "round_timeline_figure",
-    "speedup_comparison_figure",
     "speedup_heatmap_figure",
     "speedup_vs_k_figure",
     "speculation_note_html",

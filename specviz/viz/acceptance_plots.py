@@ -3,8 +3,6 @@ hindsight k, the temperature sweep and the batching prediction.
 
 The per-position and per-round numbers come from specviz.run_stats; the sweep and batching
 figures take plain columns (what specviz.periphery.labs measured), so nothing here runs a model.
-The accepted-length histogram is stats_plots.accepted_length_figure, given the run's
-measured acceptance.
 """
 
 from __future__ import annotations
@@ -29,7 +27,6 @@ from specviz.viz.palette import (
     style_figure,
     whole_dtick,
 )
-from specviz.viz.stats_plots import accepted_length_figure
 from specviz.viz.text import panel_html, paragraphs_html, table_html
 
 
@@ -93,12 +90,33 @@ def position_stats_figure(
 
 def lengths_figure(events: Iterable[Event], title: str | None = "Drafts accepted per round") -> go.Figure:
     """The histogram of accepted drafts per round against the truncated geometric at the
-    run's measured acceptance (stats_plots draws it)."""
-    events = list(events)
-    alpha = position_stats(events).alpha
-    return accepted_length_figure(
-        events, alpha=alpha, title=title, model_name=f"truncated geometric, measured \u03b1 = {alpha:.2f}"
+    run's measured acceptance. A gap between the two means acceptances are not independent:
+    easy stretches of text accept whole drafts."""
+    lengths = length_stats(events)
+    if not lengths.rounds:
+        return empty_figure("No finished rounds yet", title)
+    n = np.arange(len(lengths.histogram))
+    fig = go.Figure()
+    fig.add_bar(
+        x=n,
+        y=lengths.histogram,
+        name="measured",
+        marker_color=ACCEPTED,
+        hovertemplate="%{x} accepted: %{y} rounds<extra></extra>",
     )
+    fig.add_scatter(
+        x=n,
+        y=lengths.predicted_histogram,
+        mode="lines+markers",
+        name=f"truncated geometric, measured \u03b1 = {lengths.alpha:.2f}",
+        line={"color": NEUTRAL, "dash": "dot"},
+        marker={"color": NEUTRAL},
+        hovertemplate="%{x} accepted: %{y:.1f} rounds expected<extra></extra>",
+    )
+    fig.update_layout(
+        xaxis={"title": "drafts accepted in the round", "dtick": 1}, yaxis={"title": "rounds", "rangemode": "tozero"}
+    )
+    return style_figure(fig, title)
 
 
 def lengths_html(events: Iterable[Event]) -> str:
