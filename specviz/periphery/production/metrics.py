@@ -82,9 +82,8 @@ class Counts:
     @property
     def unconditional(self) -> list[float] | None:
         """Accepted at position i / steps: the rate vLLM and llama.cpp log by position."""
-        if self.per_position is None or not self.steps:
-            return None
-        return [a / self.steps for a in self.per_position]
+        ps = self.position_stats()
+        return None if ps is None else ps.unconditional.tolist()
 
     @property
     def conditional(self) -> list[float] | None:
@@ -92,7 +91,7 @@ class Counts:
         same k, as vLLM's and llama.cpp's do, a draft at i is judged only after i - 1 was
         accepted, so this is the rate once the draft got that far."""
         ps = self.position_stats()
-        return None if ps is None else [a / b if b else float("nan") for a, b in zip(self.per_position, ps.reached)]
+        return None if ps is None else ps.conditional.tolist()
 
     def position_stats(self) -> PositionStats | None:
         """The counts by position as a run's (`run_stats.PositionStats`): every step drafts k,
