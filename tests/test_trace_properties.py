@@ -86,11 +86,7 @@ def draw_html(trace: Trace) -> list[str]:
     """Every HTML view of a trace the page draws."""
     events = trace.events
     rounds = [e for e in events if isinstance(e, RoundEvent)]
-    html = [
-        viz.tokens_html(events),
-        viz.tokens_html(events, show_rejected=False),
-        viz.stats_html(viz.live_stats(events)),
-    ]
+    html = [viz.tokens_html(events), viz.stats_html(viz.live_stats(events))]
     for r in rounds:
         html.append(viz.round_narrative_html(r))
         viz.position_choices(r)  # labels of a radio: text, not HTML

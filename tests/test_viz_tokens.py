@@ -110,13 +110,6 @@ def test_whitespace_kept_newline_marked_and_controls_made_visible():
     assert visible_text("a\n\tb\u2028") == "a\\n\\tb\\u2028"
 
 
-def test_show_rejected_false_leaves_only_the_output():
-    html = tokens_html(sample_rounds(), show_rejected=False)
-    assert "tok-rejected" not in html
-    out = "".join(Elements(html).text).replace("\u21b5", "")
-    assert out == "def foo[x]\n    return x" + HOSTILE_IMG
-
-
 def test_plain_tokens_and_empty_stream():
     toks = Elements(tokens_html(plain_events(3))).tokens()
     assert [t["class"] for t in toks] == ["tok tok-plain"] * 3

@@ -80,13 +80,11 @@ def token_span(text: str, classes: str, tooltip: str, **data: object) -> str:
     return f'<span class="tok {classes}"{attrs} title="{esc(tooltip)}">{token_inner_html(text)}</span>'
 
 
-def round_tokens_html(event: RoundEvent, show_rejected: bool = True) -> str:
+def round_tokens_html(event: RoundEvent) -> str:
     """One round's tokens, wrapped in a `sv-round` span (its border marks the round start)."""
     greedy = round_is_greedy(event)
     parts = []
     for pos, d in enumerate(event.drafted, start=1):
-        if d.decision != "accepted" and not show_rejected:
-            continue
         classes = {"accepted": "tok-accepted", "rejected": "tok-rejected"}.get(d.decision, "tok-rejected tok-unchecked")
         parts.append(token_span(d.text, classes, draft_tooltip(d, event, pos, greedy), round=event.index, pos=pos))
     e = event.emitted
@@ -101,17 +99,16 @@ def plain_token_html(event: PlainTokenEvent) -> str:
     return token_span(event.text, "tok-plain", tooltip, index=event.index)
 
 
-def tokens_html(events: Iterable[Event], show_rejected: bool = True, empty: str = "") -> str:
+def tokens_html(events: Iterable[Event], empty: str = "") -> str:
     """The whole token stream as one HTML block, in O(number of tokens).
 
     Speculative rounds and plain tokens may both appear (each drawn its own way).
-    show_rejected=False leaves out rejected and unchecked drafts, showing only the output.
     `empty` is shown, escaped, when there is no token yet.
     """
     parts = []
     for ev in events:
         if isinstance(ev, RoundEvent):
-            parts.append(round_tokens_html(ev, show_rejected))
+            parts.append(round_tokens_html(ev))
         elif isinstance(ev, PlainTokenEvent):
             parts.append(plain_token_html(ev))
     body = "".join(parts) or (f'<span class="sv-empty">{esc(empty)}</span>' if empty else "")
