@@ -39,9 +39,6 @@ class LM(Protocol):
     device: torch.device
     length: int
     vocab_size: int  # width of a logits row (may exceed the tokenizer's: head padding)
-    context_window: int | None  # positions the model can attend over, None where unknown
-    stop_ids: frozenset[int]  # ids the model's own files say end generation
-    capabilities: frozenset[str]
     loop: str  # which loop runs its passes, as traces and the cost model's cache key name it
 
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from specviz.errors import UserError
-from specviz.choices import LLAMACPP, RUNTIMES
+from specviz.choices import LLAMACPP
 from specviz.lm import interrupt
 from specviz.lm.tree import OpenTrees
 from specviz.lm.llamacpp_runtime.abort import abortable
@@ -43,7 +43,6 @@ BATCH = 512
 
 class LlamaCppLM(OpenTrees):
     runtime = loop = LLAMACPP
-    capabilities = RUNTIMES[LLAMACPP].capabilities
 
     def __init__(self, model):
         """`model`: a `llamacpp_runtime.model.LlamaCppModel`."""
@@ -51,8 +50,6 @@ class LlamaCppLM(OpenTrees):
         self._L, self.model = L, model
         self.device = torch.device("cpu")
         self.vocab_size = model.vocab_size
-        self.context_window = model.context_window
-        self.stop_ids = model.stop_ids
         self._ctx, self._batch = model.lend_context(lambda: self._make_context(model))
         self._cells = int(L.llama_n_ctx(self._ctx))
         self._mem = L.llama_get_memory(self._ctx)

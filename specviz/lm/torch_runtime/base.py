@@ -1,13 +1,11 @@
-"""What both torch loops share (`lean.LeanLM`, `cached.CachedLM`): the `lm.runtime.LM` facts
-of a torch model, read from its config; a feed in chunks; a tree pass under a mask, and its
-path kept by moving rows (`lm.tree`)."""
+"""What both torch loops share (`lean.LeanLM`, `cached.CachedLM`): a feed in chunks; a tree
+pass under a mask, and its path kept by moving rows (`lm.tree`)."""
 
 from __future__ import annotations
 
 import torch
 
-from specviz.choices import RUNTIMES, TORCH
-from specviz.choices import TREE_PASS as TREE
+from specviz.choices import TORCH
 from specviz.lm.interrupt import feed_in_chunks
 from specviz.lm.tree import OpenTrees, ancestry
 
@@ -19,18 +17,6 @@ class TorchLM(OpenTrees):
     `_move_rows(src, start)` (cache rows `src` copied to `start` on) make it an LM."""
 
     runtime = TORCH
-
-    def facts_from(self, config, *, generation_config, tree: bool) -> None:
-        self.vocab_size = int(config.vocab_size)
-        window = getattr(config, "max_position_embeddings", None)
-        self.context_window = window if isinstance(window, int) and window > 0 else None
-        ids = getattr(generation_config, "eos_token_id", None)
-        if ids is None:
-            ids = getattr(config, "eos_token_id", None)
-        ids = [ids] if isinstance(ids, int) else list(ids or [])
-        self.stop_ids = frozenset(int(i) for i in ids if 0 <= int(i) < self.vocab_size)
-        caps = RUNTIMES[TORCH].capabilities
-        self.capabilities = caps if tree else caps - {TREE}
 
     def feed(self, ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
         """A long prompt goes in chunks, the run's stop check between them (`lm.interrupt`)."""

@@ -58,38 +58,23 @@ def model_tree_forward(model: torch.nn.Module) -> TreeForward:
 
 def cached_lm(model: torch.nn.Module, device: torch.device) -> CachedLM:
     """`model` through transformers' forward, chain and tree passes alike."""
-    return CachedLM(
-        model_forward(model),
-        model.config,
-        device,
-        tree_forward=model_tree_forward(model),
-        generation_config=getattr(model, "generation_config", None),
-    )
+    return CachedLM(model_forward(model), model.config, device, tree_forward=model_tree_forward(model))
 
 
 class CachedLM(TorchLM):
     """Holds the KV cache of one model for one run; `length` tokens are in it. Without a
-    `tree_forward` (a forward that is not a whole model's, as early exit's) it has no tree pass.
-    Its stop ids are `generation_config`'s where one is given, else `config`'s."""
+    `tree_forward` (a forward that is not a whole model's, as early exit's) it has no tree pass."""
 
     loop = "transformers"
 
-    def __init__(
-        self,
-        forward: Forward,
-        config,
-        device: torch.device,
-        *,
-        tree_forward: TreeForward | None = None,
-        generation_config=None,
-    ):
+    def __init__(self, forward: Forward, config, device: torch.device, *, tree_forward: TreeForward | None = None):
         self._forward = forward
         self._tree_forward = tree_forward
         self._config = config
         self.device = device
         self.cache = DynamicCache(config=config)
         self.length = 0
-        self.facts_from(config, generation_config=generation_config, tree=tree_forward is not None)
+        self.vocab_size = int(config.vocab_size)
 
     def reset(self) -> None:
         self.cache = DynamicCache(config=self._config)
@@ -103,7 +88,7 @@ class CachedLM(TorchLM):
 
     def feed_masked(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         if self._tree_forward is None:
-            raise TypeError("this cached model has no tree pass")  # early exit: capabilities say so
+            raise TypeError("this cached model has no tree pass")  # early exit drafts chains only
         device = self.device
         logits = self._tree_forward(ids.to(device)[None], self.cache, allowed.to(device), positions.to(device)[None])
         self.length += ids.numel()

@@ -108,7 +108,7 @@ class LeanLM(TorchLM):
         self._keys = self._values = self._cos = self._sin = None
         self.length = 0
         self.features: torch.Tensor | None = None  # (n_kept, hidden) of the last pass
-        self.facts_from(config, generation_config=getattr(model, "generation_config", None), tree=True)
+        self.vocab_size = int(config.vocab_size)
 
     def keep_features(self) -> None:
         """Keep the last pass's final hidden states in `features` (this loop always does)."""
