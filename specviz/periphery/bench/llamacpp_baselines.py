@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from specviz.lm.llamacpp_runtime.library import extra_buffer_types, llama
+from specviz.lm.llamacpp_runtime.model import DEFAULT_CONTEXT
 from specviz.periphery.bench.hf_baselines import PROMPT_LOOKUP_TOKENS  # drafts as long as transformers'
 
 _models: dict[tuple, object] = {}
@@ -26,8 +27,8 @@ class Result:
     wall_s: float
 
 
-def model(path, threads: int, *, lookup: bool = False, context: int = 4096):
-    """A `llama_cpp.Llama` on `path`, made once per (file, threads, drafter)."""
+def model(path, threads: int, *, lookup: bool = False):
+    """A `llama_cpp.Llama` on `path`, made once per (file, threads, drafter), with the runtime's context."""
     key = (str(path), threads, lookup)
     if key not in _models:
         llama()  # the backend started, llama.cpp's log captured
@@ -44,7 +45,7 @@ def model(path, threads: int, *, lookup: bool = False, context: int = 4096):
                 model_path=str(path),
                 n_threads=threads,
                 n_threads_batch=threads,
-                n_ctx=context,
+                n_ctx=DEFAULT_CONTEXT,
                 n_gpu_layers=0,
                 verbose=False,
                 draft_model=draft,

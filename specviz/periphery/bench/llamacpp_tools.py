@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 from specviz.lm.llamacpp_runtime.library import cpu_has_amx
+from specviz.lm.llamacpp_runtime.model import DEFAULT_CONTEXT
 
 TIMEOUT_S = 600
 
@@ -100,10 +101,12 @@ def _speculative_args(
 
 
 def _on_cpu(threads: int, *, draft: bool) -> list[str]:
-    """What every tool runs with here: the machine's threads, a 4096-token context, no layer on a
-    GPU (the draft's neither, where there is one), and on AMX CPUs no repacking, as the runtime
-    loads (lm/llamacpp_runtime/model.py)."""
-    args = ["-t", str(threads), "-c", "4096", "-ngl", "0"] + (["-td", str(threads), "-ngld", "0"] if draft else [])
+    """What every tool runs with here: the machine's threads, the runtime's default context, no
+    layer on a GPU (the draft's neither, where there is one), and on AMX CPUs no repacking, as
+    the runtime loads (lm/llamacpp_runtime/model.py)."""
+    args = ["-t", str(threads), "-c", str(DEFAULT_CONTEXT), "-ngl", "0"] + (
+        ["-td", str(threads), "-ngld", "0"] if draft else []
+    )
     return args + (["--no-repack"] if cpu_has_amx() else [])
 
 
