@@ -3,6 +3,7 @@
 import pytest
 from viz_sample import SAMPLE_OUTPUT, plain_trace, sample_rounds, spec_trace, tid
 
+from specviz.events import Trace
 from specviz.viz import comparison_html, identity_check, identity_html, race_end_s, race_frame, tokens_vs_time_figure
 from specviz.viz.race import first_difference, output_tokens
 
@@ -32,12 +33,11 @@ def test_race_frame_takes_event_lists_too():
 
 
 def test_tokens_vs_time_steps_for_both_runs():
-    fig = tokens_vs_time_figure(spec_trace(), plain_trace(), t_s=1.0)
+    fig = tokens_vs_time_figure(spec_trace(), plain_trace())
     spec, plain = fig.data
     assert list(spec.x) == [0, 0.5, 1.0, 1.5, 2.0] and list(spec.y) == [0, 3, 6, 8, 9]
     assert list(plain.y) == list(range(10)) and plain.x[-1] == pytest.approx(2.7)
     assert spec.line.shape == "hv"
-    assert len(fig.layout.shapes) == 1  # the cursor
 
 
 def test_comparison_table_names_both_runs():
@@ -48,11 +48,18 @@ def test_comparison_table_names_both_runs():
         assert cell in html
 
 
+def greedy_spec() -> Trace:
+    """The sample run as if decoded greedily (temperature 0), where the outputs must be identical."""
+    trace = spec_trace()
+    trace.settings = {**trace.settings, "temperature": 0}
+    return trace
+
+
 def test_identity_of_equal_outputs():
     assert [t for _, t in output_tokens(spec_trace())] == SAMPLE_OUTPUT
     ident = identity_check(spec_trace(), plain_trace())
     assert ident.identical and ident.first_difference is None and ident.compared == 9
-    assert "Identical: all 9 tokens match" in identity_html(spec_trace(), plain_trace(), greedy=True)
+    assert "Identical: all 9 tokens match" in identity_html(greedy_spec(), plain_trace())
 
 
 def test_identity_finds_the_first_difference_and_its_logit_gap():
@@ -61,12 +68,12 @@ def test_identity_finds_the_first_difference_and_its_logit_gap():
     ident = identity_check(spec_trace(), plain)
     # output token 7 is the greedy round's replacement " x", made at its position 2 (gap 0.8)
     assert ident.first_difference == 7 and ident.top2_logit_gap == 0.8
-    html = identity_html(spec_trace(), plain, greedy=True)
+    html = identity_html(greedy_spec(), plain)
     assert "first differ at token 7" in html and "&quot; x&quot;" in html and "&quot; y&quot;" in html
     assert "0.800" in html and "near-tie" not in html
 
 
 def test_identity_of_a_prefix_and_of_sampling():
     assert first_difference([1, 2, 3], [1, 2]) == 2 and first_difference([1, 2], [1, 2]) is None
-    assert "first 7 tokens are identical" in identity_html(spec_trace(), plain_trace(7), greedy=True)
+    assert "first 7 tokens are identical" in identity_html(greedy_spec(), plain_trace(7))
     assert identity_html(spec_trace(), plain_trace()).count("Sampling") == 1  # temperature 0.7 in the trace

@@ -17,7 +17,7 @@ from specviz.run_stats import rounds_of
 from specviz.choices import PLAIN, SPECULATIVE
 from specviz.events import Event, PlainTokenEvent, RoundEvent, RunSummary, Trace
 from specviz.viz.inspector import NEAR_TIE_LOGITS
-from specviz.viz.palette import ACCEPTED, NEUTRAL, TARGET, empty_figure, style_figure
+from specviz.viz.palette import ACCEPTED, TARGET, empty_figure, style_figure
 from specviz.viz.text import esc, panel_html, paragraphs_html, quoted, table_html, words_html
 from specviz.viz.tokens import tokens_html
 
@@ -70,9 +70,9 @@ def _curve(events: list[Event]) -> tuple[list[float], list[int]]:
 
 
 def tokens_vs_time_figure(
-    spec_trace: Run, plain_trace: Run | None = None, t_s: float | None = None, title: str | None = "Tokens over time"
+    spec_trace: Run, plain_trace: Run | None = None, title: str | None = "Tokens over time"
 ) -> go.Figure:
-    """Step lines of tokens generated against seconds for both runs; t_s draws a cursor."""
+    """Step lines of tokens generated against seconds for both runs."""
     spec = _events(spec_trace)
     plain = _events(plain_trace) if plain_trace is not None else []
     if not spec and not plain:
@@ -89,8 +89,6 @@ def tokens_vs_time_figure(
                 line={"shape": "hv", "color": colour, "width": 2.5},
                 hovertemplate=f"{name}: %{{y}} tokens at %{{x:.2f}} s<extra></extra>",
             )
-    if t_s is not None:
-        fig.add_vline(x=t_s, line={"color": NEUTRAL, "width": 1, "dash": "dot"})
     fig.update_layout(
         xaxis={"title": "seconds", "rangemode": "tozero"},
         yaxis={"title": "tokens", "rangemode": "tozero"},
@@ -170,15 +168,13 @@ def identity_check(spec_trace: Run, plain_trace: Run) -> Identity:
     return Identity(i is None, i, min(len(spec), len(plain)), gap)
 
 
-def identity_html(spec_trace: Run, plain_trace: Run, greedy: bool | None = None) -> str:
+def identity_html(spec_trace: Run, plain_trace: Run) -> str:
     """Token-by-token comparison of the two outputs, in words.
 
-    greedy defaults to the spec trace's settings (temperature 0). Greedy speculative decoding must reproduce plain greedy decoding exactly; a difference is
-    explained by the target's top-2 logit gap there (a near-tie can flip between a one-token
-    and a multi-token pass in low precision), never hidden.
+    Greedy speculative decoding (the spec trace's temperature 0) must reproduce plain greedy
+    decoding exactly; a difference is explained by the target's top-2 logit gap there (a
+    near-tie can flip between a one-token and a multi-token pass in low precision), never hidden.
     """
-    if greedy is None:
-        greedy = not isinstance(spec_trace, Trace) or not spec_trace.settings.get("temperature", 0)
     spec, plain = output_tokens(spec_trace), output_tokens(plain_trace)
     ident = identity_check(spec_trace, plain_trace)
     if ident.identical:
@@ -200,7 +196,7 @@ def identity_html(spec_trace: Run, plain_trace: Run, greedy: bool | None = None)
                 if g < NEAR_TIE_LOGITS
                 else f" The target's top two logits there differ by {g:.3f}, too much for rounding: this is unexpected."
             )
-    if not greedy:
+    if isinstance(spec_trace, Trace) and spec_trace.settings.get("temperature", 0):
         words = (
             "Sampling: the two runs draw different random numbers, so their texts may differ; what they share "
             "is the output distribution (see the lossless lab). "
