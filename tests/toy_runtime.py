@@ -39,11 +39,9 @@ class ToyLM:
     """`lm.runtime.LM` without a cache: the tokens fed so far, run again on each feed."""
 
     runtime = loop = ENTRY.name
-    capabilities = ENTRY.capabilities
-    context_window = None
 
     def __init__(self, model: ToyModel):
-        self.model, self.vocab_size, self.stop_ids = model, model.vocab_size, model.stop_ids
+        self.model, self.vocab_size = model, model.vocab_size
         self.device = torch.device("cpu")
         self.ids: list[int] = []
 
