@@ -12,19 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 
 from specviz.lm.llamacpp_runtime.library import extra_buffer_types, llama
 from specviz.lm.llamacpp_runtime.model import DEFAULT_CONTEXT
 from specviz.periphery.bench.hf_baselines import PROMPT_LOOKUP_TOKENS  # drafts as long as transformers'
 
 _models: dict[tuple, object] = {}
-
-
-@dataclass
-class Result:
-    token_ids: list[int]
-    wall_s: float
 
 
 def model(path, threads: int, *, lookup: bool = False):
@@ -70,8 +63,11 @@ def _same_model_params(L):
         L.llama_model_default_params = original
 
 
-def generate(llm, prompt_ids: list[int], *, max_new_tokens: int, temperature: float, seed: int, stop_ids) -> Result:
-    """One timed generation: prefill and every new token, up to a stop id or the limit."""
+def generate(
+    llm, prompt_ids: list[int], *, max_new_tokens: int, temperature: float, seed: int, stop_ids
+) -> tuple[list[int], float]:
+    """One timed generation, prefill and every new token up to a stop id or the limit: the new
+    ids and the seconds."""
     greedy = temperature == 0
     llm.set_seed(seed)
     llm.reset()  # no reuse of an earlier run's cache: every run reads its whole prompt, as specviz's do
@@ -89,4 +85,4 @@ def generate(llm, prompt_ids: list[int], *, max_new_tokens: int, temperature: fl
         out.append(int(token))
         if token in stop_ids or len(out) >= max_new_tokens:
             break
-    return Result(out, time.perf_counter() - t0)
+    return out, time.perf_counter() - t0

@@ -341,7 +341,7 @@ def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: Genera
 
     llm = llamacpp_baselines.model(pair.target.path, pair.target.threads, lookup=method.kind == "lookup")
     stops = stop_ids(pair)
-    r = llamacpp_baselines.generate(
+    ids, wall_s = llamacpp_baselines.generate(
         llm,
         input_ids.tolist(),
         max_new_tokens=settings.max_new_tokens,
@@ -349,8 +349,8 @@ def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: Genera
         seed=settings.seed,
         stop_ids=stops,
     )
-    stop = "eos" if r.token_ids and r.token_ids[-1] in stops else "max_new_tokens"
-    return Sample(token_ids=r.token_ids, wall_s=r.wall_s, stats={"stop_reason": stop})
+    stop = "eos" if ids and ids[-1] in stops else "max_new_tokens"
+    return Sample(token_ids=ids, wall_s=wall_s, stats={"stop_reason": stop})
 
 
 def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: GenerationSettings) -> Sample:
