@@ -47,22 +47,21 @@ def position_stats_figure(
         return empty_figure("No drafts judged yet", title)
     pos = s.positions
     fig = go.Figure()
-    fig.add_bar(
-        x=pos,
-        y=s.conditional,
-        name="conditional",
-        marker_color=ACCEPTED,
-        customdata=np.stack([s.accepted, s.reached], axis=-1),
-        hovertemplate="position %{x}: %{customdata[0]} accepted of %{customdata[1]} that got there (%{y:.0%})<extra></extra>",
-    )
-    fig.add_bar(
-        x=pos,
-        y=s.unconditional,
-        name="unconditional (vLLM)",
-        marker_color=BONUS,
-        customdata=np.stack([s.accepted, s.drafted], axis=-1),
-        hovertemplate="position %{x}: %{customdata[0]} accepted of %{customdata[1]} rounds that drafted it (%{y:.0%})<extra></extra>",
-    )
+    # The same accepted counts over two denominators: the rounds that got there, and that drafted it.
+    for rate, name, colour, out_of, words in (
+        (s.conditional, "conditional", ACCEPTED, s.reached, "that got there"),
+        (s.unconditional, "unconditional (vLLM)", BONUS, s.drafted, "rounds that drafted it"),
+    ):
+        fig.add_bar(
+            x=pos,
+            y=rate,
+            name=name,
+            marker_color=colour,
+            customdata=np.stack([s.accepted, out_of], axis=-1),
+            hovertemplate="position %{x}: %{customdata[0]} accepted of %{customdata[1]} "
+            + words
+            + " (%{y:.0%})<extra></extra>",
+        )
     fig.add_scatter(
         x=pos,
         y=s.predicted_conditional,
