@@ -12,6 +12,8 @@ from specviz.periphery.bench.methods import GATHERED, PACKED
 from specviz.periphery.bench.summary import plain_reference, vs_key
 
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
+# Draft positions the acceptance-by-position table has a column for.
+POSITIONS_SHOWN = 5
 # What each variant of a transformers method changes, for the note above the tables.
 VARIANT_NOTES = {
     GATHERED: "its LM heads fed rows of their own (`hf_baselines.gathered_heads`), removing a slow path its "
@@ -184,17 +186,17 @@ def _per_prompt(result: dict[str, Any]) -> list[str]:
     return ["", f"Speedup over {who} ({base}), per prompt:", ""] + _table(header, table)
 
 
-def _by_position(result: dict[str, Any], positions: int = 5) -> list[str]:
-    """Acceptance at draft positions 1, 2, ... (accepted of reached, pooled over prompts) for
-    each method that drafted; the trained head's held-out figures beside its runs."""
+def _by_position(result: dict[str, Any]) -> list[str]:
+    """Acceptance at draft positions 1 to POSITIONS_SHOWN (accepted of reached, pooled over
+    prompts) for each method that drafted; the trained head's held-out figures beside its runs."""
     pooled: dict[str, tuple[list[int], list[int]]] = {}
     for rows in result["summary"]["per_prompt"].values():
         for name, row in rows.items():
             counts = row.get("by_position")
             if not counts:
                 continue
-            reached, accepted = pooled.setdefault(name, ([0] * positions, [0] * positions))
-            for i, (r, a) in enumerate(zip(counts["reached"][:positions], counts["accepted"][:positions])):
+            reached, accepted = pooled.setdefault(name, ([0] * POSITIONS_SHOWN, [0] * POSITIONS_SHOWN))
+            for i, (r, a) in enumerate(zip(counts["reached"][:POSITIONS_SHOWN], counts["accepted"][:POSITIONS_SHOWN])):
                 reached[i], accepted[i] = reached[i] + r, accepted[i] + a
     if not pooled:
         return []
@@ -202,7 +204,7 @@ def _by_position(result: dict[str, Any], positions: int = 5) -> list[str]:
         [name] + [f"{a / r:.2f} ({r})" if r else "-" for r, a in zip(reached, accepted)]
         for name, (reached, accepted) in pooled.items()
     ]
-    header = _cells(["method"] + [str(i + 1) for i in range(positions)])
+    header = _cells(["method"] + [str(i + 1) for i in range(POSITIONS_SHOWN)])
     lines = ["", "Acceptance by draft position (accepted / reached, all prompts):", ""] + _table(header, rows)
     head = result["meta"].get("draft_head")
     if head and any(n == f"sv-{HEAD}" for n in pooled):

@@ -44,8 +44,8 @@ class Found:
     suffix_max_nodes: int = 0
 
 
-def best_fixed_k(events: list[Event], cost_model: dict | None, k_max: int = MAX_K) -> int | None:
-    """The fixed draft length in 0..k_max with the most tokens per ms over the run's finished
+def best_fixed_k(events: list[Event], cost_model: dict | None) -> int | None:
+    """The fixed draft length in 0..MAX_K with the most tokens per ms over the run's finished
     drafting rounds, priced by the run's cost model (0: plain decoding). A round that accepted
     all of its n drafts is taken to reject its next one, so longer drafts are never credited
     with tokens nobody saw. None without a cost model or a drafting round."""
@@ -56,7 +56,7 @@ def best_fixed_k(events: list[Event], cost_model: dict | None, k_max: int = MAX_
     if not rounds:
         return None
     best, best_rate = 0, 1.0 / cost.round_ms(0)
-    for k in range(1, k_max + 1):
+    for k in range(1, MAX_K + 1):
         tokens = sum(min(k, r.accepted) + 1 for r in rounds)
         rate = tokens / (len(rounds) * cost.round_ms(k))
         if rate > best_rate * (1 + 1e-9):
