@@ -53,8 +53,12 @@ def stop_ids(pair: ModelPair) -> set[int]:
 def model_stop_ids(tokenizer, model) -> set[int]:
     """A model's end-of-generation ids: its tokenizer's EOS and the model's own (a torch
     model's generation config, another runtime's model's `stop_ids`)."""
+    if hasattr(model, "stop_ids"):
+        own = list(model.stop_ids)
+    else:
+        own = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     ids: set[int] = set()
-    for source in (getattr(tokenizer, "eos_token_id", None), _model_stops(model)):
+    for source in (getattr(tokenizer, "eos_token_id", None), own):
         if isinstance(source, int):
             ids.add(source)
         elif isinstance(source, (list, tuple, set, frozenset, torch.Tensor)):
@@ -68,11 +72,3 @@ def _window(model) -> int | None:
     if hasattr(model, "context_window"):
         return model.context_window
     return getattr(model.config, "max_position_embeddings", None)
-
-
-def _model_stops(model):
-    """The model's own end-of-generation ids: a torch model's generation config, another
-    runtime's model's `stop_ids` (llama.cpp: its end-of-generation tokens)."""
-    if hasattr(model, "stop_ids"):
-        return list(model.stop_ids)
-    return getattr(getattr(model, "generation_config", None), "eos_token_id", None)
