@@ -143,18 +143,22 @@ def gap_explanation(pred: Prediction) -> list[str]:
             f"a one-token pass ({pred.target_ms:.0f} ms). The formula assumes it costs the same; with the measured cost it "
             f"predicts {pred.predicted_speedup_measured_cost:.2f}\u00d7 instead of {pred.predicted_speedup:.2f}\u00d7."
         )
-    if pred.predicted_tokens_per_round > 0:
-        rel = pred.measured_tokens_per_round / pred.predicted_tokens_per_round - 1
-        if rel < -TOKENS_TOLERANCE:
-            out.append(
-                f"Rounds gave {pred.measured_tokens_per_round:.2f} tokens, fewer than the {pred.predicted_tokens_per_round:.2f} that "
-                f"\u03b1 = {pred.alpha:.2f} predicts: acceptances are not independent, and hard stretches of text reject early in the draft."
-            )
-        elif rel > TOKENS_TOLERANCE:
-            out.append(
-                f"Rounds gave {pred.measured_tokens_per_round:.2f} tokens, more than the {pred.predicted_tokens_per_round:.2f} that "
-                f"\u03b1 = {pred.alpha:.2f} predicts: easy stretches (boilerplate, repeated code) accept whole drafts in a row."
-            )
+    rel = (
+        pred.measured_tokens_per_round / pred.predicted_tokens_per_round - 1
+        if pred.predicted_tokens_per_round > 0
+        else 0
+    )
+    if abs(rel) > TOKENS_TOLERANCE:
+        fewer = rel < 0
+        why = (
+            "acceptances are not independent, and hard stretches of text reject early in the draft"
+            if fewer
+            else "easy stretches (boilerplate, repeated code) accept whole drafts in a row"
+        )
+        out.append(
+            f"Rounds gave {pred.measured_tokens_per_round:.2f} tokens, {'fewer' if fewer else 'more'} than the "
+            f"{pred.predicted_tokens_per_round:.2f} that \u03b1 = {pred.alpha:.2f} predicts: {why}."
+        )
     if pred.overhead_share > OVERHEAD_SHARE:
         out.append(
             f"{pred.overhead_share:.0%} of the wall time went outside the model passes (sampling, cache bookkeeping, Python), which the formula ignores."
