@@ -172,11 +172,16 @@ def drafter_methods() -> tuple[str, ...]:
     return tuple(d for d in DRAFTERS.names if d not in (MODEL, TREE))
 
 
+def variant(name: str) -> str:
+    """The variant a method's name ends in (GATHERED or PACKED), or "" for transformers as shipped."""
+    return next((v for v in VARIANTS if name.endswith(v)), "")
+
+
 def parse_method(name: str) -> Method:
-    for suffix, field_name in VARIANTS.items():
-        base = name.removesuffix(suffix)
-        if base != name and base.startswith("hf-") and base != "hf-lookup" and not base.endswith(tuple(VARIANTS)):
-            return replace(parse_method(base), name=name, **{field_name: True})
+    suffix = variant(name)
+    base = name.removesuffix(suffix)
+    if suffix and base.startswith("hf-") and base != "hf-lookup" and not variant(base):
+        return replace(parse_method(base), name=name, **{VARIANTS[suffix]: True})
     fixed = {
         "sv-plain": Method(name, "sv", PLAIN),
         "sv-adaptive": Method(name, "sv", SPECULATIVE),

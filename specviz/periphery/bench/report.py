@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.choices import HEAD, LLAMACPP, TORCH
-from specviz.periphery.bench.methods import GATHERED, PACKED
+from specviz.periphery.bench.methods import GATHERED, PACKED, variant
 from specviz.periphery.bench.summary import plain_reference, vs_key
 
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
@@ -96,10 +96,10 @@ def _header(result: dict[str, Any]) -> list[str]:
             f"({v['overlap']:.1%}) have an exact match in its {v['draft_entries']}; `auto` drafts by {v['default_method']}.",
             "",
         ]
-    for variant, what in VARIANT_NOTES.items():
-        if any(n.endswith(variant) for n in methods):
+    for suffix, what in VARIANT_NOTES.items():
+        if any(variant(n) == suffix for n in methods):
             lines += [
-                f'`{variant}`: transformers with {what}; "vs best assisted" and the goals compare with transformers '
+                f'`{suffix}`: transformers with {what}; "vs best assisted" and the goals compare with transformers '
                 "as shipped.",
                 "",
             ]

@@ -15,7 +15,7 @@ from typing import Any
 from specviz import theory
 from specviz.cost_model import CostModel
 from specviz.periphery.bench.harness import BenchOptions, Raw
-from specviz.periphery.bench.methods import GATHERED, PACKED, VARIANTS, Method, Sample
+from specviz.periphery.bench.methods import GATHERED, PACKED, Method, Sample, variant
 from specviz.periphery.bench.prompts import COPY_KINDS, GOAL_KINDS, BenchPrompt
 
 # The speed goals: the cost-aware chain against transformers' best assisted setting (greedy,
@@ -82,7 +82,7 @@ def summarise(
             **{key: _mean(r.get(key) for r in rows) for key in MEAN_KEYS},
             "identical": None if opts.temperature > 0 else all(r.get("identical") is not False for r in rows),
         }
-    best_assisted = _best_assisted(names, overall, variant="")
+    best_assisted = _best_assisted(names, overall, of="")
     for n in names:
         overall[n]["vs_best_assisted"] = _over(overall, n, best_assisted) if best_assisted else None
     on_goal = {p.id: per_prompt[p.id] for p in goal_prompts}
@@ -182,16 +182,12 @@ def _copy_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]
     return out
 
 
-def _best_assisted(names: list[str], overall: dict, *, variant: str) -> str | None:
-    """The fastest of transformers' assisted settings in the run, as shipped (variant "") or
-    in one of the variants with a fix of specviz's (GATHERED, PACKED); the goals are against
+def _best_assisted(names: list[str], overall: dict, *, of: str) -> str | None:
+    """The fastest of transformers' assisted settings in the run, as shipped (`of` "") or
+    in one of the variants with a fix of specviz's (`of` GATHERED or PACKED); the goals are against
     transformers as shipped. hf-assisted* and hf-universal* never share a run: one needs the
     draft to share the target's tokenizer, the other needs it not to."""
-
-    def of(n: str) -> str:
-        return next((v for v in VARIANTS if n.endswith(v)), "")
-
-    assisted = [n for n in names if n.startswith(("hf-assisted", "hf-universal")) and of(n) == variant]
+    assisted = [n for n in names if n.startswith(("hf-assisted", "hf-universal")) and variant(n) == of]
     return max(assisted, key=lambda n: overall[n]["tokens_per_s"] or 0, default=None)
 
 
@@ -332,14 +328,14 @@ def _assisted_targets(
         need = TARGET_VS_ASSISTED_SAMPLING if opts.temperature > 0 else TARGET_VS_ASSISTED
         name = "adaptive k vs best transformers assisted (geomean tokens/s)"
         out.append(_at_least(name, need, v, f"best assisted setting: {best_assisted}"))
-    for variant, what in ((GATHERED, "LM-head slow path removed"), (PACKED, "through packed weights")):
-        best = _best_assisted(names, overall, variant=variant)
+    for suffix, what in ((GATHERED, "LM-head slow path removed"), (PACKED, "through packed weights")):
+        best = _best_assisted(names, overall, of=suffix)
         if adaptive and best and overall[best]["tokens_per_s"]:
             name = f"adaptive k vs best transformers assisted, {what} (geomean)"
             out.append(_info(name, _over(overall, adaptive, best), f"best: {best}"))
-        if "sv-plain" in names and "hf-plain" + variant in names:
-            v = _over(overall, "sv-plain", "hf-plain" + variant)
-            out.append(_info(f"sv-plain vs hf-plain{variant} (geomean tokens/s)", v))
+        if "sv-plain" in names and "hf-plain" + suffix in names:
+            v = _over(overall, "sv-plain", "hf-plain" + suffix)
+            out.append(_info(f"sv-plain vs hf-plain{suffix} (geomean tokens/s)", v))
     return out
 
 
@@ -427,11 +423,7 @@ def _universal_targets(overall: dict, names: list[str], opts: BenchOptions) -> l
     by geometric-mean tokens/s. transformers drafts through text when greedy and on the
     vocabulary intersection when sampling, so the target is sv-text's in a greedy run and
     sv-intersection's in a sampling run; the other method is shown for information."""
-    universal = [
-        n
-        for n in names
-        if n.startswith("hf-universal") and not n.endswith(tuple(VARIANTS)) and overall[n]["tokens_per_s"]
-    ]
+    universal = [n for n in names if n.startswith("hf-universal") and not variant(n) and overall[n]["tokens_per_s"]]
     if not universal:
         return []
     best = max(universal, key=lambda n: overall[n]["tokens_per_s"])
