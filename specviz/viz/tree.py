@@ -1,15 +1,8 @@
-"""One round's token tree, its attention mask, and a cross-tokenizer round's alignment.
+"""One round's token tree (`tree_figure`), its attention mask (`tree_mask_figure`), and a
+cross-tokenizer round's alignment (`alignment_html`). All three draw from a RoundEvent alone,
+so an uploaded trace replays them.
 
-All three draw from a RoundEvent alone, so an uploaded trace replays them:
-
-    tree_figure(event)       the drafted tree laid out by depth (the root, the last output
-                             token, on the left), nodes coloured by decision, the target's
-                             choice at each level ringed, and the emitted token after the path
-    tree_mask_figure(event)  which node the target's one pass lets each node look at: itself
-                             and its ancestors (and, not drawn, the whole context)
-    alignment_html(event)    the draft's own tokens above the target tokens they became
-
-`tree_mask(parents)` computes that mask in plain Python, as `specviz.lm.tree.ancestry` does
+`tree_mask(parents)` computes the mask in plain Python, as `specviz.lm.tree.ancestry` does
 with torch for the real pass.
 """
 
