@@ -19,8 +19,7 @@ import torch
 from transformers import GenerationConfig
 from specviz.lm.timing import sync
 
-# transformers' defaults for the assistant (generation/configuration_utils.py): up to 20
-# drafted tokens a round, cut short where the draft's confidence falls under a threshold.
+# Tokens prompt lookup drafts a round (hf-lookup's prompt_lookup_num_tokens; lc-lookup drafts as many).
 PROMPT_LOOKUP_TOKENS = 10
 
 
@@ -124,8 +123,10 @@ def _assisted(config: GenerationConfig, assistant, tokenizer, assistant_tokenize
 
 
 def _schedule(assistant: torch.nn.Module, k: int | None) -> GenerationConfig:
-    """Set the assistant's draft length (None: transformers' default schedule), which lives on
-    its own generation config; returns the config to put back after the call."""
+    """Set the assistant's draft length, which lives on its own generation config; returns the
+    config to put back after the call. None keeps transformers' defaults for the assistant
+    (generation/configuration_utils.py): up to 20 drafted tokens a round, cut short where the
+    draft's confidence falls under a threshold."""
     saved = copy.deepcopy(assistant.generation_config)
     if k is not None:  # constant, with no confidence cut-off either
         assistant.generation_config.num_assistant_tokens = k
