@@ -29,19 +29,18 @@ from specviz.viz.palette import (
 )
 from specviz.viz.text import panel_html, paragraphs_html, table_html
 
+BOTH_DEFINITIONS = "Acceptance by position: both definitions"  # the title of a run's figure and of counts read back
+MEASURE_BATCHING = "Press the batching button to measure"  # both batching figures, before a measurement
 
-def position_rates_figure(
-    events: Iterable[Event], title: str | None = "Acceptance by position: both definitions"
-) -> go.Figure:
+
+def position_rates_figure(events: Iterable[Event], title: str | None = BOTH_DEFINITIONS) -> go.Figure:
     """Bars: the conditional rate (accepted / reached) and the unconditional one (accepted /
     rounds that drafted that far, as vLLM and llama.cpp log it) at each draft position.
     Lines: what independent acceptances at the run's alpha predict, alpha and alpha^i."""
     return position_stats_figure(position_stats(events), title)
 
 
-def position_stats_figure(
-    s: PositionStats, title: str | None = "Acceptance by position: both definitions"
-) -> go.Figure:
+def position_stats_figure(s: PositionStats, title: str | None = BOTH_DEFINITIONS) -> go.Figure:
     """`position_rates_figure` from counts by position (a run's, or an engine's read back)."""
     if s.reached.sum() == 0:
         return empty_figure("No drafts judged yet", title)
@@ -257,7 +256,7 @@ def batching_figure(
     """Speedup over plain decoding at each batch size, at the run's k and at the best k; the
     batch size where drafting the run's k stops paying is marked."""
     if not len(batch_sizes):
-        return empty_figure("Press the batching button to measure", title)
+        return empty_figure(MEASURE_BATCHING, title)
     b = list(batch_sizes)
     fig = go.Figure()
     fig.add_scatter(
@@ -309,7 +308,7 @@ def batch_costs_figure(
     """V_b(n) / V_b(1) against n for each batch size b: 1 is a verify pass for free, n is a
     pass over n tokens costing n one-token passes."""
     if not len(batch_sizes):
-        return empty_figure("Press the batching button to measure", title)
+        return empty_figure(MEASURE_BATCHING, title)
     n = list(pass_sizes)
     fig = go.Figure()
     shades = [DRAFT, ACCEPTED, TARGET, REJECTED, BONUS, NEUTRAL]
