@@ -12,6 +12,7 @@ import argparse
 import json
 
 from specviz.choices import DRAFTERS, FIXED
+from specviz.models.catalogue.presets import DEFAULT_PAIR
 from specviz.settings import DEFAULTS, GenerationSettings, default_k
 
 
@@ -22,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trace", metavar="FILE", help="a speculative run's trace (generate --json, or the page's download)"
     )
-    parser.add_argument("--pair", default=None, help="a model pair preset, without --trace (default: qwen-coder)")
+    parser.add_argument("--pair", help=f"a model pair preset, without --trace (default: {DEFAULT_PAIR})")
     parser.add_argument(
         "--drafter", choices=DRAFTERS.names, default=DEFAULTS.drafter, help="without --trace (default: %(default)s)"
     )
@@ -33,7 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.models.catalogue.presets import DEFAULT_PAIR
     from specviz.periphery.production import found
     from specviz.periphery.production.export import export
 
