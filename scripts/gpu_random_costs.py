@@ -18,7 +18,6 @@ import platform
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not an install
 
@@ -90,8 +89,7 @@ def main() -> int:
             "build_s": round(time.perf_counter() - t0, 1),
         }
     vocab = models["target"].config.vocab_size
-    target = SimpleNamespace(target=models["target"], device=device, vocab_size=vocab)  # what target_pass_ms reads
-    verify = timing.target_pass_ms(target, sizes, repeats=args.repeats)
+    verify = timing.target_pass_ms(models["target"], device, vocab, sizes, repeats=args.repeats)
     draft = timing.drafted_token_ms(models["draft"], device, vocab, repeats=args.repeats)
     report["V_ms"] = {str(n): round(v, 2) for n, v in verify.items()}
     report["V_over_V1"] = {str(n): round(v / verify[sizes[0]], 3) for n, v in verify.items()}

@@ -57,7 +57,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     pair = load(args.pair)
     sizes = list(MEASURED_SIZES)
-    engine = target_pass_ms(pair, sizes, repeats=args.repeats)
+    engine = target_pass_ms(pair.target, pair.device, pair.vocab_size, sizes, repeats=args.repeats)
     stock = measure_pass_ms(pair.target, sizes, vocab_size=pair.vocab_size, repeats=args.repeats)
     loop = model_lm(pair.target, pair.device).loop
     print(

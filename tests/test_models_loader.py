@@ -285,17 +285,17 @@ def test_auto_picks_the_precision_with_the_cheaper_round_and_caches_it(tmp_path,
 
 
 def test_auto_on_a_cpu_times_the_target_in_both_precisions_once(folders, monkeypatch, tmp_path):
-    from specviz.lm.torch_runtime import precision
+    from specviz.lm import timing
 
     monkeypatch.delenv("SPECVIZ_DTYPE")
     monkeypatch.setattr(devices, "native_bf16", lambda: True)
     timed = []
 
-    def pass_ms(model, *, vocab_size):
+    def pass_ms(model, device, vocab_size, sizes, **kw):
         timed.append(next(model.parameters()).dtype)
         return {1: 100.0, 8: 120.0} if timed[-1] == torch.bfloat16 else {1: 150.0, 8: 400.0}
 
-    monkeypatch.setattr(precision, "pass_ms", pass_ms)
+    monkeypatch.setattr(timing, "target_pass_ms", pass_ms)
     spec = " -> ".join(folders)
     seen = []
     pair = load_pair(spec, progress=lambda f, m: seen.append((f, m)))

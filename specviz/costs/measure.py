@@ -53,7 +53,7 @@ SPREAD_REPEATS = 1
 
 def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
     """Time the pair's target over each of `sizes` new tokens and its draft over one."""
-    verify = target_pass_ms(pair, list(sizes), repeats=repeats)
+    verify = target_pass_ms(pair.target, pair.device, pair.vocab_size, list(sizes), repeats=repeats)
     drafter = pair.draft if pair.draft is not None else pair.target
     # A draft with another tokenizer reads ids of its own vocabulary, which may be smaller.
     draft_vocab = len(pair.draft_tokenizer) if getattr(pair, "draft_tokenizer", None) is not None else pair.vocab_size
@@ -62,7 +62,7 @@ def measure(pair, sizes=MEASURED_SIZES, *, repeats: int = REPEATS) -> CostModel:
         draft = drafted_token_ms(drafter, pair.device, draft_vocab, repeats=repeats)
     else:
         draft = measure_pass_ms(drafter, [1], vocab_size=draft_vocab, repeats=repeats)[1]
-    check = target_pass_ms(pair, [1], repeats=repeats, context=CHECK_CONTEXT)[1]
+    check = target_pass_ms(pair.target, pair.device, pair.vocab_size, [1], repeats=repeats, context=CHECK_CONTEXT)[1]
     return CostModel(
         verify=verify,
         draft=draft,
@@ -119,10 +119,10 @@ def _check_ratio(pair, cached: CostModel) -> float:
     `measure` keeps; a cache without it is compared at MEASURE_CONTEXT)."""
     context = cached.meta.get("check_context")
     if context and cached.meta.get("check_ms"):
-        return target_pass_ms(pair, [1], repeats=CHECK_REPEATS, context=int(context))[1] / float(
-            cached.meta["check_ms"]
-        )
-    return target_pass_ms(pair, [1], repeats=CHECK_REPEATS)[1] / cached.target
+        return target_pass_ms(
+            pair.target, pair.device, pair.vocab_size, [1], repeats=CHECK_REPEATS, context=int(context)
+        )[1] / float(cached.meta["check_ms"])
+    return target_pass_ms(pair.target, pair.device, pair.vocab_size, [1], repeats=CHECK_REPEATS)[1] / cached.target
 
 
 def scaled(cached: CostModel, ratio: float) -> CostModel:

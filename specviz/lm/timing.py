@@ -162,14 +162,13 @@ def drafted_token_ms(draft, device, vocab_size: int, *, repeats: int = REPEATS) 
 
 
 def target_pass_ms(
-    pair, sizes: list[int], *, repeats: int = REPEATS, context: int = MEASURE_CONTEXT
+    target, device, vocab_size: int, sizes: list[int], *, repeats: int = REPEATS, context: int = MEASURE_CONTEXT
 ) -> dict[int, float]:
     """One target pass over n new tokens as the engine runs it (`runtime.open_lm`, as
     `engine.decoder` opens it for every mode), after `context` cached tokens, with logits
-    for every new position (as a verify pass needs)."""
-    return chain_pass_ms(
-        pair.target, torch.device(pair.device), pair.vocab_size, sizes, keep=0, repeats=repeats, context=context
-    )
+    for every new position (as a verify pass needs): a pair's V(n), and each precision's
+    when the target's is chosen (`torch_runtime.precision`)."""
+    return chain_pass_ms(target, torch.device(device), vocab_size, sizes, keep=0, repeats=repeats, context=context)
 
 
 @torch.inference_mode()

@@ -47,7 +47,7 @@ from specviz.lm.torch_runtime.devices import (
 from specviz.errors import UserError
 from specviz.models.errors import CorruptModelError, UnsafeWeightsError
 from specviz.models.memory import check_fits, model_bytes, params_in_folder
-from specviz.lm import resident
+from specviz.lm import resident, timing
 from specviz.lm.loader import assemble, converted_folder, failure, roles
 from specviz.lm.pair import ModelPair, PrecisionChoice, dtype_name
 from specviz.models.catalogue.presets import DEFAULT_PAIR, WheelGGUF
@@ -346,7 +346,7 @@ def _int8_key(ref: ModelRef, dev: torch.device) -> tuple:
 def _measure_target(
     plan: Plan, dev: torch.device, dtypes: tuple[torch.dtype, ...], progress: Progress | None
 ) -> dict[str, dict[int, float]]:
-    """The target's one-token and 8-token pass costs in each of `dtypes` (`precision.pass_ms`).
+    """The target's one-token and 8-token pass costs in each of `dtypes` (`timing.target_pass_ms`).
     Every copy loaded only for this is dropped again, the winner too: load_pair loads it in
     the usual way."""
     ref = plan.target
@@ -361,7 +361,7 @@ def _measure_target(
         model = _load_model(ref, plan.name, "target", dev, dt, folder, None, _span(report, 0.1, 0.6))
         report(0.6, f"timing {ref.label} in {name}")
         vocab = min(len(model.tokenizer), model.model.config.vocab_size)
-        costs[name] = measured_precision.pass_ms(model.model, vocab_size=vocab)
+        costs[name] = timing.target_pass_ms(model.model, dev, vocab, list(measured_precision.SIZES))
         if not held:
             del _models[key], model
             gc.collect()

@@ -52,14 +52,6 @@ def decide(costs: dict[str, dict[int, float]]) -> PrecisionChoice:
 LOOP = "specviz's loop for the runtime (lm.open_lm)"
 
 
-def pass_ms(model: torch.nn.Module, *, vocab_size: int) -> dict[int, float]:
-    """Median ms of one pass of `model` over n new tokens (n in SIZES) after
-    `timing.MEASURE_CONTEXT` cached ones, through the engine's loop (as `timing.target_pass_ms`
-    times a pair's target), logits for every new position."""
-    device = next(model.parameters()).device
-    return timing.chain_pass_ms(model, device, vocab_size, list(SIZES), keep=0, repeats=timing.REPEATS)
-
-
 def cache_file(target_key: str, device: torch.device) -> Path:
     import transformers
 
