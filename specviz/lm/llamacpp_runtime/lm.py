@@ -34,11 +34,7 @@ from specviz.lm import interrupt
 from specviz.lm.tree import OpenTrees
 from specviz.lm.llamacpp_runtime.abort import abortable
 from specviz.lm.llamacpp_runtime.library import clear_log, last_error
-
-# Sequence ids a context can hold: the context's own and one per node of an open tree.
-SEQUENCES = 256
-# Tokens one decode may take (a prompt goes in chunks of this size; a tree in one).
-BATCH = 512
+from specviz.lm.llamacpp_runtime.model import BATCH, SEQUENCES
 
 
 class LlamaCppLM(OpenTrees):
@@ -50,7 +46,7 @@ class LlamaCppLM(OpenTrees):
         self._L, self.model = L, model
         self.device = torch.device("cpu")
         self.vocab_size = model.vocab_size
-        self._ctx, self._batch = model.lend_context(lambda: self._make_context(model))
+        self._ctx, self._batch = model.lend_context()
         self._cells = int(L.llama_n_ctx(self._ctx))
         self._mem = L.llama_get_memory(self._ctx)
         self._spent = False  # a decode was aborted: the cache holds a part of a batch
@@ -58,20 +54,6 @@ class LlamaCppLM(OpenTrees):
         self._width = int(L.llama_model_n_embd(model.ptr))
         self._features = False  # llama.cpp returns the hidden states too (`keep_features`)
         self.features: torch.Tensor | None = None  # (n_kept, hidden) of the last pass, once kept
-
-    def _make_context(self, model) -> tuple:
-        L = self._L
-        params = L.llama_context_default_params()
-        params.n_ctx = model.context_window
-        params.n_batch = params.n_ubatch = BATCH
-        params.n_seq_max = SEQUENCES
-        params.kv_unified = True
-        params.n_threads = params.n_threads_batch = model.threads
-        params.no_perf = True
-        ctx = L.llama_init_from_model(model.ptr, params)
-        if not ctx:
-            raise UserError(f"{model.path}: {LLAMACPP} could not make a context: {last_error()}")
-        return ctx, L.llama_batch_init(BATCH, 0, SEQUENCES)
 
     # -- the interface ------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """A GGUF file loaded by llama.cpp as it is (its own quantisation, no conversion).
 
-`LlamaCppModel` holds the llama.cpp model; `lm.llamacpp_runtime.lm.LlamaCppLM` makes a context with
-a KV cache on it for each run, or takes one a finished run gave back. llama.cpp reports a
+`LlamaCppModel` holds the llama.cpp model and the contexts (each with its KV cache) made on
+it: it lends one to each run's `lm.llamacpp_runtime.lm.LlamaCppLM`, one a finished run gave
+back where there is one, and frees them. llama.cpp reports a
 failed load as a NULL model and a log line (`library.last_error`): the message names the
 file, the runtime and llama.cpp's own reason in one line.
 
@@ -33,6 +34,10 @@ from specviz.lm.llamacpp_runtime.library import (
 
 # Positions a context is made with unless the model's own window is smaller.
 DEFAULT_CONTEXT = 4096
+# Sequence ids a context can hold: the context's own and one per node of an open tree.
+SEQUENCES = 256
+# Tokens one decode may take (a prompt goes in chunks of this size; a tree in one).
+BATCH = 512
 # Cleared contexts a model keeps for later runs (about the runs at once on one page), each
 # with its whole KV cache allocated; one unused for IDLE_S is freed at the next take or give.
 IDLE_CONTEXTS = 4
@@ -97,8 +102,8 @@ class LlamaCppModel:
             "threads": self.threads,
         }
 
-    def lend_context(self, make) -> tuple:
-        """A (context, batch) pair for an LM: an idle one, or `make()`'s; given back by
+    def lend_context(self) -> tuple:
+        """A (context, batch) pair for an LM: an idle one, or a new one; given back by
         `give_context`. Refused once the model is closed (unloaded to free memory)."""
         with self._idle_lock:
             self._check_open()
@@ -106,12 +111,26 @@ class LlamaCppModel:
             pair = self._idle.pop()[:2] if self._idle else None
         if pair is None:
             try:
-                pair = make()
+                pair = self._new_context()
             except BaseException:
                 self._back()
                 raise
         self.release_idle(IDLE_S)
         return pair
+
+    def _new_context(self) -> tuple:
+        L = self._L
+        params = L.llama_context_default_params()
+        params.n_ctx = self.context_window
+        params.n_batch = params.n_ubatch = BATCH
+        params.n_seq_max = SEQUENCES
+        params.kv_unified = True
+        params.n_threads = params.n_threads_batch = self.threads
+        params.no_perf = True
+        ctx = L.llama_init_from_model(self.ptr, params)
+        if not ctx:
+            raise UserError(f"{self.path}: {LLAMACPP} could not make a context: {last_error()}")
+        return ctx, L.llama_batch_init(BATCH, 0, SEQUENCES)
 
     def give_context(self, pair: tuple, *, reuse: bool = True) -> None:
         """Keep a cleared (context, batch) pair for the next run, or free it when enough are
