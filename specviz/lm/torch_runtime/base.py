@@ -11,10 +11,11 @@ from specviz.lm.tree import OpenTrees, ancestry
 
 
 class TorchLM(OpenTrees):
-    """A loop's own `_pass(ids, keep)` (one pass over a chain, logits of the last `keep`
-    positions), `feed_masked(ids, allowed, positions)` (one pass, node i attending where
-    `allowed[i]` (n, length + n) is True, at position `positions[i]`; logits (n, V)) and
-    `_move_rows(src, start)` (cache rows `src` copied to `start` on) make it an LM."""
+    """A loop's own `_pass(ids, keep, allowed=None, positions=None)` (one pass over `ids` after
+    the cached tokens, logits of the last `keep` positions; a chain, or with `allowed` (n,
+    length + n) bool and `positions` (n,) on its device, node i attending where `allowed[i]` is
+    True at position `positions[i]`) and `_move_rows(src, start)` (cache rows `src` copied to
+    `start` on) make it an LM."""
 
     runtime = TORCH
 
@@ -25,7 +26,8 @@ class TorchLM(OpenTrees):
     def _feed_nodes(self, tree, tokens: torch.Tensor, parents: list[int], positions: list[int]) -> torch.Tensor:
         seen = ancestry(parents)[len(tree) :]
         context = torch.ones(len(seen), tree.context_len, dtype=torch.bool)
-        return self.feed_masked(tokens, torch.cat([context, seen], dim=1), torch.tensor(positions, dtype=torch.long))
+        allowed = torch.cat([context, seen], dim=1).to(self.device)
+        return self._pass(tokens, 0, allowed, torch.tensor(positions, dtype=torch.long, device=self.device))
 
     def keep_path(self, path) -> None:
         """The path's rows move to just after the context, then the cache is cropped there."""

@@ -81,16 +81,15 @@ class CachedLM(TorchLM):
         self.length = 0
         self._tree = None
 
-    def _pass(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
-        logits = self._forward(ids.to(self.device)[None], self.cache, keep)[0]
-        self.length += ids.numel()
-        return logits
-
-    def feed_masked(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        if self._tree_forward is None:
+    def _pass(
+        self, ids: torch.Tensor, keep: int, allowed: torch.Tensor | None = None, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if allowed is None:
+            logits = self._forward(ids.to(self.device)[None], self.cache, keep)[0]
+        elif self._tree_forward is None:
             raise TypeError("this cached model has no tree pass")  # early exit drafts chains only
-        device = self.device
-        logits = self._tree_forward(ids.to(device)[None], self.cache, allowed.to(device), positions.to(device)[None])
+        else:
+            logits = self._tree_forward(ids.to(self.device)[None], self.cache, allowed, positions[None])
         self.length += ids.numel()
         return logits
 

@@ -121,9 +121,6 @@ class LeanLM(TorchLM):
         self._tree = None
         self.length = min(self.length, length)
 
-    def feed_masked(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return self._pass(ids, 0, allowed.to(self.device), positions.to(self.device))
-
     @torch.inference_mode()  # the buffers are inference tensors: written only in that mode
     def _move_rows(self, src: torch.Tensor, start: int) -> None:
         src, end = src.to(self.device), start + len(src)
