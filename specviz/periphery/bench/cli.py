@@ -28,11 +28,11 @@ from specviz.periphery.bench.methods import FAMILY_NAMES, Method, check_pair, de
 from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
 from specviz.periphery.bench.summary import summarise
 from specviz.errors import UserError
-from specviz.choices import LLAMACPP, POLICIES
+from specviz.choices import LLAMACPP
 from specviz.periphery.cli import check_range
 from specviz.periphery.generate_cli import add_loading, add_pair, add_runtime, add_setting, loading
 from specviz.models.catalogue.presets import DEFAULT_PAIR
-from specviz.settings import MAX_K, default_k
+from specviz.settings import MAX_K
 
 DEFAULT_KS = "2,4"
 
@@ -49,11 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--k-max",
         type=int,
-        default=default_k(POLICIES.default),
+        default=BenchOptions.k_max,
         help="upper bound of adaptive k (default: %(default)s, as the page's)",
     )
-    add_setting(parser, "temperature", 0.0)
-    parser.add_argument("--repeats", type=int, default=1, help="timed runs per method and prompt; the median counts")
+    add_setting(parser, "temperature", BenchOptions.temperature)
+    parser.add_argument(
+        "--repeats", type=int, default=BenchOptions.repeats, help="timed runs per method and prompt; the median counts"
+    )
     parser.add_argument(
         "--methods",
         help="comma-separated subset of: "
@@ -69,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "; on llama.cpp the default methods are lc-plain, lc-lookup (llama-cpp-python's own) and specviz's"
     )
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
-    add_setting(parser, "seed", 0)
+    add_setting(parser, "seed", BenchOptions.seed)
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each method")
     parser.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md, bench.png and traces/")
     parser.add_argument(
