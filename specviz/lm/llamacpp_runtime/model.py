@@ -75,7 +75,6 @@ class LlamaCppModel:
         self.stop_ids = frozenset(i for i in range(self.vocab_size) if L.llama_vocab_is_eog(self.vocab, i))
         self.description = _text(lambda buf, size: L.llama_model_desc(model, buf, size), 256)
         self.size_bytes = int(L.llama_model_size(model))
-        self.architecture = self.meta("general.architecture") or "unknown"
         # Contexts of finished runs, cleared, for the next run to take (`lm.llamacpp_runtime.lm`): making
         # one allocates its whole KV cache, a noticeable share of a short run.
         self._idle: list[tuple] = []  # (context, batch, when it was given back)
@@ -166,9 +165,6 @@ class LlamaCppModel:
         ctx, batch = pair
         self._L.llama_batch_free(batch)
         self._L.llama_free(ctx)
-
-    def meta(self, key: str) -> str | None:
-        return _text(lambda buf, size: self._L.llama_model_meta_val_str(self.ptr, key.encode(), buf, size), 512)
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
         """llama.cpp's own tokenizer (no BOS added: the chat template carries its specials)."""
