@@ -76,8 +76,7 @@ class LeanLM(TorchLM):
         self.device = device
         # Each linear layer as the loop calls it: its packed product where there is one.
         table = packed_linears(model) or {}
-        self.packed = bool(table)
-        self.loop = "lean, packed weights" if self.packed else "lean"
+        self.loop = "lean, packed weights" if table else "lean"
 
         def lin(module):
             return table.get(module, module)
