@@ -26,11 +26,11 @@ import torch
 LAYERS_PER_STEP = 8
 
 
-def wanted(device: torch.device, dtype: torch.dtype, choice: bool | None) -> bool:
-    """Whether a draft loaded for `device` / `dtype` (the target's) runs in int8: `choice`,
-    else SPECVIZ_INT8_DRAFT (1 / 0), else on any CPU whatever the target's precision (a
-    GPU keeps the draft in the target's dtype). Only CPUs have the int8 kernels; the int8
-    draft is quantized from float32 weights and computes with float32 activations."""
+def wanted(device: torch.device, choice: bool | None) -> bool:
+    """Whether a draft loaded for `device` runs in int8: `choice`, else SPECVIZ_INT8_DRAFT
+    (1 / 0), else on any CPU whatever the target's precision (a GPU keeps the draft in the
+    target's dtype). Only CPUs have the int8 kernels; the int8 draft is quantized from
+    float32 weights and computes with float32 activations."""
     if choice is None and os.environ.get("SPECVIZ_INT8_DRAFT", "").strip() in ("0", "1"):
         choice = os.environ["SPECVIZ_INT8_DRAFT"].strip() == "1"
     if choice is not None:

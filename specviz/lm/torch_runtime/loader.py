@@ -99,7 +99,7 @@ def load_torch_pair(
     placement = choose_placement(device_map, max_memory)
     prec, progress = _choose(plan, dev, dtype, placement, progress)
     dt = dtype_of(prec.target)
-    int8 = plan.draft is not None and int8_draft_wanted(dev, dt, int8_draft)
+    int8 = plan.draft is not None and int8_draft_wanted(dev, int8_draft)
     key = (plan.name, str(dev), dt, plan.draft is not None, int8, placement.key)
     pair = _pairs.get(key)
     if pair is not None:
