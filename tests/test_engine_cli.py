@@ -67,9 +67,9 @@ def test_arguments_become_settings():
         drafter="lookup",
         raw=True,
     )
-    assert cli.pair_spec(parse()) == "qwen-coder"
-    assert cli.pair_spec(parse("--draft", "a", "--target", "b")) == ("a", "b")
-    assert cli.pair_spec(parse("--target", "b")) == "b"
+    assert cli.pair_spec(parse(), True) == "qwen-coder"
+    assert cli.pair_spec(parse("--draft", "a", "--target", "b"), True) == ("a", "b")
+    assert cli.pair_spec(parse("--target", "b"), False) == "b"
 
 
 def test_k_defaults_to_the_policys_k_everywhere():

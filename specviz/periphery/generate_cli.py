@@ -146,11 +146,14 @@ def settings_from(args: argparse.Namespace) -> GenerationSettings:
     return from_request(values)
 
 
-def pair_spec(args: argparse.Namespace) -> str | tuple[str, str]:
+def pair_spec(args: argparse.Namespace, needs_draft: bool) -> str | tuple[str, str]:
+    """The pair --pair or --draft/--target name; a run that `needs_draft` refuses a target alone."""
     if args.pair and (args.draft or args.target):
         raise UserError("give either --pair or --draft/--target, not both")
     if args.draft and not args.target:
         raise UserError("--draft needs a --target to draft for")
+    if args.target and not args.draft and needs_draft:
+        raise UserError(f"--target alone gives no draft model: add --draft SRC, or {no_draft_help(flag=True)}")
     if args.target:
         return (args.draft, args.target) if args.draft else args.target
     return args.pair or DEFAULT_PAIR
@@ -159,11 +162,9 @@ def pair_spec(args: argparse.Namespace) -> str | tuple[str, str]:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     check_prompt(args.prompt)
-    spec = pair_spec(args)
+    spec = pair_spec(args, settings.needs_draft)
     from specviz.engine.load import load
 
-    if settings.needs_draft and args.target and not args.draft:
-        raise UserError(f"--target alone gives no draft model: add --draft SRC, or {no_draft_help(flag=True)}")
     pair = load(
         spec,
         with_draft=settings.needs_draft,

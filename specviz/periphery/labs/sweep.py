@@ -24,7 +24,7 @@ from specviz.choices import SPECULATIVE
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.models.progress import Progress
-from specviz.settings import GenerationSettings, no_draft_help
+from specviz.settings import GenerationSettings
 
 DEFAULT_TEMPERATURES = "0,0.3,0.7,1.0"
 SWEEP_MAX_NEW_TOKENS = 48  # short runs: a sweep of four on the bundled pair stays in minutes
@@ -206,13 +206,10 @@ def run(args: argparse.Namespace) -> int:
     check_prompt(args.prompt)
     if settings.mode != SPECULATIVE:
         raise UserError("a temperature sweep compares speculative runs: use --mode speculative")
-    spec = generate_cli.pair_spec(args)
+    spec = generate_cli.pair_spec(args, settings.needs_draft)
     from specviz.engine.load import load
 
-    needs_draft = settings.needs_draft
-    if needs_draft and args.target and not args.draft:
-        raise UserError(f"--target alone gives no draft model: add --draft SRC, or {no_draft_help(flag=True)}")
-    pair = load(spec, with_draft=needs_draft, **generate_cli.loading(args))
+    pair = load(spec, with_draft=settings.needs_draft, **generate_cli.loading(args))
     return report(pair, args.prompt, settings, temperatures, as_json=args.json, out=sys.stdout)
 
 
