@@ -1,13 +1,11 @@
 """Where the models run and in what precision.
 
-The device: CUDA when present, else the CPU. The target's precision (`choose_precision`,
-the one place it is decided; the loader calls it for every entry point):
+The device: CUDA when present, else the CPU. The target's precision (decided in one place,
+`precision.choose_precision`, which the loader calls for every entry point):
 
-- `auto` (the default): bf16 on CUDA. On a CPU, the faster of fp32 and bf16 for this target
-  on this machine, measured once and cached (`precision.py`): a one-token pass V(1) and an
-  8-token pass V(8) in each, and the one with the lower V(1) + V(8) wins, the cost of one
-  plain-decoding step plus one verify pass of a round drafting 7 tokens. A CPU without
-  native bf16 arithmetic computes bf16 slower than fp32, so there it is fp32 unmeasured.
+- `auto` (the default): bf16 on CUDA; on a CPU, the faster of fp32 and bf16 for this target
+  on this machine, measured once and cached (`precision.py`), or fp32 unmeasured on a CPU
+  without native bf16 arithmetic, which computes bf16 slower than fp32.
 - `float32`, `bfloat16` (and `float16`): as asked.
 - `int8`: an opt-in on a CPU; the target quantized with the draft's quantizer
   (`int8_draft.py`: dynamic int8, activations in fp32).

@@ -2,11 +2,11 @@
 
 For `auto` on a CPU with native bf16, the target is timed in fp32 and in bf16: a one-token
 pass V(1) (a plain-decoding step, and the draft-less baseline) and an 8-token pass V(8) (a
-verify pass of a round drafting 7), each after a 160-token context, the median of three
-after a warm-up. The precision with the lower V(1) + V(8), the cost of one plain step plus
-one typical verify pass, wins. The decision and its figures are cached under the cache
-root's precision/ folder, keyed by the target, the CPU, the thread count, the libraries and
-how a pass was timed.
+verify pass of a round drafting 7), each after `timing.MEASURE_CONTEXT` cached tokens, the
+median of `timing.REPEATS` after warm-up sweeps. The precision with the lower V(1) + V(8),
+the cost of one plain step plus one typical verify pass, wins. The decision and its figures
+are cached under the cache root's precision/ folder, keyed by the target, the CPU, the
+thread count, the libraries and how a pass was timed.
 
 Each precision is timed through the loop the engine runs the target in (`lm.timing`:
 specviz's own loop over packed weights where it applies), since that loop's costs per
