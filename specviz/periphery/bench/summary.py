@@ -156,15 +156,13 @@ def _draft_free_targets(per_prompt: dict, by_kind: dict, names: list[str]) -> li
 
 def _copy_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> list[dict]:
     """The edit-work goals, on the longest copy group the run has (edit, else repetitive)."""
-    group = next(
-        ([p.id for p in prompts if p.kind == k] for k in reversed(COPY_KINDS) if any(p.kind == k for p in prompts)), []
-    )
+    kind = next((k for k in reversed(COPY_KINDS) if any(p.kind == k for p in prompts)), None)
+    group = [p.id for p in prompts if p.kind == kind]
     mine = [n for n in COPYING if n in names]
     if not group or not mine:
         return []
     rate = {n: geomean(per_prompt[i][n]["tokens_per_s"] for i in group) or 0.0 for n in names}
     best = max(mine, key=rate.get)
-    kind = prompts[[p.id for p in prompts].index(group[0])].kind
     out: list[dict] = []
     if "lc-plain" in names:
         value = geomean(_ratios(per_prompt, best, "lc-plain", group).values())
