@@ -34,7 +34,11 @@ from specviz.lm import interrupt
 from specviz.lm.tree import OpenTrees
 from specviz.lm.llamacpp_runtime.abort import abortable
 from specviz.lm.llamacpp_runtime.library import clear_log, last_error
-from specviz.lm.llamacpp_runtime.model import BATCH, SEQUENCES
+
+# Sequence ids a context can hold: the context's own and one per node of an open tree.
+SEQUENCES = 256
+# Tokens one decode may take (a prompt goes in chunks of this size; a tree in one).
+BATCH = 512
 
 
 class LlamaCppLM(OpenTrees):

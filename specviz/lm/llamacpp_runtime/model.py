@@ -31,13 +31,10 @@ from specviz.lm.llamacpp_runtime.library import (
     llama,
     version,
 )
+from specviz.lm.llamacpp_runtime.lm import BATCH, SEQUENCES, LlamaCppLM
 
 # Positions a context is made with unless the model's own window is smaller.
 DEFAULT_CONTEXT = 4096
-# Sequence ids a context can hold: the context's own and one per node of an open tree.
-SEQUENCES = 256
-# Tokens one decode may take (a prompt goes in chunks of this size; a tree in one).
-BATCH = 512
 # Cleared contexts a model keeps for later runs (about the runs at once on one page), each
 # with its whole KV cache allocated; one unused for IDLE_S is freed at the next take or give.
 IDLE_CONTEXTS = 4
@@ -89,8 +86,6 @@ class LlamaCppModel:
 
     def open_lm(self):
         """A fresh `LlamaCppLM` (a context with its KV cache) on this model."""
-        from specviz.lm.llamacpp_runtime.lm import LlamaCppLM
-
         return LlamaCppLM(self)
 
     def cost_facts(self) -> dict:
