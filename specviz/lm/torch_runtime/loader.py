@@ -36,7 +36,6 @@ from specviz.lm.torch_runtime.devices import (
     INT8,
     Placement,
     choose_device,
-    choose_dtype,
     choose_placement,
     cuda_emulated,
     dtype_of,
@@ -127,20 +126,18 @@ def load_torch_pair(
 
 def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, progress: Progress | None):
     """The target's precision (`precision.choose_precision`), and the progress left for the
-    load: under `auto` on a CPU, measuring it loads the target in each precision, so it takes
+    load: where it is measured, measuring loads the target in each precision, so it takes
     the first half of the bar (once per machine: the decision is cached)."""
-    if choose_dtype(dev, dtype) is not None or placement.spread:
-        return choose_precision(dev, dtype, placement=placement), progress
+    measured = []
+
+    def measure(dtypes):
+        measured.append(dtypes)
+        return _measure_target(plan, dev, dtypes, progress and _span(progress, 0.0, 0.5))
+
     decided = measured_precision.cache_file(plan.target.key, dev)
     with _lock:
-        measuring = not decided.is_file()
-        prec = choose_precision(
-            dev,
-            dtype,
-            cache_file=decided,
-            measure=lambda dts: _measure_target(plan, dev, dts, progress and _span(progress, 0.0, 0.5)),
-        )
-    return prec, _span(progress, 0.5, 1.0) if measuring and progress is not None else progress
+        prec = choose_precision(dev, dtype, cache_file=decided, measure=measure, placement=placement)
+    return prec, _span(progress, 0.5, 1.0) if measured and progress is not None else progress
 
 
 def _materialise_and_load(
