@@ -13,7 +13,6 @@ from specviz.lm.sampling import Sampler
 from specviz.engine.tally import Tally
 from specviz.engine.detokenizer import Detokenizer, TokenTexts
 from specviz.lm.pair import ModelPair
-from specviz.lm.timing import sync
 from specviz.settings import GenerationSettings
 
 
@@ -32,7 +31,9 @@ class Decoder:
         self.eos = stop_ids(pair)
         self.detok = Detokenizer(pair.tokenizer)
         self.texts = TokenTexts(pair.tokenizer)
-        self.target = self._target_lm()
+        # The target's KV-cached loop on the pair's runtime, one for plain decoding, chain and
+        # tree rounds alike (on torch the lean one, packed weights on a CPU, where the shape allows).
+        self.target = open_lm(pair.target, pair.device)
         self.ids = torch.tensor(prompt_ids, dtype=torch.long, device=pair.device)
         self.prompt_len = len(prompt_ids)
         self.tally = Tally()
@@ -40,11 +41,6 @@ class Decoder:
         self.t0 = 0.0
         self._last_text_holder = None  # the last event part whose text is in the output
         self._pending: torch.Tensor | None = None  # the prefill's logits, for the first token
-
-    def _target_lm(self):
-        """The target's KV-cached loop on the pair's runtime, one for plain decoding, chain and
-        tree rounds alike (on torch the lean one, packed weights on a CPU, where the shape allows)."""
-        return open_lm(self.pair.target, self.device)
 
     @property
     def token_ids(self) -> list[int]:
@@ -64,9 +60,6 @@ class Decoder:
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
-
-    def sync(self) -> None:
-        sync(self.device)
 
     def say(self, holder, token_id: int) -> None:
         """Append a token to the output, setting `holder.text` (an event part) to the text it
