@@ -53,9 +53,7 @@ class PlainDecoder(Decoder):
         if first:
             t.count_first(1)
         else:  # a plain step is a round of one token that drafted nothing
-            t.count_round(
-                new=1, tested=0, accepted=0, overlap=[], target_ms=ms, draft_ms=0.0, draft_passes=0, draft_tokens=0
-            )
+            t.count_round(new=1, target_ms=ms)
         event = PlainTokenEvent(index=t.new_tokens - 1, id=token, text="", p=p, ms=ms, t_end_s=self.elapsed())
         self.say(event, token)
         return event

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specviz.events import RunSummary
@@ -11,9 +12,8 @@ from specviz.events import RunSummary
 class Tally:
     new_tokens: int = 0
     rounds: int = 0
-    target_passes: int = (
-        0  # passes that gave tokens: the prompt's prefill (the first token), then one per round or step
-    )
+    # passes that gave tokens: the prompt's prefill (the first token), then one per round or step
+    target_passes: int = 0
     draft_passes: int = 0
     drafted: int = 0  # drafted tokens the target tested
     accepted: int = 0
@@ -35,15 +35,15 @@ class Tally:
         self,
         *,
         new: int,
-        tested: int,
-        accepted: int,
-        overlap: list[float],
         target_ms: float,
-        draft_ms: float,
-        draft_passes: int,
-        draft_tokens: int,
+        tested: int = 0,
+        accepted: int = 0,
+        overlap: Sequence[float] = (),
+        draft_ms: float = 0.0,
+        draft_passes: int = 0,
+        draft_tokens: int = 0,
     ) -> None:
-        """One speculative round: one target pass, `new` tokens out of it."""
+        """One round: one target pass, `new` tokens out of it (a plain step drafted nothing)."""
         self.new_tokens += new
         self.rounds += 1
         self.target_passes += 1
@@ -56,7 +56,7 @@ class Tally:
         self.draft_tokens += draft_tokens
 
     def summary(
-        self, *, wall_s: float, load_s: float, stop_reason: str = "", policy: str = "", plain_ms_per_token: float = 0.0
+        self, *, wall_s: float, load_s: float, stop_reason: str, policy: str, plain_ms_per_token: float
     ) -> RunSummary:
         tokens_per_s = _ratio(self.new_tokens, wall_s)
         return RunSummary(
