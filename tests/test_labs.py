@@ -97,6 +97,28 @@ def test_the_commands_refuse_bad_input_before_loading_a_model(capsys):
     assert "--k must be from 1 to 4" in capsys.readouterr().err
 
 
+def test_the_sweep_command_loads_the_pair_as_its_flags_say(monkeypatch, capsys):
+    import specviz.engine.load
+
+    class Loaded(Exception):
+        pass
+
+    def fake_load(spec, **kw):
+        raise Loaded(kw)
+
+    monkeypatch.setattr(specviz.engine.load, "load", fake_load)
+    argv = ["sweep", "--prompt", "x", "--device-map", "auto", "--max-memory", "0=2GiB,cpu=3GiB", "--runtime", "torch"]
+    with pytest.raises(Loaded) as loaded:
+        main(argv)
+    kw = loaded.value.args[0]
+    assert (kw["device_map"], kw["max_memory"], kw["runtime"]) == ("auto", "0=2GiB,cpu=3GiB", "torch")
+    # A sweep runs no warm-up, so it does not offer to skip one.
+    with pytest.raises(SystemExit) as refused:
+        main(["sweep", "--prompt", "x", "--no-warmup"])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --no-warmup" in capsys.readouterr().err
+
+
 def test_predicted_speedup_by_batch_size_by_hand():
     # Batch 1 passes cost the same whatever their size (a GPU at batch 1); batch 4 passes grow
     # with every token (compute-bound). alpha = 0.8, k = 2: 1 + 0.8 + 0.64 = 2.44 tokens a round.

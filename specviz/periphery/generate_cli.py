@@ -41,8 +41,9 @@ STYLES = {"accepted": "\x1b[32m", "rejected": "\x1b[31;9m", "resampled": "\x1b[3
 RESET = "\x1b[0m"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """generate's options: the pair, one flag per setting (`add_settings`), and how the pair loads."""
+def add_arguments(parser: argparse.ArgumentParser, *, warmup: bool = True) -> None:
+    """generate's options: the pair, one flag per setting (`add_settings`), and how the pair loads
+    (`load_pair` reads them); --no-warmup only where the command warms up (`warmup`)."""
     parser.add_argument("--prompt", required=True, help=PROMPT.help)
     add_pair(parser)
     parser.add_argument("--draft", metavar="SRC", help="draft model: Hub id, local folder or GGUF file (with --target)")
@@ -61,12 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --device-map auto: the most each device may hold, e.g. 0=20GiB,cpu=60GiB "
         "(default: SPECVIZ_MAX_MEMORY, else what each has)",
     )
-    parser.add_argument(
-        "--no-warmup",
-        action="store_true",
-        help="time the first run on the loaded pair as it comes (default: a "
-        f"{WARMUP_TOKENS}-token run first, untimed, so the run is timed warm like the bench's)",
-    )
+    if warmup:
+        parser.add_argument(
+            "--no-warmup",
+            action="store_true",
+            help="time the first run on the loaded pair as it comes (default: a "
+            f"{WARMUP_TOKENS}-token run first, untimed, so the run is timed warm like the bench's)",
+        )
     parser.add_argument("--json", action="store_true", help="print one JSON object: the whole trace")
 
 
@@ -159,21 +161,26 @@ def pair_spec(args: argparse.Namespace, needs_draft: bool) -> str | tuple[str, s
     return args.pair or DEFAULT_PAIR
 
 
-def run(args: argparse.Namespace) -> int:
-    settings = settings_from(args)
-    check_prompt(args.prompt)
-    spec = pair_spec(args, settings.needs_draft)
+def load_pair(args: argparse.Namespace, settings: GenerationSettings, **more: Any):
+    """The pair the flags of `add_arguments` name, loaded as they say (`more`: load's own, such
+    as progress): the one load of every command that takes generate's flags."""
     from specviz.engine.load import load
 
-    pair = load(
-        spec,
+    return load(
+        pair_spec(args, settings.needs_draft),
         with_draft=settings.needs_draft,
-        progress=progress.lines(terminal_only=True),
         **loading(args),
         device_map=args.device_map,
         max_memory=args.max_memory,
         runtime=settings.runtime,
+        **more,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    check_prompt(args.prompt)
+    pair = load_pair(args, settings, progress=progress.lines(terminal_only=True))
     warmup_s = None if args.no_warmup else warm_up(pair, args.prompt, settings)
     code = generate(pair, args.prompt, settings, as_json=args.json, out=sys.stdout)
     if warmup_s is not None and not args.json:

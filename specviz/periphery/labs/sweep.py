@@ -188,7 +188,7 @@ def table(rows: Sequence[SweepRow]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from specviz.periphery import generate_cli
 
-    generate_cli.add_arguments(parser)
+    generate_cli.add_arguments(parser, warmup=False)  # a sweep runs no warm-up to skip
     parser.add_argument(
         "--temperatures",
         default=DEFAULT_TEMPERATURES,
@@ -206,10 +206,7 @@ def run(args: argparse.Namespace) -> int:
     check_prompt(args.prompt)
     if settings.mode != SPECULATIVE:
         raise UserError("a temperature sweep compares speculative runs: use --mode speculative")
-    spec = generate_cli.pair_spec(args, settings.needs_draft)
-    from specviz.engine.load import load
-
-    pair = load(spec, with_draft=settings.needs_draft, **generate_cli.loading(args))
+    pair = generate_cli.load_pair(args, settings)
     return report(pair, args.prompt, settings, temperatures, as_json=args.json, out=sys.stdout)
 
 
