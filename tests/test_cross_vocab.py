@@ -29,13 +29,7 @@ from specviz.errors import UserError
 from specviz.lm.torch_runtime.cached import CachedLM, model_forward
 from specviz.lm.sampling import Sampler
 from specviz.lm.pair import ModelPair
-from specviz.models.alignment.vocab_map import (
-    INTERSECTION_MIN_OVERLAP,
-    TokenText,
-    default_method,
-    token_bytes,
-    vocab_map,
-)
+from specviz.models.alignment.vocab_map import INTERSECTION_MIN_OVERLAP, TokenText, default_method, vocab_map
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -97,7 +91,7 @@ def cross_pair() -> ModelPair:
 
 
 def boundaries(tokenizer, text: str) -> set[int]:
-    table, at, out = token_bytes(tokenizer), 0, set()
+    table, at, out = TokenText(tokenizer).table, 0, set()
     for i in tokenizer(text, add_special_tokens=False)["input_ids"]:
         at += len(table[i])
         out.add(at)

@@ -76,15 +76,6 @@ def scheme(tokenizer: Any) -> str:
     return "plain"
 
 
-def token_bytes(tokenizer: Any) -> list[bytes | None]:
-    """The bytes each token id stands for, indexed by id (None for ids the tokenizer lacks).
-
-    Added and special tokens stand for their own text. A byte-level token whose characters
-    are not all byte characters is kept as its UTF-8 text.
-    """
-    return _table(*_strings(tokenizer), scheme(tokenizer))
-
-
 def _strings(tokenizer: Any) -> tuple[list[str | None], set[int]]:
     """Each id's token string (None for ids the tokenizer lacks), and the added tokens' ids."""
     vocab = tokenizer.get_vocab()
@@ -98,6 +89,9 @@ def _strings(tokenizer: Any) -> tuple[list[str | None], set[int]]:
 
 
 def _table(strings: list[str | None], added: set[int], kind: str) -> list[bytes | None]:
+    """The bytes each token id stands for, indexed by id (None for ids the tokenizer lacks).
+    Added and special tokens stand for their own text; a byte-level token whose characters
+    are not all byte characters is kept as its UTF-8 text."""
     return [
         None if s is None else s.encode("utf-8") if i in added else _text_bytes(s, kind) for i, s in enumerate(strings)
     ]
@@ -114,10 +108,6 @@ def _text_bytes(s: str, kind: str) -> bytes:
             return bytes([int(m.group(1), 16)])
         return s.replace(_METASPACE, " ").encode("utf-8")
     return s.encode("utf-8")
-
-
-def is_byte_token(s: str) -> bool:
-    return bool(_BYTE_TOKEN.match(s))
 
 
 @dataclass(frozen=True)
@@ -233,7 +223,7 @@ def _first_by_bytes(table: list[bytes | None], strings: list[str | None]) -> dic
     """bytes -> one id standing for them: regular tokens before `<0xNN>` byte tokens, then
     the lowest id."""
     order = sorted(
-        (i for i, b in enumerate(table) if b is not None), key=lambda i: (is_byte_token(strings[i] or ""), i)
+        (i for i, b in enumerate(table) if b is not None), key=lambda i: (bool(_BYTE_TOKEN.match(strings[i] or "")), i)
     )
     out: dict[bytes, int] = {}
     for i in order:
