@@ -401,7 +401,7 @@ def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tup
                 )
                 return ensure_gguf(ref.bundled, name, _span(progress, 0.0, 0.15))
 
-            folder, built = ensure_converted(folder, gguf_file, what, _span(progress, 0.15, 1.0))
+            folder, built = ensure_converted(folder, gguf_file, _span(progress, 0.15, 1.0))
             info.update(source=f"bundled {ref.bundled.origin}")
             info.update(_from_manifest(folder), cache="converted now" if built else "cached")
             if not built and not wheel and not parts_installed(ref.bundled):
@@ -413,7 +413,7 @@ def _materialise(ref: ModelRef, name: str, role: str, progress: Progress) -> tup
     if ref.kind == "gguf":
         path = Path(ref.location)
         with _unreadable(what, path):
-            folder, built = ensure_converted(converted_folder(ref), lambda: path, what, progress)
+            folder, built = ensure_converted(converted_folder(ref), lambda: path, progress)
         info.update(source=str(path), **_from_manifest(folder), cache="converted now" if built else "cached")
         return folder, info
     if ref.kind == "folder":

@@ -147,20 +147,20 @@ def file_is_valid(path: Path, sha256: str, progress: Progress | None = None) -> 
 # --- folders of files (converted models) ---------------------------------------------------
 
 
-def folder_is_valid(folder: Path, progress: Progress | None = None) -> bool:
+def folder_is_valid(folder: Path) -> bool:
     """True if `folder` is a complete entry whose files all still match its manifest."""
     manifest = read_json(folder / MANIFEST)
     if not manifest or not isinstance(manifest.get("files"), dict) or not manifest["files"]:
         return False
     entries = {folder / rel: entry for rel, entry in manifest["files"].items()}
-    return _all_still_valid(folder / MANIFEST, manifest, entries, progress)
+    return _all_still_valid(folder / MANIFEST, manifest, entries, None)
 
 
 def folder_manifest(folder: Path) -> dict:
     return read_json(folder / MANIFEST) or {}
 
 
-def build_folder(folder: Path, build: Callable[[Path], dict], progress: Progress | None = None) -> None:
+def build_folder(folder: Path, build: Callable[[Path], dict]) -> None:
     """Run `build(tmp)` to fill a temporary folder, hash its files, then rename it to `folder`.
 
     `build` returns extra manifest fields (where the entry came from, for display).
@@ -173,9 +173,8 @@ def build_folder(folder: Path, build: Callable[[Path], dict], progress: Progress
         extra = build(tmp)
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
         manifest = {**extra, "files": {}}
-        for i, p in enumerate(files):
-            sub = (lambda f, msg, i=i: progress((i + f) / len(files), msg)) if progress else None
-            manifest["files"][str(p.relative_to(tmp))] = record(p, sha256_file(p, sub))
+        for p in files:
+            manifest["files"][str(p.relative_to(tmp))] = record(p, sha256_file(p))
         write_json(tmp / MANIFEST, manifest)
         if folder.exists():
             shutil.rmtree(folder)

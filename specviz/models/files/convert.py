@@ -87,7 +87,7 @@ def convert(gguf_file: Path, out: Path, progress: Progress | None = None) -> dic
     }
 
 
-def ensure_converted(folder: Path, gguf_file, label: str, progress: Progress | None = None) -> tuple[Path, bool]:
+def ensure_converted(folder: Path, gguf_file, progress: Progress | None = None) -> tuple[Path, bool]:
     """`folder` holding a valid conversion, building it if needed; returns (folder, built).
 
     `gguf_file` is a callable giving the GGUF's path, so a warm cache never touches the GGUF.
