@@ -75,6 +75,8 @@ class Choice:
     reads_target: bool = False  # drafters: drafts from the run's target LM (its hidden states), passed as `target`
     adaptive: bool = False  # policies: k is a cap and the policy decides each round's length
     capabilities: frozenset[str] = field(default_factory=frozenset)  # runtimes: what they offer
+    phrase: str = ""  # vocab methods: how the page's sentences say the draft drafts ("through text")
+    explained: str = ""  # vocab methods: what the phrase means, where the page has room to say it
 
     def make(self, *args: Any, **kwargs: Any) -> Any:
         module, _, name = self.factory.partition(":")
@@ -247,8 +249,20 @@ PRECISIONS = Registry(
 VOCAB_METHODS = Registry(
     "vocab method",
     Choice("auto", "auto (the pair's default)", "the pair's default"),
-    Choice(TEXT, "through text", "the draft's text re-encoded by the target's tokenizer, as point masses"),
-    Choice(INTERSECTION, "shared vocabulary", "q restricted to the tokens both vocabularies share, mapped"),
+    Choice(
+        TEXT,
+        "through text",
+        "the draft's text re-encoded by the target's tokenizer, as point masses",
+        phrase="through text",
+        explained="the draft's tokens are turned into text and re-encoded with the target's tokenizer",
+    ),
+    Choice(
+        INTERSECTION,
+        "shared vocabulary",
+        "q restricted to the tokens both vocabularies share, mapped",
+        phrase="through the shared vocabulary",
+        explained="the draft proposes only tokens both vocabularies have",
+    ),
     default="auto",
 )
 
@@ -258,6 +272,12 @@ MODES = Registry(
     Choice(PLAIN, "Plain (target only)", "the target alone, one token per pass"),
     default=SPECULATIVE,
 )
+
+
+def method_phrase(method: object) -> str:
+    """How the page says a draft with another tokenizer drafts by `method` ("through text"),
+    "" for anything that names no method (auto, a missing or unknown value)."""
+    return VOCAB_METHODS[method].phrase if method in VOCAB_METHODS else ""
 
 
 def help_line(registry: Registry) -> str:

@@ -7,13 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from specviz.choices import INTERSECTION, TEXT
+from specviz.choices import method_phrase
 from specviz.viz.text import esc
 
 if TYPE_CHECKING:
     from specviz.lm.pair import PrecisionChoice
-
-VOCAB_METHOD_WORDS = {TEXT: "drafts through text", INTERSECTION: "drafts through the shared vocabulary"}
 
 
 def idle_html(name: str) -> str:
@@ -53,7 +51,7 @@ def precision_html(p: PrecisionChoice | None) -> str:
 def vocab_html(vocab: Mapping | None) -> str:
     """For a draft with its own tokenizer (`vocab`: the vocabulary check's summary): the
     overlap and the method, with the check's message as a tooltip; empty when both share one."""
-    if not isinstance(vocab, Mapping) or vocab.get("method") not in VOCAB_METHOD_WORDS:
+    if not isinstance(vocab, Mapping) or not method_phrase(vocab.get("method")):
         return ""
     overlap = vocab.get("overlap")
     share = (
@@ -63,7 +61,7 @@ def vocab_html(vocab: Mapping | None) -> str:
     )
     return (
         f' <span class="sv-vocab" title="{esc(vocab.get("message") or vocab.get("reason") or "")}">Its draft has another tokenizer: '
-        f"{esc(share)}; by default it {esc(VOCAB_METHOD_WORDS[vocab['method']])} ({esc(vocab['method'])}).</span>"
+        f"{esc(share)}; by default it drafts {esc(method_phrase(vocab['method']))} ({esc(vocab['method'])}).</span>"
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.choices import INTERSECTION, TEXT
+from specviz.choices import VOCAB_METHODS, method_phrase
 from specviz.events import EmittedToken, RoundEvent
 from specviz.viz.palette import (
     ACCEPTED,
@@ -288,22 +288,17 @@ def tree_mask_figure(event: RoundEvent, title: str | None = None) -> go.Figure:
 
 # --- a cross-tokenizer round ---------------------------------------------------------------
 
-METHOD_WORDS = {
-    TEXT: "through text: the draft's tokens are turned into text and re-encoded with the target's tokenizer",
-    INTERSECTION: "through the shared vocabulary: the draft proposes only tokens both vocabularies have",
-}
-
 
 def method_of(meta: Mapping[str, Any] | None) -> str | None:
     """The cross-tokenizer method a trace was drafted with ("text" or "intersection"), if known."""
     meta = meta or {}
     drafter = meta.get("drafter")  # the method the run used; the pair's default may differ
     if isinstance(drafter, str):
-        for method in METHOD_WORDS:
-            if drafter.endswith(f"-{method}"):
+        for method in VOCAB_METHODS.names:
+            if method_phrase(method) and drafter.endswith(f"-{method}"):
                 return method
     vocab = meta.get("vocab")
-    if isinstance(vocab, Mapping) and vocab.get("method") in METHOD_WORDS:
+    if isinstance(vocab, Mapping) and method_phrase(vocab.get("method")):
         return str(vocab["method"])
     return None
 
@@ -357,7 +352,7 @@ def alignment_html(event: RoundEvent, meta: Mapping[str, Any] | None = None) -> 
         f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['unchecked']} unchecked."
     )
     method = method_of(meta)
-    how = f"Drafted {METHOD_WORDS[method]}." if method else ""
+    how = f"Drafted {method_phrase(method)}: {VOCAB_METHODS[method].explained}." if method else ""
     vocab = (meta or {}).get("vocab")
     overlap = vocab.get("overlap") if isinstance(vocab, Mapping) else None
     if isinstance(overlap, (int, float)):
