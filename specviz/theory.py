@@ -91,14 +91,14 @@ def speedup_with_cost(alpha, k, cost: CostModel, target_ms=None):
     return _out(np.asarray(tokens_per_round(alpha, kk)) * t0 / rounds[np.searchsorted(ks, kk)])
 
 
-def best_k_with_cost(alpha, cost: CostModel, target_ms=None, k_max: int | None = None):
+def best_k_with_cost(alpha, cost: CostModel, k_max: int | None = None):
     """best_k for a measured cost. k_max defaults to MAX_K, capped for a table that says
     nothing past its end at its largest pass size less one."""
     if k_max is None:
         k_max = DEFAULT_K_MAX if cost.extrapolate else min(DEFAULT_K_MAX, max(cost.verify) - 1)
     ks = np.arange(_k_max(k_max) + 1)
     a = _alpha(alpha)[..., None]
-    return _argmax_k(np.asarray(speedup_with_cost(a, ks, cost, target_ms)))
+    return _argmax_k(np.asarray(speedup_with_cost(a, ks, cost)))
 
 
 def accepted_length_distribution(alpha, k: int):
