@@ -241,7 +241,7 @@ class GenerationSettings:
     )
 
     def __post_init__(self) -> None:
-        for name, s in specs(type(self)).items():
+        for name, s in specs().items():
             s.check(name, getattr(self, name))
 
     @property
@@ -258,10 +258,12 @@ class GenerationSettings:
 
 
 @functools.cache
-def specs(cls: type = GenerationSettings) -> dict[str, Setting]:
+def specs() -> dict[str, Setting]:
     """Each field's `Setting`, by name in declared order, its kind set from the field's type."""
-    hints = typing.get_type_hints(cls)
-    return {f.name: replace(f.metadata["setting"], kind=KINDS[hints[f.name].__name__]) for f in fields(cls)}
+    hints = typing.get_type_hints(GenerationSettings)
+    return {
+        f.name: replace(f.metadata["setting"], kind=KINDS[hints[f.name].__name__]) for f in fields(GenerationSettings)
+    }
 
 
 SPECS = specs()
@@ -269,7 +271,7 @@ DEFAULTS = GenerationSettings()
 FIELDS = tuple(SPECS)
 
 
-def from_request(values: Mapping[str, Any], cls: type = GenerationSettings) -> GenerationSettings:
+def from_request(values: Mapping[str, Any]) -> GenerationSettings:
     """Validated settings from a page's, an API caller's or a trace's values.
 
     Every field given is kept (missing ones take their defaults), so a trace reruns exactly
@@ -277,7 +279,7 @@ def from_request(values: Mapping[str, Any], cls: type = GenerationSettings) -> G
     as a browser or JSON sends them: 4.0 counts as the whole number 4. `adaptive` (settings
     before the policy existed, and the API's older parameter) is read as `adaptive_as_policy` says.
     """
-    values, known = adaptive_as_policy(dict(values)), specs(cls)
+    values, known = adaptive_as_policy(dict(values)), specs()
     unknown = sorted(values.keys() - known.keys())
     if unknown:
         raise SettingsError(f"unknown setting {unknown[0]!r} (known: {', '.join(known)})")
@@ -288,7 +290,7 @@ def from_request(values: Mapping[str, Any], cls: type = GenerationSettings) -> G
             values[name] = int(x)
         elif known[name].kind == "number" and _whole(x):
             values[name] = float(x)
-    return cls(**values)
+    return GenerationSettings(**values)
 
 
 def adaptive_as_policy(values: dict) -> dict:
