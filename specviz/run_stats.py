@@ -54,6 +54,31 @@ from specviz.settings import MAX_K
 DEPARTURE_SE = 2.0
 
 
+# --- the run's rates ---------------------------------------------------------------------
+# One definition each, from counts: the engine's RunSummary takes them from its running
+# tally, the live stats from the events so far (shown while a run goes, before any summary).
+
+
+def acceptance(accepted: int, judged: int) -> float:
+    """The measured acceptance: accepted over judged drafts (0 before any was judged)."""
+    return accepted / judged if judged else 0.0
+
+
+def mean_overlap(overlap_sum: float, judged: int) -> float:
+    """The mean of sum min(p, q) over judged positions: the acceptance the draft's q and the
+    target's p lead to expect."""
+    return overlap_sum / judged if judged else 0.0
+
+
+def tokens_per_round(tokens: int, rounds: int) -> float:
+    """New tokens per round: per target pass, the prefill's first round included."""
+    return tokens / rounds if rounds else 0.0
+
+
+def tokens_per_s(tokens: int, seconds: float) -> float:
+    return tokens / seconds if seconds > 0 else 0.0
+
+
 def rounds_of(events: Iterable[Event]) -> list[RoundEvent]:
     return [e for e in events if isinstance(e, RoundEvent)]
 
@@ -113,7 +138,7 @@ def position_stats(events: Iterable[Event]) -> PositionStats:
             reached[i] += 1
             accepted[i] += d.decision == "accepted"
     total = int(reached.sum())
-    return PositionStats(drafted, reached, accepted, float(accepted.sum() / total) if total else 0.0)
+    return PositionStats(drafted, reached, accepted, acceptance(int(accepted.sum()), total))
 
 
 def acceptance_by_position(events: Iterable[Event]) -> list[float]:
@@ -147,7 +172,10 @@ class LengthStats:
     @property
     def predicted_histogram(self) -> np.ndarray:
         """Expected rounds with 0..max k accepted: a truncated geometric per round, summed."""
-        return predicted_histogram(self.alpha, self.k)
+        expected = np.zeros(int(self.k.max(initial=0)) + 1)
+        for k, count in zip(*np.unique(self.k, return_counts=True)):
+            expected[: k + 1] += count * theory.accepted_length_distribution(self.alpha, int(k))
+        return expected
 
     @property
     def mean_without_bonus(self) -> float:
@@ -166,14 +194,6 @@ class LengthStats:
         if not self.rounds:
             return 0.0
         return float(np.mean(np.asarray(theory.tokens_per_round(self.alpha, self.k)) - 1))
-
-
-def predicted_histogram(alpha: float, ks: np.ndarray) -> np.ndarray:
-    ks = np.asarray(ks, int)
-    expected = np.zeros(int(ks.max(initial=0)) + 1)
-    for k, count in zip(*np.unique(ks, return_counts=True)):
-        expected[: k + 1] += count * theory.accepted_length_distribution(alpha, int(k))
-    return expected
 
 
 def length_stats(events: Iterable[Event], alpha: float | None = None) -> LengthStats:

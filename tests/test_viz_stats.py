@@ -5,7 +5,7 @@ import pytest
 from viz_sample import bonus_round, plain_events, sample_rounds, sampled_round
 
 from specviz import theory
-from specviz.run_stats import length_stats, predicted_histogram
+from specviz.run_stats import length_stats
 from specviz.viz import live_stats, round_timeline_figure, stats_html
 from specviz.viz.acceptance_plots import lengths_figure
 
@@ -51,7 +51,7 @@ def test_accepted_length_histogram_against_truncated_geometric():
     assert list(lengths.accepted) == [2, 2, 2, 2] and list(lengths.k) == [4, 4, 4, 2]
     alpha = 8 / 11  # the measured acceptance: 2 of 3 judged drafts in each sampled round, 2 of 2 in the bonus one
     assert lengths.alpha == pytest.approx(alpha)
-    expected = predicted_histogram(alpha, lengths.k)
+    expected = lengths.predicted_histogram
     assert expected.sum() == pytest.approx(4)
     assert expected == pytest.approx(
         3 * theory.accepted_length_distribution(alpha, 4) + np.r_[theory.accepted_length_distribution(alpha, 2), 0, 0]
