@@ -70,6 +70,7 @@ def test_a_sweep_stops_between_rounds_and_keeps_the_finished_runs():
 
 def test_temperatures_parse_and_refuse_what_the_settings_refuse():
     assert parse_temperatures("0, 0.7,1") == [0.0, 0.7, 1.0]
+    assert parse_temperatures(" 0 ,, 0.5,") == [0.0, 0.5]  # blanks between commas are skipped
     for bad in ("", "0,x", "0,0", "3"):
         with pytest.raises(UserError):
             parse_temperatures(bad)
@@ -90,7 +91,13 @@ def test_the_sweep_command_prints_json_rows(capsys):
 
 def test_the_commands_refuse_bad_input_before_loading_a_model(capsys):
     assert main(["sweep", "--prompt", "x", "--temperatures", "0,hot"]) == 2
-    assert "temperatures must be numbers" in capsys.readouterr().err
+    assert "--temperatures must be numbers separated by commas, like 0,0.3,0.7,1.0 ('hot' is not one)" in (
+        capsys.readouterr().err
+    )
+    assert main(["batching", "--batch-sizes", "1, 2,,x"]) == 2
+    assert "--batch-sizes must be whole numbers separated by commas ('x' is not one)" in capsys.readouterr().err
+    assert main(["bench", "--k", "2,3.5"]) == 2
+    assert "--k must be whole numbers separated by commas ('3.5' is not one)" in capsys.readouterr().err
     assert main(["batching", "--pass-sizes", "2,3"]) == 2
     assert "must include 1" in capsys.readouterr().err
     assert main(["batching", "--k", "9", "--pass-sizes", "1,2,5"]) == 2

@@ -117,5 +117,5 @@ def test_the_handlers_ask_for_a_run_first(tmp_path):
     labs = labs_tab.Labs(PageConfig(preload=False))
     with pytest.raises(gr.Error, match="run a generation"):
         list(labs.sweep(None, "x", "0", None, progress=lambda *a, **k: None))
-    with pytest.raises(gr.Error, match="temperatures must be numbers"):
+    with pytest.raises(gr.Error, match="temperatures must be numbers separated by commas"):
         list(labs.sweep(greedy_trace(), "x", "0,warm", None, progress=lambda *a, **k: None))

@@ -133,8 +133,10 @@ def test_bad_counts_and_text_are_refused():
         simulate(P, Q, samples=0)
     with pytest.raises(UserError, match="seed must be"):
         simulate(P, Q, samples=10, seed=-1)
-    with pytest.raises(UserError, match="comma-separated numbers"):
+    with pytest.raises(UserError, match=r"^p must be numbers separated by commas, like .* \('0.5;0.5' is not one\)$"):
         parse_distribution("0.5;0.5", "p")
+    with pytest.raises(UserError, match=r"\('' is not one\)"):  # a blank between commas is a typo here
+        parse_distribution("0.5,,0.5", "p")
     np.testing.assert_array_equal(parse_distribution("0.25, 0.75", "p"), [0.25, 0.75])
     check_distribution([0.5, 0.5 + 5e-7], "p")  # within the 1e-6 tolerance
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import NoReturn
+from typing import Callable, NoReturn, TypeVar
 
 from specviz.errors import UserError
 
@@ -48,6 +48,35 @@ def check_range(flag: str, value, lo, hi=None) -> None:
     if value is not None and not (lo <= value and (hi is None or value <= hi)):
         bound = f"{lo:,} or more" if hi is None else f"from {lo:,} to {hi:,}"
         raise UserError(f"{flag} must be {bound} (got {value:,})")
+
+
+T = TypeVar("T")
+
+# What each item of a comma-separated list must be, in a refusal's words.
+ITEM_WORDS: dict[Callable, str] = {int: "whole numbers", float: "numbers", str: "names"}
+
+
+def parse_list(
+    flag: str, text: object, item: Callable[[str], T] = str, *, like: str = "", skip_blank: bool = True
+) -> list[T]:
+    """'a, b,,c' -> [item('a'), item('b'), item('c')]: each part between commas, stripped, read by
+    `item` (int, float or str). A blank part is skipped, or refused where not `skip_blank`. A part
+    `item` cannot read is refused naming `flag` and the part, in every command's words; `like`
+    is an example of a good value."""
+    example = f", like {like}" if like else ""
+    if not isinstance(text, str):
+        raise UserError(f"{flag} must be {ITEM_WORDS[item]} separated by commas{example} (got {text!r})")
+    values = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part and skip_blank:
+            continue
+        try:
+            values.append(item(part))
+        except ValueError:
+            raise UserError(
+                f"{flag} must be {ITEM_WORDS[item]} separated by commas{example} ({part!r} is not one)"
+            ) from None
+    return values
 
 
 class OneLineParser(argparse.ArgumentParser):

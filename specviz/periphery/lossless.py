@@ -25,6 +25,7 @@ import torch
 from specviz import limits
 from specviz.engine.verify import residual_distribution
 from specviz.errors import UserError
+from specviz.periphery.cli import parse_list
 
 SUM_TOLERANCE = 1e-6
 CHUNK = 1 << 21  # draws per vectorised step: ~50 MB of temporaries
@@ -74,13 +75,9 @@ def check_distribution(values, name: str) -> np.ndarray:
 
 def parse_distribution(text: str, name: str) -> np.ndarray:
     """'0.5,0.2,0.2,0.1' -> a checked distribution."""
-    if not isinstance(text, str):
-        raise UserError(f"{name} must be comma-separated numbers, like 0.5,0.2,0.2,0.1")
-    limits.check_distribution_text(text, name)
-    try:
-        values = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise UserError(f"{name} must be comma-separated numbers, like 0.5,0.2,0.2,0.1 (got {text!r})") from None
+    if isinstance(text, str):  # anything else is refused by parse_list
+        limits.check_distribution_text(text, name)
+    values = parse_list(name, text, float, like="0.5,0.2,0.2,0.1", skip_blank=False)
     return check_distribution(values, name)
 
 

@@ -27,9 +27,8 @@ from specviz.periphery.bench.harness import BenchOptions, Raw, count_runs, eos_i
 from specviz.periphery.bench.methods import FAMILY_NAMES, Method, check_pair, default_methods, parse_method
 from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
 from specviz.periphery.bench.summary import summarise
-from specviz.errors import UserError
 from specviz.choices import LLAMACPP
-from specviz.periphery.cli import check_range
+from specviz.periphery.cli import check_range, parse_list
 from specviz.periphery.generate_cli import add_loading, add_pair, add_runtime, add_setting, loading
 from specviz.models.catalogue.presets import DEFAULT_PAIR
 from specviz.settings import MAX_K
@@ -95,13 +94,15 @@ def _without_missing_tools(methods: list[Method]) -> list[Method]:
 
 
 def run(args: argparse.Namespace) -> int:
-    ks = _int_list(args.k, "--k")
-    names = _str_list(args.methods) if args.methods else default_methods(ks)
+    ks = _ks(args.k)
+    names = parse_list("--methods", args.methods) if args.methods else default_methods(ks)
     methods = [parse_method(n) for n in dict.fromkeys(names)]  # parsed before loading: a typo fails fast
     methods = _without_missing_tools(methods)
     _check(args)
     prompts = select(
-        load_prompts(args.prompts), ids=_str_list(args.prompt_ids) if args.prompt_ids else None, limit=args.limit
+        load_prompts(args.prompts),
+        ids=parse_list("--prompt-ids", args.prompt_ids) if args.prompt_ids else None,
+        limit=args.limit,
     )
     opts = BenchOptions(
         max_new_tokens=args.max_new_tokens,
@@ -327,22 +328,15 @@ class _progress:
         self.bar.close()
 
 
+def _ks(text: str) -> list[int]:
+    ks = parse_list("--k", text, int)
+    for k in ks:
+        check_range("--k: each k", k, 1, MAX_K)
+    return ks
+
+
 def _check(args: argparse.Namespace) -> None:
     check_range("--repeats", args.repeats, 1)
     check_range("--threads", args.threads, 1)
     check_range("--limit", args.limit, 1)
     check_range("--k-max", args.k_max, 1, MAX_K)
-
-
-def _int_list(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(x) for x in _str_list(text)]
-    except ValueError:
-        raise UserError(f"{flag} takes whole numbers separated by commas (got {text!r})") from None
-    for v in values:
-        check_range(f"{flag}: each k", v, 1, MAX_K)
-    return values
-
-
-def _str_list(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]

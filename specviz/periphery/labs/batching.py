@@ -27,6 +27,7 @@ from typing import Any, TextIO
 from specviz import limits, theory
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
+from specviz.periphery.cli import parse_list
 from specviz.settings import FIXED_K, MAX_K
 from specviz.lm.runtime import missing
 from specviz.lm.timing import best_s, measure_pass_ms
@@ -309,13 +310,6 @@ def table(r: BatchingResult) -> str:
 # --- `python -m specviz batching` ------------------------------------------------------------
 
 
-def _ints(text: str, name: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"{name} must be whole numbers separated by commas (got {text!r})") from None
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", help="a model pair preset or 'DRAFT -> TARGET' (default: qwen-coder)")
     parser.add_argument(
@@ -336,7 +330,8 @@ def run(args: argparse.Namespace) -> int:
     from specviz.engine.load import load
     from specviz.models import DEFAULT_PAIR
 
-    batch_sizes, pass_sizes = _ints(args.batch_sizes, "--batch-sizes"), _ints(args.pass_sizes, "--pass-sizes")
+    batch_sizes = parse_list("--batch-sizes", args.batch_sizes, int)
+    pass_sizes = parse_list("--pass-sizes", args.pass_sizes, int)
     if args.repeats < 1:
         raise UserError("--repeats must be 1 or more")
     _check_sizes(batch_sizes, pass_sizes, args.repeats)

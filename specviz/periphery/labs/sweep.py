@@ -24,6 +24,7 @@ from specviz.choices import SPECULATIVE
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.models.progress import Progress
+from specviz.periphery.cli import parse_list
 from specviz.settings import GenerationSettings
 
 DEFAULT_TEMPERATURES = "0,0.3,0.7,1.0"
@@ -55,16 +56,11 @@ class Sweep:
         return {"rows": [asdict(r) for r in self.rows], "cancelled": self.cancelled, "out_of_time": self.out_of_time}
 
 
-def parse_temperatures(text: str) -> list[float]:
+def parse_temperatures(text: str, name: str = "temperatures") -> list[float]:
     """'0,0.7' -> [0.0, 0.7]: each a temperature the settings accept, no repeats, at most
-    limits.TEMPERATURES of them."""
+    limits.TEMPERATURES of them. `name`: the field or flag, for a refusal."""
     text = limits.TEMPERATURES_CHARS.check_text(str(text))
-    try:
-        temps = [float(t) for t in str(text).replace(" ", "").split(",") if t != ""]
-    except ValueError:
-        raise UserError(
-            f"temperatures must be numbers separated by commas, like {DEFAULT_TEMPERATURES} (got {text!r})"
-        ) from None
+    temps = parse_list(name, text, float, like=DEFAULT_TEMPERATURES)
     if not temps:
         raise UserError(f"give at least one temperature, like {DEFAULT_TEMPERATURES}")
     limits.TEMPERATURES.check(len(temps))
@@ -202,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     from specviz.lm.prompt import check_prompt
 
     settings = generate_cli.settings_from(args)
-    temperatures = parse_temperatures(args.temperatures)
+    temperatures = parse_temperatures(args.temperatures, "--temperatures")
     check_prompt(args.prompt)
     if settings.mode != SPECULATIVE:
         raise UserError("a temperature sweep compares speculative runs: use --mode speculative")
