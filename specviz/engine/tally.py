@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specviz import run_stats
 from specviz.events import RunSummary
 
 
@@ -58,7 +59,7 @@ class Tally:
     def summary(
         self, *, wall_s: float, load_s: float, stop_reason: str, policy: str, plain_ms_per_token: float
     ) -> RunSummary:
-        tokens_per_s = _ratio(self.new_tokens, wall_s)
+        tokens_per_s = run_stats.tokens_per_s(self.new_tokens, wall_s)
         return RunSummary(
             new_tokens=self.new_tokens,
             rounds=self.rounds,
@@ -66,9 +67,9 @@ class Tally:
             draft_passes=self.draft_passes,
             drafted=self.drafted,
             accepted=self.accepted,
-            acceptance_rate=_ratio(self.accepted, self.drafted),
-            mean_overlap=_ratio(self.overlap_sum, self.drafted),
-            tokens_per_round=_ratio(self.new_tokens, self.rounds),
+            acceptance_rate=run_stats.acceptance(self.accepted, self.drafted),
+            mean_overlap=run_stats.mean_overlap(self.overlap_sum, self.drafted),
+            tokens_per_round=run_stats.tokens_per_round(self.new_tokens, self.rounds),
             wall_s=wall_s,
             tokens_per_s=tokens_per_s,
             target_ms=_ratio(self.target_ms, self.target_passes - self.untimed_passes),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from specviz import run_stats
 from specviz.run_stats import judged, rounds_of
 from specviz.events import Event, PlainTokenEvent, RunSummary
 from specviz.viz.text import esc
@@ -39,7 +40,7 @@ def live_stats(events: Iterable[Event]) -> LiveStats:
             tokens=n,
             target_passes=n,
             elapsed_s=t,
-            tokens_per_s=n / t if t > 0 else 0.0,
+            tokens_per_s=run_stats.tokens_per_s(n, t),
             verify_ms=sum(e.ms for e in plain),
             plain=True,
         )
@@ -55,12 +56,13 @@ def live_stats(events: Iterable[Event]) -> LiveStats:
     if rounds:
         s.tokens = max(r.new_tokens for r in rounds)
         s.elapsed_s = max(r.t_end_s for r in rounds)
-    s.acceptance = s.accepted / s.checked if s.checked else 0.0
-    s.mean_overlap = sum(overlaps) / len(overlaps) if overlaps else 0.0
-    s.tokens_per_round = s.tokens / s.rounds if s.rounds else 0.0
+    s.acceptance = run_stats.acceptance(s.accepted, s.checked)
+    # positions are recorded only in full traces: the mean is over those there are
+    s.mean_overlap = run_stats.mean_overlap(sum(overlaps), len(overlaps))
+    s.tokens_per_round = run_stats.tokens_per_round(s.tokens, s.rounds)
     s.target_passes = s.rounds
     s.target_passes_saved = max(0, s.tokens - s.rounds)
-    s.tokens_per_s = s.tokens / s.elapsed_s if s.elapsed_s > 0 else 0.0
+    s.tokens_per_s = run_stats.tokens_per_s(s.tokens, s.elapsed_s)
     return s
 
 
