@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from specviz import engine  # noqa: E402
+from specviz.lm.prompt import encode_prompt  # noqa: E402
 from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.lm import clear_loaded, load_pair  # noqa: E402
 from specviz.lm.torch_runtime.devices import choose_device  # noqa: E402
@@ -45,7 +46,7 @@ def greedy_runs(pair_name: str, dtype: str, prompts, max_new_tokens: int) -> dic
 @torch.inference_mode()
 def top2_gap(pair, prompt: str, token_ids: list[int]) -> float:
     """fp32's top-2 logit gap for the next token after the prompt and `token_ids`."""
-    ids = engine.encode_prompt(pair, prompt, GenerationSettings(mode="plain")) + token_ids
+    ids = encode_prompt(pair, prompt, GenerationSettings(mode="plain")) + token_ids
     logits = pair.target(input_ids=torch.tensor([ids]), logits_to_keep=1).logits[0, -1, : pair.vocab_size].float()
     top = logits.topk(2).values
     return float(top[0] - top[1])

@@ -10,6 +10,7 @@ from specviz.engine.plain import PlainDecoder
 from specviz.engine.speculative import SpeculativeDecoder
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RoundEvent, Trace
+from specviz.lm.prompt import encode_prompt
 from specviz.settings import GenerationSettings, SettingsError
 from tiny_models import DEVICE, single_thread, tiny_model, tiny_pair, tiny_tokenizer  # noqa: F401 (single_thread: a fixture)
 
@@ -126,7 +127,7 @@ def test_rollback_leaves_caches_as_a_fresh_forward_would(kind):
     """After rounds with rejections, both caches hold exactly the accepted prefix: their
     next-token logits equal a fresh forward over the same ids."""
     pair = tiny_pair(kind)
-    d = SpeculativeDecoder(pair, settings(k=4, temperature=1.0, seed=1), engine.encode_prompt(pair, PROMPT, settings()))
+    d = SpeculativeDecoder(pair, settings(k=4, temperature=1.0, seed=1), encode_prompt(pair, PROMPT, settings()))
     d.begin()
     rejected = 0
     for _ in range(40):  # bounded: a close draft is rarely rejected, so go on until one is
@@ -254,12 +255,12 @@ def test_summary_measures_time_and_passes():
 
 def test_chat_template_and_raw_prompts():
     pair = tiny_pair("close")
-    chat = engine.encode_prompt(pair, "hi", settings())
-    raw = engine.encode_prompt(pair, "hi", settings(raw=True))
+    chat = encode_prompt(pair, "hi", settings())
+    raw = encode_prompt(pair, "hi", settings(raw=True))
     assert pair.tokenizer.decode(raw) == "hi"
     assert pair.tokenizer.decode(chat) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     no_template = tiny_pair("close", chat_template=False)
-    assert engine.encode_prompt(no_template, "hi", settings()) == raw
+    assert encode_prompt(no_template, "hi", settings()) == raw
     with pytest.raises(UserError, match="empty"):
         engine.start(pair, "", settings(raw=True))
 
@@ -282,7 +283,7 @@ def test_bad_settings_are_refused_before_running():
 
 def test_plain_decoder_steps_one_token_at_a_time():
     pair = tiny_pair("close")
-    d = PlainDecoder(pair, settings(max_new_tokens=3), engine.encode_prompt(pair, PROMPT, settings()))
+    d = PlainDecoder(pair, settings(max_new_tokens=3), encode_prompt(pair, PROMPT, settings()))
     d.begin()
     events = [d.step() for _ in range(3)]
     assert [e.index for e in events] == [0, 1, 2] and d.stop_reason == "max_new_tokens"

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from specviz import engine
+from specviz.lm.prompt import encode_prompt, stop_ids
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.bundled
@@ -45,14 +46,14 @@ def test_greedy_speculative_equals_plain_and_transformers(pair, plain_run, promp
     plain = plain_run(prompt)
     spec = engine.run(pair, prompt, GenerationSettings(max_new_tokens=NEW_TOKENS, k=4))
 
-    ids = torch.tensor([engine.encode_prompt(pair, prompt, base)], device=pair.device)
+    ids = torch.tensor([encode_prompt(pair, prompt, base)], device=pair.device)
     with torch.inference_mode():
         out = pair.target.generate(
             ids,
             attention_mask=torch.ones_like(ids),
             max_new_tokens=NEW_TOKENS,
             do_sample=False,
-            eos_token_id=sorted(engine.stop_ids(pair)),
+            eos_token_id=sorted(stop_ids(pair)),
             pad_token_id=pair.tokenizer.pad_token_id,
         )
     reference = out[0, ids.shape[1] :].tolist()

@@ -15,6 +15,7 @@ import torch
 pytest.importorskip("llama_cpp")
 
 from specviz import engine  # noqa: E402
+from specviz.lm.prompt import encode_prompt  # noqa: E402
 from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, load_prompts  # noqa: E402
 from specviz.lm.llamacpp_runtime.lm import LlamaCppLM  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
@@ -118,7 +119,7 @@ def test_greedy_speculative_equals_plain_or_parts_at_a_near_tie(pair, prompt, dr
     if spec.token_ids == plain.token_ids:
         return
     i = next(j for j, (a, b) in enumerate(zip(spec.token_ids, plain.token_ids)) if a != b)
-    gap = _top2_gap(pair, engine.encode_prompt(pair, prompt, base) + plain.token_ids[:i])
+    gap = _top2_gap(pair, encode_prompt(pair, prompt, base) + plain.token_ids[:i])
     assert gap < NEAR_TIE, f"parted at new token {i} where the top-2 gap is {gap:.3f}, no near-tie"
 
 
@@ -137,5 +138,5 @@ def test_a_draft_with_another_tokenizer_drafts_on_llamacpp_too(vocab_method):
     if spec.token_ids != plain.token_ids:
         i = next(j for j, (a, b) in enumerate(zip(spec.token_ids, plain.token_ids)) if a != b)
         base = GenerationSettings(max_new_tokens=24)
-        gap = _top2_gap(cross, engine.encode_prompt(cross, prompt, base) + plain.token_ids[:i])
+        gap = _top2_gap(cross, encode_prompt(cross, prompt, base) + plain.token_ids[:i])
         assert gap < NEAR_TIE, f"parted at new token {i} where the top-2 gap is {gap:.3f}, no near-tie"

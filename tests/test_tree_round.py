@@ -11,7 +11,7 @@ from specviz.drafters.tree import TreeDrafter
 from specviz.engine.tree_round import tree_round
 from specviz.engine.verify import verify_tree
 from specviz.lm.torch_runtime.lean import model_lm
-from specviz.lm.prompt import stop_ids
+from specviz.lm.prompt import encode_prompt, stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.lm.tree import depths
 from specviz.settings import GenerationSettings
@@ -107,7 +107,7 @@ def test_greedy_tree_decoding_is_plain_greedy_decoding(nodes, width):
 def test_greedy_tree_runs_equal_the_engines_plain_run(draft, prompt):
     pair = tiny_pair(draft)
     plain = engine.run(pair, prompt, GenerationSettings(mode="plain", max_new_tokens=30))
-    prompt_ids = engine.encode_prompt(pair, prompt, GenerationSettings(max_new_tokens=30))
+    prompt_ids = encode_prompt(pair, prompt, GenerationSettings(max_new_tokens=30))
     for nodes, width in [(6, 2), (12, 3)]:
         got = TreeRun(pair, GREEDY, prompt_ids, nodes, width).decode(30)
         assert got == plain.token_ids, (nodes, width)

@@ -16,8 +16,6 @@ _LAZY = {
     "Generation": "specviz.engine.generation",
     "start": "specviz.engine.generation",
     "run": "specviz.engine.generation",
-    "encode_prompt": "specviz.lm.prompt",
-    "stop_ids": "specviz.lm.prompt",
 }
 
 __all__ = list(_LAZY)
