@@ -18,10 +18,17 @@ from specviz.viz.palette import ACCEPTED, BONUS, DRAFT, NEUTRAL, REJECTED, RESID
 from specviz.viz.text import esc, label_html, panel_html, paragraphs_html, plotly_text, table_html, words_html
 
 Z_TOLERANCE = 5.0  # deviations beyond this many standard errors would disprove losslessness
+SE_BARS = 3  # the error bars reach this many standard errors either side
 
 
 def _get(result: Any, name: str) -> Any:
     return result[name] if isinstance(result, Mapping) else getattr(result, name)
+
+
+def _se_bars(se: Any, width: float, thickness: float = 1.5) -> dict:
+    """\u00b1SE_BARS standard-error bars (a trace's error_x or error_y) in the reference grey;
+    `width` is the cross-bar's, in px, set to each figure's bar size."""
+    return {"type": "data", "array": np.multiply(SE_BARS, se), "color": NEUTRAL, "thickness": thickness, "width": width}
 
 
 def _token_axis(labels: Sequence[str] | None, n: int) -> dict:
@@ -44,7 +51,7 @@ def lossless_frequencies_figure(
         y=measured,
         name=f"measured ({_get(result, 'samples'):,} draws)",
         marker_color=NEUTRAL,
-        error_y={"type": "data", "array": 3 * se, "color": NEUTRAL, "thickness": 1.5, "width": 6},
+        error_y=_se_bars(se, width=6),
         customdata=np.stack([p, (measured - p) / np.where(se > 0, se, np.inf)], axis=-1),
         hovertemplate="measured %{y:.4f} (p = %{customdata[0]:.4f}, %{customdata[1]:+.1f} SE)<extra></extra>",
     )
@@ -72,7 +79,7 @@ def lossless_acceptance_figure(result: Any, title: str | None = "Acceptance agai
         x=["overlap \u03a3 min(p, q)", "measured acceptance"],
         y=[overlap, rate],
         marker_color=[NEUTRAL, ACCEPTED],
-        error_y={"type": "data", "array": [0, 3 * se], "color": NEUTRAL},
+        error_y=_se_bars([0.0, se], width=4, thickness=2),  # plotly's defaults: this figure's look
         text=[f"{overlap:.4f}", f"{rate:.4f}"],
         textposition="outside",
         showlegend=False,
@@ -170,7 +177,7 @@ def bug_tv_figure(rules: Mapping[str, Any], title: str | None = "Each rule's dis
         orientation="h",
         name="measured TV \u00b13 SE",
         marker_color=[ACCEPTED if o else REJECTED for o in ok],
-        error_x={"type": "data", "array": 3 * se, "color": NEUTRAL, "thickness": 1.5, "width": 5},
+        error_x=_se_bars(se, width=5),
         customdata=np.stack([se, exact], axis=-1),
         hovertemplate="%{y}: TV %{x:.5f} \u00b1 %{customdata[0]:.5f} (exact %{customdata[1]:.5f})<extra></extra>",
     )
@@ -182,11 +189,11 @@ def bug_tv_figure(rules: Mapping[str, Any], title: str | None = "Each rule's dis
         marker={"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": TARGET}, "color": TARGET},
         hovertemplate="%{y}: exact TV %{x:.5f}<extra></extra>",
     )
-    top = max(float(np.max(tv + 3 * se)), float(np.max(exact)), 10 * noise, 1e-3)
+    top = max(float(np.max(tv + SE_BARS * se)), float(np.max(exact)), 10 * noise, 1e-3)
     # The numbers sit clear of the error bar and the cross, whichever reaches further.
     fig.add_scatter(
         y=names,
-        x=np.maximum(tv + 3 * se, exact) + 0.04 * top,
+        x=np.maximum(tv + SE_BARS * se, exact) + 0.04 * top,
         mode="text",
         showlegend=False,
         hoverinfo="skip",
