@@ -1,5 +1,6 @@
 """Every choice a user makes by name, each in one registry: drafters, length policies,
-precisions, runtimes, vocabulary methods and modes.
+precisions, runtimes, vocabulary methods and modes; the target's placements (DEVICE_MAPS) are
+names only, a tuple.
 
 An entry holds its name, the page's label, a line of help, what it needs and, for drafters
 and policies, its factory. Settings validate against these registries, the page's radios
@@ -53,6 +54,10 @@ EARLY_EXIT_PASS = EARLY_EXIT  # a forward through the target's first layers only
 DEVICE_MAP = "device-map"  # a target spread over GPUs, CPU and disk
 HF_GENERATE = "hf-generate"  # transformers' own generate on the same objects (bench references)
 BATCHED = "batched-passes"  # passes over several sequences at once (the batching lab)
+
+# Where the target's layers go (lm.torch_runtime.devices): whole on the pair's device, or spread
+# by accelerate. Names only, no label or help of their own, so a tuple rather than a registry.
+DEVICE_MAPS = ("none", AUTO)
 
 # What a drafted token costs the cost-aware policy: the draft model's measured pass, nothing
 # (lookup-like: no model runs), or the target's first layers' share of its own pass.

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from specviz.periphery import progress
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
-from specviz.choices import COST_AWARE, PRECISIONS, RUNTIMES, SPECULATIVE, help_line
+from specviz.choices import COST_AWARE, DEVICE_MAPS, PRECISIONS, RUNTIMES, SPECULATIVE, help_line
 from specviz.models.catalogue.presets import DEFAULT_PAIR
 from specviz.settings import (
     DEFAULTS,
@@ -29,9 +29,6 @@ from specviz.settings import (
     no_draft_help,
     specs,
 )
-
-# The target placements offered (lm/torch_runtime/devices.py DEVICE_MAPS), named here so --help needs no torch.
-DEVICE_MAPS = ("none", "auto")
 
 # New tokens of the untimed warm-up run, here and in the bench.
 WARMUP_TOKENS = 8

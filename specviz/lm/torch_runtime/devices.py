@@ -30,7 +30,7 @@ from typing import Callable
 import torch
 
 from specviz.choices import INT8 as INT8_NAME
-from specviz.choices import PRECISIONS
+from specviz.choices import DEVICE_MAPS, PRECISIONS
 from specviz.lm.timing import cpu_flags
 from specviz.models.errors import DeviceError
 
@@ -53,9 +53,6 @@ def dtype_of(name: str) -> torch.dtype:
 def load_dtype(dtype: torch.dtype) -> torch.dtype:
     """What a model's weights are loaded in before any quantizing: float32 for int8."""
     return torch.float32 if dtype == INT8 else dtype
-
-
-DEVICE_MAPS = ("none", "auto")
 
 
 @dataclass(frozen=True)
