@@ -323,14 +323,7 @@ def batch_costs_figure(
             customdata=row,
             hovertemplate=f"batch {bs}, " + "%{x} tokens each: %{y:.2f}\u00d7 (%{customdata:.0f} ms)<extra></extra>",
         )
-    fig.add_scatter(
-        x=n,
-        y=n,
-        name="n \u00d7 one pass",
-        mode="lines",
-        line={"color": NEUTRAL, "dash": "dot", "width": 1},
-        hoverinfo="skip",
-    )
+    fig.add_scatter(x=n, y=n, name="n \u00d7 one pass", mode="lines", line=PLAIN_LINE, hoverinfo="skip")
     fig.add_hline(y=1, line=PLAIN_LINE, annotation_text="free", annotation_position="top left")
     # The diagonal runs off the top: the measured ratios, not the worst case, set the scale.
     top = max(max(float(r.max()) for r in ratios), 1.5)

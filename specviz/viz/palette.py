@@ -25,7 +25,9 @@ OVERLAP = ACCEPTED  # min(p, q) is the chance of acceptance
 RESIDUAL = RESAMPLED  # max(0, p - q) is what a replacement is drawn from
 NEUTRAL = "#7A828C"  # text and reference lines: ~4:1 contrast on white and on near-black
 GRID = "rgba(128, 128, 128, 0.22)"
-PLAIN_LINE = {"color": NEUTRAL, "dash": "dash", "width": 1}  # the line at 1: plain decoding, or a one-token pass
+# Plain decoding wherever a figure draws it: the line at 1 (its speed, one pass a token) or
+# the diagonal of n one-token passes.
+PLAIN_LINE = {"color": NEUTRAL, "dash": "dash", "width": 1}
 MONO = "ui-monospace, Menlo, Consolas, monospace"  # token text in labels and ticks
 
 

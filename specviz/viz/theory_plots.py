@@ -13,7 +13,7 @@ from plotly.colors import sample_colorscale
 from specviz import theory
 from specviz.cost_model import CostModel
 from specviz.settings import MAX_K
-from specviz.viz.palette import BONUS, NEUTRAL, REJECTED, style_figure
+from specviz.viz.palette import BONUS, NEUTRAL, PLAIN_LINE, REJECTED, style_figure
 from specviz.viz.text import words_html
 
 DEFAULT_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -111,7 +111,7 @@ def speedup_vs_k_figure(
         _measured_cost_curve(fig, ks, run_alpha, cost, target_ms)
     if run_k is not None and measured_speedup is not None:
         _measured_mark(fig, run_k, measured_speedup, "\u00d7")
-    fig.add_hline(y=1, line={"color": NEUTRAL, "width": 1, "dash": "dot"})
+    fig.add_hline(y=1, line=PLAIN_LINE)
     return _against_k(fig, "\u00d7 plain decoding", title)
 
 

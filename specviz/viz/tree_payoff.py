@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 
 from specviz.cost_model import recorded
 from specviz.events import Event, RoundEvent
-from specviz.viz.palette import ACCEPTED, DRAFT, NEUTRAL, style_figure, whole_dtick
+from specviz.viz.palette import ACCEPTED, DRAFT, PLAIN_LINE, style_figure, whole_dtick
 from specviz.viz.text import paragraphs_html
 
 MIN_CHECKED = 5  # a (depth, rank) checked fewer times than this borrows its rank's rate
@@ -244,12 +244,7 @@ def payoff_figure(pay: TreePayoff, title: str | None = "Tree or chain: expected 
         hovertemplate=f"tree of {pay.nodes}: {pay.tree_speedup:.2f}\u00d7 (expects {pay.tree_expected:.2f} accepted)<extra></extra>",
     )
     fig.add_scatter(
-        x=[0.5, len(ks) + 0.5],
-        y=[1, 1],
-        mode="lines",
-        name="plain decoding",
-        line={"color": NEUTRAL, "dash": "dot"},
-        hoverinfo="skip",
+        x=[0.5, len(ks) + 0.5], y=[1, 1], mode="lines", name="plain decoding", line=PLAIN_LINE, hoverinfo="skip"
     )
     fig.update_xaxes(title_text="chain length k", tick0=1, dtick=whole_dtick(len(ks)))
     fig.update_yaxes(title_text="expected speedup", rangemode="tozero")
