@@ -33,7 +33,7 @@ import torch
 from specviz.choices import INTERSECTION, TEXT
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget, ms_since, next_token
 from specviz.errors import UserError
-from specviz.lm.runtime import LM as ModelLM, open_lm
+from specviz.lm.runtime import LM, open_lm
 from specviz.lm.prompt import model_stop_ids, stop_ids
 from specviz.lm.sampling import Sampler
 from specviz.lm.pair import ModelPair
@@ -52,7 +52,7 @@ class DraftSide:
     target's committed ids `context[:t_len]`, and the KV cache holding a prefix of them (and of
     the last round's drafts)."""
 
-    def __init__(self, lm: ModelLM, draft_text: TokenText, target_text: TokenText):
+    def __init__(self, lm: LM, draft_text: TokenText, target_text: TokenText):
         self.lm = lm
         self.d = draft_text
         self.t = target_text
@@ -133,12 +133,7 @@ class _OwnTokens(ChainDrafting):
     generator."""
 
     def __init__(
-        self,
-        lm: ModelLM,
-        draft_text: TokenText,
-        target_text: TokenText,
-        sampler: Sampler,
-        generator: torch.Generator | None,
+        self, lm: LM, draft_text: TokenText, target_text: TokenText, sampler: Sampler, generator: torch.Generator | None
     ):
         self.side = DraftSide(lm, draft_text, target_text)
         self._sampler = sampler
@@ -159,7 +154,7 @@ class TextDrafter(_OwnTokens):
 
     def __init__(
         self,
-        lm: ModelLM,
+        lm: LM,
         draft_text: TokenText,
         target_text: TokenText,
         sampler: Sampler,
@@ -270,7 +265,7 @@ class IntersectionDrafter(_OwnTokens):
 
     def __init__(
         self,
-        lm: ModelLM,
+        lm: LM,
         vmap: VocabMap,
         draft_text: TokenText,
         target_text: TokenText,

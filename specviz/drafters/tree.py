@@ -35,7 +35,7 @@ from typing import Callable
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, TreeDrafting, ms_since, ranked
-from specviz.lm.runtime import LM as ModelLM
+from specviz.lm.runtime import LM
 from specviz.lm.sampling import Sampler
 from specviz.lm.timing import sync
 from specviz.lm.tree import check_path
@@ -165,7 +165,7 @@ class TreeDrafter(TreeDrafting):
     lm: the draft's cached model (`lm.runtime.open_lm`); nodes: the node budget N; width: B.
     """
 
-    def __init__(self, name: str, lm: ModelLM, sampler: Sampler, eos_ids: set[int], *, nodes: int, width: int):
+    def __init__(self, name: str, lm: LM, sampler: Sampler, eos_ids: set[int], *, nodes: int, width: int):
         if nodes < 1 or width < 1:
             raise ValueError(f"a tree needs nodes >= 1 and width >= 1 (got {nodes}, {width})")
         self.name = name
