@@ -30,6 +30,7 @@ from specviz.errors import UserError
 from specviz.periphery.cli import parse_list
 from specviz.settings import FIXED_K, MAX_K
 from specviz.lm.runtime import missing
+from specviz.models import DEFAULT_PAIR
 from specviz.lm.timing import best_s, measure_pass_ms
 from specviz.models.progress import Progress
 from specviz.choices import BATCHED, FIXED, INT8, TORCH
@@ -311,7 +312,7 @@ def table(r: BatchingResult) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pair", help="a model pair preset or 'DRAFT -> TARGET' (default: qwen-coder)")
+    parser.add_argument("--pair", help=f"a model pair preset or 'DRAFT -> TARGET' (default: {DEFAULT_PAIR})")
     parser.add_argument(
         "--alpha", type=float, help="acceptance rate to predict with (default: measured by a short greedy run)"
     )
@@ -328,7 +329,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from specviz.engine.load import load
-    from specviz.models import DEFAULT_PAIR
 
     batch_sizes = parse_list("--batch-sizes", args.batch_sizes, int)
     pass_sizes = parse_list("--pass-sizes", args.pass_sizes, int)

@@ -12,6 +12,7 @@ import argparse
 import time
 
 from specviz.choices import RUNTIMES
+from specviz.models import DEFAULT_PAIR
 from specviz.periphery import progress
 from specviz.periphery.training.train import Plan
 
@@ -29,7 +30,7 @@ WINDOW = 512  # tokens of one file the target reads at a time
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from specviz.periphery.generate_cli import add_runtime
 
-    parser.add_argument("--pair", help="the preset whose target gets a head (default qwen-coder)")
+    parser.add_argument("--pair", help=f"the preset whose target gets a head (default {DEFAULT_PAIR})")
     parser.add_argument("--target", metavar="SRC", help="or a target model: Hub id, local folder or GGUF file")
     add_runtime(parser)
     parser.add_argument(
@@ -65,7 +66,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.models import DEFAULT_PAIR
     from specviz.periphery.cli import check_range
 
     check_range("--tokens", args.tokens, 1_000, 2_000_000)
