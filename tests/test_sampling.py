@@ -8,13 +8,14 @@ from transformers import DynamicCache, TemperatureLogitsWarper, TopKLogitsWarper
 
 from specviz.drafters import make_drafter
 from specviz.drafters.early_exit import EarlyExitForward
-from specviz.lm.sampling import Sampler, distribution, draw, processors
+from specviz.lm.sampling import Sampler, draw, processors
 from specviz.settings import GenerationSettings
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 LOGITS = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])
+V = LOGITS.shape[-1]
 
 
 def test_processors_follow_generate_order():
@@ -25,24 +26,24 @@ def test_processors_follow_generate_order():
 
 
 def test_greedy_is_a_point_mass_on_the_argmax():
-    d = distribution(LOGITS, GenerationSettings(temperature=0))
+    d = Sampler(GenerationSettings(temperature=0), V).distribution(LOGITS)
     assert d.tolist() == [[1.0, 0, 0, 0, 0, 0]]
 
 
 def test_temperature_scales_logits():
-    d = distribution(LOGITS, GenerationSettings(temperature=0.5))
+    d = Sampler(GenerationSettings(temperature=0.5), V).distribution(LOGITS)
     assert torch.allclose(d, torch.softmax(LOGITS / 0.5, -1))
 
 
 def test_top_k_keeps_the_k_best_renormalised():
-    d = distribution(LOGITS, GenerationSettings(temperature=1.0, top_k=2))[0]
+    d = Sampler(GenerationSettings(temperature=1.0, top_k=2), V).distribution(LOGITS)[0]
     e = torch.exp(LOGITS[0, :2])
     assert torch.allclose(d[:2], e / e.sum()) and d[2:].sum() == 0
 
 
 def test_top_p_keeps_the_smallest_set_reaching_p():
     probs = torch.softmax(LOGITS[0], -1)  # 0.57, 0.21, 0.13, 0.08, 0.03, 0.004
-    d = distribution(LOGITS, GenerationSettings(temperature=1.0, top_p=0.85))[0]
+    d = Sampler(GenerationSettings(temperature=1.0, top_p=0.85), V).distribution(LOGITS)[0]
     # 0.57 + 0.21 = 0.78 < 0.85, so the third token is needed; the fourth is not.
     assert (d > 0).tolist() == [True, True, True, False, False, False]
     assert torch.allclose(d[:3], probs[:3] / probs[:3].sum())
@@ -51,7 +52,7 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
 def test_combined_settings_match_the_warpers_applied_by_hand():
     s = GenerationSettings(temperature=0.7, top_k=4, top_p=0.8)
     scores = TopPLogitsWarper(0.8)(None, TopKLogitsWarper(4)(None, TemperatureLogitsWarper(0.7)(None, LOGITS.clone())))
-    assert torch.allclose(distribution(LOGITS, s), torch.softmax(scores, -1))
+    assert torch.allclose(Sampler(s, V).distribution(LOGITS), torch.softmax(scores, -1))
 
 
 def test_logits_beyond_the_shared_vocabulary_are_cut():

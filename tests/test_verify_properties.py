@@ -12,7 +12,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from specviz.lm.sampling import distribution
+from specviz.lm.sampling import Sampler
 from specviz.engine.verify import residual_distribution, verify
 from specviz.settings import GenerationSettings
 
@@ -122,8 +122,8 @@ def top_p_rounds(draw):
         draw(st.lists(st.lists(logit, min_size=vocab, max_size=vocab), min_size=k + 1, max_size=k + 1))
     )
     raw_q = torch.tensor(draw(st.lists(st.lists(logit, min_size=vocab, max_size=vocab), min_size=k, max_size=k)))
-    p = distribution(raw_p, cfg)
-    q = distribution(raw_q.reshape(k, vocab), cfg) if k else torch.empty(0, vocab)
+    p = Sampler(cfg, vocab).distribution(raw_p)
+    q = Sampler(cfg, vocab).distribution(raw_q.reshape(k, vocab)) if k else torch.empty(0, vocab)
     drafts = [draw(st.sampled_from(torch.nonzero(row > 0).flatten().tolist())) for row in q]
     return torch.tensor(drafts, dtype=torch.long), p, q, draw(st.integers(0, 2**32 - 1))
 

@@ -82,8 +82,3 @@ def draw(dist: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     # u * total can round up to total itself: keep to the last index with positive weight.
     last = torch.searchsorted(cdf, total, right=False)
     return torch.minimum(index, last).squeeze(-1)
-
-
-def distribution(logits: torch.Tensor, settings: GenerationSettings, vocab_size: int | None = None) -> torch.Tensor:
-    """The processed next-token distribution(s) for `settings` (one-hot argmax when greedy)."""
-    return Sampler(settings, vocab_size or logits.shape[-1]).distribution(logits)
