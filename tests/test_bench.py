@@ -240,6 +240,50 @@ def test_a_tools_tokens_past_the_limit_count_in_its_rate_and_not_in_the_comparis
     assert Sample.from_record(sample.record()).new_tokens == len(ids)  # a resumed bench reads it back
 
 
+EOS = 9  # the stop token of the runs below, which may stop at 4 new tokens
+AT_THE_LIMIT = [5, 6, 7, EOS]  # the end of text lands exactly on the last token allowed
+
+
+def test_every_runner_says_why_a_run_ended_as_the_engine_does(monkeypatch):
+    from types import SimpleNamespace
+
+    from specviz.engine.decoder import Decoder
+    from specviz.periphery.bench import llamacpp_baselines, llamacpp_tools, methods
+    from specviz.settings import GenerationSettings
+
+    # (new tokens, ended on a stop token within the limit) -> why it ended, at a limit of 4
+    cases = {(4, True): "eos", (2, True): "eos", (4, False): "max_new_tokens", (3, False): "eos"}
+    for (n, ended), why in cases.items():
+        assert methods.stop_reason(n, 4, ended_on_stop=ended) == why
+    # The engine looks for the stop token before the limit: the same run ends "eos" there.
+    engine = SimpleNamespace(eos={EOS}, remaining=4, stop_reason="")
+    assert Decoder.check_stop(engine, AT_THE_LIMIT) == 4 and engine.stop_reason == "eos"
+
+    settings = GenerationSettings(max_new_tokens=4)
+    done = SimpleNamespace(token_ids=AT_THE_LIMIT, wall_s=1.0, target_calls=0, generator=None)
+    monkeypatch.setattr(hf_baselines, "generate", lambda *a, **kw: done)
+    config = hf_baselines.generation_config(
+        max_new_tokens=4, temperature=0.0, top_k=0, top_p=1.0, eos_ids=[EOS], pad_id=None
+    )
+    hf = methods.run_transformers(
+        SimpleNamespace(target=None), torch.tensor([[1]]), parse_method("hf-plain"), config, 0
+    )
+
+    monkeypatch.setattr(llamacpp_baselines, "model", lambda *a, **kw: None)
+    monkeypatch.setattr(llamacpp_baselines, "generate", lambda *a, **kw: (AT_THE_LIMIT, 1.0))
+    monkeypatch.setattr("specviz.lm.prompt.stop_ids", lambda pair: {EOS})
+    pair = SimpleNamespace(
+        target=SimpleNamespace(path="t.gguf", threads=1), draft=None, tokenizer=tiny_pair(None).tokenizer
+    )
+    lc = methods.run_llamacpp(pair, torch.tensor([1]), parse_method("lc-plain"), settings)
+
+    # The tool prints the text before its end-of-generation token and counts the token.
+    tool_run = {"text": " a b c", "new_tokens": 4, "wall_s": 1.0, "drafted": 2, "accepted": 1}
+    monkeypatch.setattr(llamacpp_tools, "speculative_simple", lambda *a, **kw: tool_run)
+    ll = methods.run_llamacpp_tool(pair, torch.tensor([1]), parse_method("ll-ngram-simple"), settings)
+    assert [s.stats["stop_reason"] for s in (hf, lc, ll)] == ["eos", "eos", "eos"]
+
+
 def test_edit_goals_compare_the_best_copying_method_with_llamacpp_and_plain():
     names = ("lc-plain", "ll-ngram-simple", "ll-ngram-mod", "sv-plain", "sv-lookup", "sv-suffix")
     methods = [parse_method(n) for n in names]

@@ -297,6 +297,15 @@ def trace_stats(trace) -> dict[str, Any]:
     return stats
 
 
+def stop_reason(new_tokens: int, max_new_tokens: int, *, ended_on_stop: bool) -> str:
+    """Why a reference run ended, in the engine's words. The engine looks for a stop token
+    before it looks at the limit (Decoder.check_stop), so a run that ended on one is "eos"
+    even where that token is the last the limit allows; else a run that reached the limit is
+    "max_new_tokens". `ended_on_stop`: a stop token within the limit ended it. A run short
+    of the limit with none ended at an end of text its library knows: "eos" too."""
+    return "eos" if ended_on_stop or new_tokens < max_new_tokens else "max_new_tokens"
+
+
 def run_transformers(pair, input_ids: torch.Tensor, method: Method, config, seed: int) -> Sample:
     """One timed transformers `generate` call.
 
@@ -331,7 +340,8 @@ def run_transformers(pair, input_ids: torch.Tensor, method: Method, config, seed
     r = hf_baselines.generate(
         pair.target, input_ids, config, seed=seed, gathered=method.gathered, packed=method.packed, **kwargs
     )
-    stats: dict[str, Any] = {"stop_reason": "eos" if len(r.token_ids) < config.max_new_tokens else "max_new_tokens"}
+    ended = bool(r.token_ids) and r.token_ids[-1] in config.eos_token_id  # generate stops on these (eos_ids)
+    stats: dict[str, Any] = {"stop_reason": stop_reason(len(r.token_ids), config.max_new_tokens, ended_on_stop=ended)}
     if method.kind in ("assisted", "universal", "lookup") and r.target_calls:
         stats.update(rounds=r.target_calls, tokens_per_round=len(r.token_ids) / r.target_calls)
     if r.generator:
@@ -354,7 +364,7 @@ def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: Genera
         seed=settings.seed,
         stop_ids=stops,
     )
-    stop = "eos" if ids and ids[-1] in stops else "max_new_tokens"
+    stop = stop_reason(len(ids), settings.max_new_tokens, ended_on_stop=bool(ids) and ids[-1] in stops)
     return Sample(token_ids=ids, wall_s=wall_s, stats={"stop_reason": stop})
 
 
@@ -375,8 +385,11 @@ def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: G
     # The tool keeps every token its last round accepted, past -n: its rate counts them all,
     # its output is compared up to the limit every other method stops at.
     ids = pair.tokenizer(r["text"], add_special_tokens=False)["input_ids"][: r["new_tokens"]]
+    # Its text leaves out the end-of-generation token but its count holds it; without one it
+    # runs until the count is past -n, so a count within the limit ended on one.
+    ended = r["new_tokens"] <= settings.max_new_tokens
     stats = {
-        "stop_reason": "max_new_tokens" if r["new_tokens"] >= settings.max_new_tokens else "eos",
+        "stop_reason": stop_reason(r["new_tokens"], settings.max_new_tokens, ended_on_stop=ended),
         "acceptance": r["accepted"] / r["drafted"] if r["drafted"] else None,
         "drafted": r["drafted"],
         "decoded": len(ids),
