@@ -1,9 +1,10 @@
 """The loaded pairs of this process, and unloading them: on request (`unload`, `unload_others`)
 or, least recently used first, when the loaded models hold more than the budget.
 
-Each runtime's loader registers a pair it loads with what it holds and how to forget it (the
-torch loader drops its models from its caches; llama.cpp frees its models and idle contexts,
-a model still running a pass going when that pass gives its context back). A pair some run
+Each runtime's loader keeps its pairs in a `Pairs` table, which registers a pair it loads
+with what it holds and how to free it (the torch loader drops its models from its caches;
+llama.cpp frees its models and idle contexts, a model still running a pass going when that
+pass gives its context back). A pair some run
 is using (`using`) is never unloaded by the budget or by `unload_others`.
 
 SPECVIZ_MODELS_BUDGET_BYTES   bytes the loaded models may hold before the least recently used
@@ -58,6 +59,35 @@ def budget_bytes(env=os.environ) -> int:
     if value <= 0:
         raise UserError(f"{ENV} is {text}; it must be a positive number of bytes")
     return value
+
+
+class Pairs:
+    """A runtime loader's pairs, one per key, each registered here when loaded: a request for
+    a key being loaded waits for that load (`lock`, which the loader's own tables may share);
+    unloading a pair takes it out of `table`, then `free(pair)` releases what it held."""
+
+    def __init__(self, free: Callable[[Any], None]):
+        self.lock = threading.RLock()
+        self.table: dict[tuple, Any] = {}
+        self._free = free
+
+    def get(self, key: tuple, load: Callable[[], tuple[Any, int]]) -> Any:
+        """The pair under `key`, `load()` -> (pair, bytes it holds) where there is none."""
+        pair = self.table.get(key)  # a loaded pair does not wait for another one's load
+        if pair is None:
+            with self.lock:
+                pair = self.table.get(key)
+                if pair is None:
+                    pair, nbytes = load()
+                    self.table[key] = pair
+                    register(pair, nbytes, lambda: self._forget(key, pair))
+        return pair
+
+    def _forget(self, key: tuple, pair: Any) -> None:
+        with self.lock:
+            if self.table.get(key) is pair:
+                del self.table[key]
+        self._free(pair)
 
 
 def register(pair: Any, nbytes: int, forget: Callable[[], None]) -> None:

@@ -32,54 +32,61 @@ from specviz.models.progress import Progress, Steps
 from specviz.models.catalogue.sources import ModelRef, Plan
 from specviz.models.alignment.vocab import same_tokenizer_files
 
-_pairs: dict[tuple, ModelPair] = {}
-_lock = threading.RLock()
+
+def _close(pair: ModelPair) -> None:
+    """Free an unloaded pair's llama.cpp models; a model still running a pass is freed when
+    that pass gives its context back."""
+    for model in (pair.target, pair.draft):
+        if model is not None:
+            model.close()
+
+
+_pairs = resident.Pairs(_close)
 
 
 def load_llamacpp_pair(plan: Plan, *, threads: int | None = None, progress: Progress | None = None) -> ModelPair:
     """The pair of `plan` in llama.cpp, loaded once per process and thread count."""
     threads = threads or default_threads()
-    key = (plan.name, plan.draft is not None, threads)
-    with _lock:
-        if key in _pairs:
-            return _pairs[key]
-        start = time.perf_counter()
-        steps = Steps(progress, {f"{s} {role}": 1.0 for s in ("file", "tokenizer", "load") for role, _ in roles(plan)})
-        files = _Files(roles(plan), plan.name, threads, steps)
-        tokenizers, folders = {}, {}
-        info = {"runtime": LLAMACPP, "llama-cpp-python": version(), "threads": threads}
-        for role, ref in roles(plan):
-            path = files.path(role)
-            if role == "draft" and _same_vocabulary(path, files.path("target")):
-                tokenizers[role] = tokenizers["target"]  # one vocabulary: nothing to build
-                continue
-            folders[role] = tokenizer_folder(ref, path, steps.step(f"tokenizer {role}"))
-            shared = role == "draft" and same_tokenizer_files(folders[role], folders["target"])
-            tokenizers[role] = tokenizers["target"] if shared else _load_tokenizer(folders[role])
-        models = {role: files.model(role) for role, _ in roles(plan)}
-        for role, ref in roles(plan):
-            info[role] = {
-                "label": ref.label,
-                "file": str(models[role].path),
-                "model": models[role].description,
-                "bytes": models[role].size_bytes,
-                "source": ref.kind,
-            }
-        pair = assemble(
-            plan,
-            tokenizers,
-            models,
-            info,
-            start,
-            device=torch.device("cpu"),
-            dtype=torch.float32,
-            runtime=LLAMACPP,
-            precision_choice=_precision(models),
-        )
-        _pairs[key] = pair
-        resident.register(pair, sum(m.size_bytes for m in models.values()), lambda: _forget(key, pair))
-        steps.finish(f"{plan.name} ready on {LLAMACPP}")
-        return pair
+    return _pairs.get((plan.name, plan.draft is not None, threads), lambda: _load(plan, threads, progress))
+
+
+def _load(plan: Plan, threads: int, progress: Progress | None) -> tuple[ModelPair, int]:
+    """The pair of `plan` and the bytes its models hold."""
+    start = time.perf_counter()
+    steps = Steps(progress, {f"{s} {role}": 1.0 for s in ("file", "tokenizer", "load") for role, _ in roles(plan)})
+    files = _Files(roles(plan), plan.name, threads, steps)
+    tokenizers, folders = {}, {}
+    info = {"runtime": LLAMACPP, "llama-cpp-python": version(), "threads": threads}
+    for role, ref in roles(plan):
+        path = files.path(role)
+        if role == "draft" and _same_vocabulary(path, files.path("target")):
+            tokenizers[role] = tokenizers["target"]  # one vocabulary: nothing to build
+            continue
+        folders[role] = tokenizer_folder(ref, path, steps.step(f"tokenizer {role}"))
+        shared = role == "draft" and same_tokenizer_files(folders[role], folders["target"])
+        tokenizers[role] = tokenizers["target"] if shared else _load_tokenizer(folders[role])
+    models = {role: files.model(role) for role, _ in roles(plan)}
+    for role, ref in roles(plan):
+        info[role] = {
+            "label": ref.label,
+            "file": str(models[role].path),
+            "model": models[role].description,
+            "bytes": models[role].size_bytes,
+            "source": ref.kind,
+        }
+    pair = assemble(
+        plan,
+        tokenizers,
+        models,
+        info,
+        start,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        runtime=LLAMACPP,
+        precision_choice=_precision(models),
+    )
+    steps.finish(f"{plan.name} ready on {LLAMACPP}")
+    return pair, sum(m.size_bytes for m in models.values())
 
 
 def _precision(models: dict[str, LlamaCppModel]) -> PrecisionChoice:
@@ -89,17 +96,6 @@ def _precision(models: dict[str, LlamaCppModel]) -> PrecisionChoice:
         "the GGUF file's own, run by llama.cpp",
         *((draft.precision, "the GGUF file's own") if draft else ()),
     )
-
-
-def _forget(key: tuple, pair: ModelPair) -> None:
-    """Drop `pair` and free its llama.cpp models (`resident.unload`); a model still running a
-    pass is freed when that pass gives its context back."""
-    with _lock:
-        if _pairs.get(key) is pair:
-            del _pairs[key]
-    for model in (pair.target, pair.draft):
-        if model is not None:
-            model.close()
 
 
 def _same_vocabulary(a: Path, b: Path) -> bool:

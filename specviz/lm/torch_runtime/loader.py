@@ -16,7 +16,6 @@ import gc
 import hashlib
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -72,8 +71,22 @@ class Loaded:
 
 
 _models: dict[tuple, Loaded] = {}
-_pairs: dict[tuple, ModelPair] = {}
-_lock = threading.RLock()
+
+
+def _free_models(pair: ModelPair) -> None:
+    """Drop every model of an unloaded pair that no other loaded pair uses: their memory
+    returns once no run holds them."""
+    with _pairs.lock:
+        used = {id(m) for p in _pairs.table.values() for m in (p.target, p.draft) if m is not None}
+        # Its models, and copies made from the same files (an int8 draft's float32 source).
+        folders = {m.folder for m in _models_of(pair)}
+        for k, m in list(_models.items()):
+            if m.folder in folders and id(m.model) not in used:
+                del _models[k]
+
+
+# Its lock serialises every load here, models and pairs alike.
+_pairs = resident.Pairs(_free_models)
 
 
 def load_torch_pair(
@@ -99,29 +112,24 @@ def load_torch_pair(
     prec, progress = _choose(plan, dev, dtype, placement, progress)
     dt = dtype_of(prec.target)
     int8 = plan.draft is not None and int8_draft_wanted(dev, int8_draft)
-    key = (plan.name, str(dev), dt, plan.draft is not None, int8, placement.key)
-    pair = _pairs.get(key)
-    if pair is not None:
-        return pair
-    with _lock:
-        pair = _pairs.get(key)
-        if pair is None:
-            start = time.perf_counter()
-            steps, loaded = _materialise_and_load(plan, dev, dt, placement, int8, progress)
-            pair = assemble(
-                plan,
-                {role: m.tokenizer for role, m in loaded.items()},
-                {role: m.model for role, m in loaded.items()},
-                _pair_info(plan, loaded, dev, dt),
-                start,
-                device=dev,
-                dtype=dt,
-                precision_choice=_with_draft(prec, dt, plan.draft, int8, int8_draft),
-            )
-            _pairs[key] = pair
-            resident.register(pair, _bytes(_models_of(pair)), lambda: _forget(key, pair))
-            steps.finish(f"{plan.name} ready")
-        return pair
+
+    def load() -> tuple[ModelPair, int]:
+        start = time.perf_counter()
+        steps, loaded = _materialise_and_load(plan, dev, dt, placement, int8, progress)
+        pair = assemble(
+            plan,
+            {role: m.tokenizer for role, m in loaded.items()},
+            {role: m.model for role, m in loaded.items()},
+            _pair_info(plan, loaded, dev, dt),
+            start,
+            device=dev,
+            dtype=dt,
+            precision_choice=_with_draft(prec, dt, plan.draft, int8, int8_draft),
+        )
+        steps.finish(f"{plan.name} ready")
+        return pair, _bytes(_models_of(pair))
+
+    return _pairs.get((plan.name, str(dev), dt, plan.draft is not None, int8, placement.key), load)
 
 
 def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, progress: Progress | None):
@@ -135,7 +143,7 @@ def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, progress
         return _measure_target(plan, dev, dtypes, progress and _span(progress, 0.0, 0.5))
 
     decided = measured_precision.cache_file(plan.target.key, dev)
-    with _lock:
+    with _pairs.lock:
         prec = choose_precision(dev, dtype, cache_file=decided, measure=measure, placement=placement)
     return prec, _span(progress, 0.5, 1.0) if measured and progress is not None else progress
 
@@ -218,26 +226,12 @@ def _models_of(pair: ModelPair) -> list[Loaded]:
     return [m for m in _models.values() if m.model is pair.target or m.model is pair.draft]
 
 
-def _forget(key: tuple, pair: ModelPair) -> None:
-    """Drop `pair` and every model no other loaded pair uses (`resident.unload`): their memory
-    returns once no run holds them."""
-    with _lock:
-        if _pairs.get(key) is pair:
-            del _pairs[key]
-        used = {id(m) for p in _pairs.values() for m in (p.target, p.draft) if m is not None}
-        # Its models, and copies made from the same files (an int8 draft's float32 source).
-        folders = {m.folder for m in _models_of(pair)}
-        for k, m in list(_models.items()):
-            if m.folder in folders and id(m.model) not in used:
-                del _models[k]
-
-
 def clear_loaded() -> None:
     """Forget every loaded model; memory returns once no one else holds a reference."""
-    with _lock:
-        for pair in _pairs.values():
+    with _pairs.lock:
+        for pair in _pairs.table.values():
             resident.drop(pair)
-        _pairs.clear()
+        _pairs.table.clear()
         _models.clear()
         gc.collect()
         if torch.cuda.is_available():
