@@ -141,10 +141,10 @@ def check_distribution_text(text: str, name: str) -> str:
     return text
 
 
-def check_environment(env: Mapping[str, str] | None = None) -> None:
+def check_environment() -> None:
     """Every limit's variable read once, so a bad one stops a launch in one line."""
     for lim in ALL:
-        lim.read(os.environ if env is None else env)
+        lim.read(os.environ)
 
 
 def table() -> str:
