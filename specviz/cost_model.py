@@ -1,6 +1,6 @@
-"""V(n): what one target pass over n new tokens costs, from the pass sizes measured, and
-`CostModel`, V(n) with D (one drafted token): the one cost type, whose `round_ms` is the one
-place a round's cost k*D + V(k+1) is written.
+"""`CostModel`: V(n), what one target pass over n new tokens costs, from the pass sizes
+measured, with D (one drafted token): the one cost type, whose `round_ms` is the one place a
+round's cost k*D + V(k+1) is written.
 
 The one curve the cost model, the hindsight figures, the labs and the theory share:
 - never cheaper with more tokens: each size costs at least what any smaller one did (a busy
@@ -33,32 +33,6 @@ def never_cheaper(measured: Mapping[int, float]) -> dict[int, float]:
     return out
 
 
-class CostCurve:
-    """V(n) in ms for any n >= 1 from `measured` {n: ms}."""
-
-    def __init__(self, measured: Mapping[int, float], *, extrapolate: bool = True):
-        costs = never_cheaper(measured)
-        if not costs:
-            raise UserError("a cost curve needs at least one measured pass size")
-        self.sizes = list(costs)
-        self.costs = list(costs.values())
-        self.extrapolate = extrapolate
-        s, c = self.sizes, self.costs
-        self.slope = max((c[-1] - c[-2]) / (s[-1] - s[-2]), 0.0) if len(s) > 1 else 0.0
-
-    def __call__(self, n: int) -> float:
-        if n < 1:
-            raise ValueError(f"a pass carries at least one token (got {n})")
-        if self.sizes[0] <= n <= self.sizes[-1]:
-            return float(np.interp(n, self.sizes, self.costs))
-        if not self.extrapolate or n < self.sizes[0]:
-            raise UserError(
-                f"verify cost measured for {self.sizes[0]:g} to {self.sizes[-1]:g} tokens only; "
-                f"a pass over {n} tokens was asked for"
-            )
-        return self.costs[-1] + self.slope * (n - self.sizes[-1])
-
-
 @dataclass
 class CostModel:
     """V(n) and D in ms, the one type every cost in specviz has: measured at load
@@ -84,11 +58,20 @@ class CostModel:
         if 1 not in self.verify:
             raise UserError("a cost model needs the cost of a one-token pass")
         self.draft = float(self.draft)
-        self.curve = CostCurve(self.verify, extrapolate=self.extrapolate)
 
     def verify_ms(self, n: int) -> float:
-        """V(n): a target pass over n new tokens."""
-        return self.curve(n)
+        """V(n): a target pass over n new tokens, on the curve the module's docstring describes."""
+        if n < 1:
+            raise ValueError(f"a pass carries at least one token (got {n})")
+        sizes, costs = list(self.verify), list(self.verify.values())
+        if n <= sizes[-1]:
+            return float(np.interp(n, sizes, costs))
+        if not self.extrapolate:
+            raise UserError(
+                f"verify cost measured for {sizes[0]:g} to {sizes[-1]:g} tokens only; a pass over {n} tokens was asked for"
+            )
+        slope = max((costs[-1] - costs[-2]) / (sizes[-1] - sizes[-2]), 0.0) if len(sizes) > 1 else 0.0
+        return costs[-1] + slope * (n - sizes[-1])
 
     def round_ms(self, k: int) -> float:
         """A round that drafts k tokens: k drafted tokens and a verify pass over k + 1."""

@@ -13,7 +13,7 @@ round was sized from the copy's evidence and the pass costs.
 from __future__ import annotations
 
 from specviz.run_stats import rounds_of
-from specviz.cost_model import CostCurve, recorded
+from specviz.cost_model import CostModel, recorded
 from specviz.events import RoundEvent, Trace
 from specviz.viz.text import esc, plural
 from specviz.choices import COST_AWARE, SPECULATIVE, SUFFIX
@@ -35,10 +35,10 @@ def pass_tokens(event: RoundEvent) -> int:
     return 1 + len(event.drafted)
 
 
-def slowdown(rounds: list[RoundEvent], v: CostCurve) -> float:
+def slowdown(rounds: list[RoundEvent], cost: CostModel) -> float:
     """The rounds' measured target-pass time over what the load-time V(n) gives for the same
     passes (0 where there is nothing to compare)."""
-    predicted = sum(v(pass_tokens(e)) for e in rounds)
+    predicted = sum(cost.verify_ms(pass_tokens(e)) for e in rounds)
     return sum(e.verify_ms for e in rounds) / predicted if predicted > 0 else 0.0
 
 
@@ -59,8 +59,7 @@ def speculation_note_html(trace: Trace | None) -> str:
     short = 0 < speedup < SHORT_OF_PLAIN
     if not short and used >= RARELY * len(rounds):
         return ""
-    v = cost.curve
-    v1, v2, v8 = v(1), v(2), v(8)
+    v1, v2, v8 = cost.verify_ms(1), cost.verify_ms(2), cost.verify_ms(8)
     method = (trace.meta or {}).get("drafter") or trace.settings.get("drafter", "the drafter")
     parts = [f"{esc(str(method).capitalize())} speculated in {used} of {len(rounds)} rounds"]
     if speedup > 0:
@@ -81,7 +80,7 @@ def speculation_note_html(trace: Trace | None) -> str:
             f"The {esc(trace.summary.policy or 'chosen')} policy verifies what was drafted whether it pays or not; "
             "the cost-aware policy stands aside where it cannot."
         )
-    busier = slowdown(rounds, v)
+    busier = slowdown(rounds, cost)
     if busier > BUSIER:
         why += (
             f" The target's passes in this run took {busier:.1f}\u00d7 what the same passes cost when the pair "
