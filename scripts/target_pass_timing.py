@@ -8,7 +8,7 @@ position (as a verify pass needs): `lm.timing.measure_pass_ms` (transformers' fo
 transformers' `generate` runs) and `lm.timing.target_pass_ms` (the engine's loop:
 `lm.torch_runtime.lean` over packed weights where it applies, what the cost model and every speedup use).
 Each takes untimed warm-up sweeps, then the median of `--repeats` sweeps over all sizes.
-`--trees` adds a tree round's target pass (`lm.tree.TreeLM`: n nodes, each node's parent the
+`--trees` adds a tree round's target pass (`LM.feed_tree`: n nodes, each node's parent the
 node (i - 1) // 2, as a two-wide tree grows) through both loops.
 """
 
@@ -26,7 +26,6 @@ import torch  # noqa: E402
 from specviz.costs.measure import MEASURED_SIZES  # noqa: E402
 from specviz.lm.torch_runtime.cached import cached_lm  # noqa: E402
 from specviz.lm.torch_runtime.lean import model_lm  # noqa: E402
-from specviz.lm.tree import TreeLM  # noqa: E402
 from specviz.engine.load import load  # noqa: E402  (the precision the engine would choose)
 from specviz.lm.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms, target_pass_ms  # noqa: E402
 
@@ -40,7 +39,7 @@ def tree_pass_ms(lm, vocab_size: int, sizes: list[int], repeats: int) -> dict[in
     lm.feed(torch.randint(0, vocab_size, (MEASURE_CONTEXT,), generator=gen))
 
     def one_pass(n: int) -> None:
-        TreeLM(lm).feed(torch.randint(0, vocab_size, (n,), generator=gen), [(i - 1) // 2 for i in range(n)])
+        lm.feed_tree(torch.randint(0, vocab_size, (n,), generator=gen), [(i - 1) // 2 for i in range(n)])
         lm.crop(MEASURE_CONTEXT)
 
     return median_ms(one_pass, sizes, device=torch.device(lm.device), repeats=repeats)
