@@ -161,6 +161,11 @@ def test_the_bundled_pair_runs_in_the_page(browser):
     with launched_app({}, "app-browser-bundled") as url:
         page = open_page(browser, url, 1280)
         assert page.inner_text("#model-status").strip(), "the page shows the pair's status while it loads"
+        # A fixed k (4): where the runtime chosen makes drafting dearer than it saves (on a small
+        # CPU, llama.cpp's pass over two tokens costs far more than over one), the cost-aware
+        # default rightly runs plain rounds, and no token would be accepted to colour.
+        page.locator("#policy label", has_text="Fixed k").click()
+        page.wait_for_function("() => document.querySelector('#k input[type=number]').value === '4'")
         # Typing a slider's value counts as releasing it: the same prompt runs again, now
         # with 24 new tokens (it waits for the pair to load first).
         page.fill("#prompt textarea", "Write a Python function that checks whether a number is prime.")
