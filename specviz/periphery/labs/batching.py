@@ -28,6 +28,7 @@ from specviz import limits, theory
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.periphery.cli import parse_list
+from specviz.periphery.generate_cli import add_pair
 from specviz.settings import FIXED_K, MAX_K
 from specviz.lm.runtime import missing
 from specviz.models import DEFAULT_PAIR
@@ -312,7 +313,7 @@ def table(r: BatchingResult) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pair", help=f"a model pair preset or 'DRAFT -> TARGET' (default: {DEFAULT_PAIR})")
+    add_pair(parser)
     parser.add_argument(
         "--alpha", type=float, help="acceptance rate to predict with (default: measured by a short greedy run)"
     )
