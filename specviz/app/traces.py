@@ -18,7 +18,7 @@ from specviz.app import live
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import Trace, check_trace_size, load_trace
-from specviz.viz.text import esc
+from specviz.viz.text import esc, panel_html
 from specviz.app.tab import PRIVATE, Shared, Tab, hint, muted
 
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"
@@ -110,7 +110,7 @@ def summary_html(trace: Trace | None) -> str:
         ),
     ]
     body = "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td></tr>" for a, b in rows)
-    return f'<div class="specviz-text"><table class="specviz-table sv-left">{body}</table></div>'
+    return panel_html(f'<table class="specviz-table sv-left">{body}</table>')
 
 
 class TracesPage(Tab):

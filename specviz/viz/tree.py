@@ -331,7 +331,9 @@ def alignment_html(event: RoundEvent, meta: Mapping[str, Any] | None = None) -> 
     became (bottom row), coloured by what the target decided, then the token it emitted.
     `meta` (the trace's) names the method and, when recorded, the vocabulary overlap."""
     if not event.alignment:
-        return f'<p class="sv-muted">Round {event.index} was drafted in the target\'s own vocabulary: nothing to align.</p>'
+        return paragraphs_html(
+            [f"Round {event.index} was drafted in the target's own vocabulary: nothing to align."], "sv-muted"
+        )
     cols = [_column("draft's own tokens", "target tokens", "", "sv-align-col sv-align-labels")]
     for drafts, targets in alignment_groups(event):
         top = "".join(token_span(event.alignment[i].text, "sv-align-draft-tok", _draft_title(event, i)) for i in drafts)
