@@ -261,4 +261,4 @@ def test_a_pair_with_a_broken_draft_file_is_refused_in_one_line_and_the_next_loa
     pair = load_pair(f"{tiny_gguf('target')} -> {tiny_gguf('close')}", runtime=LLAMACPP)
     assert pair.runtime == LLAMACPP and pair.draft_tokenizer is None and pair.info["vocab"]["method"] == "same"
     assert pair.target_label == tiny_gguf("close").name  # the target (after the arrow), by its file name
-    assert (pair.precision_choice.target, pair.precision_choice.draft) == (pair.precision, pair.draft_precision)
+    assert (pair.precision_choice.target, pair.precision_choice.draft) == (pair.target.precision, pair.draft.precision)
