@@ -10,7 +10,6 @@ when made. The prompt's bounds (`PROMPT`) are declared here too.
 
 from __future__ import annotations
 
-import functools
 import reprlib
 import typing
 from collections.abc import Mapping
@@ -241,7 +240,7 @@ class GenerationSettings:
     )
 
     def __post_init__(self) -> None:
-        for name, s in specs().items():
+        for name, s in SPECS.items():
             s.check(name, getattr(self, name))
 
     @property
@@ -257,8 +256,7 @@ class GenerationSettings:
         return asdict(self)
 
 
-@functools.cache
-def specs() -> dict[str, Setting]:
+def _specs() -> dict[str, Setting]:
     """Each field's `Setting`, by name in declared order, its kind set from the field's type."""
     hints = typing.get_type_hints(GenerationSettings)
     return {
@@ -266,7 +264,7 @@ def specs() -> dict[str, Setting]:
     }
 
 
-SPECS = specs()
+SPECS = _specs()
 DEFAULTS = GenerationSettings()
 FIELDS = tuple(SPECS)
 
@@ -279,7 +277,7 @@ def from_request(values: Mapping[str, Any]) -> GenerationSettings:
     as a browser or JSON sends them: 4.0 counts as the whole number 4. `adaptive` (settings
     before the policy existed, and the API's older parameter) is read as `adaptive_as_policy` says.
     """
-    values, known = adaptive_as_policy(dict(values)), specs()
+    values, known = adaptive_as_policy(dict(values)), SPECS
     unknown = sorted(values.keys() - known.keys())
     if unknown:
         raise SettingsError(f"unknown setting {unknown[0]!r} (known: {', '.join(known)})")

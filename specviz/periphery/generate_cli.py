@@ -27,7 +27,6 @@ from specviz.settings import (
     default_words,
     from_request,
     no_draft_help,
-    specs,
 )
 
 # New tokens of the untimed warm-up run, here and in the bench.
@@ -73,13 +72,13 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     """One flag per GenerationSettings field, from its declaration (`settings.SPECS`): --top-p for
     top_p. Each defaults to None, so `settings_from` takes only what was given (and k follows the
     policy, as everywhere)."""
-    for name in specs():
+    for name in SPECS:
         add_setting(parser, name)
 
 
 def add_setting(parser: argparse.ArgumentParser, name: str, default: Any = None) -> None:
     """The flag of the setting `name`: its type, choices and help from its declaration."""
-    s, flag = specs()[name], "--" + name.replace("_", "-")
+    s, flag = SPECS[name], "--" + name.replace("_", "-")
     if s.kind == "flag":
         parser.add_argument(flag, action="store_true", default=default, help=s.help)
         return
@@ -140,7 +139,7 @@ def settings_from(args: argparse.Namespace) -> GenerationSettings:
     """The settings the arguments name (`--adaptive` is `--policy cost-aware`)."""
     if args.adaptive and args.policy not in (None, COST_AWARE):
         raise UserError(f"--adaptive means --policy {COST_AWARE}: drop one of --adaptive and --policy {args.policy}")
-    values = {name: getattr(args, name) for name in specs() if getattr(args, name, None) is not None}
+    values = {name: getattr(args, name) for name in SPECS if getattr(args, name, None) is not None}
     values["policy"] = COST_AWARE if args.adaptive else (args.policy or DEFAULTS.policy)
     return from_request(values)
 
