@@ -35,7 +35,6 @@ from specviz.lm.torch_runtime.devices import (
     INT8,
     Placement,
     choose_device,
-    choose_dtype,
     choose_placement,
     cuda_emulated,
     dtype_of,
@@ -137,8 +136,8 @@ def _choose(plan: Plan, dev: torch.device, dtype, placement: Placement, progress
     """The target's precision (`precision.choose_precision`), and the progress left for the
     load: where it is measured, measuring loads the target in each precision, so it takes
     the first half of the bar (once per machine: the decision is cached)."""
-    if choose_dtype(dev, dtype) is not None or placement.spread:
-        # Nothing to measure: no cache key to work out, and no wait for another pair's load.
+    if not measured_precision.measures(dev, dtype, placement):
+        # No cache key to work out, and no wait for another pair's load.
         return choose_precision(dev, dtype, placement=placement), progress
     measured = []
 

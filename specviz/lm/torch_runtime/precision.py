@@ -81,6 +81,12 @@ def write(path: Path, chosen: PrecisionChoice) -> None:
     cache.write_json(path, {"chosen": chosen.target, "costs": chosen.measured})
 
 
+def measures(device: torch.device, dtype: str | torch.dtype | None, placement: Placement) -> bool:
+    """Whether `choose_precision` decides by measurement (auto on a CPU with native bf16, for a
+    target not spread by a device map): only then is there a cache file to read or a wait."""
+    return choose_dtype(device, dtype) is None and not placement.spread
+
+
 def choose_precision(
     device: torch.device,
     dtype: str | torch.dtype | None = None,
