@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from specviz import engine  # noqa: E402
-from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
+from specviz.workshop.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.engine.load import load  # noqa: E402
 from specviz.lm.torch_runtime import loader  # noqa: E402
 from specviz.models.catalogue.sources import resolve  # noqa: E402

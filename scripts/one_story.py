@@ -28,9 +28,9 @@ from specviz import viz  # noqa: E402
 from specviz.app import runner  # noqa: E402
 from specviz.app.config import PageConfig  # noqa: E402
 from specviz.app.theory_tab import prediction  # noqa: E402
-from specviz.periphery.bench.methods import parse_method, run_specviz, sv_settings  # noqa: E402
+from specviz.workshop.bench.methods import parse_method, run_specviz, sv_settings  # noqa: E402
 from specviz.engine import run  # noqa: E402
-from specviz.periphery import generate_cli as cli  # noqa: E402
+from specviz.workshop import generate_cli as cli  # noqa: E402
 from specviz.engine.load import load  # noqa: E402
 from specviz.events import RoundEvent, Trace  # noqa: E402
 from specviz.settings import DEFAULTS  # noqa: E402

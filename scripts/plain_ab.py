@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
+from specviz.workshop.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.engine import run  # noqa: E402
 from specviz.engine.load import load  # noqa: E402
 from specviz.lm.prompt import encode_prompt, stop_ids  # noqa: E402

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from specviz import engine  # noqa: E402
 from specviz.lm.prompt import encode_prompt  # noqa: E402
-from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
+from specviz.workshop.bench.prompts import DEFAULT_PROMPTS, load_prompts, select  # noqa: E402
 from specviz.lm import clear_loaded, load_pair  # noqa: E402
 from specviz.lm.torch_runtime.devices import choose_device  # noqa: E402
 from specviz.lm.torch_runtime.precision import choose_precision  # noqa: E402

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specviz.periphery.bench.summary import geomean  # noqa: E402
+from specviz.workshop.bench.summary import geomean  # noqa: E402
 from specviz.drafters.cost_aware import CostAwareLength  # noqa: E402
 from specviz.cost_model import CostModel  # noqa: E402
 from specviz.settings import default_k  # noqa: E402

@@ -1,5 +1,5 @@
 import sys
 
-from specviz.periphery.cli import main
+from specviz.workshop.cli import main
 
 sys.exit(main())

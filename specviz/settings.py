@@ -1,7 +1,7 @@
 """Generation settings shared by the CLI, the page, the API and the bench, with validation.
 
 A setting is declared once: its field in `GenerationSettings`, whose metadata (`Setting`)
-holds its help, label and range. Validation, the CLI's flags (periphery/generate_cli.py), the API's
+holds its help, label and range. Validation, the CLI's flags (workshop/generate_cli.py), the API's
 signature (app/page.py) and the page's controls (app/live.py) are derived from the fields,
 so all of them refuse bad input with the same words, and a trace's settings rerun exactly
 as recorded (`from_request`). A `GenerationSettings` that exists is valid: it checks itself

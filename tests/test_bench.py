@@ -10,13 +10,13 @@ import struct
 import pytest
 import torch
 
-from specviz.periphery.bench import hf_baselines
-from specviz.periphery.bench.cli import bench
-from specviz.periphery.bench.harness import BenchOptions
-from specviz.periphery.bench.methods import Method, Sample, default_methods, parse_method
-from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
-from specviz.periphery.bench.report import markdown, write_all, write_traces
-from specviz.periphery.bench.summary import geomean, summarise
+from specviz.workshop.bench import hf_baselines
+from specviz.workshop.bench.cli import bench
+from specviz.workshop.bench.harness import BenchOptions
+from specviz.workshop.bench.methods import Method, Sample, default_methods, parse_method
+from specviz.workshop.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
+from specviz.workshop.bench.report import markdown, write_all, write_traces
+from specviz.workshop.bench.summary import geomean, summarise
 from specviz.errors import UserError
 from specviz.events import load_trace
 from tiny_head import ensure_head
@@ -193,7 +193,7 @@ def test_llamacpp_ngram_methods_run_the_tool_without_a_draft_model(monkeypatch, 
     import subprocess
     from types import SimpleNamespace
 
-    from specviz.periphery.bench import llamacpp_tools
+    from specviz.workshop.bench import llamacpp_tools
 
     assert parse_method("ll-ngram-mod") == Method("ll-ngram-mod", "ll", "ngram-mod")
     assert not parse_method("ll-ngram-simple").needs_draft and parse_method("ll-spec-k4").needs_draft
@@ -223,7 +223,7 @@ def test_a_tools_tokens_past_the_limit_count_in_its_rate_and_not_in_the_comparis
     # llama-speculative-simple keeps every token its last round accepted, past -n.
     from types import SimpleNamespace
 
-    from specviz.periphery.bench import llamacpp_tools, methods
+    from specviz.workshop.bench import llamacpp_tools, methods
     from specviz.settings import GenerationSettings
 
     pair = tiny_pair(None)
@@ -248,7 +248,7 @@ def test_every_runner_says_why_a_run_ended_as_the_engine_does(monkeypatch):
     from types import SimpleNamespace
 
     from specviz.engine.decoder import Decoder
-    from specviz.periphery.bench import llamacpp_baselines, llamacpp_tools, methods
+    from specviz.workshop.bench import llamacpp_baselines, llamacpp_tools, methods
     from specviz.settings import GenerationSettings
 
     # (new tokens, ended on a stop token within the limit) -> why it ended, at a limit of 4
@@ -520,7 +520,7 @@ def test_the_command_writes_its_outputs_and_the_traces(tmp_path, monkeypatch, ca
     import argparse
 
     import specviz.lm
-    from specviz.periphery.bench import cli
+    from specviz.workshop.bench import cli
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: tiny_pair("close"))
@@ -554,7 +554,7 @@ def _cli(tmp_path, monkeypatch, *argv):
     import argparse
 
     import specviz.lm
-    from specviz.periphery.bench import cli
+    from specviz.workshop.bench import cli
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: tiny_pair("close"))
@@ -618,7 +618,7 @@ def test_resume_refuses_a_run_measured_otherwise(tmp_path, monkeypatch, one_thre
     assert _cli(tmp_path, monkeypatch, "--limit", "1", "--max-new-tokens", "4") == 0
     with pytest.raises(UserError, match="max_new_tokens was 4"):
         _cli(tmp_path, monkeypatch, "--limit", "2", "--max-new-tokens", "5", "--resume")
-    from specviz.periphery.bench import resume
+    from specviz.workshop.bench import resume
 
     with monkeypatch.context() as m:
         m.setattr(resume, "code_digest", lambda: "changed")

@@ -9,13 +9,13 @@ import torch
 from test_cross_vocab import cross_pair, draft_model, draft_tokenizer, encode, plain_greedy
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
-from specviz.periphery.bench import hf_baselines
-from specviz.periphery.bench.cli import bench
-from specviz.periphery.bench.harness import BenchOptions, eos_ids, prompt_ids
-from specviz.periphery.bench.methods import Method, Sample, check_pair, default_methods, parse_method, sv_settings
-from specviz.periphery.bench.prompts import BenchPrompt
-from specviz.periphery.bench.report import markdown
-from specviz.periphery.bench.summary import summarise
+from specviz.workshop.bench import hf_baselines
+from specviz.workshop.bench.cli import bench
+from specviz.workshop.bench.harness import BenchOptions, eos_ids, prompt_ids
+from specviz.workshop.bench.methods import Method, Sample, check_pair, default_methods, parse_method, sv_settings
+from specviz.workshop.bench.prompts import BenchPrompt
+from specviz.workshop.bench.report import markdown
+from specviz.workshop.bench.summary import summarise
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.lm.torch_runtime.int8_draft import quantized
@@ -246,7 +246,7 @@ def test_the_command_compares_the_cross_tokenizer_methods_by_default(tmp_path, m
     import json
 
     import specviz.lm
-    from specviz.periphery.bench import cli
+    from specviz.workshop.bench import cli
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(specviz.lm, "load_pair", lambda name, **kw: costed(cross_pair()))

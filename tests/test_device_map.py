@@ -140,8 +140,8 @@ def test_a_spread_target_is_not_timed_per_precision_and_is_never_int8():
 
 
 def test_generate_on_the_command_line_spreads_the_target(spec, capsys):
-    from specviz.periphery.cli import main
-    from specviz.periphery import generate_cli as cli
+    from specviz.workshop.cli import main
+    from specviz.workshop import generate_cli as cli
     from specviz import choices
     from specviz.lm.torch_runtime import devices
 

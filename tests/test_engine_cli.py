@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from specviz.periphery.cli import main
-from specviz.periphery import generate_cli as cli
+from specviz.workshop.cli import main
+from specviz.workshop import generate_cli as cli
 from specviz.events import Trace
 from specviz.app.live import k_for_policy
 from specviz.settings import GenerationSettings, from_request

@@ -25,8 +25,8 @@ from specviz.engine.verify import verify
 from specviz.errors import UserError
 from specviz.lm.sampling import Sampler
 from specviz.settings import GenerationSettings
-from specviz.periphery.training import states, train
-from specviz.periphery.training.tables import target_tables
+from specviz.workshop.training import states, train
+from specviz.workshop.training.tables import target_tables
 from monte_carlo import frequencies_match
 from tiny_models import CORPUS, single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
@@ -102,7 +102,7 @@ def test_answers_are_the_targets_own_greedy_text_with_its_states(trained):
 
 
 def test_requests_come_from_documented_public_functions(tmp_path):
-    from specviz.periphery.training.corpus import requests
+    from specviz.workshop.training.corpus import requests
 
     (tmp_path / "m.py").write_text(
         'def area(w, h):\n    """The area of a w by h rectangle."""\n    return w * h\n\n'
@@ -124,7 +124,7 @@ def test_train_head_with_no_options_trains_as_train_for_does_by_default():
     import argparse
     import inspect
 
-    from specviz.periphery.training import cli
+    from specviz.workshop.training import cli
 
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)

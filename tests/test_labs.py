@@ -7,11 +7,11 @@ from dataclasses import fields, replace
 import pytest
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
 
-from specviz.periphery.cli import main
+from specviz.workshop.cli import main
 from specviz.errors import UserError
-from specviz.periphery.labs import batching
-from specviz.periphery.labs.batching import BatchCosts, predict
-from specviz.periphery.labs.sweep import parse_temperatures, report, sweep
+from specviz.workshop.labs import batching
+from specviz.workshop.labs.batching import BatchCosts, predict
+from specviz.workshop.labs.sweep import parse_temperatures, report, sweep
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -12,10 +12,10 @@ import pytest
 
 from specviz import limits, theory
 from specviz.errors import UserError
-from specviz.periphery.labs import batching, sweep
+from specviz.workshop.labs import batching, sweep
 from specviz.limits import LimitError
 from specviz.models.catalogue.sources import check_typed, resolve
-from specviz.periphery.production.metrics import MetricsError, read
+from specviz.workshop.production.metrics import MetricsError, read
 
 ROOT = Path(__file__).resolve().parents[1]
 PROM = (
@@ -102,7 +102,7 @@ def test_k_max_and_speedups_k_are_bounded():
 
 
 def test_lossless_inputs_are_bounded_before_they_are_parsed():
-    from specviz.periphery.lossless import parse_distribution, simulate
+    from specviz.workshop.lossless import parse_distribution, simulate
 
     assert "p is 70,000 characters" in refusal(parse_distribution, "1" * 70_000, "p")
     assert "p's length is 2,000; the limit is 1,024" in refusal(parse_distribution, ",".join(["0"] * 2000), "p")

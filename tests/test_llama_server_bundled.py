@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from app_server import free_port
-from specviz.periphery.bench import llamacpp_tools
+from specviz.workshop.bench import llamacpp_tools
 from specviz.lm.llamacpp_runtime.library import default_threads
-from specviz.periphery.production import found, metrics
-from specviz.periphery.production.export import export
+from specviz.workshop.production import found, metrics
+from specviz.workshop.production.export import export
 from specviz.settings import GenerationSettings
 
 pytestmark = pytest.mark.bundled

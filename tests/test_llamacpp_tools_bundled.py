@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.periphery.bench import llamacpp_tools
+from specviz.workshop.bench import llamacpp_tools
 
 pytestmark = pytest.mark.bundled
 

@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from specviz.periphery.cli import main
+from specviz.workshop.cli import main
 from specviz.errors import UserError
-from specviz.periphery.lossless import CHUNK, check_distribution, parse_distribution, residual, simulate
+from specviz.workshop.lossless import CHUNK, check_distribution, parse_distribution, residual, simulate
 
 N = 2_000_000
 P = np.array([0.15, 0.35, 0.1, 0.4])

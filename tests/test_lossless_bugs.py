@@ -32,9 +32,9 @@ import numpy as np
 import pytest
 
 from specviz.app import lossless_tab
-from specviz.periphery.cli import main
+from specviz.workshop.cli import main
 from specviz.errors import UserError
-from specviz.periphery.lossless import RULES, at_temperature, bug_gallery, rule_parts, total_variation, tv_std_error
+from specviz.workshop.lossless import RULES, at_temperature, bug_gallery, rule_parts, total_variation, tv_std_error
 from specviz.viz.lossless_plots import bug_frequencies_figure, bug_table_html, bug_tv_figure
 
 N = 1_000_000
@@ -326,6 +326,6 @@ def test_the_tab_runs_the_gallery_and_refuses_bad_input_in_words():
 
 
 def test_the_page_and_the_command_line_default_to_the_same_temperature():
-    from specviz.periphery.lossless import DEFAULT_TEMPERATURE
+    from specviz.workshop.lossless import DEFAULT_TEMPERATURE
 
     assert lossless_tab.DEFAULT_TEMPERATURE == DEFAULT_TEMPERATURE == 0.7

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from specviz.periphery.cli import main
+from specviz.workshop.cli import main
 from specviz.lm import load_pair
 from specviz.models.files.convert import bundled_folder
 from specviz.models.catalogue.presets import get_preset

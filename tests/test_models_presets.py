@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specviz.periphery.cli import main
+from specviz.workshop.cli import main
 from specviz.models import DEFAULT_PAIR, list_presets
 from specviz.lm import load_pair, prepare
 from specviz.models.errors import (

@@ -15,10 +15,10 @@ from specviz import engine
 from specviz.app import runner
 from specviz.app.config import PageConfig
 from specviz.app.loading import PairLoader
-from specviz.periphery.bench.methods import parse_method, run_specviz, sv_settings
+from specviz.workshop.bench.methods import parse_method, run_specviz, sv_settings
 from specviz.drafters import cost_aware
 from specviz.cost_model import CostModel
-from specviz.periphery import generate_cli as cli
+from specviz.workshop import generate_cli as cli
 from specviz.events import RoundEvent
 from specviz.settings import DEFAULTS, GenerationSettings
 from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)

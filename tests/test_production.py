@@ -15,7 +15,7 @@ from specviz.choices import HEAD
 from specviz import run_stats
 from specviz.errors import UserError
 from specviz.events import DraftToken, EmittedToken, RoundEvent
-from specviz.periphery.production import export, found, judge, metrics
+from specviz.workshop.production import export, found, judge, metrics
 
 DATA = Path(__file__).parent / "data" / "production"
 

@@ -15,7 +15,7 @@ from specviz.app import live, runner, shown_errors, visitors
 from specviz.app.config import PageConfig
 from specviz.app.page import build_page, generate_api
 from specviz.app.tools import generate_api_summary
-from specviz.periphery.cli import main
+from specviz.workshop.cli import main
 from specviz.errors import UserError
 from specviz.settings import DEFAULTS, PROMPT, check_prompt, from_request
 

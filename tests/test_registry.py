@@ -51,7 +51,7 @@ def test_the_page_offers_a_registered_drafter(toy):
 
 
 def test_the_cli_offers_a_registered_drafter(toy):
-    from specviz.periphery import generate_cli as cli
+    from specviz.workshop import generate_cli as cli
 
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
@@ -61,7 +61,7 @@ def test_the_cli_offers_a_registered_drafter(toy):
 
 
 def test_the_bench_runs_a_registered_drafter_as_a_method(toy):
-    from specviz.periphery.bench.methods import parse_method, sv_settings
+    from specviz.workshop.bench.methods import parse_method, sv_settings
 
     method = parse_method(f"sv-{toy.name}")
     assert method.family == "sv" and not method.needs_draft
@@ -109,15 +109,15 @@ def _literals(path: Path, *, fields: bool = True) -> list[tuple[str, int]]:
 # The same word naming something else: a library (torch's version, llama.cpp the engine), a
 # bench method kind shared by several libraries ("lookup"), an engine's own method name.
 OTHER_MEANINGS = {
-    ("periphery/bench/cli.py", "torch"),
+    ("workshop/bench/cli.py", "torch"),
     ("costs/measure.py", "torch"),
     ("costs/runtime_choice.py", "torch"),
     ("lm/torch_runtime/precision.py", "torch"),
-    ("periphery/bench/resume.py", "torch"),
-    ("periphery/bench/methods.py", "llama.cpp"),
-    ("periphery/production/metrics.py", "llama.cpp"),
-    ("periphery/bench/methods.py", "lookup"),
-    ("periphery/production/export.py", "suffix"),
+    ("workshop/bench/resume.py", "torch"),
+    ("workshop/bench/methods.py", "llama.cpp"),
+    ("workshop/production/metrics.py", "llama.cpp"),
+    ("workshop/bench/methods.py", "lookup"),
+    ("workshop/production/export.py", "suffix"),
     ("events.py", "tree"),  # a round's field `tree`, named in a refusal
 }
 
@@ -214,7 +214,7 @@ def toy_folders(tmp_path_factory) -> str:
 def test_a_registered_runtime_is_offered_in_the_settings_the_cli_and_on_the_page(toy_runtime):
     from specviz.app.config import PageConfig
     from specviz.app.page import build_page
-    from specviz.periphery import generate_cli as cli
+    from specviz.workshop import generate_cli as cli
 
     assert from_request({"runtime": toy_runtime.name}).runtime == toy_runtime.name
     parser = argparse.ArgumentParser()

@@ -26,7 +26,7 @@ import pytest
 from tiny_models import CORPUS, single_thread, tiny_model, tiny_pair, tiny_tokenizer  # noqa: F401 (single_thread: a fixture)
 
 from specviz import engine
-from specviz.periphery.cli import main
+from specviz.workshop.cli import main
 from specviz.engine.decoder import Decoder
 from specviz.lm import clear_loaded, load_pair
 from specviz.models.errors import CorruptModelError
@@ -399,7 +399,7 @@ def test_the_source_never(pattern, why):
         # of another runtime, this Python on specviz's own module. Nothing else may.
         allowed = (
             "specviz/models/files/wheel.py",
-            "specviz/periphery/bench/llamacpp_tools.py",
+            "specviz/workshop/bench/llamacpp_tools.py",
             "specviz/engine/runtime_prepare.py",
         )  # starts prepare_child
         hits = [h for h in hits if not h.startswith(tuple(f"{a}:" for a in allowed))]

@@ -16,7 +16,7 @@ pytest.importorskip("llama_cpp")
 
 from specviz import engine  # noqa: E402
 from specviz.lm.prompt import encode_prompt  # noqa: E402
-from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, load_prompts  # noqa: E402
+from specviz.workshop.bench.prompts import DEFAULT_PROMPTS, load_prompts  # noqa: E402
 from specviz.lm.llamacpp_runtime.lm import LlamaCppLM  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 

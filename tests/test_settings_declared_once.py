@@ -25,7 +25,7 @@ import gradio as gr
 from specviz.app import live
 from specviz.app.config import PageConfig
 from specviz.app.page import api_signature, build_page
-from specviz.periphery import generate_cli as cli
+from specviz.workshop import generate_cli as cli
 from specviz.settings import SettingsError, from_request
 
 parser = argparse.ArgumentParser()

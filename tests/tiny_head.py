@@ -8,8 +8,8 @@ import functools
 
 from specviz.drafters import head as headmod
 from specviz.drafters.head_model import save
-from specviz.periphery.training import states, train
-from specviz.periphery.training.tables import target_tables
+from specviz.workshop.training import states, train
+from specviz.workshop.training.tables import target_tables
 from tiny_models import CORPUS, tiny_pair
 
 

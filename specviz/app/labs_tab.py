@@ -29,7 +29,7 @@ from specviz.app.shown_errors import shown_errors, verdict
 from specviz.engine import model_lock
 from specviz.errors import UserError
 from specviz.events import Trace
-from specviz.periphery.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse_temperatures, wall_left
+from specviz.workshop.labs.sweep import DEFAULT_TEMPERATURES, SWEEP_MAX_NEW_TOKENS, parse_temperatures, wall_left
 from specviz.limits import SWEEP_WALL_S
 from specviz.settings import GenerationSettings, from_request
 from specviz.viz import acceptance_plots as ap
@@ -226,7 +226,7 @@ class Labs:
     @shown_errors
     def batching(self, trace: Trace | None, pair_name: str, request: gr.Request, progress=gr.Progress()) -> tuple:
         """Time the pair's batched passes; predict the speedup at the run's acceptance and k."""
-        from specviz.periphery.labs import batching as lab
+        from specviz.workshop.labs import batching as lab
 
         if not speculative(trace):
             raise UserError(
@@ -251,7 +251,7 @@ def _sweep_point(
     on_progress=None,
 ):
     """One temperature of the sweep on the loaded pair, stopped by the session's Stop."""
-    from specviz.periphery.labs.sweep import sweep as run_sweep
+    from specviz.workshop.labs.sweep import sweep as run_sweep
 
     pair = runner.LOADER.wait(pair_name, with_draft=with_draft)
     flag = runner.FLAGS.current(session)
@@ -268,7 +268,7 @@ def _sweep_point(
 
 def _batch_costs(pair_name: str, session: str, on_progress=None):
     """The loaded pair's batched pass costs, and the device's copy and product speeds."""
-    from specviz.periphery.labs import batching as lab
+    from specviz.workshop.labs import batching as lab
 
     pair = runner.LOADER.wait(pair_name, with_draft=True)
     if pair.draft is None:
@@ -333,7 +333,7 @@ def batching_views(r) -> tuple:
         r.k,
         r.stops_paying_at,
     )
-    from specviz.periphery.labs.batching import explanation
+    from specviz.workshop.labs.batching import explanation
 
     muted = [
         f"Predicted from \u03b1 = {r.alpha:.2f} (the run's measured acceptance) and k = {r.k}; pass costs are the "

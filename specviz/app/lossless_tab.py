@@ -1,13 +1,13 @@
 """Tab 5, the lossless lab: the acceptance rule run many times on a p and q you can edit.
 
 The output frequencies land on p (not q) within sampling noise, and the share of accepted
-drafts lands on the overlap sum min(p, q). specviz.periphery.lossless runs the Monte Carlo (with the
+drafts lands on the overlap sum min(p, q). specviz.workshop.lossless runs the Monte Carlo (with the
 engine's own residual); this tab only reads the inputs and draws its result. The same runs
 on the loaded pair's real next-token distributions at a position of the current run, as the
 run recorded them: its top tokens, with all the others lumped into one.
 
 "Bugs people ship" runs the exact rule beside four mistakes on the same p and q at a chosen
-temperature (specviz.periphery.lossless.bug_gallery).
+temperature (specviz.workshop.lossless.bug_gallery).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ DEFAULT_Q = "0.5, 0.2, 0.2, 0.1"
 DEFAULT_P = "0.15, 0.35, 0.10, 0.40"
 TOP_TOKENS = 10  # tokens shown on their own at a real position; the rest are one bar
 SAMPLES = [("10 thousand", 10_000), ("100 thousand", 100_000), ("1 million", 1_000_000), ("10 million", 10_000_000)]
-DEFAULT_TEMPERATURE = 0.7  # specviz.periphery.lossless.DEFAULT_TEMPERATURE (not imported: it loads torch)
+DEFAULT_TEMPERATURE = 0.7  # specviz.workshop.lossless.DEFAULT_TEMPERATURE (not imported: it loads torch)
 # The Monte Carlo runs one at a time: a few million draws each.
 ONE_AT_A_TIME = {"concurrency_id": "lossless", "concurrency_limit": 1, **PRIVATE}
 
@@ -134,7 +134,7 @@ def check_distributions(p_text, q_text, *others) -> list:
 @shown_errors
 def simulate(p_text: str, q_text: str, samples, seed) -> tuple:
     """Parse, run and draw: (verdict, frequencies figure, acceptance figure)."""
-    from specviz.periphery.lossless import parse_distribution, simulate as monte_carlo  # torch: on first use
+    from specviz.workshop.lossless import parse_distribution, simulate as monte_carlo  # torch: on first use
 
     if seed is None or samples is None:
         raise UserError("choose a number of draws and a seed")
@@ -157,7 +157,7 @@ def views(result, **frequencies) -> tuple:
 @shown_errors
 def simulate_bugs(p_text: str, q_text: str, samples, seed, temperature) -> tuple:
     """The bug gallery: (table and sentences, frequencies figure, TV figure)."""
-    from specviz.periphery.lossless import bug_gallery, parse_distribution  # torch: on first use
+    from specviz.workshop.lossless import bug_gallery, parse_distribution  # torch: on first use
 
     if seed is None or samples is None or temperature is None:
         raise UserError("choose a number of draws, a seed and a temperature")
@@ -186,7 +186,7 @@ def position_distributions(event: RoundEvent, position: int) -> tuple[list[float
 @shown_errors
 def simulate_position(trace: Trace | None, round_index, position, samples, seed) -> tuple:
     """The Monte Carlo on the current run's p and q at the inspector's round and position."""
-    from specviz.periphery.lossless import simulate as monte_carlo  # torch: on first use
+    from specviz.workshop.lossless import simulate as monte_carlo  # torch: on first use
 
     rounds = rounds_of(trace)
     if not rounds:

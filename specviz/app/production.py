@@ -16,10 +16,10 @@ from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.limits import METRICS_BYTES
-from specviz.periphery.production import found
-from specviz.periphery.production.export import FORMATS, export
-from specviz.periphery.production.judge import judge, measured_cost, typed_cost
-from specviz.periphery.production.metrics import read
+from specviz.workshop.production import found
+from specviz.workshop.production.export import FORMATS, export
+from specviz.workshop.production.judge import judge, measured_cost, typed_cost
+from specviz.workshop.production.metrics import read
 from specviz.viz.acceptance_plots import position_stats_figure
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import words_html

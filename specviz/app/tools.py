@@ -79,7 +79,7 @@ def lossless_check(p: str, q: str, samples: int = 200_000, seed: int = 0) -> str
         JSON with the measured output frequencies, the largest deviation from p in standard errors
         (max_z), the measured and predicted acceptance rates.
     """
-    from specviz.periphery.lossless import parse_distribution, simulate
+    from specviz.workshop.lossless import parse_distribution, simulate
 
     r = simulate(
         parse_distribution(p, "p"),
@@ -111,8 +111,8 @@ def export_settings(format: str, pair: str = "qwen-coder", drafter: str = MODEL,
     Returns:
         JSON with format, language, text (the command or code; empty where the engine lacks the drafter) and notes.
     """
-    from specviz.periphery.production import found
-    from specviz.periphery.production.export import export
+    from specviz.workshop.production import found
+    from specviz.workshop.production.export import export
 
     settings = from_request({"drafter": drafter, "k": k, "policy": FIXED})
     return json.dumps(export(found.from_settings(pair, settings), format).to_dict())
@@ -133,8 +133,8 @@ def read_metrics(payload: str, target_ms: float, draft_ms: float = 0.0, verify_m
         JSON: per model, the counts, acceptance by position (unconditional and conditional), mean
         acceptance length with and without the bonus token, the predicted speedup and a verdict.
     """
-    from specviz.periphery.production.judge import judge, typed_cost
-    from specviz.periphery.production.metrics import read
+    from specviz.workshop.production.judge import judge, typed_cost
+    from specviz.workshop.production.metrics import read
 
     cost = typed_cost(target_ms, draft_ms, verify_ms or None)
     return json.dumps([judge(c, cost).to_dict() for c in read(payload)])

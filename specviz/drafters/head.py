@@ -8,7 +8,7 @@ token from q, and goes on from its own guess. Nothing is cached: a round after a
 no draft KV cache to catch up.
 
 Heads live in the cache under `heads/`, one per target, trained by
-`python -m specviz train-head` (`specviz.periphery.training`).
+`python -m specviz train-head` (`specviz.workshop.training`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ subset of the vocabulary. Fed its own guess and the token it drafted, it drafts 
 
 The layer is an input projection and a gated MLP, without attention: the target's state
 already carries the context, so the head keeps no cache of its own and a round has nothing
-to catch up. It is trained on the target's states over local text (`specviz.periphery.training`) and
+to catch up. It is trained on the target's states over local text (`specviz.workshop.training`) and
 stored with what it was trained on (`HeadFile`).
 
 The readout covers `subset` only: a token outside it gets q = 0, which the acceptance rule

@@ -2,7 +2,7 @@
 hindsight k, the temperature sweep and the batching prediction.
 
 The per-position and per-round numbers come from specviz.run_stats; the sweep and batching
-figures take plain columns (what specviz.periphery.labs measured), so nothing here runs a model.
+figures take plain columns (what specviz.workshop.labs measured), so nothing here runs a model.
 """
 
 from __future__ import annotations

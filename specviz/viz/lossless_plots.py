@@ -2,7 +2,7 @@
 q, and its measured acceptance against the overlap sum min(p, q); and the bug gallery, the
 exact rule beside the mistakes people ship, each rule's output against p at the temperature.
 
-Takes the results of specviz.periphery.lossless.simulate and bug_gallery (or their to_dict()) without
+Takes the results of specviz.workshop.lossless.simulate and bug_gallery (or their to_dict()) without
 importing that module, which needs torch.
 """
 

@@ -13,8 +13,8 @@ from typing import Callable
 
 import torch
 
-from specviz.periphery.bench import hf_baselines
-from specviz.periphery.bench.methods import (
+from specviz.workshop.bench import hf_baselines
+from specviz.workshop.bench.methods import (
     Method,
     Sample,
     run_llamacpp,
@@ -23,9 +23,9 @@ from specviz.periphery.bench.methods import (
     run_transformers,
     sv_settings,
 )
-from specviz.periphery.bench.prompts import BenchPrompt, alternating
+from specviz.workshop.bench.prompts import BenchPrompt, alternating
 from specviz.choices import POLICIES
-from specviz.periphery.generate_cli import warmup_settings
+from specviz.workshop.generate_cli import warmup_settings
 from specviz.settings import GenerationSettings, default_k
 
 

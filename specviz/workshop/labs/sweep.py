@@ -24,7 +24,7 @@ from specviz.choices import SPECULATIVE
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.models.progress import Progress
-from specviz.periphery.cli import parse_list
+from specviz.workshop.cli import parse_list
 from specviz.settings import GenerationSettings
 
 DEFAULT_TEMPERATURES = "0,0.3,0.7,1.0"
@@ -182,7 +182,7 @@ def table(rows: Sequence[SweepRow]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from specviz.periphery import generate_cli
+    from specviz.workshop import generate_cli
 
     generate_cli.add_arguments(parser, warmup=False)  # a sweep runs no warm-up to skip
     parser.add_argument(
@@ -194,7 +194,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.periphery import generate_cli
+    from specviz.workshop import generate_cli
     from specviz.lm.prompt import check_prompt
 
     settings = generate_cli.settings_from(args)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from specviz.periphery import progress
+from specviz.workshop import progress
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +61,7 @@ def _prepare_head(name: str) -> None:
     if path.is_file():
         print(f"head: {path} (trained already)", file=sys.stderr)
         return
-    from specviz.periphery.training.cli import train_for
+    from specviz.workshop.training.cli import train_for
 
     train_for(name)
 

@@ -13,8 +13,8 @@ import time
 
 from specviz.choices import RUNTIMES
 from specviz.models import DEFAULT_PAIR
-from specviz.periphery import progress
-from specviz.periphery.training.train import Plan
+from specviz.workshop import progress
+from specviz.workshop.training.train import Plan
 
 # Shares of the time budget: the target reading source, then answering requests made from
 # it (a decoding token costs several read ones); training gets the rest.
@@ -28,7 +28,7 @@ WINDOW = 512  # tokens of one file the target reads at a time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from specviz.periphery.generate_cli import add_runtime
+    from specviz.workshop.generate_cli import add_runtime
 
     parser.add_argument("--pair", help=f"the preset whose target gets a head (default {DEFAULT_PAIR})")
     parser.add_argument("--target", metavar="SRC", help="or a target model: Hub id, local folder or GGUF file")
@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.periphery.cli import check_range
+    from specviz.workshop.cli import check_range
 
     check_range("--tokens", args.tokens, 1_000, 2_000_000)
     check_range("--answer-tokens", args.answer_tokens, 0, 500_000)
@@ -102,8 +102,8 @@ def train_for(
     from specviz.drafters.head_model import save
     from specviz.costs.runtime_choice import choose
     from specviz.lm import load_pair
-    from specviz.periphery.training import corpus, states, train
-    from specviz.periphery.training.tables import target_tables
+    from specviz.workshop.training import corpus, states, train
+    from specviz.workshop.training.tables import target_tables
 
     start = time.perf_counter()
     runtime = choose(spec, runtime).runtime

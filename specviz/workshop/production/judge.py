@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.settings import MAX_K
-from specviz.periphery.production.metrics import Counts
+from specviz.workshop.production.metrics import Counts
 
 # Within this much of 1x, drafting neither helps nor costs anything worth a verdict.
 EVEN = 0.05

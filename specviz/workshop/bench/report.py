@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from specviz.choices import HEAD, LLAMACPP, TORCH
-from specviz.periphery.bench.methods import GATHERED, PACKED, variant
-from specviz.periphery.bench.summary import plain_reference, vs_key
+from specviz.workshop.bench.methods import GATHERED, PACKED, variant
+from specviz.workshop.bench.summary import plain_reference, vs_key
 
 JSON_NAME, MARKDOWN_NAME, PLOT_NAME = "bench.json", "bench.md", "bench.png"
 # Draft positions the acceptance-by-position table has a column for.

@@ -22,14 +22,14 @@ from typing import Any, Callable
 
 import torch
 
-from specviz.periphery.bench import report, resume
-from specviz.periphery.bench.harness import BenchOptions, Raw, count_runs, eos_ids, run_bench
-from specviz.periphery.bench.methods import FAMILY_NAMES, Method, check_pair, default_methods, parse_method
-from specviz.periphery.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
-from specviz.periphery.bench.summary import summarise
+from specviz.workshop.bench import report, resume
+from specviz.workshop.bench.harness import BenchOptions, Raw, count_runs, eos_ids, run_bench
+from specviz.workshop.bench.methods import FAMILY_NAMES, Method, check_pair, default_methods, parse_method
+from specviz.workshop.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
+from specviz.workshop.bench.summary import summarise
 from specviz.choices import LLAMACPP
-from specviz.periphery.cli import check_range, parse_list
-from specviz.periphery.generate_cli import add_loading, add_pair, add_runtime, add_setting, loading
+from specviz.workshop.cli import check_range, parse_list
+from specviz.workshop.generate_cli import add_loading, add_pair, add_runtime, add_setting, loading
 from specviz.models.catalogue.presets import DEFAULT_PAIR
 from specviz.settings import MAX_K
 
@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _without_missing_tools(methods: list[Method]) -> list[Method]:
     """The methods less llama.cpp's own tools' where they are not built, saying so."""
-    from specviz.periphery.bench import llamacpp_tools
+    from specviz.workshop.bench import llamacpp_tools
 
     why = llamacpp_tools.missing() if any(m.family == "ll" for m in methods) else None
     if why:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from specviz.choices import EARLY_EXIT, HEAD, LOOKUP, MODEL, SUFFIX, TREE
 from specviz.errors import UserError
-from specviz.periphery.production.found import Found
+from specviz.workshop.production.found import Found
 
 # specviz's prompt lookup tries n-grams of up to 3 tokens down to 1 (drafters/lookup.py).
 LOOKUP_MAX_NGRAM = 3

@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from specviz.errors import UserError
-    from specviz.periphery.lossless import DEFAULT_TEMPERATURE, bug_gallery, parse_distribution, simulate
+    from specviz.workshop.lossless import DEFAULT_TEMPERATURE, bug_gallery, parse_distribution, simulate
 
     if args.bugs:
         temperature = DEFAULT_TEMPERATURE if args.temperature is None else args.temperature
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(r) -> str:
-    from specviz.periphery.lossless import Z_TOLERANCE, z_scores
+    from specviz.workshop.lossless import Z_TOLERANCE, z_scores
 
     lines = [
         f"{'token':>5}  {'p':>8}  {'q':>8}  {'min(p,q)':>8}  {'residual':>8}  {'measured':>9}  {'|error|':>9}  {'error/SE':>8}"
@@ -82,7 +82,7 @@ def _table(r) -> str:
 
 
 def _bugs_table(rules: dict) -> str:
-    from specviz.periphery.lossless import Z_TOLERANCE
+    from specviz.workshop.lossless import Z_TOLERANCE
 
     first = next(iter(rules.values()))
     t = first.temperature

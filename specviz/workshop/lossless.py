@@ -25,7 +25,7 @@ import torch
 from specviz import limits
 from specviz.engine.verify import residual_distribution
 from specviz.errors import UserError
-from specviz.periphery.cli import parse_list
+from specviz.workshop.cli import parse_list
 
 SUM_TOLERANCE = 1e-6
 CHUNK = 1 << 21  # draws per vectorised step: ~50 MB of temporaries

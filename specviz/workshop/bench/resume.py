@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specviz.periphery.bench.harness import Raw
-from specviz.periphery.bench.methods import Method, Sample
-from specviz.periphery.bench.prompts import BenchPrompt
+from specviz.workshop.bench.harness import Raw
+from specviz.workshop.bench.methods import Method, Sample
+from specviz.workshop.bench.prompts import BenchPrompt
 from specviz.errors import UserError
 
 # meta fields of bench.json that must be the same in both processes

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from specviz.periphery import progress
+from specviz.workshop import progress
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.choices import COST_AWARE, DEVICE_MAPS, PRECISIONS, RUNTIMES, SPECULATIVE, help_line

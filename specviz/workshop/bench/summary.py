@@ -14,9 +14,9 @@ from typing import Any
 
 from specviz import theory
 from specviz.cost_model import CostModel
-from specviz.periphery.bench.harness import BenchOptions, Raw
-from specviz.periphery.bench.methods import GATHERED, PACKED, Method, Sample, variant
-from specviz.periphery.bench.prompts import COPY_KINDS, GOAL_KINDS, BenchPrompt
+from specviz.workshop.bench.harness import BenchOptions, Raw
+from specviz.workshop.bench.methods import GATHERED, PACKED, Method, Sample, variant
+from specviz.workshop.bench.prompts import COPY_KINDS, GOAL_KINDS, BenchPrompt
 
 # The speed goals: the cost-aware chain against transformers' best assisted setting (greedy,
 # and sampling), never slower than plain decoding on a prompt, and a plain loop as fast as

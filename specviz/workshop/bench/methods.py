@@ -55,8 +55,8 @@ from typing import Any
 import torch
 
 from specviz.run_stats import position_stats, rounds_of
-from specviz.periphery.bench import hf_baselines
-from specviz.periphery.bench.llamacpp_tools import NGRAM_TYPES
+from specviz.workshop.bench import hf_baselines
+from specviz.workshop.bench.llamacpp_tools import NGRAM_TYPES
 from specviz.choices import (
     DRAFTERS,
     FIXED,
@@ -351,7 +351,7 @@ def run_transformers(pair, input_ids: torch.Tensor, method: Method, config, seed
 
 def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: GenerationSettings) -> Sample:
     """One timed llama-cpp-python generation on the pair's target file (`llamacpp_baselines`)."""
-    from specviz.periphery.bench import llamacpp_baselines
+    from specviz.workshop.bench import llamacpp_baselines
     from specviz.lm.prompt import stop_ids
 
     llm = llamacpp_baselines.model(pair.target.path, pair.target.threads, lookup=method.kind == "lookup")
@@ -371,7 +371,7 @@ def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: Genera
 def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: GenerationSettings) -> Sample:
     """One llama-speculative-simple run on the pair's files (`llamacpp_tools`), greedy only:
     with the draft model (ll-spec-k<K>) or one of llama.cpp's n-gram drafters (ll-ngram-*)."""
-    from specviz.periphery.bench import llamacpp_tools
+    from specviz.workshop.bench import llamacpp_tools
 
     if settings.temperature != 0:
         raise UserError(f"{method.name} runs greedy only here: drop it from a sampling bench")

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from specviz.drafters.head_model import DraftHead, HeadInfo
 from specviz.lm.torch_runtime.devices import native_bf16
-from specviz.periphery.training.states import States
+from specviz.workshop.training.states import States
 
 HELD_OUT_EVERY = 20  # one window in this many is held out
 STATE_WEIGHT = 0.1  # the L1 pull on the state, beside the distribution's cross-entropy

@@ -17,7 +17,7 @@ from specviz.settings import DEFAULTS, GenerationSettings, default_k
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from specviz.periphery.production.export import FORMATS
+    from specviz.workshop.production.export import FORMATS
 
     parser.add_argument("--format", required=True, choices=FORMATS, help="the engine to export to")
     parser.add_argument(
@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specviz.periphery.production import found
-    from specviz.periphery.production.export import export
+    from specviz.workshop.production import found
+    from specviz.workshop.production.export import export
 
     if args.trace:
         what = found.from_trace(found.read_trace(args.trace))

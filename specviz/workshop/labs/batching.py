@@ -27,8 +27,8 @@ from typing import Any, TextIO
 from specviz import limits, theory
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
-from specviz.periphery.cli import parse_list
-from specviz.periphery.generate_cli import add_pair
+from specviz.workshop.cli import parse_list
+from specviz.workshop.generate_cli import add_pair
 from specviz.settings import FIXED_K, MAX_K
 from specviz.lm.runtime import missing
 from specviz.models import DEFAULT_PAIR

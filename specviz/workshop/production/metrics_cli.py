@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from specviz.errors import UserError
-    from specviz.periphery.production.metrics import read
-    from specviz.periphery.production.judge import cost_of, judge
+    from specviz.workshop.production.metrics import read
+    from specviz.workshop.production.judge import cost_of, judge
 
     from specviz.limits import METRICS_BYTES
 

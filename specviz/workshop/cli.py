@@ -15,28 +15,28 @@ from specviz.errors import UserError
 
 # name: (module, one line of help)
 COMMANDS = {
-    "models": ("specviz.periphery.models_cli", "list the model pairs, or prepare one ahead of time (--prepare NAME)"),
-    "generate": ("specviz.periphery.generate_cli", "generate text with speculative or plain decoding"),
-    "lossless": ("specviz.periphery.lossless_cli", "Monte Carlo check that the acceptance rule reproduces p exactly"),
-    "bench": ("specviz.periphery.bench.cli", "benchmark specviz against transformers' generate on one pair"),
+    "models": ("specviz.workshop.models_cli", "list the model pairs, or prepare one ahead of time (--prepare NAME)"),
+    "generate": ("specviz.workshop.generate_cli", "generate text with speculative or plain decoding"),
+    "lossless": ("specviz.workshop.lossless_cli", "Monte Carlo check that the acceptance rule reproduces p exactly"),
+    "bench": ("specviz.workshop.bench.cli", "benchmark specviz against transformers' generate on one pair"),
     "sweep": (
-        "specviz.periphery.labs.sweep",
+        "specviz.workshop.labs.sweep",
         "run one prompt at several temperatures: acceptance, tokens per round, speedup",
     ),
     "batching": (
-        "specviz.periphery.labs.batching",
+        "specviz.workshop.labs.batching",
         "time passes over several sequences at once and predict the speedup by batch size",
     ),
     "export": (
-        "specviz.periphery.production.export_cli",
+        "specviz.workshop.production.export_cli",
         "write what a run found (the pair, drafter and best k) as a vLLM, SGLang, llama.cpp or transformers command",
     ),
     "metrics": (
-        "specviz.periphery.production.metrics_cli",
+        "specviz.workshop.production.metrics_cli",
         "read an engine's speculative metrics (vLLM, SGLang, llama.cpp) and predict what its drafting gains",
     ),
     "train-head": (
-        "specviz.periphery.training.cli",
+        "specviz.workshop.training.cli",
         "train a draft head on the target's own hidden states over local text (the head drafter)",
     ),
     "schema": ("specviz.events", "print the JSON Schema of a trace file (docs/trace.schema.json)"),

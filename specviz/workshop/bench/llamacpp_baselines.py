@@ -15,7 +15,7 @@ import time
 
 from specviz.lm.llamacpp_runtime.library import extra_buffer_types, llama
 from specviz.lm.llamacpp_runtime.model import DEFAULT_CONTEXT
-from specviz.periphery.bench.hf_baselines import PROMPT_LOOKUP_TOKENS  # drafts as long as transformers'
+from specviz.workshop.bench.hf_baselines import PROMPT_LOOKUP_TOKENS  # drafts as long as transformers'
 
 _models: dict[tuple, object] = {}
 
