@@ -131,6 +131,28 @@ PAIR_CHARS = Limit(
     "the pair", 512, "SPECVIZ_MAX_PAIR_CHARS", "characters of a pair: a preset, or 'DRAFT -> TARGET'", "characters"
 )
 
+TOURNAMENT_TOKENS = Limit(
+    "the answer",
+    512,
+    "SPECVIZ_MAX_TOURNAMENT_TOKENS",
+    "tokens of the answer a tournament replays every drafter over (page, API, MCP, CLI)",
+    "tokens",
+)
+TOURNAMENT_CONTEXT = Limit(
+    "the prompt and answer",
+    4_096,
+    "SPECVIZ_MAX_TOURNAMENT_CONTEXT",
+    "tokens of a tournament's prompt and answer together, read by one target pass",
+    "tokens",
+)
+TOURNAMENT_CHARS = Limit(
+    "the answer",
+    40_000,
+    "SPECVIZ_MAX_TOURNAMENT_CHARS",
+    "characters of an answer pasted into a tournament, before its tokenizer reads it",
+    "characters",
+)
+
 ALL = tuple(v for v in list(globals().values()) if isinstance(v, Limit))  # every limit above, in order
 
 

@@ -31,6 +31,11 @@ class ModelDrafter(ChainDrafting):
         self._context_len = 0
         self._prompt_len = 0
 
+    @property
+    def lm(self) -> LM:
+        """The model it drafts with (the tournament reads the text through it in one pass)."""
+        return self._lm
+
     def begin(self, prompt_ids: torch.Tensor) -> None:
         self._lm.reset()
         self._prompt_len = prompt_ids.numel()

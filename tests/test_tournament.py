@@ -1,0 +1,127 @@
+"""The tournament (specviz/workshop/tournament): every drafter replayed over one text.
+
+- greedy: for each chain drafter (the draft model, the target's early layers, prompt lookup)
+  at k = 1, 4 and 8, and for suffix decoding, the tournament's accepted length in every round
+  equals a real greedy run's on the same text, round for round; under the cost-aware policy
+  too, where the run and the replay read the same clock; lookahead where its window does not
+  ride (its window reads the target's logits at its own guesses, which no text holds);
+- sampled: along real sampled runs' own texts each tested position is accepted with the chance
+  sum min(p, q) the tournament's passes give it: over the N tested positions of 12 runs the
+  accepted count is within 3 standard errors of the summed chances, and a q taken before the
+  sampler's processing (the classic bug) is refused by the same check;
+- the oracles and the pricing: the copy oracle is never slower than a copying drafter on the
+  same curve, and a replay that drafts nothing is priced as plain decoding.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from specviz import engine
+from specviz.choices import COST_AWARE, EARLY_EXIT, FIXED, LOOKAHEAD, LOOKUP, MODEL, SUFFIX
+from specviz.cost_model import CostModel
+from specviz.drafters import cost_aware
+from specviz.events import RoundEvent
+from specviz.settings import GenerationSettings
+from specviz.workshop.tournament import run as tournament_run
+from specviz.workshop.tournament.run import Config
+from specviz.workshop.tournament.text import from_trace
+from tiny_models import single_thread, tiny_pair  # noqa: F401 (single_thread: a fixture)
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+# A prompt that repeats itself (raw, so the context ends with it), so that the copying drafters
+# find copies and the draft model both hits and misses.
+PROMPT = "def reverse(s):\n    return s[::-1]\n\nprint(reverse('hello'))\n\ndef reverse(s):\n"
+N_NEW = 48
+COST = CostModel(verify={n: 100.0 + 15.0 * (n - 1) for n in range(1, 18)}, draft=12.0)
+# A curve where one copied node pays but lookahead's window (8 tokens more) never can.
+NO_WINDOW = CostModel(verify={1: 100.0, 2: 110.0, 8: 400.0, 17: 600.0}, draft=12.0)
+
+
+def accepted(trace) -> list[int]:
+    """Per round after the prefill's, the accepted drafts its event shows."""
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent)][1:]
+    return [sum(n.decision == "accepted" for n in (e.tree or e.drafted)) for e in rounds]
+
+
+def replayed(result, drafter: str, config: Config) -> list[int]:
+    entry = next(e for e in result.entries if e.drafter == drafter and e.config == config)
+    return [r.accepted for r in entry.rounds]
+
+
+@pytest.fixture
+def pair(monkeypatch):
+    p = tiny_pair("close")
+    monkeypatch.setattr(p, "cost_model", COST)
+    return p
+
+
+def real_and_replayed(pair, drafter: str, policy: str, k: int) -> tuple[list[int], list[int]]:
+    settings = GenerationSettings(max_new_tokens=N_NEW, k=k, policy=policy, drafter=drafter, raw=True)
+    trace = engine.run(pair, PROMPT, settings)
+    result = tournament_run.tournament(pair, from_trace(pair, trace))
+    real = accepted(trace)
+    assert len(real) > 8, "the run should have rounds enough to compare"
+    return real, replayed(result, drafter, Config(policy, k))
+
+
+@pytest.mark.parametrize("drafter", [MODEL, EARLY_EXIT, LOOKUP, SUFFIX])
+@pytest.mark.parametrize("k", [1, 4, 8])
+def test_greedy_accepted_lengths_are_a_real_runs_round_for_round(pair, drafter, k):
+    real, replay = real_and_replayed(pair, drafter, FIXED, k)
+    assert replay == real
+    if drafter == MODEL and k > 1:
+        assert len(set(real)) > 2, "hits and misses both, or the check proves little"
+
+
+@pytest.fixture
+def one_clock(monkeypatch):
+    """The cost-aware policy's clock a counter in the run and in the replay alike (each round
+    0.25 s), and the draft's prompt read, timed on the real clock, taken as free by both."""
+    update = cost_aware.CostAwareLength.update
+    monkeypatch.setattr(
+        cost_aware.CostAwareLength, "update", lambda self, *a, setup_ms=0.0, **kw: update(self, *a, **kw)
+    )
+
+    class Counter:
+        def __init__(self):
+            self.ticks = itertools.count()
+
+        def __call__(self):
+            return next(self.ticks) * 0.25
+
+        def advance(self, ms):
+            pass
+
+    def fresh():
+        monkeypatch.setattr(cost_aware, "CLOCK", Counter())
+        monkeypatch.setattr(tournament_run, "Clock", Counter)
+
+    return fresh
+
+
+@pytest.mark.parametrize("drafter", [MODEL, EARLY_EXIT, LOOKUP, SUFFIX])
+def test_the_cost_aware_policy_replays_as_it_ran_on_the_same_clock(pair, one_clock, drafter):
+    one_clock()
+    real, replay = real_and_replayed(pair, drafter, COST_AWARE, 16)
+    assert replay == real
+
+
+def test_lookahead_replays_exactly_where_its_window_does_not_ride(pair, monkeypatch):
+    monkeypatch.setattr(pair, "cost_model", NO_WINDOW)
+    settings = GenerationSettings(max_new_tokens=N_NEW, k=16, policy=COST_AWARE, drafter=LOOKAHEAD, raw=True)
+    trace = engine.run(pair, PROMPT, settings)
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent)][1:]
+    assert not any(e.source and e.source.window_on for e in rounds), "the window should not ride on this curve"
+    real = [(len(e.tree or e.drafted), n) for e, n in zip(rounds, accepted(trace))]
+    assert sum(d for d, _ in real) >= 3, "lookahead should propose n-grams in some rounds"
+    entry = next(
+        e
+        for e in tournament_run.tournament(pair, from_trace(pair, trace)).entries
+        if e.drafter == LOOKAHEAD and e.config == Config(COST_AWARE, 16)
+    )
+    assert [(r.drafted, r.accepted) for r in entry.rounds] == real
