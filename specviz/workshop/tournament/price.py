@@ -2,7 +2,7 @@
 
 A round that verifies n candidate nodes beside r ride nodes is one target pass over 1 + r + n
 tokens, V(1 + r + n), plus its drafting: a draft model's passes at D each (and, in the round
-that first drafts, its read of the prompt), or a draft-free drafter's own work as timed in the
+that first drafts, its read of the prompt, as a run's draft reads it then), or a draft-free drafter's own work as timed in the
 replay (the same code a run runs, on this machine). A round that drafts nothing is V(1).
 Plain decoding makes the same tokens at V(1) each. Both leave out the prompt's prefill and the
 first token it gives, which are the same with or without drafting.
@@ -38,16 +38,34 @@ class Priced:
         return {"tokens_per_s": round(self.tokens_per_s, 3), "speedup": round(self.speedup, 4), "ms": round(self.ms, 2)}
 
 
-def round_ms(r: Round, cost: CostModel, draft_ms: float, *, free: bool) -> float:
-    """One round's predicted ms; `free`: a drafter without a model, whose work is its own timed ms."""
-    work = r.draft_ms if free else r.passes * draft_ms + r.setup_ms
-    return cost.verify_ms(1 + r.drafted + r.ride) + work
+class Prices:
+    """One drafter's round prices on one curve: V(n) read once per size, D, and what its first
+    drafting round pays to read the prompt (a draft model's; nothing for a draft-free drafter)."""
 
+    def __init__(self, cost: CostModel, draft_ms: float, *, free: bool, prefill_ms: float = 0.0):
+        self.cost, self.draft_ms, self.free, self.prefill_ms = cost, draft_ms, free, prefill_ms
+        self._v: dict[int, float] = {}
+        self.paid = False  # whether a round has drafted yet, in the run being priced
 
-def priced(rounds: Sequence[Round], cost: CostModel, draft_ms: float, *, free: bool) -> Priced:
-    tokens = sum(r.tokens for r in rounds)
-    ms = sum(round_ms(r, cost, draft_ms, free=free) for r in rounds)
-    return Priced(ms, tokens, tokens * cost.verify_ms(1))
+    def v(self, n: int) -> float:
+        if n not in self._v:
+            self._v[n] = self.cost.verify_ms(n)
+        return self._v[n]
+
+    def round_ms(self, r: Round) -> float:
+        """One round's predicted ms; the first round that drafts with a model also reads the prompt."""
+        if self.free:
+            return self.v(1 + r.drafted + r.ride) + r.draft_ms
+        setup = self.prefill_ms if r.passes and not self.paid else 0.0
+        self.paid = self.paid or r.passes > 0
+        return self.v(1 + r.drafted + r.ride) + r.passes * self.draft_ms + setup
+
+    def run(self, rounds: Sequence[Round]) -> Priced:
+        self.paid = False
+        tokens = sum(r.tokens for r in rounds)
+        ms = sum(self.round_ms(r) for r in rounds)
+        self.paid = False
+        return Priced(ms, tokens, tokens * self.v(1))
 
 
 def plain(tokens: int, cost: CostModel) -> Priced:

@@ -105,25 +105,24 @@ def replay(
 ) -> list[Round]:
     """The rounds a run of `drafter` under `length` makes on the text, the prefill's first
     token not among them. `after_round` hears each round as it ends (the clock's price)."""
-    ids = list(text.prompt_ids) + text.answer_ids[:1]
+    ids, p = torch.tensor(text.ids, dtype=torch.long), len(text.prompt_ids)
     new, rounds = 1, []
     if text.answer_ids[0] in text.eos:
         return rounds
-    drafter.begin(torch.tensor(ids, dtype=torch.long))
+    drafter.begin(ids[: p + 1])
     while new < text.max_new_tokens and new < text.n:
         remaining = text.max_new_tokens - new
-        context = torch.tensor(ids, dtype=torch.long)
-        limit = length.limit(drafter.unread(len(ids)), remaining)
+        context = ids[: p + new]  # the text so far: under sampling too, the replay reads on along the text
+        limit = length.limit(drafter.unread(p + new), remaining)
         proposal = drafter.propose(context, min(limit, remaining - 1), length.keep_going, length)
         path = verdict(proposal, new)
         drafter.accepted_path(path)
-        tokens = proposal.tokens.tolist()
-        out = [tokens[i] for i in path] + text.answer_ids[new + len(path) : new + len(path) + 1]
+        out = text.answer_ids[new : new + len(path) + 1]
         kept = _kept(out, text.eos, remaining)
         length.update(shown(proposal, path), len(path), setup_ms=proposal.setup_ms)
         r = Round(
             start=new,
-            drafted=len(tokens),
+            drafted=len(proposal),
             accepted=min(len(path), kept),
             tokens=kept,
             passes=proposal.passes,
@@ -135,7 +134,6 @@ def replay(
         rounds.append(r)
         if after_round:
             after_round(r)
-        ids += out[:kept]
         new += kept
         if any(t in text.eos for t in out[:kept]):
             break

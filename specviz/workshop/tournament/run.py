@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from specviz.workshop.tournament.chains import Branches, TeacherForced
 from specviz.workshop.tournament.contestants import CHAIN, FREE, OUT, TREE, Contestant, contestants, settings_for
 from specviz.workshop.tournament.curves import Curve, stored, this_machine
 from specviz.workshop.tournament.passes import DraftRows, Progress, TargetRows, read_all
-from specviz.workshop.tournament.price import Priced, plain, priced, round_ms
+from specviz.workshop.tournament.price import Priced, Prices, plain
 from specviz.workshop.tournament.replay import Clock, Round, greedy_path, replay
 from specviz.workshop.tournament.sampled import SAMPLED_REPLAYS, SampledVerdict
 from specviz.workshop.tournament.text import Text
@@ -89,6 +90,13 @@ class Play:
         self.pair, self.text, self.target, self.drafts, self.prefill = pair, text, target, drafts, prefill
         self.sampler = Sampler(text.settings, pair.vocab_size)
         self.branches: dict[str, Branches] = {}
+        self._settings: dict[tuple, object] = {}
+
+    def settings(self, c: Contestant, config: Config):
+        key = (c.name, config)
+        if key not in self._settings:
+            self._settings[key] = settings_for(self.text.settings, c.name, config.policy, config.k)
+        return self._settings[key]
 
     def draft_ms(self, c: Contestant, curve: Curve) -> float | None:
         """What a drafted token costs `c` on `curve` (None: the curve cannot price it)."""
@@ -98,8 +106,23 @@ class Play:
             return c.share * curve.cost.target
         return curve.cost.draft if curve.has_draft else None
 
-    def drafter(self, c: Contestant, config: Config, curve: Curve, d: float, *, lower: bool = False):
-        settings = settings_for(self.text.settings, c.name, config.policy, config.k)
+    def prices(self, c: Contestant, curve: Curve) -> Prices | None:
+        d = self.draft_ms(c, curve)
+        if d is None:
+            return None
+        return Prices(curve.cost.with_draft(d), d, free=c.kind == FREE, prefill_ms=self._prefill_ms(c, curve, d))
+
+    def _prefill_ms(self, c: Contestant, curve: Curve, d: float) -> float:
+        """The draft's read of the prompt: as timed here, else priced as the cost-aware policy
+        prices a catch-up on the curve."""
+        if c.kind == FREE:
+            return 0.0
+        if curve.here and c.name in self.prefill:
+            return self.prefill[c.name]
+        return CostAwareLength(curve.cost.with_draft(d), 1).catch_up_ms(len(self.text.prompt_ids))
+
+    def drafter(self, c: Contestant, config: Config, prices: Prices, *, lower: bool = False):
+        settings = self.settings(c, config)
         if c.kind == FREE:
             return make_drafter(self.pair, settings)
         if c.kind == TREE:
@@ -107,36 +130,28 @@ class Play:
             return BoundedTree(c.name, self.text, rows, settings.tree_nodes, settings.tree_width, lower=lower)
         reads_confidence = config.policy != FIXED and self.text.settings.greedy
         branches = self._branches(c) if reads_confidence else None
-        return TeacherForced(c.name, self.text, self.drafts[c.name], branches, self._prefill_ms(c, curve, d))
+        return TeacherForced(c.name, self.text, self.drafts[c.name], branches, prices.prefill_ms)
 
     def _branches(self, c: Contestant) -> Branches:
         if c.name not in self.branches:
             self.branches[c.name] = Branches(c.lm, self.text, self.drafts[c.name], self.sampler)
         return self.branches[c.name]
 
-    def _prefill_ms(self, c: Contestant, curve: Curve, d: float) -> float:
-        """The draft's read of the prompt: as timed here, else priced as the cost-aware policy
-        prices a catch-up on the curve."""
-        if curve.here and c.name in self.prefill:
-            return self.prefill[c.name]
-        return CostAwareLength(curve.cost.with_draft(d), 1).catch_up_ms(len(self.text.prompt_ids))
-
-    def play(self, c: Contestant, config: Config, curve: Curve, *, lower: bool = False) -> list[list[Round]]:
-        """The replays of `c` under `config` with `curve`'s costs: one under greedy decoding,
-        SAMPLED_REPLAYS under sampling."""
-        d = self.draft_ms(c, curve)
+    def play(self, c: Contestant, config: Config, prices: Prices, *, lower: bool = False) -> list[list[Round]]:
+        """The replays of `c` under `config` priced by `prices` (a curve's): one under greedy
+        decoding, SAMPLED_REPLAYS under sampling. A policy that reads the costs reads the curve's,
+        and times its rounds on a clock the curve's prices move."""
         on_curve = copy.copy(self.pair)
-        on_curve.cost_model = curve.cost.with_draft(d or 0.0)
-        settings = settings_for(self.text.settings, c.name, config.policy, config.k)
+        on_curve.cost_model = prices.cost
         out = []
         for seed in range(1 if self.text.settings.greedy else SAMPLED_REPLAYS):
-            length, clock = make_length(on_curve, settings), Clock()
+            length, clock = make_length(on_curve, self.settings(c, config)), Clock()
             if isinstance(length, CostAwareLength):
                 length._clock = clock  # the policy times rounds on the curve's clock, not this machine's
-            drafter = self.drafter(c, config, curve, d or 0.0, lower=lower)
-            free = c.kind == FREE
-            price = lambda r: clock.advance(round_ms(r, on_curve.cost_model, d or 0.0, free=free))  # noqa: E731
-            out.append(replay(self.text, drafter, length, self._verdict(c, seed), after_round=price))
+            drafter = self.drafter(c, config, prices, lower=lower)
+            prices.paid = False
+            tick = lambda r: clock.advance(prices.round_ms(r))  # noqa: E731
+            out.append(replay(self.text, drafter, length, self._verdict(c, seed), after_round=tick))
         return out
 
     def _verdict(self, c: Contestant, seed: int):
@@ -146,46 +161,49 @@ class Play:
         return SampledVerdict(self.target, self.text.n, overlap, seed)
 
 
-def _sum(replays: list[list[Round]], cost, d: float, free: bool) -> Priced:
-    ps = [priced(rs, cost, d, free=free) for rs in replays]
+def _sum(replays: list[list[Round]], prices: Prices) -> Priced:
+    ps = [prices.run(rs) for rs in replays]
     return Priced(sum(p.ms for p in ps), sum(p.tokens for p in ps), sum(p.plain_ms for p in ps))
 
 
 def _entry(play: Play, c: Contestant, config: Config, curves: list[Curve], shared: dict) -> Entry:
-    """One drafter under one policy, priced on every curve that can price it."""
+    """One drafter under one policy, priced on every curve that can price it. Only the
+    cost-aware policy reads the costs; every other replay is made once and priced on each curve."""
     entry = Entry(c.name, config)
     for curve in curves:
-        d = play.draft_ms(c, curve)
-        if d is None:
+        prices = play.prices(c, curve)
+        if prices is None:
             continue
-        # A fixed policy's draft-free replay does not read the costs: replayed once, priced on each curve.
-        key = (c.name, config) if c.kind in (FREE, TREE) and config.policy == FIXED else None
-        replays = shared.get(key) or play.play(c, config, curve)
-        if key:
-            shared[key] = replays
-        cost = curve.cost.with_draft(d)
-        entry.priced[curve.name] = _sum(replays, cost, d, c.kind == FREE)
-        if curve.here:
-            entry.rounds = replays[0]
-        if c.kind == TREE:
-            low_key = (c.name, config, "low")
-            shared[low_key] = shared.get(low_key) or play.play(c, config, curve, lower=True)
-            entry.low[curve.name] = _sum(shared[low_key], cost, d, False)
+        for lower in (False, True) if c.kind == TREE else (False,):
+            key = (c.name, config, lower, curve.name if config.policy == COST_AWARE else "")
+            if key not in shared:
+                shared[key] = play.play(c, config, prices, lower=lower)
+            (entry.low if lower else entry.priced)[curve.name] = _sum(shared[key], prices)
+            if curve.here and not lower:
+                entry.rounds = shared[key][0]
     return entry
 
 
-def tournament(pair, text: Text, *, extra: list[Curve] = (), progress: Progress | None = None) -> Result:
-    """Every drafter on `text` (see the module docstring)."""
+def tournament(
+    pair,
+    text: Text,
+    *,
+    others: Sequence[Curve] | None = None,
+    drafters: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> Result:
+    """Every drafter on `text` (see the module docstring), or those named in `drafters`,
+    priced on this machine and on `others` (the stored curves when None)."""
     t0 = time.perf_counter()
     say = progress or (lambda f, m: None)
-    cs = contestants(pair, text.settings)
+    cs = [c for c in contestants(pair, text.settings) if drafters is None or c.name in drafters]
     models = {c.name: c.lm for c in cs if c.kind == CHAIN}
     sampler = Sampler(text.settings, pair.vocab_size)
     target, drafts = read_all(text, open_lm(pair.target, pair.device), models, sampler, lambda f, m: say(0.5 * f, m))
     t_pass = time.perf_counter()
     prefill = {name: rows.prefill_ms for name, rows in drafts.items()}
     play = Play(pair, text, target, drafts, prefill)
-    curves = [this_machine(for_pair(pair), pair.runtime, cpu_name())] + stored() + list(extra)
+    curves = [this_machine(for_pair(pair), pair.runtime, cpu_name())] + list(stored() if others is None else others)
     entries, shared = [], {}
     todo = [(c, config) for c in cs if c.kind != OUT for config in configs(c, text.settings.greedy)]
     for i, (c, config) in enumerate(todo):
