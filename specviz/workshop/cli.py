@@ -35,6 +35,14 @@ COMMANDS = {
         "specviz.workshop.production.metrics_cli",
         "read an engine's speculative metrics (vLLM, SGLang, llama.cpp) and predict what its drafting gains",
     ),
+    "tournament": (
+        "specviz.workshop.tournament.cli",
+        "every drafter on one text from one pass per model: predicted speed here and on other machines",
+    ),
+    "tournament-check": (
+        "specviz.workshop.tournament.check",
+        "the tournament's predicted speeds against measured runs of the bench's methods",
+    ),
     "train-head": (
         "specviz.workshop.training.cli",
         "train a draft head on the target's own hidden states over local text (the head drafter)",

@@ -70,6 +70,7 @@ class Entry:
 
 @dataclass
 class Result:
+    pair_name: str
     text: Text
     target: TargetRows
     drafts: dict[str, DraftRows]
@@ -212,7 +213,7 @@ def tournament(
     say(0.95, "the oracles")
     runs, plans, copies = _oracles(play, cs, curves)
     result = Result(
-        text, target, drafts, cs, curves, entries, runs, plans, copies,
+        pair.name, text, target, drafts, cs, curves, entries, runs, plans, copies,
         {cv.name: plain(text.n - 1, cv.cost) for cv in curves},
         {"passes": t_pass - t0, "replays": time.perf_counter() - t_pass, "total": time.perf_counter() - t0},
     )  # fmt: skip
