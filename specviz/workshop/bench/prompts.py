@@ -13,12 +13,14 @@ from specviz.errors import UserError
 from specviz.settings import check_prompt
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[3] / "assets" / "bench_prompts.json"
-KINDS = ("code", "prose", "repetitive", "edit")
+KINDS = ("code", "prose", "repetitive", "edit", "edit-heldout")
 # The kinds the bench's older goals are measured on; the repetitive group (answers that
 # repeat their input, where draft-free methods should win) and the edit group (longer edit
 # tasks: answers of 150-400 tokens that return their input with a few changes) are reported apart.
+# The edit group is the copying drafters' tuning set (drafters/copy_span.py was tuned on it); the
+# edit-heldout group holds edit tasks of other kinds, never tuned on, and is reported apart from it.
 GOAL_KINDS = ("code", "prose")
-COPY_KINDS = ("repetitive", "edit")
+COPY_KINDS = ("repetitive", "edit", "edit-heldout")
 
 
 @dataclass(frozen=True)
