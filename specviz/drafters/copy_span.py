@@ -31,11 +31,15 @@ from typing import Sequence
 from specviz.drafters.base import TreeBudget, nodes_paid
 from specviz.lm.tree import depths
 
-# Bins of span length (each starts at its value) and each bin's prior chance, worth
-# PRIOR_WEIGHT checked nodes.
+# Bins of span length (each starts at its value) and each bin's prior chance: the share of
+# copied nodes the bundled target accepted on a corpus kept apart from the bench's prompts
+# (assets/copy_calibration.json, scripts/calibrate_copy_prior.py). It weighs PRIOR_WEIGHT checked
+# nodes, one: a span length this run has not tried is drafted on the corpus's chance, and the
+# run's own first verdicts outweigh it, so a prior that is wrong for this text does not stall the
+# drafter (a copy never drafted would never be corrected) nor keep it drafting chance matches.
 SPAN_BINS = (1, 2, 4, 8, 16, 32)
-PRIOR_ACCEPT = (0.3, 0.45, 0.6, 0.75, 0.88, 0.95)
-PRIOR_WEIGHT = 3.0
+PRIOR_ACCEPT = (0.19, 0.57, 0.75, 0.79, 0.93, 0.99)
+PRIOR_WEIGHT = 1.0
 # Each round that proposed, the counts weigh this much less; each round that did not, this.
 MEMORY = 0.95
 IDLE_MEMORY = 0.98
