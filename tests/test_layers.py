@@ -1,9 +1,10 @@
 """Imports flow one way, in the order of `ORDER`: models -> lm -> costs -> drafters -> engine
--> viz -> workshop -> app. No module imports a layer to its right (function-level imports
+-> viz -> app -> workshop. No module imports a layer to its right (function-level imports
 included). The leaves (`LEAVES`: events, settings, errors, theory, run_stats, choices,
-cost_model, lazy, limits, yes_no) may be imported by any layer and import only leaves. The workshop
-(bench, labs, production, head training, the lossless lab, the command line) uses the core
-and is used only by the page's tabs that show its work."""
+cost_model, lazy, limits, yes_no) may be imported by any layer and import only leaves. The
+workshop (bench, labs, production, head training, the lossless lab, the command line, and the
+tabs, panels and tools that show them on the page) sits above the page: the page names its
+parts in `app/parts.py` and never imports it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
-ORDER = ["models", "lm", "costs", "drafters", "engine", "viz", "workshop", "app"]
+ORDER = ["models", "lm", "costs", "drafters", "engine", "viz", "app", "workshop"]
 TOP = {"__main__", "__init__"}
 LEAVES = {"events", "settings", "errors", "theory", "run_stats", "choices", "cost_model", "lazy", "limits", "yes_no"}
 
@@ -120,8 +121,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_circles_inside_specviz():
-    # Function-level imports count: a circle broken only by importing late is still one.
+def import_graph() -> dict[str, set[str]]:
+    """Every specviz module -> the specviz modules it imports (function-level imports included)."""
     paths = [p for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts]
     modules = {_module_name(p) for p in paths}
     graph = {}
@@ -129,7 +130,26 @@ def test_no_import_circles_inside_specviz():
         own = _module_name(p)
         package = own if p.name == "__init__.py" else own.rsplit(".", 1)[0]
         graph[own] = {m for m in imports(p, package) if m in modules and m != own}
-    assert cycles(graph) == []
+    return graph
+
+
+def test_no_import_circles_inside_specviz():
+    # Function-level imports count: a circle broken only by importing late is still one.
+    assert cycles(import_graph()) == []
+
+
+def test_the_page_and_its_drawing_never_import_the_workshop():
+    """The page reaches the workshop's tabs, panels and tools only by name (`app/parts.py`)."""
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for part in ("app", "viz")
+        for path in sorted((ROOT / part).rglob("*.py"))
+        for name in imports(path)
+        if name == "specviz.workshop" or name.startswith("specviz.workshop.")
+    ]
+    assert not wrong, "\n".join(wrong)
+    named = (ROOT / "app" / "parts.py").read_text()
+    assert "specviz.workshop." in named  # and it does name them there
 
 
 def test_the_circle_finder_finds_one():
