@@ -333,7 +333,7 @@ def zero_gpu_status(config: PageConfig, pair: str) -> dict | None:
 
 
 # The API's first parameters after the prompt and the pair, in the order gradio_client callers
-# pass them positionally (README, "API"); every other GenerationSettings field follows in its
+# pass them positionally (docs/API.md); every other GenerationSettings field follows in its
 # declared order. `adaptive` is the older spelling of policy="cost-aware".
 API_LEAD = ("drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode", "adaptive", "top_k", "policy")
 # None: the policy's default k; no policy given (with `adaptive` for the older callers).
