@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from specviz.choices import TORCH
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
 
@@ -86,7 +87,7 @@ def from_gpu_report(path: str | Path) -> Curve:
         raise UserError(f"{path}: not a report of scripts/gpu_random_costs.py ({e})") from None
     where = (
         f"{report.get('device', 'a GPU')}, the bundled pair's shapes with random weights in "
-        f"{report.get('dtype', '?')} on the {report.get('runtime', 'torch')} runtime (scripts/gpu_check.sh)"
+        f"{report.get('dtype', '?')} on the {report.get('runtime', TORCH)} runtime (scripts/gpu_check.sh)"
     )
-    name = f"{report.get('device', 'GPU')}, {report.get('runtime', 'torch')}"
-    return Curve(name, CostModel(verify=verify, draft=draft, source=MEASURED_GPU), MEASURED_GPU, where, runtime="torch")
+    name = f"{report.get('device', 'GPU')}, {report.get('runtime', TORCH)}"
+    return Curve(name, CostModel(verify=verify, draft=draft, source=MEASURED_GPU), MEASURED_GPU, where, runtime=TORCH)
