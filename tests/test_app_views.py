@@ -46,6 +46,7 @@ def test_the_page_builds_with_the_stable_element_ids():
         "/lossless_check",
         "/export_settings",
         "/read_metrics",
+        "/tournament",
         "/generate_summary",
     ]
     params = [p["parameter_name"] for p in api["/generate"]["parameters"]]

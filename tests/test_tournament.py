@@ -200,3 +200,37 @@ def test_no_copying_drafter_beats_the_copy_oracle(pair):
     for e in result.entries:
         for r in e.rounds if e.drafter in (LOOKUP, SUFFIX) else []:
             assert r.accepted <= runs[r.start], "an accepted copy is a copy of earlier text"
+
+
+def test_the_tool_and_the_tab_give_the_clis_figures(pair, monkeypatch):
+    """One code path: the API tool's JSON is `report.to_dict` of `run.tournament`, as the CLI's
+    --json is, and the tab draws that dict (the heatmap, the ranked table with the oracles, the
+    text, the notes naming each curve's source), for this machine and as a prediction elsewhere."""
+    import json as json_
+
+    from specviz.app import runner
+    from specviz.app.loading import PairLoader
+    from specviz.workshop.tournament import tab
+    from specviz.workshop.tournament.report import to_dict
+    from specviz.workshop.tournament.cli import token_texts
+
+    monkeypatch.setattr(runner, "LOADER", PairLoader(lambda name, **_: pair))
+    settings = GenerationSettings(max_new_tokens=24, k=4, policy=FIXED, raw=True)
+    trace = engine.run(pair, PROMPT, settings)
+    got = json_.loads(tab.tournament(trace=trace.to_json(), pair="tiny"))
+    direct = to_dict(
+        tournament_run.tournament(pair, from_trace(pair, trace)),
+        texts=token_texts(pair, trace.token_ids),
+        trace=trace,
+    )
+    keep = ("drafter", "label", "rounds", "acceptance")
+    assert [{k: e[k] for k in keep} for e in got["entries"]] == [{k: e[k] for k in keep} for e in direct["entries"]]
+    assert got["measured"] and got["measured"][0]["drafter"] == MODEL
+    assert {c["source"] for c in got["curves"]} >= {"measured here", "published"}
+    assert all(c["link"].startswith("https://") for c in got["curves"] if c["source"] == "published")
+    heat, ranked, text, notes, curves = tab.views(got, got["curves"][-1]["name"])
+    assert "a prediction for" in heat.layout.title.text and "copy oracle" in ranked
+    assert text.count('class="tok"') == len(trace.token_ids)
+    assert "exact under greedy decoding" in notes and "github.com" in curves
+    exported = tab.export_winner(got, "vllm")
+    assert got["winner"]["drafter"] in exported or "nothing to export" in exported or "#" in exported

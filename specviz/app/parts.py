@@ -15,6 +15,7 @@ TABS = (
     "specviz.app.theory_tab:TheoryPage",
     "specviz.workshop.lossless_tab:LosslessPage",
     "specviz.app.labs_tab:LabsPage",
+    "specviz.workshop.tournament.tab:TournamentPage",
     "specviz.app.traces:TracesPage",
 )
 
@@ -26,11 +27,13 @@ PANELS = {
 }
 
 # The tools for programs, in order: functions returning JSON text, served as API endpoints and
-# MCP tools under their own names (app/tools.py), after the page's `generate`.
+# MCP tools under their own names (app/tools.py), after the page's `generate`; one that runs the
+# models says so (`runs_models = True` on the function) and waits for the models' slot.
 TOOLS = (
     "specviz.app.tools:speedup",
     "specviz.app.tools:best_k",
     "specviz.workshop.lossless_tab:lossless_check",
     "specviz.workshop.production.panels:export_settings",
     "specviz.workshop.production.panels:read_metrics",
+    "specviz.workshop.tournament.tab:tournament",
 )

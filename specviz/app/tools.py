@@ -123,10 +123,12 @@ def checked_pair(fn, config: PageConfig):
 
 def register(config: PageConfig, models: dict) -> None:
     """Add the tools as documented API endpoints (inside a Blocks context); a tool that takes
-    a `pair` has it checked first (`checked_pair`)."""
+    a `pair` has it checked first (`checked_pair`), and one that runs the models waits for their
+    slot (`models`)."""
     for name in parts.TOOLS:
         fn = named(name)
         if "pair" in inspect.signature(fn).parameters:
             fn = checked_pair(fn, config)
-        gr.api(shown_errors(fn, html=False), api_name=fn.__name__)
+        slot = models if getattr(fn, "runs_models", False) else {}
+        gr.api(shown_errors(fn, html=False), api_name=fn.__name__, **slot)
     gr.api(shown_errors(generate_api_summary(config), html=False), api_name="generate_summary", **models)

@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from specviz.choices import DRAFTERS, FIXED, SPECULATIVE
+from specviz.errors import UserError
 from specviz.events import RoundEvent, Trace
 from specviz.workshop.production.export import FORMATS, export
 from specviz.workshop.production.found import Found, models_of
@@ -91,7 +92,10 @@ def winner_export(result: Result, entries: list[dict], curve: str) -> dict:
     fixed = [e for e in entries if e["drafter"] == name and e["policy"] == FIXED and curve in e["priced"]]
     best = max(fixed, key=lambda e: e["priced"][curve]["speedup"]) if fixed else top[0]
     settings = replace(result.text.settings, drafter=name, k=best["k"], policy=FIXED)
-    target, draft = models_of(result.pair_name)
+    try:
+        target, draft = models_of(result.pair_name)
+    except UserError as e:  # a pair no engine can load by name (a custom one): nothing to export
+        return {"drafter": name, "k": best["k"], "formats": {}, "note": str(e)}
     found = Found(
         pair=result.pair_name,
         target=target,
