@@ -219,9 +219,7 @@ def test_the_tool_and_the_tab_give_the_clis_figures(pair, monkeypatch):
     trace = engine.run(pair, PROMPT, settings)
     got = json_.loads(tab.tournament(trace=trace.to_json(), pair="tiny"))
     direct = to_dict(
-        tournament_run.tournament(pair, from_trace(pair, trace)),
-        texts=token_texts(pair, trace.token_ids),
-        trace=trace,
+        tournament_run.tournament(pair, from_trace(pair, trace)), texts=token_texts(pair, trace.token_ids), trace=trace
     )
     keep = ("drafter", "label", "rounds", "acceptance")
     assert [{k: e[k] for k in keep} for e in got["entries"]] == [{k: e[k] for k in keep} for e in direct["entries"]]
