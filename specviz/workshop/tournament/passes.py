@@ -36,9 +36,10 @@ from specviz.workshop.tournament.text import Text
 CHUNK = 64  # answer positions per pass: one chunk of logits rows per model in memory
 TREE_WIDTH = 8  # the most children a draft-model tree takes per node (settings' tree_width span)
 TOP_P = 64  # the target's likeliest tokens kept per position under sampling
-# A top-2 logit gap this small may flip between a batched pass and a run's one-token passes
-# (fp32 on a CPU differs by ~1e-5; llama.cpp's batched Q4 kernels by up to ~1e-2).
-NEAR_TIE = 0.05
+# A top-2 logit gap this small may flip between a batched pass and a run's one-token passes:
+# llama.cpp's quantised products round a pass over several tokens differently from a one-token
+# pass (tests/test_runtime_llamacpp_bundled.py holds greedy output to the same bound), as bf16 does.
+NEAR_TIE = 0.5
 
 Progress = Callable[[float, str], None]
 
