@@ -17,6 +17,7 @@ import gradio as gr
 from specviz.app import runner, zero_gpu
 from specviz.app.shown_errors import shown_errors
 from specviz.app.stopping import session_of
+from specviz.app.page import STATE_TTL_S
 from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, chart, hint, muted
 from specviz.errors import UserError
 from specviz.events import Trace, load_trace
@@ -61,7 +62,7 @@ class TournamentTab:
         with gr.Accordion("Where the figures are exact, and where each cost curve comes from", open=False):
             self.notes = gr.HTML(elem_id="tournament-notes")
             self.curves = gr.HTML(elem_id="tournament-curves")
-        self.result = gr.State(None)
+        self.result = gr.State(None, time_to_live=STATE_TTL_S)  # a session's result, kept as its trace is
 
     @property
     def views(self) -> list:
