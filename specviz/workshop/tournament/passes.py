@@ -6,7 +6,7 @@ run's context is once its earlier tokens are out. From each row the tournament k
 what it needs, so memory stays one chunk of rows per model:
 
 - the target: its argmax and top-2 logit gap (does it agree with the text, and how nearly
-  tied is it), and under sampling the TOP_P most likely tokens of the distribution sampled
+  tied is it), and under sampling the TARGET_TOP most likely tokens of the distribution sampled
   from, for a copied token's chance p(x);
 - a draft model (the draft, the target's early layers): its greedy choice and confidence
   (the top probability a drafter ranks by, `drafters.base.ranked`), its top-2 logit gap, its
@@ -35,7 +35,7 @@ from specviz.workshop.tournament.text import Text
 
 CHUNK = 64  # answer positions per pass: one chunk of logits rows per model in memory
 TREE_WIDTH = 8  # the most children a draft-model tree takes per node (settings' tree_width span)
-TOP_P = 64  # the target's likeliest tokens kept per position under sampling
+TARGET_TOP = 64  # the target's likeliest tokens kept per position under sampling
 # A top-2 logit gap this small may flip between a batched pass and a run's one-token passes:
 # llama.cpp's quantised products round a pass over several tokens differently from a one-token
 # pass (tests/test_runtime_llamacpp_bundled.py holds greedy output to the same bound), as bf16 does.
@@ -48,13 +48,13 @@ Progress = Callable[[float, str], None]
 class TargetRows:
     argmax: np.ndarray  # (n,) the target's greedy choice at each answer position
     gap: np.ndarray  # (n,) its top-2 logit gap there
-    top_ids: np.ndarray | None = None  # (n, TOP_P) under sampling: its likeliest tokens
-    top_p: np.ndarray | None = None  # (n, TOP_P) and their probabilities
+    top_ids: np.ndarray | None = None  # (n, TARGET_TOP) under sampling: its likeliest tokens
+    top_p: np.ndarray | None = None  # (n, TARGET_TOP) and their probabilities
     prefill_ms: float = 0.0  # the pass over the prompt, as timed here
     pass_ms: float = 0.0  # the pass over the answer
 
     def p_of(self, i: int, token: int) -> float:
-        """The target's probability of `token` at position i (0 outside its TOP_P likeliest)."""
+        """The target's probability of `token` at position i (0 outside its TARGET_TOP likeliest)."""
         hit = np.flatnonzero(self.top_ids[i] == token)
         return float(self.top_p[i, hit[0]]) if hit.size else 0.0
 
@@ -103,7 +103,7 @@ def _read_target(reader: Reader, logits: torch.Tensor, sampler: Sampler) -> torc
     if sampler.greedy:
         return None
     p = sampler.distribution(logits)
-    values, ids = rows.top(p, TOP_P)
+    values, ids = rows.top(p, TARGET_TOP)
     reader.keep(top_ids=ids.numpy(), top_p=values.numpy())
     return p
 
