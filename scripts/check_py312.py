@@ -32,6 +32,10 @@ TARGET = [
     "abi3",
     "--abi",
     "none",
+    # A Space's image is Debian bookworm (glibc 2.36): manylinux_2_31 wheels run there (llguidance
+    # ships no older tag since 1.7).
+    "--platform",
+    "manylinux_2_31_x86_64",
     "--platform",
     "manylinux_2_28_x86_64",
     "--platform",

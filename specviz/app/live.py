@@ -211,7 +211,7 @@ def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.
 
 
 def control(name: str, **layout) -> gr.components.Component:
-    """A setting's control, from its declaration: a radio, a checkbox, a number box or a slider."""
+    """A setting's control, from its declaration: a radio, a checkbox, a text box, a number box or a slider."""
     s = SPECS[name]
     info = s.help if s.info is None else s.info or None
     common = {"value": getattr(DEFAULTS, name), "label": s.label, "info": info, "elem_id": name, **layout}
@@ -219,6 +219,8 @@ def control(name: str, **layout) -> gr.components.Component:
         return gr.Radio(s.registry.labelled(), **common)
     if s.kind == "flag":
         return gr.Checkbox(**common)
+    if s.kind == "string":
+        return gr.Textbox(lines=3, max_lines=12, max_length=int(s.limit.value), **common)
     whole = {"precision": 0} if s.kind == "whole" else {}
     if s.box:
         return gr.Number(minimum=s.span[0], **whole, **common)

@@ -93,7 +93,7 @@ def add_setting(parser: argparse.ArgumentParser, name: str, default: Any = None)
     )
 
 
-ARG_TYPES = {"whole": int, "number": float, "choice": str}
+ARG_TYPES = {"whole": int, "number": float, "choice": str, "string": str}
 
 
 def add_runtime(parser: argparse.ArgumentParser, more: str = "") -> None:
