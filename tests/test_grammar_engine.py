@@ -263,3 +263,34 @@ def test_masking_only_p_keeps_the_distribution_but_proposes_forbidden_tokens():
     ok, why = _check(outcomes, h.expected(), N_BROKEN)
     assert ok, why  # exact for any q: no distribution failure to show
     assert forbidden > N_BROKEN // 10  # but the draft proposes what the grammar forbids
+
+
+# ---- the other runtime and the other drafters -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "drafter, draft", [("model", "close"), ("tree", "close"), ("lookup", None), ("suffix", None), ("lookahead", None)]
+)
+def test_greedy_constrained_speculative_equals_constrained_plain_on_llamacpp(drafter, draft):
+    pytest.importorskip("llama_cpp")
+    from test_runtime_llamacpp import llamacpp_pair
+
+    pair = llamacpp_pair(draft)
+    for kind in (JSON_SCHEMA, REGEX):
+        base = dict(max_new_tokens=N_NEW, output_format=kind, output_spec=FORMATS[kind])
+        want = engine.run(pair, "hello", GenerationSettings(mode="plain", **base))
+        got = engine.run(pair, "hello", GenerationSettings(drafter=drafter, policy="fixed", k=4, **base))
+        assert got.token_ids == want.token_ids, (drafter, kind)
+        assert got.summary.format_check == want.summary.format_check
+
+
+@pytest.mark.parametrize("method", ["text", "intersection"])
+def test_greedy_constrained_speculative_equals_constrained_plain_with_a_draft_of_another_tokenizer(method):
+    from test_cross_vocab import cross_pair
+
+    pair = cross_pair()
+    for kind in (JSON_SCHEMA, REGEX):
+        base = dict(max_new_tokens=N_NEW, output_format=kind, output_spec=FORMATS[kind])
+        want = engine.run(pair, "hello", GenerationSettings(mode="plain", **base))
+        got = engine.run(pair, "hello", GenerationSettings(vocab_method=method, policy="fixed", k=4, **base))
+        assert got.token_ids == want.token_ids, (method, kind)
