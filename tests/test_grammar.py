@@ -214,3 +214,21 @@ def test_walk_never_goes_past_the_room_left(person):
     assert w.proposal.tokens.numel() <= 1
     w = walk(g, Proposal.empty(torch.tensor([1, 2, 3])), room=0)
     assert w.proposal.tokens.numel() == 0 and w.proposal.allowed.shape[0] == 1
+
+
+def test_the_command_line_takes_the_format_and_a_schema_from_a_file(tmp_path):
+    import argparse
+
+    from specviz.workshop import generate_cli as cli
+
+    path = tmp_path / "person.json"
+    path.write_text(PERSON, encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args(["--prompt", "x", "--output-format", JSON_SCHEMA, "--output-spec", f"@{path}"])
+    assert cli.settings_from(args).output_spec == PERSON
+    bad = parser.parse_args(["--prompt", "x", "--output-format", JSON_SCHEMA, "--output-spec", "@/no/such/file"])
+    with pytest.raises(UserError, match="cannot read the output format"):
+        cli.settings_from(bad)
+    with pytest.raises(SystemExit):  # argparse lists the formats
+        parser.parse_args(["--prompt", "x", "--output-format", "xml"])

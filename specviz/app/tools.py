@@ -99,14 +99,24 @@ def lossless_check(p: str, q: str, samples: int = 200_000, seed: int = 0) -> str
     )
 
 
-def export_settings(format: str, pair: str = "qwen-coder", drafter: str = MODEL, k: int = 4) -> str:
-    """A pair, drafter and draft length as the command or code that runs them in another engine.
+def export_settings(
+    format: str,
+    pair: str = "qwen-coder",
+    drafter: str = MODEL,
+    k: int = 4,
+    output_format: str = DEFAULTS.output_format,
+    output_spec: str = "",
+) -> str:
+    """A pair, drafter and draft length as the command or code that runs them in another engine,
+    with an output format beside them where one is given.
 
     Args:
         format: vllm, sglang, llamacpp, transformers or llama-cpp-python
         pair: a model pair preset
         drafter: model, tree, lookup, early-exit, head, suffix or lookahead
         k: tokens drafted per step
+        output_format: text (none), json, regex, choice or grammar
+        output_spec: the JSON schema, regular expression, choices (a JSON list or one a line) or grammar
 
     Returns:
         JSON with format, language, text (the command or code; empty where the engine lacks the drafter) and notes.
@@ -114,7 +124,9 @@ def export_settings(format: str, pair: str = "qwen-coder", drafter: str = MODEL,
     from specviz.workshop.production import found
     from specviz.workshop.production.export import export
 
-    settings = from_request({"drafter": drafter, "k": k, "policy": FIXED})
+    settings = from_request(
+        {"drafter": drafter, "k": k, "policy": FIXED, "output_format": output_format, "output_spec": output_spec}
+    )
     return json.dumps(export(found.from_settings(pair, settings), format).to_dict())
 
 
@@ -147,6 +159,8 @@ def generate_api_summary(config: PageConfig):
         drafter: str = DEFAULTS.drafter,
         temperature: float = DEFAULTS.temperature,
         max_new_tokens: int = 64,
+        output_format: str = DEFAULTS.output_format,
+        output_spec: str = "",
         request: gr.Request = None,
     ) -> str:
         """Run speculative decoding with the page's defaults (the cost-aware draft length) and
@@ -158,12 +172,23 @@ def generate_api_summary(config: PageConfig):
             drafter: model, tree, lookup, early-exit, head, suffix or lookahead
             temperature: 0 for greedy, up to 2
             max_new_tokens: tokens to generate
+            output_format: text (none), json, regex, choice or grammar: what the answer must be
+            output_spec: the JSON schema, regular expression, choices (a JSON list or one a line) or grammar
 
         Returns:
             JSON with text, summary (tokens, rounds, acceptance, tokens per second, speedup over plain
-            decoding, ...) and metrics (vLLM's per-request names).
+            decoding, forced tokens, the answer checked against its format, ...) and metrics (vLLM's
+            per-request names).
         """
-        settings = from_request({"drafter": drafter, "temperature": temperature, "max_new_tokens": max_new_tokens})
+        settings = from_request(
+            {
+                "drafter": drafter,
+                "temperature": temperature,
+                "max_new_tokens": max_new_tokens,
+                "output_format": output_format,
+                "output_spec": output_spec,
+            }
+        )
         last = None
         for last in runner.stream(pair, check_prompt(prompt), settings, session_of(request), config):
             pass
