@@ -14,11 +14,12 @@ module stays a leaf that the settings (and `--help`) can import without torch.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from specviz.lazy import named
 
 CHAIN = "chain"  # proposes one line of tokens
 MODEL_TREE = "model-tree"  # grows a tree from the draft model, sized by its node budget
@@ -79,6 +80,7 @@ class Choice:
     label: str  # the page's words
     help: str  # one line: --help, the API's docs
     factory: str = ""  # "module:function", imported on first use (a runtime's: its loader)
+    opens: str = ""  # runtimes: "module:function" making an LM over one of its models, where they make none
     needs_draft: bool = False  # needs the pair's draft model loaded
     shape: str = CHAIN  # drafters: CHAIN, MODEL_TREE or DRAFT_FREE_TREE
     draft_cost: str = DRAFT_MODEL_COST  # drafters: what the cost-aware policy charges per drafted token
@@ -90,8 +92,7 @@ class Choice:
     explained: str = ""  # vocab methods: what the phrase means, where the page has room to say it
 
     def make(self, *args: Any, **kwargs: Any) -> Any:
-        module, _, name = self.factory.partition(":")
-        make: Callable[..., Any] = getattr(importlib.import_module(module), name)
+        make: Callable[..., Any] = named(self.factory)
         return make(*args, **kwargs)
 
 
@@ -234,6 +235,7 @@ RUNTIMES = Registry(
         "transformers' modules in torch, the CPU's own precision (bf16 where native)",
         "specviz.lm.torch_runtime.loader:load_torch_pair",
         capabilities=frozenset({TREE_PASS, EARLY_EXIT_PASS, DEVICE_MAP, HF_GENERATE, BATCHED}),
+        opens="specviz.lm.torch_runtime.lean:model_lm",  # its models are transformers' modules
     ),
     Choice(
         LLAMACPP,

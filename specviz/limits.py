@@ -28,7 +28,7 @@ class Limit:
     name: str  # what is counted, as a refusal names it
     default: float
     env: str  # the environment variable that changes it
-    what: str  # one line for the README's table
+    what: str  # one line for the table in docs/DEPLOYING.md
     unit: str = ""  # after the numbers in a refusal: "bytes", "characters"
 
     @property

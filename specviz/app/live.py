@@ -25,10 +25,11 @@ from pathlib import Path
 import gradio as gr
 
 from specviz import viz
-from specviz.app import production, runner
+from specviz.app import runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.app.stopping import NO_SESSION, session_of
+from specviz.app.streams import TOKEN_CLICK_JS, alignment_view
 from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, chart, hint, shown, stops
 from specviz.events import RoundEvent, Trace
 from specviz.models.catalogue.presets import list_presets
@@ -36,23 +37,9 @@ from specviz.choices import COST_AWARE, PLAIN, POLICIES, SPECULATIVE, SUFFIX
 from specviz.settings import DEFAULTS, PROMPT, SPECS, GenerationSettings, Setting, check_prompt, default_k, from_request
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
-from specviz.viz.tree import alignment_html, tree_figure
+from specviz.viz.tree import tree_figure
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
-# Clicking a token in a stream asks the inspector for that round and position; each new
-# value scrolls the stream to its end, where the newest round is.
-TOKEN_CLICK_JS = """
-element.addEventListener('click', (e) => {
-  const t = e.target.closest('.tok[data-round]');
-  if (t) trigger('click', {round: Number(t.dataset.round), pos: Number(t.dataset.pos)});
-});
-watch('value', () => {
-  const s = element.querySelector('.specviz-stream');
-  if (s) s.scrollTop = s.scrollHeight;
-});
-"""
-
-
 NO_RUN = "Press Run to generate: each token appears coloured by what happened to it."
 
 # Where the page puts the settings: the choices stacked, then rows side by side. Any other
@@ -280,11 +267,6 @@ def latest_round_views(trace: Trace) -> tuple:
     return shown(gr.Plot, tree), alignment_view(last, trace.meta)
 
 
-def alignment_view(event: RoundEvent | None, meta) -> gr.HTML:
-    """A round's alignment with a draft of another tokenizer, shown; hidden for any other round."""
-    return shown(gr.HTML, alignment_html(event, meta) if event is not None and event.alignment else None)
-
-
 def stopped_views(trace: Trace | None) -> tuple:
     """After Stop: the stream as it stood, marked stopped (its plots are already drawn)."""
     if trace is None or trace.summary.stop_reason:
@@ -379,16 +361,20 @@ def beyond_slider(s: Setting, value) -> bool:
 
 
 class LivePage(Tab):
-    """The run: settings, the coloured stream, its stats and timeline, and an export of the
-    settings for other engines."""
+    """The run: settings, the coloured stream, its stats and timeline. Another tab shows a
+    trace here through `views` and `controls_from` (traces: an upload)."""
 
     id, title = "live", "Live run"
+    views = staticmethod(live_views)
 
     def build(self, shared: Shared) -> None:
         self.ui = LiveTab(shared.config)
-        self.export = production.ExportPanel()
         self.runs = LiveRuns(shared.config, self.ui)
-        self.redraw_inputs, self.redraw_outputs = [self.export.format], self.export.outputs
+        self.config = shared.config
+
+    def controls_from(self, trace: Trace) -> tuple:
+        """The tab's inputs set to `trace`'s prompt and settings (`controls_from`)."""
+        return controls_from(trace, self.config)
 
     def wire(self, shared: Shared) -> None:
         """A new run first stops the session's current one (Stop and that step skip the queue);
@@ -410,7 +396,3 @@ class LivePage(Tab):
         )
         stop = stops(ui.stop.click, [run, *reruns])
         shared.then_refresh(stop.then(stopped_views, [shared.trace], ui.outputs, **PRIVATE))
-        production.wire_export(self.export, shared.trace)
-
-    def redraw(self, trace: Trace | None, fmt: str) -> tuple:
-        return production.export_views(trace, fmt)

@@ -51,7 +51,7 @@ def _entry(pair) -> tuple[float, DraftHead, HeadInfo, dict[int, float]]:
     if not path.is_file():
         raise UserError(
             f"no draft head is trained for {target_label(pair)} yet: {train_command(pair)} "
-            f"trains one on this machine (minutes; see the README)"
+            f"trains one on this machine (minutes; see docs/DRAFTERS.md)"
         )
     mtime = path.stat().st_mtime
     if _loaded.get(str(path), (None,))[0] != mtime:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.events import RoundEvent
+from specviz.events import RoundEvent, Trace
+from specviz.run_stats import rounds_of
 from specviz.viz.palette import DRAFT, MONO, OVERLAP, RESIDUAL, TARGET, empty_figure, label_axis, style_figure
 from specviz.viz.text import EMPTY_MARK, esc, label_html, plural, quoted, visible_text
 from specviz.viz.tokens import fmt_prob, fmt_ratio, ratio, round_is_greedy
@@ -24,6 +25,16 @@ PROPOSERS = {
     HEAD: "the draft head (from the target's own state)",
 }
 NEAR_TIE_LOGITS = 0.5  # a top-2 logit gap this small can flip between a 1-token and a k-token pass
+
+
+def trace_rounds(trace: Trace | None) -> list[RoundEvent]:
+    """The rounds a trace holds (none without a trace): what the inspector steps through."""
+    return rounds_of(trace.events) if trace is not None else []
+
+
+def round_at(rounds: list[RoundEvent], round_index) -> int:
+    """The chosen round's index (the slider's value; none: the first), clamped to the run."""
+    return min(max(int(round_index or 0), 0), len(rounds) - 1)
 
 
 class _Plain:
