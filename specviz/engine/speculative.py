@@ -78,12 +78,8 @@ class SpeculativeDecoder(Decoder):
         o = r.outcome
         n = len(o.path)
         shown = _shown(o)
-        forced = set(proposal.forced)
         drafted = [
-            DraftToken(
-                id=o.tokens[i], text="", p=o.p[i], q=o.q[i], u=o.u[i], decision=o.decisions[i], forced=i in forced
-            )
-            for i in shown
+            DraftToken(id=o.tokens[i], text="", p=o.p[i], q=o.q[i], u=o.u[i], decision=o.decisions[i]) for i in shown
         ]
         kept = len(self.kept(o.new_tokens))  # < n + 1 only when an accepted draft was a stop token
         self.ids = torch.cat([self.ids, torch.tensor(o.new_tokens[:kept], dtype=torch.long, device=self.device)])
@@ -114,22 +110,30 @@ class SpeculativeDecoder(Decoder):
             annotate(positions, _along(proposal.allowed, o.path), _along(r.unmasked, o.path), self.sampler)
         if first:
             self.tally.count_first(kept)
-        else:  # the drafter and the policy had no part in the first round; they hear of drafted tokens only
-            own = [i not in forced for i in shown]
-            mine, got = sum(own[:tested]), sum(own[:accepted])
-            self.length.update(sum(own), got, setup_ms=proposal.setup_ms)
-            self.tally.count_round(
-                new=kept,
-                tested=mine,
-                accepted=got,
-                overlap=[b for b, m in zip(overlap, own) if m],
-                target_ms=r.target_ms,
-                draft_ms=proposal.ms,
-                draft_passes=proposal.passes,
-                draft_tokens=len(o.tokens) - len(forced),
-                forced=(tested - mine, accepted - got),
-            )
+        else:  # the drafter and the policy had no part in the first round
+            self._count(proposal, r, drafted, kept, tested, accepted, overlap)
         return self._told(proposal, drafted, emitted, positions, r.verify_ms, [] if chain else self._tree(o, proposal))
+
+    def _count(self, proposal, r: Round, drafted, kept: int, tested: int, accepted: int, overlap) -> None:
+        """The round in the policy's and the tally's counts: the tokens an output format forced
+        (marked on `drafted`) are counted apart from the drafter's own, which alone the policy hears."""
+        shown = _shown(r.outcome)
+        own = [i not in proposal.forced for i in shown]
+        for d, mine in zip(drafted, own):
+            d.forced = not mine
+        mine, got = sum(own[:tested]), sum(own[:accepted])
+        self.length.update(sum(own), got, setup_ms=proposal.setup_ms)
+        self.tally.count_round(
+            new=kept,
+            tested=mine,
+            accepted=got,
+            overlap=[b for b, m in zip(overlap, own) if m],
+            target_ms=r.target_ms,
+            draft_ms=proposal.ms,
+            draft_passes=proposal.passes,
+            draft_tokens=len(r.outcome.tokens) - len(proposal.forced),
+            forced=(tested - mine, accepted - got),
+        )
 
     def _told(self, proposal, drafted, emitted, positions, verify_ms: float, tree: list[TreeNode]) -> RoundEvent:
         event = RoundEvent(

@@ -95,21 +95,26 @@ def _without_missing_tools(methods: list[Method]) -> list[Method]:
     return methods
 
 
+def _prompts(args: argparse.Namespace) -> list[BenchPrompt]:
+    """The prompts --prompts, --kinds, --prompt-ids and --limit name."""
+    kinds = parse_list("--kinds", args.kinds) if args.kinds else KINDS
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise UserError(f"unknown prompt kind(s): {', '.join(unknown)} (known: {', '.join(KINDS)})")
+    return select(
+        [p for p in load_prompts(args.prompts) if p.kind in kinds],
+        ids=parse_list("--prompt-ids", args.prompt_ids) if args.prompt_ids else None,
+        limit=args.limit,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     ks = _ks(args.k)
     names = parse_list("--methods", args.methods) if args.methods else default_methods(ks)
     methods = [parse_method(n) for n in dict.fromkeys(names)]  # parsed before loading: a typo fails fast
     methods = _without_missing_tools(methods)
     _check(args)
-    kinds = parse_list("--kinds", args.kinds) if args.kinds else KINDS
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown:
-        raise UserError(f"unknown prompt kind(s): {', '.join(unknown)} (known: {', '.join(KINDS)})")
-    prompts = select(
-        [p for p in load_prompts(args.prompts) if p.kind in kinds],
-        ids=parse_list("--prompt-ids", args.prompt_ids) if args.prompt_ids else None,
-        limit=args.limit,
-    )
+    prompts = _prompts(args)
     opts = BenchOptions(
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
