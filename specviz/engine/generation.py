@@ -89,7 +89,8 @@ class Generation:
         if settings.mode == SPECULATIVE:
             meta["drafter"] = self._decoder.drafter.name
         if self._decoder.grammar is not None:
-            meta["grammar"] = {"engine": "llguidance", "compile_ms": self._decoder.grammar.compile_ms}
+            g = self._decoder.grammar
+            meta["grammar"] = {"engine": "llguidance", "compile_ms": g.compile_ms, "vocab_size": g.vocab_size}
         self._prompt = prompt
         self._meta = meta
 
