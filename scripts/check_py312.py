@@ -32,8 +32,8 @@ TARGET = [
     "abi3",
     "--abi",
     "none",
-    # A Space's image is Debian bookworm (glibc 2.36): manylinux_2_31 wheels run there (llguidance
-    # ships no older tag since 1.7).
+    # The Python images a Space builds on are Debian bookworm (glibc 2.36), where manylinux_2_31
+    # wheels run: llguidance ships no older tag after 1.6.
     "--platform",
     "manylinux_2_31_x86_64",
     "--platform",
