@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from specviz import engine, viz
+import pytest
+
+from specviz import engine, run_stats, viz
 from specviz.choices import JSON_SCHEMA
 from specviz.events import DraftToken, EmittedToken, PositionInfo, RoundEvent, Trace
 from specviz.settings import GenerationSettings
@@ -64,3 +66,20 @@ def test_a_constrained_trace_round_trips_with_its_forced_tokens_and_masks():
     forced = [d for e in again.events for d in e.drafted if d.forced]
     assert forced and all(p.allowed for e in again.events for p in e.positions)
     assert again.meta["grammar"]["vocab_size"] == pair.vocab_size
+
+
+def test_the_labs_draw_acceptance_by_position_with_and_without_the_format():
+    from specviz.viz.acceptance_plots import grammar_positions_figure
+    from specviz.workshop.labs.panels import grammar_views
+
+    pair = tiny_pair("close")
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+    base = dict(drafter="model", policy="fixed", k=4, max_new_tokens=24)
+    constrained = engine.run(pair, "hello", GenerationSettings(**base, output_format=JSON_SCHEMA, output_spec=schema))
+    free = engine.run(pair, "hello", GenerationSettings(**base))
+    fig, words = grammar_views(constrained, free)
+    names = [t.name for t in fig.data]
+    assert names == ["with the output format", "free text"]
+    assert list(fig.data[1].y) == pytest.approx(run_stats.acceptance_by_position(free.events))
+    assert "forced tokens" in words and "Free text" in words
+    assert grammar_positions_figure([], []).data == ()
