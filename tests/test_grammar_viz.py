@@ -83,3 +83,18 @@ def test_the_labs_draw_acceptance_by_position_with_and_without_the_format():
     assert list(fig.data[1].y) == pytest.approx(run_stats.acceptance_by_position(free.events))
     assert "forced tokens" in words and "Free text" in words
     assert grammar_positions_figure([], []).data == ()
+
+
+def test_the_live_stats_count_forced_tokens_apart_as_the_summary_does():
+    pair = tiny_pair("close")
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+    s = GenerationSettings(
+        drafter="model", k=4, policy="fixed", max_new_tokens=32, output_format=JSON_SCHEMA, output_spec=schema
+    )
+    trace = engine.run(pair, "hello", s)
+    live = viz.live_stats(trace.events)
+    summary = trace.summary
+    assert (live.checked, live.accepted) == (summary.drafted, summary.accepted)
+    assert (live.forced, live.forced_accepted) == (summary.forced, summary.forced_accepted) and live.forced > 0
+    html = viz.stats_html(live, summary)
+    assert "forced" in html and "grammar / token" in html and "of a one-token target pass" in html
