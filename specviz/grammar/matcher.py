@@ -122,7 +122,10 @@ def _tokenizers(key: tuple) -> object:
     tokenizer, vocab_size, stops = key[0]._tokenizer, key[1], list(key[2])
     import llguidance.hf
 
-    return llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size, eos_token=stops)
+    try:
+        return llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size, eos_token=stops)
+    except ValueError as e:  # llguidance reads fast (Rust) tokenizers only
+        raise UserError(f"output formats need the pair's tokenizer as a fast tokenizer: {e}") from None
 
 
 class _Keyed:
