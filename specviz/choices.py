@@ -43,6 +43,12 @@ TEXT = "text"
 INTERSECTION = "intersection"
 SPECULATIVE = "speculative"
 PLAIN = "plain"
+# What a run's output must be (FORMATS, `specviz/grammar/`): free text, or text a grammar allows.
+FREE_TEXT = "text"
+JSON_SCHEMA = "json"
+REGEX = "regex"
+CHOICE = "choice"
+GRAMMAR = "grammar"
 
 # The runtimes by name (lm.runtime implements them); AUTO lets measurement choose.
 AUTO = "auto"
@@ -278,6 +284,16 @@ MODES = Registry(
     Choice(SPECULATIVE, "Speculative", "draft, then verify in one target pass"),
     Choice(PLAIN, "Plain (target only)", "the target alone, one token per pass"),
     default=SPECULATIVE,
+)
+
+FORMATS = Registry(
+    "output format",
+    Choice(FREE_TEXT, "Free text", "no constraint"),
+    Choice(JSON_SCHEMA, "JSON (schema)", "JSON that a JSON schema accepts (empty: any JSON object)"),
+    Choice(REGEX, "Regular expression", "text that a regular expression matches whole"),
+    Choice(CHOICE, "One of a list", "one of a list of strings: a JSON list, or one per line"),
+    Choice(GRAMMAR, "Grammar", "a grammar in llguidance's Lark syntax, or llama.cpp's GBNF"),
+    default=FREE_TEXT,
 )
 
 

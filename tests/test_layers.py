@@ -1,7 +1,7 @@
 """Imports flow one way, in the order of `ORDER`: models -> lm -> costs -> drafters -> engine
 -> viz -> app -> workshop. No module imports a layer to its right (function-level imports
 included). The leaves (`LEAVES`: events, settings, errors, theory, run_stats, choices,
-cost_model, lazy, limits, yes_no) may be imported by any layer and import only leaves. The
+cost_model, lazy, limits, yes_no, grammar) may be imported by any layer and import only leaves. The
 workshop (bench, labs, production, head training, the lossless lab, the command line, and the
 tabs, panels and tools that show them on the page) sits above the page: the page names its
 parts in `app/parts.py` and never imports it.
@@ -19,7 +19,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
 ORDER = ["models", "lm", "costs", "drafters", "engine", "viz", "app", "workshop"]
 TOP = {"__main__", "__init__"}
-LEAVES = {"events", "settings", "errors", "theory", "run_stats", "choices", "cost_model", "lazy", "limits", "yes_no"}
+LEAVES = {
+    "events",
+    "settings",
+    "errors",
+    "theory",
+    "run_stats",
+    "choices",
+    "cost_model",
+    "lazy",
+    "limits",
+    "yes_no",
+    "grammar",
+}
 
 
 def layer(module: str) -> str:

@@ -107,7 +107,7 @@ def inspect(trace: Trace | None, round_index, position=None) -> tuple:
     pos = int(position) if position is not None and int(position) in valid else default_position(event)
     return (
         gr.Slider(minimum=0, maximum=max(len(rounds) - 1, 1), value=i, interactive=len(rounds) > 1),
-        round_narrative_html(event),
+        round_narrative_html(event, (trace.meta.get("grammar") or {}).get("vocab_size")),
         gr.Radio(choices=choices, value=pos if pos in valid else None),
         position_bars_figure(event, pos),
         viz.tokens_html(rounds[: i + 1]),

@@ -44,7 +44,7 @@ NO_RUN = "Press Run to generate: each token appears coloured by what happened to
 
 # Where the page puts the settings: the choices stacked, then rows side by side. Any other
 # setting (a new one too) goes under "More settings", in declared order.
-STACKED = ("runtime", "drafter", "mode", "policy")
+STACKED = ("runtime", "drafter", "mode", "policy", "output_format", "output_spec")
 ROWS = (("k",), ("temperature", "top_p"), ("seed", "top_k", "max_new_tokens"), ("tree_nodes", "tree_width"))
 
 
@@ -116,26 +116,24 @@ def load_examples() -> list[dict]:
 # the measured pass costs pay for), greedy decoding, and room for the whole answer (150-250
 # tokens: the default 128 ends it as the copy gets going). Code and prose examples set the same
 # settings back to their defaults, the draft model's.
-EDIT = "edit"
-EXAMPLE_SETTINGS = {
-    EDIT: GenerationSettings(
-        mode=SPECULATIVE,
-        drafter=SUFFIX,
-        policy=COST_AWARE,
-        k=default_k(COST_AWARE),
-        temperature=0.0,
-        max_new_tokens=256,
-    )
-}
-SET_BY_EXAMPLES = ("mode", "drafter", "policy", "k", "temperature", "max_new_tokens")
+# A JSON example (its schema its own) copies values from its prompt the same way, and the grammar
+# forces the keys and punctuation besides. Every other example sets free text back.
+EDIT, JSON = "edit", "json"
+COPYING = GenerationSettings(
+    mode=SPECULATIVE, drafter=SUFFIX, policy=COST_AWARE, k=default_k(COST_AWARE), temperature=0.0, max_new_tokens=256
+)
+EXAMPLE_SETTINGS = {EDIT: COPYING, JSON: COPYING}
+SET_BY_EXAMPLES = ("mode", "drafter", "policy", "k", "temperature", "max_new_tokens", "output_format", "output_spec")
 EXAMPLE_HEADINGS = {
-    EDIT: "Examples: edit work, where the suffix drafter copies the input (then race it on Side by side)"
+    EDIT: "Examples: edit work, where the suffix drafter copies the input (then race it on Side by side)",
+    JSON: "Examples: JSON extraction under a schema, its keys and quotes forced by the grammar (then race it on Side by side)",
 }
 
 
 def make_examples(examples: list[dict], prompt: gr.Textbox, settings: dict) -> dict[str, gr.Examples]:
-    """One set of examples per heading (code and prose together, edit work apart): a click sets
-    the prompt and SET_BY_EXAMPLES from its kind's settings. A click runs nothing."""
+    """One set of examples per heading (code and prose together, edit work and JSON apart): a
+    click sets the prompt and SET_BY_EXAMPLES from the example's own output format and its
+    kind's settings. A click runs nothing."""
     groups: dict[str, list[dict]] = {}
     for e in examples:
         groups.setdefault(EXAMPLE_HEADINGS.get(e["kind"], "Examples: code and prose"), []).append(e)
@@ -143,7 +141,7 @@ def make_examples(examples: list[dict], prompt: gr.Textbox, settings: dict) -> d
     made = {}
     for heading, group in groups.items():
         rows = [
-            [e["prompt"], *(getattr(EXAMPLE_SETTINGS.get(e["kind"], DEFAULTS), n) for n in SET_BY_EXAMPLES)]
+            [e["prompt"], *(e.get(n, getattr(EXAMPLE_SETTINGS.get(e["kind"], DEFAULTS), n)) for n in SET_BY_EXAMPLES)]
             for e in group
         ]
         made[heading] = gr.Examples(
@@ -198,7 +196,7 @@ def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.
 
 
 def control(name: str, **layout) -> gr.components.Component:
-    """A setting's control, from its declaration: a radio, a checkbox, a number box or a slider."""
+    """A setting's control, from its declaration: a radio, a checkbox, a text box, a number box or a slider."""
     s = SPECS[name]
     info = s.help if s.info is None else s.info or None
     common = {"value": getattr(DEFAULTS, name), "label": s.label, "info": info, "elem_id": name, **layout}
@@ -206,6 +204,8 @@ def control(name: str, **layout) -> gr.components.Component:
         return gr.Radio(s.registry.labelled(), **common)
     if s.kind == "flag":
         return gr.Checkbox(**common)
+    if s.kind == "string":
+        return gr.Textbox(lines=3, max_lines=12, max_length=int(s.limit.value), **common)
     whole = {"precision": 0} if s.kind == "whole" else {}
     if s.box:
         return gr.Number(minimum=s.span[0], **whole, **common)

@@ -73,6 +73,8 @@ def generate_api_summary(config: PageConfig):
         drafter: str = DEFAULTS.drafter,
         temperature: float = DEFAULTS.temperature,
         max_new_tokens: int = 64,
+        output_format: str = DEFAULTS.output_format,
+        output_spec: str = "",
         request: gr.Request = None,
     ) -> str:
         """Run speculative decoding with the page's defaults (the cost-aware draft length) and
@@ -84,12 +86,23 @@ def generate_api_summary(config: PageConfig):
             drafter: model, tree, lookup, early-exit, head, suffix or lookahead
             temperature: 0 for greedy, up to 2
             max_new_tokens: tokens to generate
+            output_format: text (none), json, regex, choice or grammar: what the answer must be
+            output_spec: the JSON schema, regular expression, choices (a JSON list or one a line) or grammar
 
         Returns:
             JSON with text, summary (tokens, rounds, acceptance, tokens per second, speedup over plain
-            decoding, ...) and metrics (vLLM's per-request names).
+            decoding, forced tokens, the answer checked against its format, ...) and metrics (vLLM's
+            per-request names).
         """
-        settings = from_request({"drafter": drafter, "temperature": temperature, "max_new_tokens": max_new_tokens})
+        settings = from_request(
+            {
+                "drafter": drafter,
+                "temperature": temperature,
+                "max_new_tokens": max_new_tokens,
+                "output_format": output_format,
+                "output_spec": output_spec,
+            }
+        )
         last = None
         for last in runner.stream(pair, check_prompt(prompt), settings, session_of(request), config):
             pass

@@ -1,5 +1,6 @@
 """The Labs tab's labs that run the loaded pair: the current prompt at several temperatures
-(one button, cancellable) and the pass costs of several sequences at once with the speedup they
+(one button, cancellable), the current run again without its output format (acceptance by
+position with and without it), and the pass costs of several sequences at once with the speedup they
 predict by batch size (`parts.PANELS`, after the tab's sections on the current trace).
 
     section = panels.PairLabsSection()
@@ -23,6 +24,7 @@ from specviz.app.shown_errors import shown_errors, verdict
 from specviz.app.stopping import session_of
 from specviz.app.tab import MODELS, PRIVATE, Panel, Shared, chart, hint, muted, speculative, stops
 from specviz.engine import model_lock
+from specviz.choices import FREE_TEXT
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.limits import SWEEP_WALL_S
@@ -35,6 +37,10 @@ SWEEP_HINT = muted(
     f"Runs the current prompt and settings (up to {SWEEP_MAX_NEW_TOKENS} new tokens each) at each temperature "
     "on the loaded pair."
 )
+GRAMMAR_HINT = muted(
+    f"Runs the current prompt and settings again (up to {SWEEP_MAX_NEW_TOKENS} new tokens) without the run's "
+    "output format, on the loaded pair."
+)
 BATCH_HINT = muted("Times the loaded pair\u2019s passes over 1 to 8 sequences at once (a minute or two on a CPU).")
 BATCH_REPEATS = 2  # timed passes per size on the page: a CPU takes minutes for the whole grid
 BATCH_GRANT_S = 60  # ZeroGPU seconds for the batch timing: seconds of passes on a GPU, and their setup
@@ -46,7 +52,22 @@ class PairLabsSection:
 
     def __init__(self):
         self._sweep_section()
+        self._grammar_section()
         self._batching_section()
+
+    @property
+    def grammar_outputs(self) -> list:
+        return [self.grammar_plot, self.grammar_text]
+
+    def _grammar_section(self) -> None:
+        """The current run's prompt again without its output format: acceptance by position of both."""
+        hint(
+            "### An output format\nA grammar forces keys, quotes and separators, which are accepted as they ride "
+            "in the verify pass; what the draft guesses in between is judged under the grammar too."
+        )
+        self.grammar = gr.Button("Run it again as free text", elem_id="labs-grammar")
+        self.grammar_plot = chart("labs-grammar-plot", ap.grammar_positions_figure([], []))
+        self.grammar_text = gr.HTML(GRAMMAR_HINT, elem_id="labs-grammar-text")
 
     @property
     def sweep_outputs(self) -> list:
@@ -151,6 +172,20 @@ class Labs:
             yield sweep_views(rows, stopped=True, total=len(temps))
 
     @shown_errors
+    def grammar(self, trace: Trace | None, pair_name: str, request: gr.Request, progress=gr.Progress()) -> tuple:
+        """Run the current prompt as free text; draw acceptance by position with and without the format."""
+        if not speculative(trace) or trace.settings.get("output_format", FREE_TEXT) == FREE_TEXT:
+            raise UserError("run a generation in speculative mode with an output format first (Live tab)")
+        settings = replace(settings_of(trace), output_format=FREE_TEXT, output_spec="")
+        with self._on_pair(trace, pair_name, request, progress, settings.needs_draft) as (name, session):
+            progress(0.0, desc="free text")
+            wall_s = self.config.max_wall_s
+            if zero_gpu.ON_ZERO_GPU:
+                wall_s = runner.run_wall_s(self.config, settings, name)
+            free = FREE_RUN(name, settings.needs_draft, trace.prompt, settings.to_dict(), session, wall_s)
+        return grammar_views(trace, free)
+
+    @shown_errors
     def batching(self, trace: Trace | None, pair_name: str, request: gr.Request, progress=gr.Progress()) -> tuple:
         """Time the pair's batched passes; predict the speedup at the run's acceptance and k."""
         from specviz.workshop.labs import batching as lab
@@ -193,6 +228,31 @@ def _sweep_point(
     )
 
 
+def _free_run(pair_name: str, with_draft: bool, prompt, settings: dict, session: str, max_wall_s: float | None):
+    """The run again on the loaded pair as free text, stopped by the session's Stop."""
+    from specviz import engine
+
+    pair = runner.LOADER.wait(pair_name, with_draft=with_draft)
+    flag = runner.FLAGS.current(session)
+    stop = flag.is_set if flag else None
+    return engine.run(pair, prompt, from_request(settings), should_stop=stop, max_wall_s=max_wall_s)
+
+
+def grammar_views(trace: Trace, free: Trace) -> tuple:
+    """Both runs' acceptance by position, and their rates in words."""
+    constrained = run_stats.acceptance_by_position(trace.events)
+    fig = ap.grammar_positions_figure(constrained, run_stats.acceptance_by_position(free.events))
+    lines = [
+        f"With the output format: {trace.summary.tokens_per_round:.2f} tokens a round, "
+        f"{trace.summary.forced} forced tokens ({trace.summary.forced_accepted} accepted), "
+        f"drafted tokens {trace.summary.acceptance_rate:.0%} accepted.",
+        f"Free text: {free.summary.tokens_per_round:.2f} tokens a round, drafted tokens "
+        f"{free.summary.acceptance_rate:.0%} accepted.",
+    ]
+    muted = ["Positions count every token a round proposed, forced ones included; the rates above count them apart."]
+    return fig, words_html(lines, muted)
+
+
 def _batch_costs(pair_name: str, session: str, on_progress=None):
     """The loaded pair's batched pass costs, and the device's copy and product speeds."""
     from specviz.workshop.labs import batching as lab
@@ -217,6 +277,7 @@ def _batch_costs(pair_name: str, session: str, on_progress=None):
 # What touches the models (runner.runs_models).
 SWEEP_POINT = runner.runs_models(_sweep_point)
 BATCH_COSTS = runner.runs_models(_batch_costs, duration=BATCH_GRANT_S)
+FREE_RUN = runner.runs_models(_free_run)
 
 
 def sweep_views(rows, *, stopped: bool = False, total: int | None = None, out_of_time: bool = False) -> tuple:
@@ -283,6 +344,7 @@ def wire(tab: PairLabsSection, trace: gr.State, pair: gr.components.Component, c
         labs.sweep, [trace, pair, tab.temperatures], tab.sweep_outputs, **MODELS, validator=check_sweep, **PRIVATE
     )
     stops(tab.sweep_stop.click, [sweep])
+    tab.grammar.click(labs.grammar, [trace, pair], tab.grammar_outputs, **MODELS, **PRIVATE)
     tab.batching.click(labs.batching, [trace, pair], tab.batching_outputs, **MODELS, **PRIVATE)
     return labs
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.choices import FIXED, MODEL, SPECULATIVE
+from specviz.choices import FIXED, FREE_TEXT, MODEL, SPECULATIVE
 from specviz.app.shown_errors import shown_errors
 from specviz.app.tab import PRIVATE, Panel, Shared, chart, hint
 from specviz.cost_model import CostModel
@@ -182,19 +182,31 @@ class ProductionMetrics(Panel):
         ui.read.click(shown_errors(metrics_views), [*ui.inputs, shared.trace], ui.outputs, **PRIVATE)
 
 
-def export_settings(format: str, pair: str = "qwen-coder", drafter: str = MODEL, k: int = 4) -> str:
-    """A pair, drafter and draft length as the command or code that runs them in another engine.
+def export_settings(
+    format: str,
+    pair: str = "qwen-coder",
+    drafter: str = MODEL,
+    k: int = 4,
+    output_format: str = FREE_TEXT,
+    output_spec: str = "",
+) -> str:
+    """A pair, drafter and draft length as the command or code that runs them in another engine,
+    with an output format beside them where one is given.
 
     Args:
         format: vllm, sglang, llamacpp, transformers or llama-cpp-python
         pair: a model pair preset
         drafter: model, tree, lookup, early-exit, head, suffix or lookahead
         k: tokens drafted per step
+        output_format: text (none), json, regex, choice or grammar
+        output_spec: the JSON schema, regular expression, choices (a JSON list or one a line) or grammar
 
     Returns:
         JSON with format, language, text (the command or code; empty where the engine lacks the drafter) and notes.
     """
-    settings = from_request({"drafter": drafter, "k": k, "policy": FIXED})
+    settings = from_request(
+        {"drafter": drafter, "k": k, "policy": FIXED, "output_format": output_format, "output_spec": output_spec}
+    )
     return json.dumps(export(found.from_settings(pair, settings), format).to_dict())
 
 
