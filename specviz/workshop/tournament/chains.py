@@ -100,7 +100,9 @@ class TeacherForced(ChainDrafting):
             confidence.append(conf)
             if not keep_going(conf) or token in self._text.eos:
                 break
-            if missed is None and token != self._answer[start + j]:
+            # Under sampling a drafted token is a draw, not the greedy choice: the chain reads on
+            # along the text (the sampled verdict draws each position's acceptance).
+            if missed is None and self._text.settings.greedy and token != self._answer[start + j]:
                 missed = start + j
         self._length = self._context_len + len(tokens) - 1
         return Proposal(
