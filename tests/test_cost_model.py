@@ -95,7 +95,7 @@ def _play(
                 break
             credit -= 1
             accepted += 1
-        policy.update(drafted, accepted)
+        policy.update(drafted, accepted, target_ms=true_cost.verify_ms(drafted + 1))
         now[0] += (drafted * true_cost.draft + true_cost.verify_ms(drafted + 1)) / 1000
         ks.append(drafted)
     return ks, policy
@@ -146,8 +146,10 @@ def test_policy_learns_round_costs_the_measurement_got_wrong():
     trusting, _ = _play(flat(), 40, accept=0.8, confidence=0.8)
     learning, policy = _play(flat(), 40, accept=0.8, confidence=0.8, true_cost=steep)
     assert sum(learning[20:]) < sum(trusting[20:])
-    timed = [m for m in range(9) if policy.observed[m] == policy.observed[m]]
-    assert all(policy.round_ms(m) == pytest.approx(m * 10.0 + steep.verify_ms(m + 1), rel=0.05) for m in timed)
+    timed = [m for m in range(1, 9) if m + 1 in policy.costs._timed]
+    assert timed and all(
+        policy.round_ms(m) == pytest.approx(m * 10.0 + steep.verify_ms(m + 1), rel=0.05) for m in timed
+    )
 
 
 def test_policy_without_confidence_drafts_the_best_fixed_k():

@@ -103,7 +103,7 @@ class SpeculativeDecoder(Decoder):
         if first:
             self.tally.count_first(kept)
         else:  # the drafter and the policy had no part in the first round
-            self.length.update(len(shown), n, setup_ms=proposal.setup_ms)
+            self.length.update(len(shown), n, setup_ms=proposal.setup_ms, target_ms=r.target_ms)
             self.tally.count_round(
                 new=kept,
                 tested=tested,
@@ -114,9 +114,9 @@ class SpeculativeDecoder(Decoder):
                 draft_passes=proposal.passes,
                 draft_tokens=len(o.tokens),
             )
-        return self._told(proposal, drafted, emitted, positions, r.verify_ms, [] if chain else self._tree(o))
+        return self._told(proposal, drafted, emitted, positions, r.verify_ms, [] if chain else self._tree(o), first)
 
-    def _told(self, proposal, drafted, emitted, positions, verify_ms: float, tree: list[TreeNode]) -> RoundEvent:
+    def _told(self, proposal, drafted, emitted, positions, verify_ms: float, tree: list[TreeNode], first) -> RoundEvent:
         event = RoundEvent(
             index=self.index,
             k=len(drafted),
@@ -130,6 +130,7 @@ class SpeculativeDecoder(Decoder):
             alignment=list(proposal.alignment or []),
             tree=tree,
             source=position_info.source(proposal.source, self.texts),
+            policy_note="" if first else self.length.why,
         )
         self.index += 1
         return event
