@@ -4,13 +4,13 @@ A round that drafts m tokens costs C(m) = m*D + V(m+1) (`CostModel.round_ms`), p
 the run measures now (`costs.current`: the load-time costs moved by the run's own timed rounds):
 
 - break-even first: where no draft length pays even if every draft were accepted, the round
-  drafts nothing, and a check (one drafted token, which times D and V(2) now) asks again only
-  once the plain rounds since the last have made its price a small share of their time, a
-  larger share where the machine's level has moved since;
+  drafts nothing;
 - else the draft length with the most tokens_per_round(alpha, m) / C(m) at the running
   acceptance estimate alpha sets the rate R to beat; where m = 0 (plain decoding) wins, also
-  at alpha one standard error higher, the round drafts nothing, and a probe round now and
-  then keeps alpha current;
+  at alpha one standard error higher, the round drafts nothing;
+- a round that would draft nothing drafts after all to check (the acceptance, and D and V(n)
+  now) where the check's price, the draft's catch-up included, is a small share of the plain
+  rounds since the last check, or, before the run has drafted at all, of the rest of the run;
 - the model's promise is checked against the run itself: where the rounds that drafted have
   given fewer tokens per ms than the rounds that did not (each over its recent rounds), the
   round decodes plainly, as when m = 0 wins, probes included. The acceptance estimate rests
@@ -54,21 +54,23 @@ PRIOR_WEIGHT = 4.0
 # starting from a prior that acceptance equals confidence, worth CALIBRATION_PRIOR tokens.
 CONFIDENCE_BINS = 10
 CALIBRATION_PRIOR = 3.0
-# While drafting does not pay, probe with a drafted token after this many plain rounds,
-# doubling the wait after each probe that changes nothing (a probe costs a draft pass, a
-# larger verify pass and the draft's catch-up over the tokens it skipped).
-PROBE_EVERY = 8
-MAX_PROBE_EVERY = 64
-# A probe also pays for the draft reading what it has not read (the whole prompt at the first
-# probe): it is made only while that catch-up costs at most this share of decoding the rest of
-# the run plainly, so a short run that should stay plain is not made slower by it.
-PROBE_SHARE = 0.1
-# Where no draft length can pay, a check costs at most this share of the plain rounds since the
-# last (MOVED_SHARE once the one-token pass has moved by more than MOVED since), so the run stays
-# within a few percent of plain decoding and a quieter machine is still noticed.
+# While drafting does not pay, a check drafts again (a probe of the acceptance, a timing of the
+# draft): it costs a draft pass, a larger verify pass and the draft's catch-up over every token
+# it skipped, which grows with the plain stretch, and it is made only once that price is at most
+# CHECK_SHARE of the plain rounds since the last (MOVED_SHARE once the one-token pass has moved
+# by more than MOVED since), so a run that drafts nothing stays within a few percent of plain
+# decoding and a machine that changes is still noticed.
 CHECK_SHARE = 0.02
 MOVED_SHARE = 0.1
 MOVED = 0.2
+# Until a run has tested LOOK_TOKENS drafts, where some draft length could pay, its rounds look
+# at the acceptance, one drafted token each, while the look's price (the draft's read of the
+# prompt, at first) is at most FIRST_LOOK of decoding the rest of the run plainly. On llama.cpp's
+# Q4 passes on a 2-core CPU a probe every 8 rounds, each paying the draft's catch-up, cost prose
+# 10 % of plain decoding; a longer look made the optimistic estimate draft long rounds that a
+# simulated run at acceptance 0.85 could not carry (tests/test_cost_model.py).
+FIRST_LOOK = 0.05
+LOOK_TOKENS = 2
 # Realised tokens per ms of drafting and of plain rounds: each round weighs this much less per
 # round of its kind that follows (about the last twenty count); compared once each kind has
 # this many rounds, and drafting counts as losing only below this share of the plain rate, so
@@ -108,8 +110,8 @@ class CostAwareLength(DraftLength):
         self._round_conf: list[float] = []
         self._p_all = 1.0
         self._rate = 0.0
-        self._idle, self._idle_ms, self._checked_level = 0, 0.0, 1.0  # plain rounds since one drafted
-        self._probe_every = PROBE_EVERY
+        self._idle_ms, self._checked_level = 0.0, 1.0  # plain ms since a round drafted, the level then
+        self._tested_here = 0  # drafts this run has tested
         self._cost = cost
         self._unread = 0
         self._feed_ms: float | None = None  # the draft's measured ms per token read in one pass
@@ -167,29 +169,21 @@ class CostAwareLength(DraftLength):
         if k and self.drafting_loses():
             k, self.why = 0, DRAFTING_LOST
         if k == 0:
-            self._idle += 1
             self._idle_ms += self.round_ms(0)
             if not self._check_due(unread, remaining):
                 self.k = 0
                 return 0
-            if self.why != NO_DRAFT_PAYS:  # a probe that finds drafting still unprofitable makes the next wait longer
-                self._probe_every = min(2 * self._probe_every, MAX_PROBE_EVERY)
             k, self.why = 1, CHECK
-        else:
-            self._probe_every = PROBE_EVERY
-        self._idle, self._idle_ms, self._checked_level = 0, 0.0, self.costs.level
-        self.k = self.k_max if self.use_confidence else k
+        self._idle_ms, self._checked_level = 0.0, self.costs.level
+        self.k = self.k_max if self.use_confidence and self.why != CHECK else k  # a check drafts one token
         return self.k
 
     def _check_due(self, unread: int, remaining: int | None) -> bool:
         """Whether this plain round should draft instead, to ask again whether drafting pays."""
-        catch_up = self.catch_up_ms(unread)
-        if remaining is not None and catch_up > PROBE_SHARE * remaining * self.round_ms(0):
-            return False
-        if self.why != NO_DRAFT_PAYS:
-            return self._idle >= self._probe_every
+        price = self.round_ms(1) - self.round_ms(0) + self.catch_up_ms(unread)
+        if self._tested_here < LOOK_TOKENS and self.why != NO_DRAFT_PAYS:
+            return remaining is None or price <= FIRST_LOOK * remaining * self.round_ms(0)
         moved = abs(self.costs.level / self._checked_level - 1) > MOVED
-        price = self.round_ms(1) - self.round_ms(0) + catch_up
         return price <= (MOVED_SHARE if moved else CHECK_SHARE) * self._idle_ms
 
     def catch_up_ms(self, unread: int) -> float:
@@ -238,6 +232,7 @@ class CostAwareLength(DraftLength):
         if drafted == 0:
             return
         tested = min(accepted + 1, drafted)
+        self._tested_here += tested
         self._accepted = ALPHA_MEMORY * self._accepted + accepted
         self._tested = ALPHA_MEMORY * self._tested + tested
         for i, c in enumerate(self._round_conf[:tested]):

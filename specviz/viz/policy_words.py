@@ -18,7 +18,7 @@ WHY = {
     NO_DRAFT_PAYS: "no draft length can pay on the pass costs this run measures, even if every draft were accepted",
     LOW_ACCEPTANCE: "at the acceptance seen so far no draft length pays for its pass",
     DRAFTING_LOST: "its rounds that drafted gave fewer tokens per second than its plain ones",
-    CHECK: "a check: one token drafted to see whether drafting pays again",
+    CHECK: "a check: one token drafted, to see whether drafting pays at the acceptance and the costs of now",
 }
 
 
