@@ -71,11 +71,13 @@ EventIndex = Annotated[int, Strict(), Field(ge=0, lt=MAX_EVENTS)]
 # What happened to one drafted token during verification.
 Decision = Literal["accepted", "rejected", "unchecked"]
 # Why the cost-aware policy drafted nothing in a round ("" where it drafted): no draft length
-# pays even if every draft were accepted, none pays at the acceptance seen so far, or its drafting
-# rounds gave fewer tokens per ms than its plain ones; CHECK marks a round that drafts only to
-# ask again. viz puts them in words.
-NO_DRAFT_PAYS, LOW_ACCEPTANCE, DRAFTING_LOST, CHECK = "no-draft-pays", "low-acceptance", "drafting-lost", "check"
-POLICY_NOTES = ("", NO_DRAFT_PAYS, LOW_ACCEPTANCE, DRAFTING_LOST, CHECK)
+# pays even if every draft were accepted, none pays at the acceptance seen so far, its drafting
+# rounds gave fewer tokens per ms than its plain ones, or the draft's read of what it skipped would
+# cost more than the rest of the run could repay; CHECK marks a round that drafts only to ask
+# again. viz puts them in words.
+NO_DRAFT_PAYS, LOW_ACCEPTANCE, DRAFTING_LOST = "no-draft-pays", "low-acceptance", "drafting-lost"
+CATCH_UP, CHECK = "catch-up", "check"
+POLICY_NOTES = ("", NO_DRAFT_PAYS, LOW_ACCEPTANCE, DRAFTING_LOST, CATCH_UP, CHECK)
 # How the token that closes a round was chosen: from the residual norm(max(0, p - q)) after
 # a rejection, or from p_{k+1} after all k drafts were accepted.
 EmittedKind = Literal["resampled", "bonus"]

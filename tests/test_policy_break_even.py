@@ -175,3 +175,19 @@ def test_the_engine_on_tiny_models_drafts_nothing_where_the_costs_say_no_draft_c
     assert trace.token_ids == plain.token_ids and trace.summary.drafted == 0
     assert rounds and {e.policy_note for e in rounds} == {NO_DRAFT_PAYS}
     assert trace.meta["policy_costs"]["draft"] > 0
+
+
+def test_a_long_prompt_the_draft_has_not_read_keeps_a_short_run_plain():
+    # Costs where the estimates would draft at once (flat passes), but a prompt of 1000 tokens the
+    # draft would read before its first draft (2.5 ms each, as the policy prices it from the cost
+    # model) in a 96-token run: more than the rest of the run could repay at the acceptance hoped
+    # for, so the run stays plain and says why. With nothing to read, the same run drafts.
+    cost = linear(75.0, 2.0, draft=30.0)
+    assert CostAwareLength(cost, 16).catch_up_ms(1000) == pytest.approx(2500.0, rel=0.05)
+    sim = Sim(cost, prompt=1000, read_ms=2.5, k_max=16)
+    sim.rounds(1000, until=96)
+    assert sum(sim.ks) == 0 and cost_aware.CATCH_UP in sim.notes
+    assert sim.vs_plain() == pytest.approx(1.0)
+    read = Sim(cost, k_max=16)
+    read.rounds(1000, until=96)
+    assert sum(read.ks) > 48

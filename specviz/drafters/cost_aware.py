@@ -36,7 +36,7 @@ from specviz.cost_model import CostModel
 from specviz.costs.current import RunCosts
 from specviz.drafters.length import DraftLength
 from specviz.choices import COST_AWARE
-from specviz.events import CHECK, DRAFTING_LOST, LOW_ACCEPTANCE, NO_DRAFT_PAYS
+from specviz.events import CATCH_UP, CHECK, DRAFTING_LOST, LOW_ACCEPTANCE, NO_DRAFT_PAYS
 
 # The policy's clock: rounds are timed with it (tests replace it to make runs repeatable).
 CLOCK = time.perf_counter
@@ -161,13 +161,16 @@ class CostAwareLength(DraftLength):
         self._p_all = 1.0
         k, self._rate = self.choose(self.alpha)
         self.why = "" if self.choose(1.0)[0] else NO_DRAFT_PAYS
+        # Plain rounds teach nothing about alpha: decode plainly only while even an optimistic
+        # estimate says so, or a few unlucky rounds would stop drafting for good.
+        hope_k, hope_rate = self.choose(self.alpha_high)
         if k == 0 and not self.why:
-            # Plain rounds teach nothing about alpha: decode plainly only while even an
-            # optimistic estimate says so, or a few unlucky rounds would stop drafting for good.
-            k = self.choose(self.alpha_high)[0]
-            self.why = "" if k else LOW_ACCEPTANCE
+            k, self.why = hope_k, "" if hope_k else LOW_ACCEPTANCE
         if k and self.drafting_loses():
             k, self.why = 0, DRAFTING_LOST
+        if k and unread > 2 and remaining is not None:  # the draft reads what it skipped before drafting
+            saved = remaining * max(self.round_ms(0) - 1 / hope_rate, FIRST_LOOK * self.round_ms(0))
+            k, self.why = (0, CATCH_UP) if self.catch_up_ms(unread) > saved else (k, self.why)
         if k == 0:
             self._idle_ms += self.round_ms(0)
             if not self._check_due(unread, remaining):
