@@ -32,6 +32,10 @@ TARGET = [
     "abi3",
     "--abi",
     "none",
+    # The Python images a Space builds on are Debian bookworm (glibc 2.36), where manylinux_2_31
+    # wheels run: llguidance ships no older tag after 1.6.
+    "--platform",
+    "manylinux_2_31_x86_64",
     "--platform",
     "manylinux_2_28_x86_64",
     "--platform",

@@ -31,7 +31,7 @@ from specviz.workshop.bench.prompts import DEFAULT_PROMPTS, load_prompts, select
 from specviz.engine.load import load  # noqa: E402
 from specviz.lm.torch_runtime import loader  # noqa: E402
 from specviz.models.catalogue.sources import resolve  # noqa: E402
-from specviz.lm.timing import measure_pass_ms  # noqa: E402
+from specviz.lm.torch_runtime.forward_timing import measure_pass_ms  # noqa: E402
 from specviz.settings import GenerationSettings  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 """Drive the real page on the bundled pair in headless chromium: time the default run and
-take the README's screenshots.
+take the screenshots of the README and docs/.
 
     python scripts/page_tour.py [--out assets] [--max-new-tokens 128] [--no-labs] [--draft-free-only]
 

@@ -4,7 +4,7 @@ engine runs it in, timed side by side.
     python scripts/target_pass_timing.py [--pair qwen-coder] [--threads 2] [--repeats 3] [--trees]
 
 The pair's target as a load gives it, after 160 random context tokens, logits for every new
-position (as a verify pass needs): `lm.timing.measure_pass_ms` (transformers' forward, what
+position (as a verify pass needs): `lm.torch_runtime.forward_timing.measure_pass_ms` (transformers' forward, what
 transformers' `generate` runs) and `lm.timing.target_pass_ms` (the engine's loop:
 `lm.torch_runtime.lean` over packed weights where it applies, what the cost model and every speedup use).
 Each takes untimed warm-up sweeps, then the median of `--repeats` sweeps over all sizes.
@@ -27,7 +27,8 @@ from specviz.costs.measure import MEASURED_SIZES  # noqa: E402
 from specviz.lm.torch_runtime.cached import cached_lm  # noqa: E402
 from specviz.lm.torch_runtime.lean import model_lm  # noqa: E402
 from specviz.engine.load import load  # noqa: E402  (the precision the engine would choose)
-from specviz.lm.timing import MEASURE_CONTEXT, measure_pass_ms, median_ms, target_pass_ms  # noqa: E402
+from specviz.lm.timing import MEASURE_CONTEXT, median_ms, target_pass_ms  # noqa: E402
+from specviz.lm.torch_runtime.forward_timing import measure_pass_ms  # noqa: E402
 
 TREE_SIZES = [5, 9, 17]
 

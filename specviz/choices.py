@@ -14,11 +14,12 @@ module stays a leaf that the settings (and `--help`) can import without torch.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+
+from specviz.lazy import named
 
 CHAIN = "chain"  # proposes one line of tokens
 MODEL_TREE = "model-tree"  # grows a tree from the draft model, sized by its node budget
@@ -42,6 +43,12 @@ TEXT = "text"
 INTERSECTION = "intersection"
 SPECULATIVE = "speculative"
 PLAIN = "plain"
+# What a run's output must be (FORMATS, `specviz/grammar/`): free text, or text a grammar allows.
+FREE_TEXT = "text"
+JSON_SCHEMA = "json"
+REGEX = "regex"
+CHOICE = "choice"
+GRAMMAR = "grammar"
 
 # The runtimes by name (lm.runtime implements them); AUTO lets measurement choose.
 AUTO = "auto"
@@ -66,6 +73,7 @@ class Choice:
     label: str  # the page's words
     help: str  # one line: --help, the API's docs
     factory: str = ""  # "module:function", imported on first use (a runtime's: its loader)
+    opens: str = ""  # runtimes: "module:function" making an LM over one of its models, where they make none
     needs_draft: bool = False  # needs the pair's draft model loaded
     shape: str = CHAIN  # drafters: CHAIN, MODEL_TREE or DRAFT_FREE_TREE
     # drafters: what a drafted token costs the cost-aware policy at first (the run then times its own): the
@@ -79,18 +87,12 @@ class Choice:
     explained: str = ""  # vocab methods: what the phrase means, where the page has room to say it
 
     def make(self, *args: Any, **kwargs: Any) -> Any:
-        return _imported(self.factory)(*args, **kwargs)
+        return named(self.factory)(*args, **kwargs)
 
     def draft_ms(self, pair: Any, settings: Any) -> float | None:
         """A drafter's price per drafted token as its entry states it (None: the draft model's D)."""
         cost = self.draft_cost
-        return _imported(cost)(pair, settings) if isinstance(cost, str) else cost
-
-
-def _imported(ref: str) -> Callable[..., Any]:
-    """The function a "module:function" string names, imported now."""
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+        return named(cost)(pair, settings) if isinstance(cost, str) else cost
 
 
 class Registry:
@@ -232,6 +234,7 @@ RUNTIMES = Registry(
         "transformers' modules in torch, the CPU's own precision (bf16 where native)",
         "specviz.lm.torch_runtime.loader:load_torch_pair",
         capabilities=frozenset({TREE_PASS, EARLY_EXIT_PASS, DEVICE_MAP, HF_GENERATE, BATCHED}),
+        opens="specviz.lm.torch_runtime.lean:model_lm",  # its models are transformers' modules
     ),
     Choice(
         LLAMACPP,
@@ -280,6 +283,16 @@ MODES = Registry(
     Choice(SPECULATIVE, "Speculative", "draft, then verify in one target pass"),
     Choice(PLAIN, "Plain (target only)", "the target alone, one token per pass"),
     default=SPECULATIVE,
+)
+
+FORMATS = Registry(
+    "output format",
+    Choice(FREE_TEXT, "Free text", "no constraint"),
+    Choice(JSON_SCHEMA, "JSON (schema)", "JSON that a JSON schema accepts (empty: any JSON object)"),
+    Choice(REGEX, "Regular expression", "text that a regular expression matches whole"),
+    Choice(CHOICE, "One of a list", "one of a list of strings: a JSON list, or one per line"),
+    Choice(GRAMMAR, "Grammar", "a grammar in llguidance's Lark syntax, or llama.cpp's GBNF"),
+    default=FREE_TEXT,
 )
 
 

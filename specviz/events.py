@@ -100,6 +100,10 @@ class PositionInfo:
     top: Annotated[list[TopToken], Field(max_length=MAX_TOP_TOKENS)]  # union of the top tokens of p and q, by p
     overlap: Ratio  # beta = sum_x min(p(x), q(x)): the chance this position is accepted
     top2_logit_gap: Ratio  # target's logit gap between its two best tokens (near-ties flip)
+    # Under an output format: how many tokens the grammar allowed here, and p's mass on them
+    # before the mask (p and q above are the masked ones).
+    allowed: Count | None = None
+    kept: Probability | None = None
 
 
 @dataclass
@@ -112,6 +116,7 @@ class DraftToken:
     q: Probability  # probability the drafter sampled it with (1.0 for point-mass drafters)
     u: Probability | None  # the uniform draw compared with p/q; None when greedy or unchecked
     decision: Decision
+    forced: Annotated[bool, Strict()] = False  # the output format forced it: a point mass, not drafted
 
 
 @dataclass
@@ -136,6 +141,7 @@ class TreeNode:
     q: Probability  # probability the drafter gave this token at its parent
     p: Probability | None  # target probability of the token at its parent, where the target checked it
     decision: Decision
+    forced: Annotated[bool, Strict()] = False  # the output format forced it
 
 
 def _tree_shape(tree: list[TreeNode]) -> list[TreeNode]:
@@ -264,6 +270,13 @@ class RunSummary:
     )
     # per round: the best k in hindsight (`specviz.run_stats`)
     hindsight_k: Annotated[list[NodeCount], Field(max_length=MAX_EVENTS)] = field(default_factory=list)
+    # Under an output format: tokens it forced that the target checked (not in `drafted`), of them
+    # accepted, the ms its masks took per new token, and the finished text checked against it
+    # (`grammar.formats.check_output`: "valid", or what is wrong).
+    forced: Count = 0
+    forced_accepted: Count = 0
+    grammar_ms: Millis = 0.0
+    format_check: Short = ""
 
 
 def _older_settings(settings: Any) -> Any:
@@ -301,6 +314,7 @@ _SETTING_KINDS = {
     "choice": Short,
     "number": Annotated[float, Strict(), Field(allow_inf_nan=False)],
     "flag": Annotated[bool, Strict()],
+    "string": Long,
 }
 # GenerationSettings' fields as a trace stores them: the JSON types here, the ranges in `from_request`.
 TraceSettings = TypedDict("TraceSettings", {name: _SETTING_KINDS[s.kind] for name, s in SPECS.items()}, total=False)

@@ -28,7 +28,7 @@ class Limit:
     name: str  # what is counted, as a refusal names it
     default: float
     env: str  # the environment variable that changes it
-    what: str  # one line for the README's table
+    what: str  # one line for the table in docs/DEPLOYING.md
     unit: str = ""  # after the numbers in a refusal: "bytes", "characters"
 
     @property
@@ -129,6 +129,35 @@ BATCH_SIZES = Limit("the number of batch sizes", 8, "SPECVIZ_MAX_BATCH_SIZES", "
 REPEATS = Limit("repeats", 20, "SPECVIZ_MAX_REPEATS", "timed passes per size in the batching lab")
 PAIR_CHARS = Limit(
     "the pair", 512, "SPECVIZ_MAX_PAIR_CHARS", "characters of a pair: a preset, or 'DRAFT -> TARGET'", "characters"
+)
+FORMAT_CHARS = Limit(
+    "the output format",
+    32_000,
+    "SPECVIZ_MAX_FORMAT_CHARS",
+    "characters of an output format's schema, pattern, list or grammar",
+    "characters",
+)
+FORMAT_DEPTH = Limit("the schema's nesting", 24, "SPECVIZ_MAX_FORMAT_DEPTH", "levels of nesting of a JSON schema")
+FORMAT_ALTERNATIVES = Limit(
+    "the alternatives",
+    1_000,
+    "SPECVIZ_MAX_FORMAT_ALTERNATIVES",
+    "alternatives of an output format: a list's strings, a schema's enum values and anyOf / oneOf branches together",
+)
+GRAMMAR_FUEL = Limit(
+    "the grammar's compile work",
+    2_000_000,
+    "SPECVIZ_MAX_GRAMMAR_FUEL",
+    "llguidance's lexer fuel for compiling an output format (about 50,000 a millisecond)",
+)
+GRAMMAR_STATES = Limit(
+    "the grammar's lexer states",
+    50_000,
+    "SPECVIZ_MAX_GRAMMAR_STATES",
+    "lexer states llguidance may build for an output format (its memory: 1-2 kB each)",
+)
+GRAMMAR_SIZE = Limit(
+    "the grammar's size", 100_000, "SPECVIZ_MAX_GRAMMAR_SIZE", "symbols in the productions of a compiled output format"
 )
 
 ALL = tuple(v for v in list(globals().values()) if isinstance(v, Limit))  # every limit above, in order

@@ -16,9 +16,20 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from specviz.choices import COST_AWARE, DRAFTERS, FIXED, MODES, POLICIES, RUNTIMES, Registry, SPECULATIVE, VOCAB_METHODS
+from specviz.choices import (
+    COST_AWARE,
+    DRAFTERS,
+    FIXED,
+    FORMATS,
+    MODES,
+    POLICIES,
+    RUNTIMES,
+    Registry,
+    SPECULATIVE,
+    VOCAB_METHODS,
+)
 from specviz.errors import UserError
-from specviz.limits import Limit
+from specviz.limits import FORMAT_CHARS, Limit
 
 MAX_K = 16
 MAX_NEW_TOKENS_CAP = 1024
@@ -82,7 +93,8 @@ _SHORT.maxlist = _SHORT.maxtuple = 6
 _SHORT.maxdict, _SHORT.maxlevel = 4, 2
 
 
-# A setting's kind follows from its field's type.
+# A setting's kind follows from its field's type (a str: a choice where it names a registry's
+# entry, else a string).
 KINDS = {"bool": "flag", "int": "whole", "float": "number", "str": "choice"}
 
 
@@ -100,7 +112,8 @@ class Setting:
     box: bool = False  # a number box on the page instead of a slider
     info: str | None = None  # the page's line under the control (None: the help; "": none)
     words: str = ""  # how a message names it (default: the name, spaced)
-    kind: str = ""  # flag, whole, number or choice: set from the field's type
+    kind: str = ""  # flag, whole, number, choice or string: set from the field's type
+    limit: Limit | None = None  # a string: its length's bound
 
     def check(self, name: str, value: Any) -> None:
         """Raise SettingsError naming the setting, its range and the value, unless it fits."""
@@ -111,6 +124,9 @@ class Setting:
             )
         elif self.kind == "flag":
             _check(isinstance(value, bool), f"{what} must be true or false (got {_got(value)})")
+        elif self.kind == "string":
+            _check(isinstance(value, str), f"{what} must be text (got {_got(value)})")
+            self.limit.check_text(value, what)
         elif self.kind == "whole":
             lo, hi = self.span
             upto = (
@@ -238,10 +254,23 @@ class GenerationSettings:
     lookahead_candidates: int = setting(
         4, "lookahead drafter: G, the most n-grams verified per round", "Lookahead: n-grams verified G", span=(1, 16)
     )
+    output_format: str = setting(
+        FORMATS.default, "what the output must be (constrained decoding)", "Output format", registry=FORMATS
+    )
+    output_spec: str = setting(
+        "",
+        "the output format's JSON schema, regular expression, choices (a JSON list or one a line) or grammar",
+        "Schema, pattern, choices or grammar",
+        limit=FORMAT_CHARS,
+        words="the output format",
+    )
 
     def __post_init__(self) -> None:
         for name, s in SPECS.items():
             s.check(name, getattr(self, name))
+        from specviz.grammar.formats import parse
+
+        parse(self.output_format, self.output_spec)  # a bad schema or grammar stops here, in one line
 
     @property
     def greedy(self) -> bool:
@@ -259,8 +288,13 @@ class GenerationSettings:
 def _specs() -> dict[str, Setting]:
     """Each field's `Setting`, by name in declared order, its kind set from the field's type."""
     hints = typing.get_type_hints(GenerationSettings)
+    kinds = {f.name: KINDS[hints[f.name].__name__] for f in fields(GenerationSettings)}
     return {
-        f.name: replace(f.metadata["setting"], kind=KINDS[hints[f.name].__name__]) for f in fields(GenerationSettings)
+        f.name: replace(
+            f.metadata["setting"],
+            kind="string" if kinds[f.name] == "choice" and f.metadata["setting"].registry is None else kinds[f.name],
+        )
+        for f in fields(GenerationSettings)
     }
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-# Files of the full suite left out of the fast tier (README, "Tests"), each 10 s or more here:
+# Files of the full suite left out of the fast tier (README.md, "Tests"), each 10 s or more here:
 # command-line runs in subprocesses, Monte Carlo over trees and copy spans, model loads.
 SLOW = {
     "test_robustness.py",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from specviz.app import labs_tab, traces
+from specviz.workshop.labs import panels
 from specviz.app.config import PageConfig
 from specviz.app.page import CSS_PATHS
 
@@ -17,7 +18,7 @@ def build(pair_spec: str) -> gr.Blocks:
         pair = gr.Textbox(pair_spec, label="pair", elem_id="pair")
         upload = gr.File(label="Upload a trace (.json)", file_types=[".json"], type="filepath", elem_id="trace-upload")
         tab = labs_tab.LabsTab()
-        labs_tab.wire(tab, trace, pair, config)
+        panels.wire(panels.PairLabsSection(), trace, pair, config)
         upload.upload(traces.read_upload, [upload], [trace]).success(labs_tab.views, [trace], tab.outputs)
     return demo
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specviz import engine
-from specviz.app import production
+from specviz.workshop.production import panels as production
 from specviz.errors import UserError
 from specviz.settings import GenerationSettings
 from tiny_models import tiny_pair

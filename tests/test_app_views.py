@@ -11,7 +11,8 @@ import math
 import gradio as gr
 import pytest
 
-from specviz.app import compare, inspector, live, lossless_tab, theory_tab, traces
+from specviz.app import compare, inspector, live, theory_tab, traces
+from specviz.workshop import lossless_tab
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.page import build_page, status_html
@@ -37,7 +38,7 @@ def test_the_page_builds_with_the_stable_element_ids():
     ids = {getattr(block, "elem_id", None) for block in demo.blocks.values()}
     assert {"prompt", "run", "stop", "k", "pair", "tokens", "timeline", "stats"} <= ids
     api = demo.get_api_info()["named_endpoints"]
-    # generate and the tools (app/tools.py, also the MCP server's), nothing the page wires privately
+    # generate and the tools (parts.TOOLS, also the MCP server's), nothing the page wires privately
     assert list(api) == [
         "/generate",
         "/speedup",

@@ -636,3 +636,32 @@ def test_resume_refuses_a_run_measured_otherwise(tmp_path, monkeypatch, one_thre
     path.write_text(json.dumps(data))
     with pytest.raises(UserError, match="lacks the runs' tokens"):
         _cli(tmp_path, monkeypatch, "--limit", "2", "--max-new-tokens", "4", "--resume")
+
+
+def test_the_json_group_has_schemas_and_its_goals_are_judged():
+    group = [p for p in load_prompts(DEFAULT_PROMPTS) if p.kind == "json"]
+    assert len(group) >= 6 and all(p.output is not None and p.output.schema for p in group)
+    names = ("lc-plain", "sv-plain", "sv-k4", "sv-suffix")
+    methods = [parse_method(n) for n in names]
+    prompts = [BenchPrompt("j1", "json", "x", "json", "{}"), BenchPrompt("j2", "json", "y", "json", "{}")]
+    same, other = list(range(12)), list(range(1, 13))
+    fmt = dict(grammar_ms=0.5, target_ms=50.0, format_check="valid")
+    raw = {
+        pid: {
+            "lc-plain": [_sample(other, 4.0, format_check="valid")],  # its own JSON grammar: other tokens
+            "sv-plain": [_sample(same, 3.0, **fmt)],
+            "sv-k4": [_sample(same, 1.5, **fmt, forced=4, forced_accepted=4)],
+            "sv-suffix": [_sample(same, 2.0, **{**fmt, "format_check": "cut by the token limit: not JSON"})],
+        }
+        for pid in ("j1", "j2")
+    }
+    s = summarise(raw, prompts, methods, BenchOptions(), stop=set())
+    targets = {t["target"]: t for t in s["targets"]}
+    assert targets["sv-k4 vs sv-plain, both under the schema, json group (geomean)"]["value"] == pytest.approx(2.0)
+    assert targets["sv-k4 vs lc-plain under LlamaGrammar, json group (geomean)"]["value"] == pytest.approx(8 / 3)
+    mask = targets["masking cost per token / one-token pass"]
+    assert mask["value"] == pytest.approx(0.01) and mask["met"]
+    valid = targets["finished answers valid, json group"]
+    assert valid["value"] == 1.0 and "2 cut by the token limit" in valid["detail"]
+    assert s["per_prompt"]["j1"]["lc-plain"]["identical"] is None and not s["mismatches"]
+    assert s["overall"]["lc-plain"]["identical"] is None and s["overall"]["sv-k4"]["identical"] is True

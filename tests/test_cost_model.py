@@ -16,7 +16,7 @@ from specviz.drafters import cost_aware
 from specviz.cost_model import CostModel
 from specviz.costs.measure import for_pair, load_or_measure
 from specviz.lm import timing
-from specviz.lm.timing import measure_pass_ms
+from specviz.lm.torch_runtime.forward_timing import measure_pass_ms
 from specviz.engine.generation import run
 from specviz.settings import GenerationSettings
 from tiny_models import tiny_pair

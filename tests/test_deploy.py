@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specviz.app import labs_tab, zero_gpu
+from specviz.app import zero_gpu
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.page import status_html
 from specviz.models.files import cache
+from specviz.workshop.labs import panels as labs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,8 +69,8 @@ def test_the_functions_that_run_the_models_and_only_they_are_passed_to_spaces_gp
     margin = zero_gpu.GRANT_MARGIN_S
     assert seen["calls"] == [
         {"fn": "specviz.app.runner._generate", "duration": 20 + margin},
-        {"fn": "specviz.app.labs_tab._sweep_point", "duration": 32 + margin},
-        {"fn": "specviz.app.labs_tab._batch_costs", "duration": labs_tab.BATCH_GRANT_S},
+        {"fn": "specviz.workshop.labs.panels._sweep_point", "duration": 32 + margin},
+        {"fn": "specviz.workshop.labs.panels._batch_costs", "duration": labs.BATCH_GRANT_S},
     ]
 
 

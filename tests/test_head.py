@@ -153,6 +153,20 @@ def test_greedy_equals_plain(trained, plain, k, policy):
         assert trace.summary.drafted > 0
 
 
+def test_greedy_equals_plain_under_an_output_format(trained):
+    pair = trained[0]
+    fmt = dict(
+        output_format="regex", output_spec="[a-z()\\[\\]:.' \\n-]{1,60}\\n\\n"
+    )  # code-like text, ended by a blank line
+    want = engine.run(pair, PROMPT, GenerationSettings(mode="plain", max_new_tokens=N_NEW, raw=True, **fmt))
+    for k in (2, 5):
+        got = engine.run(
+            pair, PROMPT, GenerationSettings(drafter="head", policy="fixed", k=k, max_new_tokens=N_NEW, raw=True, **fmt)
+        )
+        assert got.token_ids == want.token_ids
+        assert got.summary.drafted > 0
+
+
 def test_greedy_equals_plain_on_llamacpp(trained):
     pytest.importorskip("llama_cpp")
     from test_runtime_llamacpp import llamacpp_pair

@@ -1,4 +1,5 @@
-"""The labs tab's views on a recorded trace, and its handlers on the tiny pair."""
+"""The labs tab's views on a recorded trace, and the handlers of its labs that run the pair
+(workshop/labs/panels.py) on the tiny pair."""
 
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from tiny_models import single_thread  # noqa: F401  (a fixture)
 from specviz.app import labs_tab
 from specviz.app.config import PageConfig
 from specviz.events import Trace
+from specviz.workshop.labs import panels
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -65,12 +67,12 @@ def test_views_without_a_speculative_run():
 
 def test_the_run_k_is_the_mean_drafted_length():
     # 20 rounds of 4, one of 3, one of 1: 84 / 22 = 3.8 -> 4
-    assert labs_tab.run_k(greedy_trace()) == 4
+    assert panels.run_k(greedy_trace()) == 4
 
 
 def test_the_handlers_run_on_the_tiny_pair(tmp_path):
     spec = save_tiny_pair(tmp_path)
-    labs = labs_tab.Labs(PageConfig(default_pair=spec, preload=False))
+    labs = panels.Labs(PageConfig(default_pair=spec, preload=False))
     trace = greedy_trace()
     updates = list(labs.sweep(trace, spec, "0,1", None, progress=lambda *a, **k: None))
     assert len(updates) == 2  # one redraw per temperature
@@ -100,10 +102,10 @@ def test_on_zero_gpu_the_labs_pass_only_plain_values_to_the_gpu_functions(tmp_pa
 
         return call
 
-    monkeypatch.setattr(labs_tab.zero_gpu, "ON_ZERO_GPU", True)
-    monkeypatch.setattr(labs_tab, "SWEEP_POINT", crossing(labs_tab._sweep_point))
-    monkeypatch.setattr(labs_tab, "BATCH_COSTS", crossing(labs_tab._batch_costs))
-    labs = labs_tab.Labs(PageConfig(default_pair=spec, preload=False))
+    monkeypatch.setattr(panels.zero_gpu, "ON_ZERO_GPU", True)
+    monkeypatch.setattr(panels, "SWEEP_POINT", crossing(panels._sweep_point))
+    monkeypatch.setattr(panels, "BATCH_COSTS", crossing(panels._batch_costs))
+    labs = panels.Labs(PageConfig(default_pair=spec, preload=False))
     updates = list(labs.sweep(greedy_trace(), spec, "0,1", None, progress=lambda *a, **k: None))
     assert list(updates[-1][0].data[0].x) == [0.0, 1.0]
     plot, _, _ = labs.batching(greedy_trace(), spec, None, progress=lambda *a, **k: None)
@@ -114,7 +116,7 @@ def test_on_zero_gpu_the_labs_pass_only_plain_values_to_the_gpu_functions(tmp_pa
 def test_the_handlers_ask_for_a_run_first(tmp_path):
     import gradio as gr
 
-    labs = labs_tab.Labs(PageConfig(preload=False))
+    labs = panels.Labs(PageConfig(preload=False))
     with pytest.raises(gr.Error, match="run a generation"):
         list(labs.sweep(None, "x", "0", None, progress=lambda *a, **k: None))
     with pytest.raises(gr.Error, match="temperatures must be numbers separated by commas"):

@@ -1,9 +1,15 @@
 """Imports flow one way, in the order of `ORDER`: models -> lm -> costs -> drafters -> engine
--> viz -> workshop -> app. No module imports a layer to its right (function-level imports
+-> viz -> app -> workshop. No module imports a layer to its right (function-level imports
 included). The leaves (`LEAVES`: events, settings, errors, theory, run_stats, choices,
-cost_model, lazy, limits, yes_no) may be imported by any layer and import only leaves. The workshop
-(bench, labs, production, head training, the lossless lab, the command line) uses the core
-and is used only by the page's tabs that show its work."""
+cost_model, lazy, limits, yes_no, grammar) may be imported by any layer and import only leaves. The
+workshop (bench, labs, production, head training, the lossless lab, the command line, and the
+tabs, panels and tools that show them on the page) sits above the page: the page names its
+parts in `app/parts.py` and never imports it.
+
+Inside a layer no import runs back up either: a module does not import a module of a
+subpackage of its own package (the generic its specialisations: `lm/` its runtimes, which
+register with it instead), and a tab or panel does not import another (they reach each other
+through the page). There is no import circle anywhere."""
 
 from __future__ import annotations
 
@@ -11,9 +17,21 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
-ORDER = ["models", "lm", "costs", "drafters", "engine", "viz", "workshop", "app"]
+ORDER = ["models", "lm", "costs", "drafters", "engine", "viz", "app", "workshop"]
 TOP = {"__main__", "__init__"}
-LEAVES = {"events", "settings", "errors", "theory", "run_stats", "choices", "cost_model", "lazy", "limits", "yes_no"}
+LEAVES = {
+    "events",
+    "settings",
+    "errors",
+    "theory",
+    "run_stats",
+    "choices",
+    "cost_model",
+    "lazy",
+    "limits",
+    "yes_no",
+    "grammar",
+}
 
 
 def layer(module: str) -> str:
@@ -120,8 +138,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_circles_inside_specviz():
-    # Function-level imports count: a circle broken only by importing late is still one.
+def import_graph() -> dict[str, set[str]]:
+    """Every specviz module -> the specviz modules it imports (function-level imports included)."""
     paths = [p for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts]
     modules = {_module_name(p) for p in paths}
     graph = {}
@@ -129,7 +147,79 @@ def test_no_import_circles_inside_specviz():
         own = _module_name(p)
         package = own if p.name == "__init__.py" else own.rsplit(".", 1)[0]
         graph[own] = {m for m in imports(p, package) if m in modules and m != own}
-    assert cycles(graph) == []
+    return graph
+
+
+def panel_modules() -> set[str]:
+    """The modules that define a tab or a panel of the page (a subclass of `Tab` or `Panel`;
+    app/tab.py, which defines the two, is not one)."""
+    found = set()
+    for p in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if (
+                isinstance(node, ast.ClassDef)
+                and node.name not in ("Tab", "Panel")
+                and any(getattr(b, "id", getattr(b, "attr", None)) in ("Tab", "Panel") for b in node.bases)
+            ):
+                found.add(_module_name(p))
+    return found
+
+
+def running_back_up(graph: dict[str, set[str]], panels: set[str], packages: set[str]) -> list[str]:
+    """The imports of `graph` that run back up inside a layer: a module of package P importing
+    a module of a subpackage of P (the generic its specialisation; a package's `__init__`, its
+    face, may name its own parts), and a tab or panel module importing another."""
+    wrong = []
+    for own, found in graph.items():
+        package = own if own in packages else own.rsplit(".", 1)[0]
+        for other in sorted(found):
+            deeper = own not in packages and package != "specviz" and other.startswith(package + ".")
+            if deeper and other.rsplit(".", 1)[0] != package:
+                wrong.append(f"{own} imports {other}, in a subpackage of its own package")
+            elif own in panels and other in panels:
+                wrong.append(f"{own} imports {other}: a tab or panel importing another")
+    return wrong
+
+
+def test_no_import_runs_back_up_and_there_is_no_circle():
+    # Function-level imports count: a circle broken only by importing late is still one.
+    graph = import_graph()
+    packages = {_module_name(p) for p in ROOT.rglob("__init__.py")}
+    back = running_back_up(graph, panel_modules(), packages)
+    circles = cycles(graph)
+    print(f"imports running back up inside a layer: {len(back)}; import circles: {len(circles)}")
+    assert back == [], "\n".join(back)
+    assert circles == []
+
+
+def test_the_back_up_finder_finds_a_specialisation_and_a_tab_importing_another():
+    graph = {
+        "specviz.lm.runtime": {"specviz.lm.torch_runtime.lean", "specviz.lm.rows"},
+        "specviz.lm.torch_runtime.lean": {"specviz.lm.runtime"},
+        "specviz.lm": {"specviz.lm.torch_runtime.loader"},
+        "specviz.app.inspector": {"specviz.app.live", "specviz.app.tab"},
+        "specviz.app.live": {"specviz.app.tab"},
+        "specviz.__main__": {"specviz.workshop.cli"},
+    }
+    packages = {"specviz", "specviz.lm", "specviz.lm.torch_runtime", "specviz.app"}
+    assert running_back_up(graph, {"specviz.app.inspector", "specviz.app.live"}, packages) == [
+        "specviz.lm.runtime imports specviz.lm.torch_runtime.lean, in a subpackage of its own package",
+        "specviz.app.inspector imports specviz.app.live: a tab or panel importing another",
+    ]
+
+
+def test_the_page_and_its_drawing_never_import_the_workshop():
+    """The page reaches the workshop's tabs, panels and tools only by name (`app/parts.py`)."""
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for part in ("app", "viz")
+        for path in sorted((ROOT / part).rglob("*.py"))
+        for name in imports(path)
+        if name == "specviz.workshop" or name.startswith("specviz.workshop.")
+    ]
+    assert not wrong, "\n".join(wrong)
+    named = (ROOT / "app" / "parts.py").read_text()
+    assert "specviz.workshop." in named  # and it does name them there
 
 
 def test_the_circle_finder_finds_one():

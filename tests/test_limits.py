@@ -1,6 +1,6 @@
 """The sizes and counts a visitor sends besides the settings (specviz/limits.py): each refused
 in one line naming the value, the limit and its variable, by every function that takes it,
-before the work that grows with it; the README lists each one."""
+before the work that grows with it; docs/DEPLOYING.md lists each one."""
 
 from __future__ import annotations
 
@@ -34,12 +34,12 @@ def refusal(fn, *args, **kw) -> str:
     return str(e.value)
 
 
-def test_each_limit_has_its_own_variable_and_a_row_in_the_readme():
+def test_each_limit_has_its_own_variable_and_a_row_in_the_deploying_doc():
     envs = [lim.env for lim in limits.ALL]
     assert len(set(envs)) == len(envs) and all(e.startswith("SPECVIZ_MAX_") for e in envs)
-    readme = (ROOT / "README.md").read_text()
+    doc = (ROOT / "docs" / "DEPLOYING.md").read_text()
     for row in limits.table().splitlines():
-        assert row in readme, row
+        assert row in doc, row
 
 
 def test_a_limit_follows_its_variable_and_refuses_a_bad_one(monkeypatch):

@@ -157,3 +157,31 @@ def test_cli_table_and_errors(capsys):
     assert "acceptance rate" in out and "overlap" in out and "lossless" in out
     assert main(["lossless", "--p", "0.5,0.4"]) == 2
     assert "sums to 0.9" in capsys.readouterr().err
+
+
+def test_the_lab_keeps_drafts_through_the_engines_own_check(monkeypatch):
+    """The lab's draws go through `engine.verify.accepts`, the check the engine's rounds call,
+    every draw of them: counted, and then broken (accepting every draft), the engine's verify
+    and the lab go wrong alike, the lab's output landing on q instead of p."""
+    import torch
+
+    from specviz.engine import verify
+
+    real, seen = verify.accepts, []
+
+    def counted(u, px, qx):
+        seen.append(np.size(u))
+        return real(u, px, qx)
+
+    monkeypatch.setattr(verify, "accepts", counted)
+    r = simulate(P, Q, samples=CHUNK + 12345, seed=4)
+    assert sum(seen) == CHUNK + 12345 and len(seen) == 2  # every draw, a chunk at a time
+    assert_output_is_p(r)
+
+    monkeypatch.setattr(verify, "accepts", lambda u, px, qx: u < 2)  # no verification at all
+    broken = simulate(P, Q, samples=N, seed=4)
+    np.testing.assert_allclose(broken.measured, Q, atol=0.002)
+    assert broken.max_z > 100 and broken.acceptance_rate == 1.0
+    p = torch.tensor([[0.0, 1.0], [0.5, 0.5]])  # the target never takes token 0
+    out = verify.verify(torch.tensor([0]), p, torch.tensor([[1.0, 0.0]]), generator=torch.Generator().manual_seed(0))
+    assert out.decisions == ["accepted"]  # the engine, through the same broken check, takes it

@@ -31,7 +31,7 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from specviz.app import lossless_tab
+from specviz.workshop import lossless_tab
 from specviz.workshop.cli import main
 from specviz.errors import UserError
 from specviz.workshop.lossless import RULES, at_temperature, bug_gallery, rule_parts, total_variation, tv_std_error

@@ -321,12 +321,15 @@ def test_each_precision_is_timed_through_the_engines_loop(folders, monkeypatch, 
     """The precision a run pays for is the one its loop runs fastest: the load times each
     through that loop (real passes of the tiny target), never through transformers' forward."""
     from specviz.lm import timing
+    from specviz.lm.torch_runtime import forward_timing
     from specviz.lm.torch_runtime.lean import lean_supported
     from specviz.lm.torch_runtime import precision
 
     monkeypatch.delenv("SPECVIZ_DTYPE")
     monkeypatch.setattr(devices, "native_bf16", lambda: True)
-    monkeypatch.setattr(timing, "measure_pass_ms", lambda *a, **k: pytest.fail("timed through transformers' forward"))
+    monkeypatch.setattr(
+        forward_timing, "measure_pass_ms", lambda *a, **k: pytest.fail("timed through transformers' forward")
+    )
     timed = []
     real = timing.chain_pass_ms
 

@@ -2,8 +2,9 @@
 settings, the page's radio, the CLI's --drafter, the bench's sv-<name>, and the engine, whose
 greedy output with it equals plain greedy output. A runtime registered in `choices.RUNTIMES`
 (with its models, LM and loader, `tests/toy_runtime.py`) is offered in the same places, loads
-through the engine and decodes as torch does. A tab added to `page.TABS` (`tests/toy_tab.py`)
-is built and redrawn after a run. Also: each choice's names are spelled in
+through the engine and decodes as torch does. A tab added to `parts.TABS` (`tests/toy_tab.py`)
+is built and redrawn after a run, and so is a panel added to a tab in `parts.PANELS`
+(`tests/toy_panel.py`), whose button is wired. Also: each choice's names are spelled in
 one place in specviz/ (its registry), so the registries are the only lists to extend."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from specviz import choices
 from specviz.choices import DRAFTERS, MODES, POLICIES, RUNTIMES, VOCAB_METHODS
-from specviz.events import RoundEvent
+from specviz.events import RoundEvent, load_trace
 from specviz.settings import GenerationSettings, SettingsError, from_request
 from tiny_models import tiny_pair
 from toy_drafter import ENTRY
@@ -293,26 +294,69 @@ def test_a_drafter_needing_what_a_registered_runtime_lacks_is_refused_in_words(t
 # --- a tab -----------------------------------------------------------------------------------
 
 
-def test_a_tab_added_to_the_page_is_built_and_redrawn_from_each_new_trace(monkeypatch):
-    """`tests/toy_tab.py` added to `page.TABS` gets its own tab, and one step of the chain
-    that follows a run redraws it from the run's trace (a recorded one here)."""
-    from specviz.app import page
-    from specviz.app.config import PageConfig
-    from specviz.events import load_trace
-    from toy_tab import ToyTab
-
-    monkeypatch.setattr(page, "TABS", page.TABS + (ToyTab,))
-    demo = page.build_page(PageConfig(default_pair="qwen-coder", preload=False))
-    by_elem = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
-    assert by_elem["tab-toy-rounds"].label == ToyTab.title
-    words = by_elem["toy-rounds-words"]
+def redraw_after_a_run(demo, component):
+    """The step of the chain that follows a Run which redraws `component` (exactly one), and
+    what it writes there for the recorded greedy trace."""
     fns = list(demo.fns.values())
     run = next(f for f in fns if f.name == "run" and f.trigger_after is not None)
     chain, fn = [], run
     while (fn := next((f for f in fns if f.trigger_after == fn._id), None)) is not None:
         chain.append(fn)
-    (step,) = [f for f in chain if words in f.outputs]  # redrawn once after a run
+    (step,) = [f for f in chain if component in f.outputs]  # redrawn once after a run
     trace = load_trace((Path(__file__).parent / "data" / "viz_trace_greedy.json").read_text())
-    rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
     out = step.fn(trace, *([None] * (len(step.inputs) - 1)))
-    assert out[step.outputs.index(words)] == f"{len(trace.token_ids)} tokens in {len(rounds)} rounds"
+    return trace, out[step.outputs.index(component)]
+
+
+def built_page(monkeypatch, **parts_changed):
+    from specviz.app import page, parts
+    from specviz.app.config import PageConfig
+
+    for name, value in parts_changed.items():
+        monkeypatch.setattr(parts, name, value)
+    demo = page.build_page(PageConfig(default_pair="qwen-coder", preload=False))
+    return demo, {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+
+
+def test_a_tab_added_to_the_page_is_built_and_redrawn_from_each_new_trace(monkeypatch):
+    """`tests/toy_tab.py` added to `parts.TABS` gets its own tab, and one step of the chain
+    that follows a run redraws it from the run's trace (a recorded one here)."""
+    from specviz.app import parts
+    from toy_tab import ToyTab
+
+    demo, by_elem = built_page(monkeypatch, TABS=(*parts.TABS, "toy_tab:ToyTab"))
+    assert by_elem["tab-toy-rounds"].label == ToyTab.title
+    trace, words = redraw_after_a_run(demo, by_elem["toy-rounds-words"])
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
+    assert words == f"{len(trace.token_ids)} tokens in {len(rounds)} rounds"
+
+
+def test_a_panel_added_to_a_tab_is_built_inside_it_wired_and_redrawn(monkeypatch):
+    """`tests/toy_panel.py` added to the Labs tab in `parts.PANELS` is laid out inside that tab
+    after the tab's own panels, its button is wired, and a run redraws it."""
+    from specviz.app import parts
+
+    panels = {**parts.PANELS, "labs": (*parts.PANELS["labs"], "toy_panel:ToyPanel")}
+    demo, by_elem = built_page(monkeypatch, PANELS=panels)
+    labs = by_elem["tab-labs"]
+    words, count = by_elem["toy-panel-words"], by_elem["toy-panel-count"]
+    inside = [b for b in demo.blocks.values() if _inside(demo, b, labs)]
+    assert words in inside and count in inside
+    assert inside.index(words) > inside.index(by_elem["metrics-words"])  # after the panels before it
+    assert not any(_inside(demo, words, by_elem[f"tab-{t}"]) for t in ("live", "inspector", "traces"))
+    trace, drafted = redraw_after_a_run(demo, words)
+    rounds = [e for e in trace.events if isinstance(e, RoundEvent)]
+    assert drafted == f"{sum(len(r.drafted) for r in rounds)} drafted tokens"
+    (click,) = [f for f in demo.fns.values() if (count._id, "click") in f.targets]
+    assert click.outputs == [by_elem["toy-panel-accepted"]]
+    assert click.fn(trace) == f"{sum(r.accepted for r in rounds)} accepted"
+
+
+def _inside(demo, block, container) -> bool:
+    """Whether `block` is laid out somewhere inside `container`."""
+    parent = getattr(block, "parent", None)
+    while parent is not None:
+        if parent is container:
+            return True
+        parent = getattr(parent, "parent", None)
+    return False

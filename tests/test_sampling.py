@@ -163,3 +163,24 @@ def test_draw_never_picks_a_zero_weight_at_the_top_edge(monkeypatch):
 def test_draw_refuses_an_empty_distribution():
     with pytest.raises(ValueError, match="positive"):
         draw(torch.zeros(4), None)
+
+
+def test_the_grammars_mask_comes_before_temperature_top_k_and_top_p():
+    # LOGITS 2, 1, 0.5, 0, -1, -3; the grammar allows tokens 1, 2, 4 and 5 (not the best, 0).
+    allowed = torch.tensor([[False, True, True, False, True, True]])
+    sampler = Sampler(GenerationSettings(temperature=0.5, top_k=2, top_p=0.9), V)
+    d = sampler.distribution(sampler.masked(LOGITS, allowed))[0]
+    # By hand: the mask first, then logits / 0.5 over what is left: 2, 1, -2, -6; top-k 2 keeps the
+    # two best allowed tokens (1 and 2, not token 0, which the mask removed), weights e^2 and e^1;
+    # top-p 0.9: e^2 / (e^2 + e) = 0.731 < 0.9, so both stay.
+    w = torch.tensor([0.0, math.exp(2.0), math.exp(1.0), 0.0, 0.0, 0.0])
+    assert torch.allclose(d, w / w.sum())
+    # Top-k before the mask would keep tokens 0 and 1, and the mask would then leave token 1 alone.
+    assert d[2] > 0.2
+
+
+def test_a_greedy_choice_under_the_mask_is_the_best_allowed_token():
+    sampler = Sampler(GenerationSettings(temperature=0), V)
+    allowed = torch.tensor([False, False, True, True, False, False])
+    assert sampler.distribution(sampler.masked(LOGITS[0], allowed)).tolist() == [0, 0, 1.0, 0, 0, 0]
+    assert sampler.masked(LOGITS, None) is LOGITS  # free text: the logits untouched

@@ -83,8 +83,9 @@ def test_a_toy_setting_added_in_settings_py_alone_reaches_the_cli_the_api_and_th
 def test_every_setting_says_what_it_is():
     for name, s in SPECS.items():
         assert s.help and s.label, name
-        assert s.kind in ("flag", "whole", "number", "choice"), name
+        assert s.kind in ("flag", "whole", "number", "choice", "string"), name
         assert (s.registry is not None) == (s.kind == "choice"), name
+        assert (s.limit is not None) == (s.kind == "string"), name
         if s.kind in ("whole", "number"):
             lo, hi = s.span
             assert lo <= getattr(DEFAULTS, name) and (hi is None or getattr(DEFAULTS, name) <= hi), name

@@ -116,6 +116,7 @@ def cases():
         "position_rates_figure": lambda: ap.position_rates_figure(rounds, title=MARKUP),
         "position_stats_figure": lambda: ap.position_stats_figure(position_stats(rounds), MARKUP),
         "lengths_figure": lambda: ap.lengths_figure(rounds, title=MARKUP),
+        "grammar_positions_figure": lambda: ap.grammar_positions_figure([0.5, 1.0], [0.25], title=MARKUP),
         "hindsight_figure": lambda: ap.hindsight_figure(hindsight(rounds, COST), title=MARKUP),
         "temperature_sweep_figure": lambda: ap.temperature_sweep_figure(
             [0, 1], [0.5, 0.4], [2, 1.5], [1.2, 1.1], title=MARKUP

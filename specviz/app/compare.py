@@ -36,7 +36,7 @@ class CompareTab:
     def __init__(self):
         hint(
             "Plain decoding runs the target alone, one forward pass per token, with the same prompt, settings "
-            "and seed as the current run."
+            "and seed as the current run, under its output format where it has one."
         )
         with gr.Row():
             self.run = gr.Button("Run plain decoding and compare", variant="primary", elem_id="compare-run", scale=3)

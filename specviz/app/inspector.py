@@ -12,11 +12,11 @@ from __future__ import annotations
 import gradio as gr
 
 from specviz.choices import PLAIN
-from specviz import run_stats, viz
-from specviz.app.live import TOKEN_CLICK_JS, alignment_view
+from specviz import viz
+from specviz.app.streams import TOKEN_CLICK_JS, alignment_view
 from specviz.app.shown_errors import shown_errors
 from specviz.events import RoundEvent, Trace
-from specviz.viz.inspector import position_bars_figure, position_choices, round_narrative_html
+from specviz.viz.inspector import position_bars_figure, position_choices, round_at, round_narrative_html, trace_rounds
 from specviz.viz.palette import empty_figure
 from specviz.viz.source import source_html
 from specviz.viz.tree import tree_figure, tree_mask_figure
@@ -73,19 +73,10 @@ class InspectorTab:
         ]
 
 
-def rounds_of(trace: Trace | None) -> list[RoundEvent]:
-    return run_stats.rounds_of(trace.events) if trace is not None else []
-
-
-def round_at(rounds: list[RoundEvent], round_index) -> int:
-    """The chosen round's index (the slider's value; none: the first), clamped to the run."""
-    return min(max(int(round_index or 0), 0), len(rounds) - 1)
-
-
 def first_drafted(trace: Trace | None) -> int:
     """The round the inspector opens at: the first that drafted anything (a run's first token
     comes from the prompt's prefill, in a round that drafted nothing)."""
-    return next((i for i, e in enumerate(rounds_of(trace)) if e.drafted), 0)
+    return next((i for i, e in enumerate(trace_rounds(trace)) if e.drafted), 0)
 
 
 def default_position(event: RoundEvent) -> int:
@@ -98,7 +89,7 @@ def default_position(event: RoundEvent) -> int:
 @shown_errors
 def inspect(trace: Trace | None, round_index, position=None) -> tuple:
     """Everything the inspector shows for one round (clamped to the run) and one position."""
-    rounds = rounds_of(trace)
+    rounds = trace_rounds(trace)
     if not rounds:
         message = NO_ROUNDS if trace is None or trace.mode != PLAIN else "Plain decoding has no rounds to inspect."
         return (
@@ -116,7 +107,7 @@ def inspect(trace: Trace | None, round_index, position=None) -> tuple:
     pos = int(position) if position is not None and int(position) in valid else default_position(event)
     return (
         gr.Slider(minimum=0, maximum=max(len(rounds) - 1, 1), value=i, interactive=len(rounds) > 1),
-        round_narrative_html(event),
+        round_narrative_html(event, (trace.meta.get("grammar") or {}).get("vocab_size")),
         gr.Radio(choices=choices, value=pos if pos in valid else None),
         position_bars_figure(event, pos),
         viz.tokens_html(rounds[: i + 1]),
@@ -139,7 +130,7 @@ def round_extras(event: RoundEvent | None, trace: Trace | None) -> tuple:
 
 @shown_errors
 def bars(trace: Trace | None, round_index, position) -> object:
-    rounds = rounds_of(trace)
+    rounds = trace_rounds(trace)
     if not rounds or position is None:
         return gr.skip()
     return position_bars_figure(rounds[round_at(rounds, round_index)], int(position))

@@ -25,10 +25,11 @@ from pathlib import Path
 import gradio as gr
 
 from specviz import viz
-from specviz.app import production, runner
+from specviz.app import runner
 from specviz.app.config import PageConfig
 from specviz.app.shown_errors import shown_errors
 from specviz.app.stopping import NO_SESSION, session_of
+from specviz.app.streams import TOKEN_CLICK_JS, alignment_view
 from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, chart, hint, shown, stops
 from specviz.events import CHECK, RoundEvent, Trace
 from specviz.models.catalogue.presets import list_presets
@@ -36,28 +37,14 @@ from specviz.choices import COST_AWARE, PLAIN, POLICIES, SPECULATIVE, SUFFIX
 from specviz.settings import DEFAULTS, PROMPT, SPECS, GenerationSettings, Setting, check_prompt, default_k, from_request
 from specviz.viz.palette import empty_figure
 from specviz.viz.text import esc
-from specviz.viz.tree import alignment_html, tree_figure
+from specviz.viz.tree import tree_figure
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
-# Clicking a token in a stream asks the inspector for that round and position; each new
-# value scrolls the stream to its end, where the newest round is.
-TOKEN_CLICK_JS = """
-element.addEventListener('click', (e) => {
-  const t = e.target.closest('.tok[data-round]');
-  if (t) trigger('click', {round: Number(t.dataset.round), pos: Number(t.dataset.pos)});
-});
-watch('value', () => {
-  const s = element.querySelector('.specviz-stream');
-  if (s) s.scrollTop = s.scrollHeight;
-});
-"""
-
-
 NO_RUN = "Press Run to generate: each token appears coloured by what happened to it."
 
 # Where the page puts the settings: the choices stacked, then rows side by side. Any other
 # setting (a new one too) goes under "More settings", in declared order.
-STACKED = ("runtime", "drafter", "mode", "policy")
+STACKED = ("runtime", "drafter", "mode", "policy", "output_format", "output_spec")
 ROWS = (("k",), ("temperature", "top_p"), ("seed", "top_k", "max_new_tokens"), ("tree_nodes", "tree_width"))
 
 
@@ -129,26 +116,24 @@ def load_examples() -> list[dict]:
 # the measured pass costs pay for), greedy decoding, and room for the whole answer (150-250
 # tokens: the default 128 ends it as the copy gets going). Code and prose examples set the same
 # settings back to their defaults, the draft model's.
-EDIT = "edit"
-EXAMPLE_SETTINGS = {
-    EDIT: GenerationSettings(
-        mode=SPECULATIVE,
-        drafter=SUFFIX,
-        policy=COST_AWARE,
-        k=default_k(COST_AWARE),
-        temperature=0.0,
-        max_new_tokens=256,
-    )
-}
-SET_BY_EXAMPLES = ("mode", "drafter", "policy", "k", "temperature", "max_new_tokens")
+# A JSON example (its schema its own) copies values from its prompt the same way, and the grammar
+# forces the keys and punctuation besides. Every other example sets free text back.
+EDIT, JSON = "edit", "json"
+COPYING = GenerationSettings(
+    mode=SPECULATIVE, drafter=SUFFIX, policy=COST_AWARE, k=default_k(COST_AWARE), temperature=0.0, max_new_tokens=256
+)
+EXAMPLE_SETTINGS = {EDIT: COPYING, JSON: COPYING}
+SET_BY_EXAMPLES = ("mode", "drafter", "policy", "k", "temperature", "max_new_tokens", "output_format", "output_spec")
 EXAMPLE_HEADINGS = {
-    EDIT: "Examples: edit work, where the suffix drafter copies the input (then race it on Side by side)"
+    EDIT: "Examples: edit work, where the suffix drafter copies the input (then race it on Side by side)",
+    JSON: "Examples: JSON extraction under a schema, its keys and quotes forced by the grammar (then race it on Side by side)",
 }
 
 
 def make_examples(examples: list[dict], prompt: gr.Textbox, settings: dict) -> dict[str, gr.Examples]:
-    """One set of examples per heading (code and prose together, edit work apart): a click sets
-    the prompt and SET_BY_EXAMPLES from its kind's settings. A click runs nothing."""
+    """One set of examples per heading (code and prose together, edit work and JSON apart): a
+    click sets the prompt and SET_BY_EXAMPLES from the example's own output format and its
+    kind's settings. A click runs nothing."""
     groups: dict[str, list[dict]] = {}
     for e in examples:
         groups.setdefault(EXAMPLE_HEADINGS.get(e["kind"], "Examples: code and prose"), []).append(e)
@@ -156,7 +141,7 @@ def make_examples(examples: list[dict], prompt: gr.Textbox, settings: dict) -> d
     made = {}
     for heading, group in groups.items():
         rows = [
-            [e["prompt"], *(getattr(EXAMPLE_SETTINGS.get(e["kind"], DEFAULTS), n) for n in SET_BY_EXAMPLES)]
+            [e["prompt"], *(e.get(n, getattr(EXAMPLE_SETTINGS.get(e["kind"], DEFAULTS), n)) for n in SET_BY_EXAMPLES)]
             for e in group
         ]
         made[heading] = gr.Examples(
@@ -211,7 +196,7 @@ def _settings(config: PageConfig) -> tuple[gr.Dropdown, dict[str, gr.components.
 
 
 def control(name: str, **layout) -> gr.components.Component:
-    """A setting's control, from its declaration: a radio, a checkbox, a number box or a slider."""
+    """A setting's control, from its declaration: a radio, a checkbox, a text box, a number box or a slider."""
     s = SPECS[name]
     info = s.help if s.info is None else s.info or None
     common = {"value": getattr(DEFAULTS, name), "label": s.label, "info": info, "elem_id": name, **layout}
@@ -219,6 +204,8 @@ def control(name: str, **layout) -> gr.components.Component:
         return gr.Radio(s.registry.labelled(), **common)
     if s.kind == "flag":
         return gr.Checkbox(**common)
+    if s.kind == "string":
+        return gr.Textbox(lines=3, max_lines=12, max_length=int(s.limit.value), **common)
     whole = {"precision": 0} if s.kind == "whole" else {}
     if s.box:
         return gr.Number(minimum=s.span[0], **whole, **common)
@@ -282,11 +269,6 @@ def latest_round_views(trace: Trace) -> tuple:
     last = next((e for e in reversed(trace.events) if isinstance(e, RoundEvent) and (e.tree or e.alignment)), None)
     tree = tree_figure(last, title=f"Latest round ({last.index}): its token tree") if last and last.tree else None
     return shown(gr.Plot, tree), alignment_view(last, trace.meta)
-
-
-def alignment_view(event: RoundEvent | None, meta) -> gr.HTML:
-    """A round's alignment with a draft of another tokenizer, shown; hidden for any other round."""
-    return shown(gr.HTML, alignment_html(event, meta) if event is not None and event.alignment else None)
 
 
 def stopped_views(trace: Trace | None) -> tuple:
@@ -383,16 +365,20 @@ def beyond_slider(s: Setting, value) -> bool:
 
 
 class LivePage(Tab):
-    """The run: settings, the coloured stream, its stats and timeline, and an export of the
-    settings for other engines."""
+    """The run: settings, the coloured stream, its stats and timeline. Another tab shows a
+    trace here through `views` and `controls_from` (traces: an upload)."""
 
     id, title = "live", "Live run"
+    views = staticmethod(live_views)
 
     def build(self, shared: Shared) -> None:
         self.ui = LiveTab(shared.config)
-        self.export = production.ExportPanel()
         self.runs = LiveRuns(shared.config, self.ui)
-        self.redraw_inputs, self.redraw_outputs = [self.export.format], self.export.outputs
+        self.config = shared.config
+
+    def controls_from(self, trace: Trace) -> tuple:
+        """The tab's inputs set to `trace`'s prompt and settings (`controls_from`)."""
+        return controls_from(trace, self.config)
 
     def wire(self, shared: Shared) -> None:
         """A new run first stops the session's current one (Stop and that step skip the queue);
@@ -414,7 +400,3 @@ class LivePage(Tab):
         )
         stop = stops(ui.stop.click, [run, *reruns])
         shared.then_refresh(stop.then(stopped_views, [shared.trace], ui.outputs, **PRIVATE))
-        production.wire_export(self.export, shared.trace)
-
-    def redraw(self, trace: Trace | None, fmt: str) -> tuple:
-        return production.export_views(trace, fmt)

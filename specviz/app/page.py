@@ -1,8 +1,9 @@
-"""The whole page: a header with the model status, the tabs of `TABS`, and the API.
+"""The whole page: a header with the model status, the tabs of `parts.TABS` with the panels of
+`parts.PANELS`, and the API.
 
-Each tab's layout, handlers and wiring live in its own module (`app/tab.py`: the protocol);
-this file builds them in order, and whenever the session's current trace changes (a run, a
-stop, an upload) redraws every tab that shows it.
+Each tab's and panel's layout, handlers and wiring live in its own module (`app/tab.py`: the
+protocol), named in `parts.py`; this file builds them in order, and whenever the session's
+current trace changes (a run, a stop, an upload) redraws every tab and panel that shows it.
 """
 
 from __future__ import annotations
@@ -17,28 +18,17 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.app import (
-    compare,
-    inspector,
-    labs_tab,
-    live,
-    lossless_tab,
-    runner,
-    theory_tab,
-    tools,
-    traces,
-    visitors,
-    zero_gpu,
-)
+from specviz.app import compare, live, parts, runner, tools, visitors, zero_gpu
 from specviz.app.background import unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import DETAILS, hide_details, redact, shown_errors
 from specviz.app.stopping import session_of
-from specviz.app.tab import LIGHT, MODELS, PRIVATE, Shared, Tab
+from specviz.app.tab import LIGHT, MODELS, PRIVATE, Panel, Shared, Tab
 from specviz.engine import runtime_prepare
 from specviz.errors import UserError
 from specviz.events import Trace
+from specviz.lazy import named
 from specviz.limits import PAIR_CHARS
 from specviz.models.files.cache import where
 from specviz.settings import DEFAULTS, FIELDS, GenerationSettings, check_prompt, from_request
@@ -167,18 +157,6 @@ def model_status(pair: str) -> tuple[str, gr.Timer]:
     return status_html(pair, state), gr.Timer(active=state is None or not state.done.is_set() or preparing(pair))
 
 
-# The tabs, in the page's order (app/tab.py: what a tab is).
-TABS = (
-    live.LivePage,
-    inspector.InspectorPage,
-    compare.ComparePage,
-    theory_tab.TheoryPage,
-    lossless_tab.LosslessPage,
-    labs_tab.LabsPage,
-    traces.TracesPage,
-)
-
-
 # A session's traces are dropped this long after their last update (a tab left open for days
 # holds no run); Gradio drops them at once when the tab closes.
 STATE_TTL_S = 3 * 3600
@@ -192,14 +170,11 @@ def build_page(config: PageConfig) -> gr.Blocks:
         trace, plain = gr.State(None, time_to_live=STATE_TTL_S), gr.State(None, time_to_live=STATE_TTL_S)
         with gr.Tabs(elem_id="tabs") as tabs:
             shared = Shared(config, trace, plain, tabs, demo)
-            for make in TABS:
-                tab = make()
-                with gr.Tab(tab.title, id=tab.id, elem_id=f"tab-{tab.id}"):
-                    tab.build(shared)
-                shared.built[tab.id] = tab
+            for name in parts.TABS:
+                _build_tab(named(name)(), shared)
         shared.then_refresh = _refresher(shared)
-        for tab in shared.built.values():
-            tab.wire(shared)
+        for part in _parts(shared):
+            part.wire(shared)
         _wire_status(demo, shared, status, timer)
         gr.api(generate_api(config), api_name="generate", **MODELS)
         tools.register(config, MODELS)
@@ -213,6 +188,21 @@ def build_page(config: PageConfig) -> gr.Blocks:
     hide_details(config.public)
     one_queue(demo)
     return demo
+
+
+def _build_tab(tab: Tab, shared: Shared) -> None:
+    """`tab` built inside its own gr.Tab, then the panels added to it, in order."""
+    with gr.Tab(tab.title, id=tab.id, elem_id=f"tab-{tab.id}"):
+        tab.build(shared)
+        tab.panels = [named(name)() for name in parts.PANELS.get(tab.id, ())]
+        for panel in tab.panels:
+            panel.build(shared)
+    shared.built[tab.id] = tab
+
+
+def _parts(shared: Shared) -> list[Panel]:
+    """Every tab and panel built, in the page's order: each tab, then its panels."""
+    return [p for tab in shared.built.values() for p in (tab, *tab.panels)]
 
 
 def queue(demo: gr.Blocks, config: PageConfig) -> gr.Blocks:
@@ -250,11 +240,11 @@ def _header(config: PageConfig) -> tuple[gr.HTML, gr.Timer]:
 
 
 def _refresher(shared: Shared):
-    """`then_refresh(event)`: after `event`, every tab with a redraw redraws from the current
-    trace. Tabs that read only the trace redraw first, in one update (each figure drawn once);
-    tabs that also read a widget (the export format, the theory sliders) redraw after them, so
-    a widget changed while the figures were drawn is read as it is then, not as it was."""
-    tabs = [t for t in shared.built.values() if t.redraw_outputs]
+    """`then_refresh(event)`: after `event`, every tab and panel with a redraw redraws from the
+    current trace. Those that read only the trace redraw first, in one update (each figure drawn
+    once); those that also read a widget (the export format, the theory sliders) redraw after
+    them, so a widget changed while the figures were drawn is read as it is then, not as it was."""
+    tabs = [t for t in _parts(shared) if t.redraw_outputs]
     steps = [
         _redraw_step([t for t in tabs if not t.redraw_inputs], shared),
         _redraw_step([t for t in tabs if t.redraw_inputs], shared),
@@ -269,7 +259,7 @@ def _refresher(shared: Shared):
     return then_refresh
 
 
-def _redraw_step(tabs: list[Tab], shared: Shared) -> tuple:
+def _redraw_step(tabs: list[Panel], shared: Shared) -> tuple:
     inputs = [shared.trace, *(c for t in tabs for c in t.redraw_inputs)]
     outputs = [c for t in tabs for c in t.redraw_outputs]
 
@@ -343,7 +333,7 @@ def zero_gpu_status(config: PageConfig, pair: str) -> dict | None:
 
 
 # The API's first parameters after the prompt and the pair, in the order gradio_client callers
-# pass them positionally (README, "API"); every other GenerationSettings field follows in its
+# pass them positionally (docs/API.md); every other GenerationSettings field follows in its
 # declared order. `adaptive` is the older spelling of policy="cost-aware".
 API_LEAD = ("drafter", "k", "temperature", "top_p", "max_new_tokens", "seed", "mode", "adaptive", "top_k", "policy")
 # None: the policy's default k; no policy given (with `adaptive` for the older callers).

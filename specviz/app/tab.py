@@ -1,11 +1,13 @@
-"""What a tab of the page is: `page.py` builds every tab of `page.TABS` in order, inside its
-own `gr.Tab`, then wires each one's events, and redraws every tab from the session's current
-trace whenever a run, a stop or an upload changes it.
+"""What a tab of the page is: `page.py` builds every tab of `parts.TABS` in order, inside its
+own `gr.Tab`, then the panels `parts.PANELS` adds to it, then wires each one's events, and
+redraws every tab and panel from the session's current trace whenever a run, a stop or an
+upload changes it.
 
-A new tab is a module in `specviz/app/` with a `Tab` subclass and one entry in `page.TABS`
-(docs/ARCHITECTURE.md); its drawing goes in `specviz/viz/`. What the tabs share is here, written
-once: the queue's slots, a handler kept out of the API, Stop, a hint, a placeholder, a chart and
-a component shown or hidden.
+A new tab is a module with a `Tab` subclass and one line in `parts.TABS`; a new panel of a tab,
+a module with a `Panel` subclass and one line in `parts.PANELS` (docs/ARCHITECTURE.md). Their
+drawing goes in `specviz/viz/`. What the tabs share is here, written once: the queue's slots, a
+handler kept out of the API, Stop, a hint, a placeholder, a chart and a component shown or
+hidden.
 """
 
 from __future__ import annotations
@@ -82,14 +84,14 @@ class Shared:
     then_refresh: Callable[[Any], Any] = lambda event: event
 
 
-class Tab:
-    """One tab. `build` lays out its components: it makes the tab's layout class (whose
-    `__init__` makes each component where it lays it out, as an attribute) and keeps it as
-    `self.ui`; `wire` connects their events; a tab that shows the current trace lists, once
-    built, what its `redraw` reads besides the trace (`redraw_inputs`) and writes (`redraw_outputs`)."""
+class Panel:
+    """A part of the page that shows the current trace or wires events: a tab, or a panel
+    another module adds to a tab. `build` lays out its components: it makes its layout class
+    (whose `__init__` makes each component where it lays it out, as an attribute) and keeps it
+    as `self.ui`; `wire` connects their events; one that shows the current trace lists, once
+    built, what its `redraw` reads besides the trace (`redraw_inputs`) and writes
+    (`redraw_outputs`)."""
 
-    id: str
-    title: str
     redraw_inputs: Sequence = ()
     redraw_outputs: Sequence = ()
 
@@ -101,3 +103,12 @@ class Tab:
 
     def redraw(self, trace: Trace | None, *values) -> tuple:
         return ()
+
+
+class Tab(Panel):
+    """One tab of the page, with the panels other modules add to it (`parts.PANELS`, built
+    after its own components, inside it)."""
+
+    id: str
+    title: str
+    panels: Sequence[Panel] = ()

@@ -1,7 +1,8 @@
 """The page's tools for programs: API endpoints that Gradio also serves as MCP tools when
 the page launches with its MCP server (`app.py`, unless SPECVIZ_MCP=0). Each returns JSON
 text, and its docstring (with an Args section) is the tool's description. Bad arguments get
-the API's one-line errors (`shown_errors`)."""
+the API's one-line errors (`shown_errors`). The tools are `parts.TOOLS`, by name: the theory's
+here, the workshop's beside the code they drive; then `generate_summary`, which runs the models."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from dataclasses import asdict
 import gradio as gr
 
 from specviz import theory
-from specviz.choices import FIXED, MODEL
-from specviz.app import runner
+from specviz.app import parts, runner
 from specviz.app.config import PageConfig
 from specviz.app.stopping import session_of
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
+from specviz.lazy import named
 from specviz.models.catalogue.sources import check_typed
 from specviz.settings import DEFAULTS, check_prompt, from_request
 
@@ -40,8 +41,8 @@ def speedup(alpha: float, k: int, target_ms: float, draft_ms: float) -> str:
     """
     return json.dumps(
         {
-            "speedup": float(theory.speedup(alpha, _whole(k, "k"), target_ms, draft_ms)),
-            "tokens_per_round": float(theory.tokens_per_round(alpha, _whole(k, "k"))),
+            "speedup": float(theory.speedup(alpha, whole(k, "k"), target_ms, draft_ms)),
+            "tokens_per_round": float(theory.tokens_per_round(alpha, whole(k, "k"))),
         }
     )
 
@@ -59,85 +60,10 @@ def best_k(alpha: float, target_ms: float, draft_ms: float, k_max: int = 16) -> 
     Returns:
         JSON with best_k, speedup (at best_k) and break_even_alpha (for best_k; null for k = 0).
     """
-    k, s = theory.best_k(alpha, target_ms, draft_ms, k_max=_whole(k_max, "k_max"))
+    k, s = theory.best_k(alpha, target_ms, draft_ms, k_max=whole(k_max, "k_max"))
     k = int(k)
     even = float(theory.break_even_alpha(k, target_ms, draft_ms)) if k > 0 else None
     return json.dumps({"best_k": k, "speedup": float(s), "break_even_alpha": even})
-
-
-def lossless_check(p: str, q: str, samples: int = 200_000, seed: int = 0) -> str:
-    """Monte Carlo check that the speculative acceptance rule (accept x ~ q with probability
-    min(1, p(x)/q(x)), else draw from norm(max(0, p - q))) outputs tokens distributed as p.
-
-    Args:
-        p: the target distribution, comma-separated probabilities (normalised if they do not sum to 1)
-        q: the draft distribution, comma-separated, as many entries as p
-        samples: draws to simulate
-        seed: random seed
-
-    Returns:
-        JSON with the measured output frequencies, the largest deviation from p in standard errors
-        (max_z), the measured and predicted acceptance rates.
-    """
-    from specviz.workshop.lossless import parse_distribution, simulate
-
-    r = simulate(
-        parse_distribution(p, "p"),
-        parse_distribution(q, "q"),
-        samples=_whole(samples, "samples"),
-        seed=_whole(seed, "seed"),
-    )
-    return json.dumps(
-        {
-            "measured": r.measured,
-            "p": r.p,
-            "max_z": r.max_z,
-            "acceptance_rate": r.acceptance_rate,
-            "predicted_acceptance": r.overlap,
-            "samples": r.samples,
-        }
-    )
-
-
-def export_settings(format: str, pair: str = "qwen-coder", drafter: str = MODEL, k: int = 4) -> str:
-    """A pair, drafter and draft length as the command or code that runs them in another engine.
-
-    Args:
-        format: vllm, sglang, llamacpp, transformers or llama-cpp-python
-        pair: a model pair preset
-        drafter: model, tree, lookup, early-exit, head, suffix or lookahead
-        k: tokens drafted per step
-
-    Returns:
-        JSON with format, language, text (the command or code; empty where the engine lacks the drafter) and notes.
-    """
-    from specviz.workshop.production import found
-    from specviz.workshop.production.export import export
-
-    settings = from_request({"drafter": drafter, "k": k, "policy": FIXED})
-    return json.dumps(export(found.from_settings(pair, settings), format).to_dict())
-
-
-def read_metrics(payload: str, target_ms: float, draft_ms: float = 0.0, verify_ms: float = 0.0) -> str:
-    """An engine's speculative metrics read back and judged: vLLM's /metrics or per-request
-    metrics.speculative_decoding, SGLang's meta_info, llama-server's /completion response or
-    its /metrics, or a specviz trace.
-
-    Args:
-        payload: the Prometheus text or the JSON, as the engine printed it
-        target_ms: T, one target forward pass in ms, for the predicted speedup
-        draft_ms: D, one drafted token in ms (0 for n-gram drafters)
-        verify_ms: a pass over k + 1 tokens in ms (0: as T, a GPU's flat curve)
-
-    Returns:
-        JSON: per model, the counts, acceptance by position (unconditional and conditional), mean
-        acceptance length with and without the bonus token, the predicted speedup and a verdict.
-    """
-    from specviz.workshop.production.judge import judge, typed_cost
-    from specviz.workshop.production.metrics import read
-
-    cost = typed_cost(target_ms, draft_ms, verify_ms or None)
-    return json.dumps([judge(c, cost).to_dict() for c in read(payload)])
 
 
 def generate_api_summary(config: PageConfig):
@@ -147,6 +73,8 @@ def generate_api_summary(config: PageConfig):
         drafter: str = DEFAULTS.drafter,
         temperature: float = DEFAULTS.temperature,
         max_new_tokens: int = 64,
+        output_format: str = DEFAULTS.output_format,
+        output_spec: str = "",
         request: gr.Request = None,
     ) -> str:
         """Run speculative decoding with the page's defaults (the cost-aware draft length) and
@@ -158,12 +86,23 @@ def generate_api_summary(config: PageConfig):
             drafter: model, tree, lookup, early-exit, head, suffix or lookahead
             temperature: 0 for greedy, up to 2
             max_new_tokens: tokens to generate
+            output_format: text (none), json, regex, choice or grammar: what the answer must be
+            output_spec: the JSON schema, regular expression, choices (a JSON list or one a line) or grammar
 
         Returns:
             JSON with text, summary (tokens, rounds, acceptance, tokens per second, speedup over plain
-            decoding, ...) and metrics (vLLM's per-request names).
+            decoding, forced tokens, the answer checked against its format, ...) and metrics (vLLM's
+            per-request names).
         """
-        settings = from_request({"drafter": drafter, "temperature": temperature, "max_new_tokens": max_new_tokens})
+        settings = from_request(
+            {
+                "drafter": drafter,
+                "temperature": temperature,
+                "max_new_tokens": max_new_tokens,
+                "output_format": output_format,
+                "output_spec": output_spec,
+            }
+        )
         last = None
         for last in runner.stream(pair, check_prompt(prompt), settings, session_of(request), config):
             pass
@@ -174,7 +113,7 @@ def generate_api_summary(config: PageConfig):
     return generate_summary
 
 
-def _whole(x, name: str) -> int:
+def whole(x, name: str) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x != int(x):
         raise UserError(f"{name} must be a whole number (got {x!r})")
     return int(x)
@@ -196,7 +135,11 @@ def checked_pair(fn, config: PageConfig):
 
 
 def register(config: PageConfig, models: dict) -> None:
-    """Add the tools as documented API endpoints (inside a Blocks context)."""
-    for fn in (speedup, best_k, lossless_check, checked_pair(export_settings, config), read_metrics):
+    """Add the tools as documented API endpoints (inside a Blocks context); a tool that takes
+    a `pair` has it checked first (`checked_pair`)."""
+    for name in parts.TOOLS:
+        fn = named(name)
+        if "pair" in inspect.signature(fn).parameters:
+            fn = checked_pair(fn, config)
         gr.api(shown_errors(fn, html=False), api_name=fn.__name__)
     gr.api(shown_errors(generate_api_summary(config), html=False), api_name="generate_summary", **models)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.app import live
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import Trace, check_trace_size, load_trace
@@ -123,10 +122,10 @@ class TracesPage(Tab):
         self.redraw_outputs = [self.ui.download, self.ui.summary]
 
     def wire(self, shared: Shared) -> None:
-        controls = shared.built["live"].ui
+        live = shared.built["live"]  # an upload is shown on the Live run tab, ready to run again
         upload = self.ui.upload.upload(read_upload, [self.ui.upload], [shared.trace], **PRIVATE)
-        upload = upload.success(live.live_views, [shared.trace], controls.outputs, **PRIVATE)
-        upload = upload.then(lambda t: live.controls_from(t, shared.config), [shared.trace], controls.inputs, **PRIVATE)
+        upload = upload.success(live.views, [shared.trace], live.ui.outputs, **PRIVATE)
+        upload = upload.then(lambda t: live.controls_from(t), [shared.trace], live.ui.inputs, **PRIVATE)
         shared.then_refresh(upload)
 
     def redraw(self, trace: Trace | None, *values) -> tuple:

@@ -23,7 +23,8 @@ from specviz.models.files.cache import cache_root, digest, file_name, write_json
 from specviz.lm.torch_runtime.devices import spread_over
 from specviz.lm.runtime import open_lm, runtime_of
 from specviz.models.alignment.vocab import head_rows
-from specviz.lm.timing import MEASURE_CONTEXT, REPEATS, cpu_name, drafted_token_ms, measure_pass_ms, target_pass_ms
+from specviz.lm.timing import MEASURE_CONTEXT, REPEATS, cpu_name, drafted_token_ms, target_pass_ms
+from specviz.lm.torch_runtime.forward_timing import measure_pass_ms
 from specviz.settings import MAX_K
 
 # Pass sizes measured: the small ones a usual k needs, then sparser (interpolated between).

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, NamedTuple, Protocol, Sequence
 
 import torch
+from torch.nn.functional import one_hot
 
 from specviz.drafters.length import DraftLength
 from specviz.events import AlignedToken
@@ -77,6 +78,10 @@ class Proposal:
     ride_parents: list[int] | None = None
     # Where the candidates came from, for the Round inspector.
     source: SourceNote | None = None
+    # The nodes the run's output format forced (point masses, no drafting), by index in `tokens`,
+    # and (n + 1, V) its mask per row of the target's pass (set by `grammar.walk`).
+    forced: list[int] = field(default_factory=list)
+    allowed: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.tokens.numel()
@@ -113,6 +118,10 @@ class Drafter(Protocol):
     def unread(self, context_len: int) -> int:
         """How many of the context's `context_len` tokens the drafter has still to read before
         it can draft (0 for a drafter without a cache): what a round that drafts pays first."""
+
+    def constrain(self, grammar) -> None:
+        """The run has an output format (`grammar.matcher.Grammar`): a drafter that samples from
+        a model draws from q masked by it; the engine prunes what any drafter proposes."""
 
 
 def point_masses(
@@ -190,6 +199,16 @@ class Drafting:
     def unread(self, context_len: int) -> int:
         return 0
 
+    def constrain(self, grammar) -> None:
+        pass
+
+
+class Sampling:
+    """`constrain` for a drafter that draws from its own `Sampler` (`self._sampler`)."""
+
+    def constrain(self, grammar) -> None:
+        self._sampler.grammar = grammar
+
 
 class ChainDrafting(Drafting):
     """The tree-round half of the protocol for a drafter whose proposals are chains."""
@@ -239,24 +258,39 @@ def draft_chain(
     """Up to k tokens drafted one after another, one pass each: `step(fed)` gives the logits
     after `fed` (first the given tokens, then each drafted token). Drafting stops after a
     token whose confidence `keep_going` refuses, or an end of sequence. The proposal is on
-    `fed`'s device and timed from `start`; `fields` are its other fields."""
-    tokens, dists, confidence, device = [], [], [], fed.device
-    for _ in range(k):
-        token, conf, dist = next_token(sampler, step(fed), generator)
-        tokens.append(token)
+    `fed`'s device and timed from `start`; `fields` are its other fields.
+
+    Under the sampler's grammar each q is masked at its place, and the tokens the grammar
+    forces after a drafted token join the chain as point masses, fed with the next pass:
+    they cost no pass, and the policy (`keep_going`) hears the drafted tokens only."""
+    tokens, dists, confidence, forced, device, passes = [], [], [], [], fed.device, 0
+    grammar = sampler.grammar
+    while passes < k:
+        logits = step(fed)
+        passes += 1
+        if grammar is not None:
+            logits = sampler.masked(logits, grammar.allowed(tokens))
+        token, conf, dist = next_token(sampler, logits, generator)
+        tokens.append(int(token))
         confidence.append(float(conf))
-        if dist is not None:
-            dists.append(dist)
-        if not keep_going(confidence[-1]) or int(token) in eos:
-            break
+        dists.append(dist)
         fed = token.view(1)
-    ids = torch.stack(tokens).to(device)
+        if not keep_going(confidence[-1]) or tokens[-1] in eos:
+            break
+        ahead = grammar.forced(tokens) if grammar is not None else []
+        forced += range(len(tokens), len(tokens) + len(ahead))
+        tokens += ahead
+        confidence += [1.0] * len(ahead)
+        dists += [None if dist is None else one_hot(torch.tensor(t), dist.numel()).to(dist) for t in ahead]
+        fed = torch.tensor(tokens[-1 - len(ahead) :], dtype=torch.long, device=fed.device)
+    ids = torch.tensor(tokens, dtype=torch.long, device=device)
     sync(ids)
     return Proposal(
         tokens=ids,
-        q=torch.stack(dists).to(device) if dists else None,
+        q=torch.stack(dists).to(device) if dists and dists[0] is not None else None,
         ms=ms_since(start),
-        passes=len(tokens),
+        passes=passes,
         confidence=confidence,
+        forced=forced,
         **fields,
     )

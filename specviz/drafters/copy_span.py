@@ -145,6 +145,7 @@ class CopyEvidence:
             return
         self._skip = [self._skip[0] * MEMORY, self._skip[1] * MEMORY]  # fades only as it is tried again
         span, parents, sources, skip = last
+        path = [i for i in path if i < len(parents)]  # a forced tail past its offer (an output format's)
         on_path = set(path)
         for i, (parent, d) in enumerate(zip(parents, depths(parents))):
             if parent < 0 or parent in on_path:  # checked: its parent was accepted

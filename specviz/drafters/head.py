@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from specviz.choices import HEAD
-from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, SourceNote, TreeBudget, draft_chain
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, Sampling, SourceNote, TreeBudget, draft_chain
 from specviz.drafters.head_model import DraftHead, HeadInfo, load
 from specviz.errors import UserError
 from specviz.lm.sampling import Sampler
@@ -51,7 +51,7 @@ def _entry(pair) -> tuple[float, DraftHead, HeadInfo, dict[int, float]]:
     if not path.is_file():
         raise UserError(
             f"no draft head is trained for {target_label(pair)} yet: {train_command(pair)} "
-            f"trains one on this machine (minutes; see the README)"
+            f"trains one on this machine (minutes; see docs/DRAFTERS.md)"
         )
     mtime = path.stat().st_mtime
     if _loaded.get(str(path), (None,))[0] != mtime:
@@ -88,7 +88,7 @@ def draft_ms(pair, settings=None) -> float:
     return costs[threads]
 
 
-class HeadDrafter(ChainDrafting):
+class HeadDrafter(Sampling, ChainDrafting):
     def __init__(
         self, name: str, head: DraftHead, target, sampler: Sampler, generator: torch.Generator | None, eos_ids: set[int]
     ):
@@ -121,9 +121,10 @@ class HeadDrafter(ChainDrafting):
             return Proposal.empty(context)
         state = self._state[None]
 
-        def step(token: torch.Tensor) -> torch.Tensor:
+        def step(fed: torch.Tensor) -> torch.Tensor:
             nonlocal state
-            state, logits = self._head(state, token.to(state.device))
+            for token in fed.split(1):  # a drafted token, then any the grammar forced after it
+                state, logits = self._head(state, token.to(state.device))
             return self._sampler.logits(self._head.full_row(logits[0]))
 
         return draft_chain(

@@ -15,13 +15,13 @@ import time
 
 import torch
 
-from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget, draft_chain, ms_since
+from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, Sampling, TreeBudget, draft_chain, ms_since
 from specviz.choices import AUTO
 from specviz.lm.runtime import LM
 from specviz.lm.sampling import Sampler
 
 
-class ModelDrafter(ChainDrafting):
+class ModelDrafter(Sampling, ChainDrafting):
     def __init__(self, name: str, lm: LM, sampler: Sampler, generator: torch.Generator | None, eos_ids: set[int]):
         self.name = name
         self._lm = lm

@@ -34,7 +34,7 @@ from typing import Callable
 
 import torch
 
-from specviz.drafters.base import KeepGoing, Proposal, TreeBudget, TreeDrafting, ms_since, ranked
+from specviz.drafters.base import KeepGoing, Proposal, Sampling, TreeBudget, TreeDrafting, ms_since, ranked
 from specviz.lm.runtime import LM
 from specviz.lm.sampling import Sampler
 from specviz.lm.timing import sync
@@ -159,7 +159,7 @@ def _level_order(cands: list[Candidate], chosen: set[int]) -> list[int]:
     return order
 
 
-class TreeDrafter(TreeDrafting):
+class TreeDrafter(Sampling, TreeDrafting):
     """Drafts a token tree with a draft model; see the module docstring.
 
     lm: the draft's cached model (`lm.runtime.open_lm`); nodes: the node budget N; width: B.
@@ -204,7 +204,7 @@ class TreeDrafter(TreeDrafting):
         if self._lm.length >= context.numel():  # the same context again: re-read its last token
             self._lm.crop(context.numel() - 1)
         pending = context[self._lm.length :]
-        root = ranked(self._sampler, self._sampler.logits(self._lm.feed(pending)[-1]))
+        root = ranked(self._sampler, self._masked(self._lm.feed(pending)[-1:], [()])[0])
         tree = self._lm.length
         fed: dict[int, int] = {}  # candidate index -> its index in the tree pass
 
@@ -214,7 +214,7 @@ class TreeDrafter(TreeDrafting):
                 fed[c.index] = len(fed)
             ids = torch.tensor([c.token for c in batch], dtype=torch.long, device=context.device)
             logits = self._lm.feed_tree(ids, parents)
-            return list(ranked(self._sampler, self._sampler.logits(logits)))
+            return list(ranked(self._sampler, self._masked(logits, [c.path for c in batch])))
 
         grown = grow_tree(
             root,
@@ -239,6 +239,11 @@ class TreeDrafter(TreeDrafting):
             confidence=[c.confidence for c in chosen],
             parents=grown.parents,
         )
+
+    def _masked(self, logits: torch.Tensor, paths: list[tuple[int, ...]]) -> torch.Tensor:
+        """Rows of logits after the root's child paths `paths`, under the run's grammar if any."""
+        grammar, logits = self._sampler.grammar, self._sampler.logits(logits)
+        return logits if grammar is None else self._sampler.masked(logits, grammar.rows(paths))
 
     def accepted_path(self, node_indices: list[int]) -> None:
         """The target accepted these nodes of the last proposal (a path from a child of the

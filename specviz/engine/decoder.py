@@ -13,6 +13,7 @@ from specviz.lm.sampling import Sampler
 from specviz.engine.tally import Tally
 from specviz.engine.detokenizer import Detokenizer, TokenTexts
 from specviz.lm.pair import ModelPair
+from specviz.grammar.matcher import run_grammar
 from specviz.settings import GenerationSettings
 
 
@@ -29,6 +30,7 @@ class Decoder:
         self.generator = torch.Generator(device=pair.device).manual_seed(settings.seed)
         self.sampler = Sampler(settings, pair.vocab_size)
         self.eos = stop_ids(pair)
+        self.grammar = run_grammar(settings, pair.tokenizer, pair.vocab_size, self.eos)
         self.detok = Detokenizer(pair.tokenizer)
         self.texts = TokenTexts(pair.tokenizer)
         # The target's KV-cached loop on the pair's runtime, one for plain decoding, chain and
@@ -74,6 +76,10 @@ class Decoder:
             self._last_text_holder.text += rest
         return self.detok.text
 
+    def allowed(self) -> torch.Tensor | None:
+        """(1, V): the tokens the output format allows next (None: free text)."""
+        return None if self.grammar is None else self.grammar.rows([()])
+
     def check_stop(self, new: list[int]) -> int:
         """How many of `new` join the output, setting `stop_reason` on EOS or the length limit."""
         for j, t in enumerate(new):
@@ -84,3 +90,10 @@ class Decoder:
             self.stop_reason = "max_new_tokens"
             return self.remaining
         return len(new)
+
+    def kept(self, new: list[int]) -> list[int]:
+        """The tokens of `new` that join the output (`check_stop`), the grammar moved past them."""
+        new = new[: self.check_stop(new)]
+        if self.grammar is not None:
+            self.grammar.advance(new)
+        return new

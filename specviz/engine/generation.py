@@ -13,6 +13,7 @@ from specviz.lm import interrupt, resident
 from specviz.lm.prompt import encode_prompt
 from specviz.engine.speculative import SpeculativeDecoder
 from specviz.events import Event, Trace
+from specviz.grammar.formats import check_output
 from specviz.lm.pair import ModelPair
 from specviz.settings import GenerationSettings, check_prompt, prompt_text
 
@@ -87,6 +88,9 @@ class Generation:
             }
         if settings.mode == SPECULATIVE:
             meta["drafter"] = self._decoder.drafter.name
+        if self._decoder.grammar is not None:
+            g = self._decoder.grammar
+            meta["grammar"] = {"engine": "llguidance", "compile_ms": g.compile_ms, "vocab_size": g.vocab_size}
         self._prompt = prompt
         self._meta = meta
 
@@ -161,6 +165,10 @@ class Generation:
         if self.settings.mode == SPECULATIVE and self._done:
             summary.acceptance_by_position = run_stats.acceptance_by_position(self._events)
             summary.hindsight_k = run_stats.hindsight_k(self._events, self._meta["cost_model"])
+        if d.grammar is not None:
+            summary.grammar_ms = d.grammar.mask_ms / max(1, d.tally.new_tokens)
+            if self._done:
+                summary.format_check = check_output(d.grammar.format, d.detok.text, d.stop_reason)
         metrics = (
             {"speculative_decoding": run_stats.request_metrics(self._events)}
             if self.settings.mode == SPECULATIVE and self._done

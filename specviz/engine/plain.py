@@ -37,15 +37,16 @@ class PlainDecoder(Decoder):
             raw, self._pending = self._pending, None
         else:
             raw = self.target.feed(self._next)[-1]
+        raw = self.sampler.masked(raw[: self.sampler.vocab_size], self.allowed())
         if self.sampler.greedy:
             # the argmax of the raw logits is the argmax of the processed ones: no copy, no softmax
-            token, p = int(rows.argmax(raw[: self.sampler.vocab_size])), 1.0
+            token, p = int(rows.argmax(raw)), 1.0
         else:
             dist = self.sampler.distribution(raw)
             token = int(self.sampler.choose(dist, self.generator))
             p = float(dist[token])
         ms = (time.perf_counter() - start) * 1000
-        self.check_stop([token])
+        self.kept([token])
         self._new.append(token)
         self._next.fill_(token)
 

@@ -59,7 +59,8 @@ def positions(
     # One top-k over the logits gives the top-2 gap and, in greedy mode, the candidates:
     # over a 150k vocabulary each top-k costs about as much as the rest of a round's upkeep.
     top_values, top_ids = rows.top(logits, TOP)
-    gaps = (top_values[:, 0] - top_values[:, min(1, top_values.shape[1] - 1)]).tolist()
+    # Where an output format allows one token there is no second: no tie to flip (a large gap).
+    gaps = (top_values[:, 0] - top_values[:, min(1, top_values.shape[1] - 1)]).nan_to_num(posinf=1e9).tolist()
     drafted = draft_tokens[:m]
 
     # Candidates: the target's top tokens, then the draft's (its top tokens, or the drafted

@@ -26,6 +26,8 @@ from specviz.engine.decoder import Decoder
 from specviz.engine.tree_round import Round, decide, tree_round
 from specviz.engine.verify import Outcome, children_of
 from specviz.events import DraftToken, EmittedToken, RoundEvent, TreeNode
+from specviz.grammar.positions import annotate
+from specviz.grammar.walk import walk
 from specviz.lm.tree import depths
 
 
@@ -36,6 +38,8 @@ class SpeculativeDecoder(Decoder):
             self.pair, self.settings, generator=self.generator, history=history or (), target=self.target
         )
         self.length = drafters.make_length(self.pair, self.settings)
+        if self.grammar is not None:
+            self.drafter.constrain(self.grammar)
         self.index = 0
         self._drafter_begun = False
 
@@ -47,7 +51,7 @@ class SpeculativeDecoder(Decoder):
             # before the drafter has read the prompt; the drafter and the policy take no part.
             start = time.perf_counter()
             logits, self._pending = self.sampler.logits(self._pending[None]), None
-            proposal = drafters.Proposal.empty(self.ids)
+            proposal = drafters.Proposal.empty(self.ids, allowed=self.allowed())
             return self._event(
                 proposal, decide(self.sampler, proposal, logits, start, self.generator, greedy), first=True
             )
@@ -56,11 +60,13 @@ class SpeculativeDecoder(Decoder):
             self._drafter_begun = True
         limit = self.length.limit(self.drafter.unread(self.ids.numel()), self.remaining)
         proposal = self.drafter.propose(self.ids, min(limit, self.remaining - 1), self.length.keep_going, self.length)
+        walked = walk(self.grammar, proposal, self.remaining - 1) if self.grammar is not None else None
+        proposal = walked.proposal if walked is not None else proposal
         r = tree_round(self.target, self.sampler, proposal, int(self.ids[-1]), self.generator, greedy)
         path = r.outcome.path
         if r.ride_logits is not None and r.ride_logits.shape[0]:
             self.drafter.observe(r.ride_logits)
-        self.drafter.accepted_path(path)
+        self.drafter.accepted_path(path if walked is None else walked.heard(path))
         return self._event(proposal, r)
 
     def _event(self, proposal: drafters.Proposal, r: Round, *, first: bool = False) -> RoundEvent:
@@ -75,7 +81,7 @@ class SpeculativeDecoder(Decoder):
         drafted = [
             DraftToken(id=o.tokens[i], text="", p=o.p[i], q=o.q[i], u=o.u[i], decision=o.decisions[i]) for i in shown
         ]
-        kept = self.check_stop(o.new_tokens)  # < n + 1 only when an accepted draft was a stop token
+        kept = len(self.kept(o.new_tokens))  # < n + 1 only when an accepted draft was a stop token
         self.ids = torch.cat([self.ids, torch.tensor(o.new_tokens[:kept], dtype=torch.long, device=self.device)])
         accepted = min(n, kept)
         n_pos = min(n + 1, kept)  # verified positions that count: up to the rejection / bonus
@@ -100,21 +106,38 @@ class SpeculativeDecoder(Decoder):
         positions = (
             position_info.positions(n_pos, logits, dist, q, x, overlap, self.texts) if self.record == "full" else []
         )
+        if proposal.allowed is not None and positions:
+            annotate(positions, _along(proposal.allowed, o.path), _along(r.unmasked, o.path), self.sampler)
         if first:
             self.tally.count_first(kept)
         else:  # the drafter and the policy had no part in the first round
-            self.length.update(len(shown), n, setup_ms=proposal.setup_ms, target_ms=r.target_ms)
-            self.tally.count_round(
-                new=kept,
-                tested=tested,
-                accepted=accepted,
-                overlap=overlap,
-                target_ms=r.target_ms,
-                draft_ms=proposal.ms,
-                draft_passes=proposal.passes,
-                draft_tokens=len(o.tokens),
-            )
-        return self._told(proposal, drafted, emitted, positions, r.verify_ms, [] if chain else self._tree(o), first)
+            self._count(proposal, r, drafted, kept, tested, accepted, overlap)
+        return self._told(
+            proposal, drafted, emitted, positions, r.verify_ms, [] if chain else self._tree(o, proposal), first
+        )
+
+    def _count(self, proposal, r: Round, drafted, kept: int, tested: int, accepted: int, overlap) -> None:
+        """The round in the policy's and the tally's counts: the tokens an output format forced
+        (marked on `drafted`) are counted apart from the drafter's own, which alone the policy hears."""
+        shown = _shown(r.outcome)
+        own = [i not in proposal.forced for i in shown]
+        for d, mine in zip(drafted, own):
+            d.forced = not mine
+        mine, got = sum(own[:tested]), sum(own[:accepted])
+        # A pass that also verified forced tokens is not one V(n) prices: the policy is not told its time.
+        target_ms = None if proposal.forced else r.target_ms
+        self.length.update(sum(own), got, setup_ms=proposal.setup_ms, target_ms=target_ms)
+        self.tally.count_round(
+            new=kept,
+            tested=mine,
+            accepted=got,
+            overlap=[b for b, m in zip(overlap, own) if m],
+            target_ms=r.target_ms,
+            draft_ms=proposal.ms,
+            draft_passes=proposal.passes,
+            draft_tokens=len(r.outcome.tokens) - len(proposal.forced),
+            forced=(tested - mine, accepted - got),
+        )
 
     def _told(self, proposal, drafted, emitted, positions, verify_ms: float, tree: list[TreeNode], first) -> RoundEvent:
         event = RoundEvent(
@@ -135,7 +158,7 @@ class SpeculativeDecoder(Decoder):
         self.index += 1
         return event
 
-    def _tree(self, o: Outcome) -> list[TreeNode]:
+    def _tree(self, o: Outcome, proposal: drafters.Proposal) -> list[TreeNode]:
         """Every node of a tree round, the target's p where it checked the node."""
         depth = depths(o.parents)
         return [
@@ -147,6 +170,7 @@ class SpeculativeDecoder(Decoder):
                 q=o.q[i],
                 p=None if o.decisions[i] == "unchecked" else o.p[i],
                 decision=o.decisions[i],
+                forced=i in proposal.forced,
             )
             for i, t in enumerate(o.tokens)
         ]

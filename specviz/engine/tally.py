@@ -23,6 +23,8 @@ class Tally:
     draft_ms: float = 0.0  # summed over rounds
     draft_tokens: int = 0  # every drafted token, tested or not (D = draft_ms / draft_tokens)
     untimed_passes: int = 0  # the prefill's: a pass over the whole prompt is no per-token cost
+    forced: int = 0  # tokens the output format forced that the target tested (not in `drafted`)
+    forced_accepted: int = 0
 
     def count_first(self, new: int) -> None:
         """The first token, from the prompt's prefill: a target pass and a round (of no drafts),
@@ -43,8 +45,10 @@ class Tally:
         draft_ms: float = 0.0,
         draft_passes: int = 0,
         draft_tokens: int = 0,
+        forced: tuple[int, int] = (0, 0),
     ) -> None:
-        """One round: one target pass, `new` tokens out of it (a plain step drafted nothing)."""
+        """One round: one target pass, `new` tokens out of it (a plain step drafted nothing);
+        `forced`: the output format's forced tokens tested and accepted."""
         self.new_tokens += new
         self.rounds += 1
         self.target_passes += 1
@@ -55,6 +59,8 @@ class Tally:
         self.target_ms += target_ms
         self.draft_ms += draft_ms
         self.draft_tokens += draft_tokens
+        self.forced += forced[0]
+        self.forced_accepted += forced[1]
 
     def summary(
         self, *, wall_s: float, load_s: float, stop_reason: str, policy: str, plain_ms_per_token: float
@@ -79,6 +85,8 @@ class Tally:
             policy=policy,
             plain_ms_per_token=plain_ms_per_token,
             speedup_vs_plain=tokens_per_s * plain_ms_per_token / 1000,
+            forced=self.forced,
+            forced_accepted=self.forced_accepted,
         )
 
 

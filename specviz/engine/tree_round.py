@@ -43,6 +43,7 @@ class Round:
     target_ms: float  # the target's pass
     verify_ms: float  # the pass and the rule
     ride_logits: torch.Tensor | None = None  # (r, V) the target's logits (vocabulary-cut) at the proposal's ride nodes
+    unmasked: torch.Tensor | None = None  # `logits` before the output format's mask (`Proposal.allowed`)
 
 
 def tree_round(
@@ -87,10 +88,12 @@ def decide(
     greedy: bool,
 ) -> Round:
     """The rule on the target's `logits` (vocabulary-cut) for `proposal` (its n + 1 rows), the pass
-    having started at `start`; the caches are the caller's. Also the prefill's first round,
-    which drafted nothing and needs no pass of its own."""
+    having started at `start`, under the output format's mask `proposal.allowed` where it has
+    one (p' then stands for p everywhere); the caches are the caller's. Also the prefill's
+    first round, which drafted nothing and needs no pass of its own."""
     sync(logits)
     target_ms = (time.perf_counter() - start) * 1000
+    unmasked, logits = logits, sampler.masked(logits, proposal.allowed)
     dist = None if greedy else sampler.distribution(logits)
     chain = proposal.parents is None
     outcome = verify_tree(
@@ -105,7 +108,7 @@ def decide(
     verify_ms = (time.perf_counter() - start) * 1000
     if not chain and proposal.q is not None:  # recorded beside the point-mass check
         outcome = replace(outcome, q=_drafted_q(proposal))
-    return Round(outcome, logits, dist, target_ms, verify_ms)
+    return Round(outcome, logits, dist, target_ms, verify_ms, unmasked=unmasked)
 
 
 def _parents(proposal: Proposal) -> list[int]:

@@ -52,6 +52,15 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.where(mass > 0, r / torch.where(mass > 0, mass, torch.ones_like(mass)), p)
 
 
+def accepts(u, px, qx):
+    """The check of drafted tokens, element-wise: x drawn from q is accepted with probability
+    min(1, p(x) / q(x)), as u < p(x) / q(x) for u ~ U(0, 1), written without dividing (q(x) > 0
+    where x was drawn from q; p(x) = 0 never accepts; a point mass has q(x) = 1), on tensors,
+    numpy arrays or floats alike: one round's nodes here, the lossless lab's millions of draws
+    at once (workshop/lossless.py)."""
+    return u * qx < px
+
+
 def remove_token(dist: torch.Tensor, token: int | torch.Tensor) -> torch.Tensor:
     """dist with `token` removed and renormalised: the residual after a point-mass draft is
     rejected. dist itself if nothing would be left (then the rejection was a rounding
@@ -173,9 +182,8 @@ def _sampled(
     px = p[at_parent, x]
     qx = q[torch.arange(n, device=q.device), x.to(q.device)].to(p.device) if q is not None else torch.ones_like(px)
     u = torch.rand(n, generator=generator, device=p.device, dtype=p.dtype)
-    # u < p/q without dividing, in p's dtype: q > 0 where x was sampled from q; p == 0 never
-    # accepts. This is each node's check against p itself, which is p' for a first child.
-    first = (u * qx < px).tolist()
+    # In p's dtype. This is each node's check against p itself, which is p' for a first child.
+    first = accepts(u, px, qx).tolist()
     toks, u_l = x.tolist(), u.tolist()
     decisions: list[Decision] = ["unchecked"] * n
     u_node: list[float | None] = [None] * n
@@ -187,7 +195,7 @@ def _sampled(
         for c in kids[at + 1]:
             u_node[c] = u_l[c]
             # A later sibling is a point mass (q rows come one-wide), checked against p'.
-            ok = first[c] if left is None else u_l[c] < float(left[toks[c]])
+            ok = first[c] if left is None else accepts(u_l[c], float(left[toks[c]]), 1.0)
             if ok:
                 decisions[c], nxt = "accepted", c
                 break

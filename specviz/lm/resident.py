@@ -129,14 +129,12 @@ def using(pair: Any) -> Iterator[None]:
 
 def release_idle(older_than_s: float | None = None) -> int:
     """Free the idle llama.cpp contexts (each with its whole KV cache) of every loaded pair
-    that have gone unused for `older_than_s` (default: the runtime's IDLE_S); how many."""
+    that have gone unused for `older_than_s` (default: each model's own idle time); how many."""
     with _lock:
         models = [m for e in _entries.values() for m in (e.pair.target, e.pair.draft) if hasattr(m, "release_idle")]
     if not models:
         return 0
-    if older_than_s is None:
-        from specviz.lm.llamacpp_runtime.model import IDLE_S as older_than_s
-    return sum(m.release_idle(older_than_s) for m in models)
+    return sum(m.release_idle() if older_than_s is None else m.release_idle(older_than_s) for m in models)
 
 
 def unload(pair: Any, *, force: bool = False) -> bool:

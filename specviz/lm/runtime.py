@@ -5,7 +5,9 @@ modules, with the CPU speed-ups of `lm.torch_runtime.packed` and friends) and ll
 (`lm.llamacpp_runtime.lm.LlamaCppLM`: the GGUF file as llama.cpp runs it). Drafters, the engine and
 the cost model see only this interface; `open_lm` is the one place a runtime's LM is made.
 A runtime's `RUNTIMES` entry names its loader; the models it loads are `RuntimeModel`s, so
-nothing here or in the engine names a runtime but torch.
+nothing here or in the engine names a runtime but torch, whose models (transformers' modules)
+open no LM of their own: its entry names the function that does (`opens`). No module here
+imports a runtime; each registers with this one through its entry.
 
 Trees go in as tokens with their parents (`lm.tree`), never as a mask: torch turns them
 into a mask, llama.cpp into sequence membership.
@@ -21,6 +23,7 @@ from typing import Any, Protocol, Sequence
 import torch
 
 from specviz.choices import RUNTIMES, TORCH
+from specviz.lazy import named
 
 __all__ = ["LM", "RuntimeModel", "missing", "open_lm", "runtime_of"]
 
@@ -82,10 +85,7 @@ def runtime_of(model: Any) -> str:
 
 
 def open_lm(model: Any, device: torch.device) -> LM:
-    """A fresh LM over a loaded model: a torch module gets the lean loop where its shape
-    allows (`torch_runtime.lean.model_lm`), a model of another runtime its own LM."""
-    if runtime_of(model) != TORCH:
-        return model.open_lm()
-    from specviz.lm.torch_runtime.lean import model_lm
-
-    return model_lm(model, device)
+    """A fresh LM over a loaded model: the one its runtime's entry opens (`opens`: a torch
+    module gets the lean loop where its shape allows), else the model's own."""
+    opens = RUNTIMES[runtime_of(model)].opens
+    return named(opens)(model, device) if opens else model.open_lm()

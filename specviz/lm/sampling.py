@@ -4,6 +4,12 @@ Speculative decoding is lossless only if q and p are the distributions the token
 really drawn from: after temperature, top-k and top-p. (Using the draft's raw softmax for q
 while sampling from a processed one is a known bug that silently biases the output.) The
 processing uses transformers' own logits warpers, in the order `generate` applies them.
+
+Under an output format the grammar's mask comes first: the tokens it forbids get logit -inf
+(`masked`), then temperature, top-k and top-p run on what is left, as vLLM and SGLang apply
+their grammar bitmask to the logits before their sampling parameters. So top-k keeps the k
+most likely allowed tokens, and q and p are both the masked, processed distributions the
+tokens are drawn from (tests/test_sampling.py checks it against a hand computation).
 """
 
 from __future__ import annotations
@@ -41,6 +47,16 @@ class Sampler:
         self.greedy = settings.greedy
         self.vocab_size = vocab_size
         self._procs = processors(settings)
+        # The run's grammar (`grammar.matcher.Grammar`), where a drafter draws under one: its
+        # `allowed(path)` masks the draft's rows (`Drafter.constrain`).
+        self.grammar = None
+
+    def masked(self, logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        """`logits` (vocabulary-cut, (n, V) or (V,)) with the tokens `allowed` (bool, as many
+        entries) forbids set to -inf: the grammar's mask, before any processing."""
+        if allowed is None:
+            return logits
+        return logits.masked_fill(~allowed.to(logits.device).reshape(logits.shape), float("-inf"))
 
     def logits(self, logits: torch.Tensor) -> torch.Tensor:
         logits = logits[..., : self.vocab_size]

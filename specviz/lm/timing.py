@@ -4,8 +4,8 @@ Every timing in specviz is taken here: the pair's pass costs V(n) and D behind t
 model (`costs.measure`, which the runtime choice reads), the target's precision
 (`torch_runtime.precision`) and the batching lab's passes over several sequences. A pass is
 timed as the engine runs it, through the runtime's own loop (`runtime.open_lm`), except where
-what is asked is transformers' forward itself (`measure_pass_ms`: the batching lab, and the
-bench's comparison with `generate`).
+what is asked is transformers' forward itself (`torch_runtime.forward_timing.measure_pass_ms`:
+the batching lab, and the bench's comparison with `generate`), timed by `median_ms` here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import torch
 from specviz.choices import LLAMACPP, TORCH
 from specviz.errors import UserError
 from specviz.lm.runtime import open_lm
-from specviz.lm.torch_runtime.keep import logits_to_keep
 
 # Untimed sweeps over every size before the timed ones, per runtime. On torch the first passes
 # after a load are slower (weights paged in, kernels chosen per shape); one sweep was not always
@@ -52,38 +51,6 @@ def hold() -> None:
 
 def release() -> None:
     _quiet.set()
-
-
-@torch.inference_mode()
-def measure_pass_ms(
-    model: torch.nn.Module,
-    sizes: list[int],
-    *,
-    vocab_size: int,
-    context: int = MEASURE_CONTEXT,
-    repeats: int = REPEATS,
-    seed: int = 0,
-    batch: int = 1,
-    should_stop: Callable[[], bool] | None = None,
-) -> dict[int, float]:
-    """Median ms of one forward pass over n new tokens after `context` cached tokens, for
-    each n in `sizes`, with logits for every new position (as a verify pass needs). Sizes
-    are interleaved within each repeat so machine drift hits them alike; untimed sweeps
-    first warm the kernels up. `batch` sequences go through each pass side by side;
-    `should_stop()` true ends the measurement with a UserError."""
-    from transformers import DynamicCache
-
-    device = next(model.parameters()).device
-    gen = torch.Generator().manual_seed(seed)
-    ctx = torch.randint(0, vocab_size, (batch, context), generator=gen).to(device)
-    cache = DynamicCache(config=model.config)
-    model(input_ids=ctx, cache=cache, use_cache=True, logits_to_keep=logits_to_keep(context, 1, device))
-
-    def one_pass(n: int) -> None:
-        model(input_ids=torch.randint(0, vocab_size, (batch, n), generator=gen).to(device), cache=cache, use_cache=True)
-        cache.crop(-n)
-
-    return median_ms(one_pass, sizes, device=device, repeats=repeats, should_stop=should_stop)
 
 
 def cpu_name() -> str:

@@ -1,5 +1,6 @@
-"""The labs' figures: acceptance by position under both definitions, mean accepted lengths,
-hindsight k, the temperature sweep and the batching prediction.
+"""The labs' figures: acceptance by position under both definitions and with and without an
+output format, mean accepted lengths, hindsight k, the temperature sweep and the batching
+prediction.
 
 The per-position and per-round numbers come from specviz.run_stats; the sweep and batching
 figures take plain columns (what specviz.workshop.labs measured), so nothing here runs a model.
@@ -207,6 +208,31 @@ def hindsight_html(h: Hindsight | None) -> str:
     )
     costs = f"Costs: V(1) = {h.plain_ms_per_token:.0f} ms, from the cost model the run recorded."
     return panel_html(table, paragraphs_html([words]), paragraphs_html([costs], "sv-muted"))
+
+
+def grammar_positions_figure(
+    with_format: Sequence[float],
+    without: Sequence[float],
+    title: str | None = "Acceptance by position, with and without the output format",
+) -> go.Figure:
+    """Conditional acceptance (accepted / reached) at each position of a round's proposal, for
+    the same prompt and settings under the run's output format (its forced tokens included)
+    and as free text."""
+    if not len(with_format) and not len(without):
+        return empty_figure("Press the button to run the prompt again without the output format", title)
+    fig = go.Figure()
+    for rates, name, colour in ((with_format, "with the output format", TARGET), (without, "free text", DRAFT)):
+        fig.add_scatter(
+            x=list(range(1, len(rates) + 1)),
+            y=list(rates),
+            name=name,
+            mode="lines+markers",
+            line={"color": colour},
+            hovertemplate=f"position %{{x}}: %{{y:.0%}} accepted ({name})<extra></extra>",
+        )
+    fig.update_yaxes(title_text="accepted / reached", tickformat=".0%", range=[0, 1.05])
+    fig.update_xaxes(title_text="position in the round", dtick=1)
+    return style_figure(fig, title)
 
 
 def temperature_sweep_figure(

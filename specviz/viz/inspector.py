@@ -11,7 +11,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.events import RoundEvent
+from specviz.events import RoundEvent, Trace
+from specviz.run_stats import rounds_of
 from specviz.viz.policy_words import why_plain
 from specviz.viz.palette import DRAFT, MONO, OVERLAP, RESIDUAL, TARGET, empty_figure, label_axis, style_figure
 from specviz.viz.text import EMPTY_MARK, esc, label_html, plural, quoted, visible_text
@@ -25,6 +26,16 @@ PROPOSERS = {
     HEAD: "the draft head (from the target's own state)",
 }
 NEAR_TIE_LOGITS = 0.5  # a top-2 logit gap this small can flip between a 1-token and a k-token pass
+
+
+def trace_rounds(trace: Trace | None) -> list[RoundEvent]:
+    """The rounds a trace holds (none without a trace): what the inspector steps through."""
+    return rounds_of(trace.events) if trace is not None else []
+
+
+def round_at(rounds: list[RoundEvent], round_index) -> int:
+    """The chosen round's index (the slider's value; none: the first), clamped to the run."""
+    return min(max(int(round_index or 0), 0), len(rounds) - 1)
 
 
 class _Plain:
@@ -59,12 +70,27 @@ def _all_accepted(k: int) -> str:
     )
 
 
-def _story(event: RoundEvent, f: _Plain) -> tuple[str, list[str], str, str]:
+def _story(event: RoundEvent, f: _Plain, vocab: int | None = None) -> tuple[str, list[str], str, str]:
     greedy = round_is_greedy(event)
     steps = [
-        _judgement(event, i, d, f, greedy) for i, d in enumerate(event.drafted, start=1) if d.decision != "unchecked"
+        _judgement(event, i, d, f, greedy) + f.s(grammar_note(event, i, vocab))
+        for i, d in enumerate(event.drafted, start=1)
+        if d.decision != "unchecked"
     ]
     return _intro(event, f, greedy), steps, _outcome(event, f, greedy), _result(event, f)
+
+
+def grammar_note(event: RoundEvent, i: int, vocab: int | None = None) -> str:
+    """What the output format did at position i: the token forced, how many tokens it allowed
+    (of `vocab`, where known) and the share of p's mass they held; "" without a format."""
+    info = event.positions[i - 1] if i <= len(event.positions) else None
+    forced = i <= len(event.drafted) and event.drafted[i - 1].forced
+    parts = ["forced by the output format: proposed as a point mass, with no drafting"] if forced else []
+    if info is not None and info.allowed is not None:
+        of = f" of {vocab:,}" if vocab else ""
+        kept = f"; p kept {info.kept:.0%} of its mass" if info.kept is not None else ""
+        parts.append(f"the grammar allowed {info.allowed:,}{of} tokens here{kept}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _intro(event: RoundEvent, f: _Plain, greedy: bool) -> str:
@@ -212,16 +238,17 @@ def _result(event: RoundEvent, f: _Plain) -> str:
     )
 
 
-def round_story(event: RoundEvent) -> list[str]:
-    """The round as plain sentences: what was drafted, each judgement with its numbers, what
-    the target added, and the tally."""
-    intro, steps, outcome, result = _story(event, _Plain())
+def round_story(event: RoundEvent, vocab: int | None = None) -> list[str]:
+    """The round as plain sentences: what was drafted, each judgement with its numbers (and what
+    an output format allowed there, `vocab` the tokens it chose from), what the target added,
+    and the tally."""
+    intro, steps, outcome, result = _story(event, _Plain(), vocab)
     return [intro, *steps, outcome, result]
 
 
-def round_narrative_html(event: RoundEvent) -> str:
+def round_narrative_html(event: RoundEvent, vocab: int | None = None) -> str:
     """The same story as `round_story`, as escaped HTML with the decisions coloured."""
-    intro, steps, outcome, result = _story(event, _Html())
+    intro, steps, outcome, result = _story(event, _Html(), vocab)
     items = "".join(f"<li>{s}</li>" for s in steps)
     return (
         f'<div class="specviz-text specviz-narrative"><p>{intro}</p>'
@@ -264,7 +291,7 @@ def position_bars_figure(event: RoundEvent, position: int, top_n: int = 10, titl
         f"Round {event.index}, bonus position {position}: drawn from p"
         if bonus
         else f"Round {event.index}, position {position}: overlap \u03b2 = {info.overlap:.2f}"
-    )
+    ) + (f" (the grammar allowed {info.allowed:,} tokens; p kept {info.kept:.0%})" if info.allowed is not None else "")
     rest = 1 - info.overlap
     with_residual = not bonus and rest > 1e-9
     fig = make_subplots(

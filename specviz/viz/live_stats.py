@@ -15,8 +15,10 @@ from specviz.viz.text import esc
 class LiveStats:
     tokens: int = 0
     rounds: int = 0
-    checked: int = 0  # drafted tokens the target actually judged
+    checked: int = 0  # drafted tokens the target actually judged (an output format's forced ones apart)
     accepted: int = 0
+    forced: int = 0  # tokens an output format forced that the target judged, and of them accepted
+    forced_accepted: int = 0
     acceptance: float = 0.0  # accepted / checked: the measured acceptance rate
     mean_overlap: float = 0.0  # mean beta over judged positions: the expected acceptance
     tokens_per_round: float = 0.0
@@ -48,9 +50,12 @@ def live_stats(events: Iterable[Event]) -> LiveStats:
     overlaps = []
     for r in rounds:
         c = judged(r)
-        s.checked += c
-        s.accepted += r.accepted
-        overlaps += [p.overlap for p in r.positions[:c]]
+        forced = [d.forced for d in r.drafted[:c]]
+        s.forced += sum(forced)
+        s.forced_accepted += sum(f and d.decision == "accepted" for f, d in zip(forced, r.drafted))
+        s.checked += c - sum(forced)
+        s.accepted += r.accepted - sum(f and d.decision == "accepted" for f, d in zip(forced, r.drafted))
+        overlaps += [p.overlap for p, f in zip(r.positions[:c], forced) if not f]
         s.draft_ms += r.draft_ms
         s.verify_ms += r.verify_ms
     if rounds:
@@ -109,4 +114,20 @@ def stats_html(stats: LiveStats, summary: RunSummary | None = None) -> str:
         )
     if summary is not None and summary.policy and not stats.plain:
         cards.append(_card(summary.policy, "draft length", "the draft-length policy: fixed k, heuristic or cost-aware"))
-    return f'<div class="specviz-stats">{"".join(cards)}</div>'
+    return f'<div class="specviz-stats">{"".join(cards + _format_cards(stats, summary))}</div>'
+
+
+def _format_cards(stats: LiveStats, summary: RunSummary | None) -> list[str]:
+    """Under an output format: its forced tokens, what its masks cost a token, the answer checked."""
+    cards = []
+    if stats.forced:
+        why = "tokens the output format forced, verified as point masses with no drafting: accepted of judged"
+        cards.append(_card(f"{stats.forced_accepted}/{stats.forced}", "forced", why))
+    if summary is not None and summary.grammar_ms:
+        share = (
+            f"; {summary.grammar_ms / summary.target_ms:.1%} of a one-token target pass" if summary.target_ms else ""
+        )
+        cards.append(_card(f"{summary.grammar_ms:.2f} ms", "grammar / token", f"the masks' cost per new token{share}"))
+    if summary is not None and summary.format_check:
+        cards.append(_card(summary.format_check.split(":")[0], "output", summary.format_check))
+    return cards

@@ -4,7 +4,8 @@ Each token is a `<span class="tok tok-OUTCOME">` with `data-round` (the round it
 and `data-pos` (its 1-based position in that round's draft), and a `title` tooltip with p, q,
 p/q, the uniform draw u and the decision. A round reads left to right as it happened:
 accepted drafts, then the rejected draft struck through (and the unchecked drafts after it,
-dimmer), then the token the target put in its place. Styles live in assets/specviz.css.
+dimmer), then the token the target put in its place; a token an output format forced is also
+striped and italic. Styles live in assets/specviz.css.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def round_is_greedy(event: RoundEvent) -> bool:
 
 def draft_tooltip(d: DraftToken, event: RoundEvent, pos: int, greedy: bool) -> str:
     head = f"round {event.index} \u00b7 draft token {pos} of {len(event.drafted)} \u00b7 {quoted(d.text)}"
+    if d.forced:
+        head += "\nforced by the output format: proposed as a point mass (q = 1), no drafting"
     numbers = f"p = {fmt_prob(d.p)} (target)\nq = {fmt_prob(d.q)} (draft)\np/q = {fmt_ratio(ratio(d.p, d.q))}\nu = {fmt_prob(d.u)}"
     if d.decision == "unchecked":
         why = "unchecked: an earlier draft token was rejected, or the run stopped before it"
@@ -86,6 +89,7 @@ def round_tokens_html(event: RoundEvent) -> str:
     parts = []
     for pos, d in enumerate(event.drafted, start=1):
         classes = {"accepted": "tok-accepted", "rejected": "tok-rejected"}.get(d.decision, "tok-rejected tok-unchecked")
+        classes += " tok-forced" if d.forced else ""
         parts.append(token_span(d.text, classes, draft_tooltip(d, event, pos, greedy), round=event.index, pos=pos))
     e = event.emitted
     if e is not None:
@@ -121,6 +125,7 @@ _LEGEND = (
     ("tok-rejected tok-unchecked", "bar", "unchecked draft (after a rejection)"),
     ("tok-resampled", "baz", "replacement from the target"),
     ("tok-bonus", "qux", "bonus token (all drafts accepted)"),
+    ("tok-accepted tok-forced", '{"', "forced by the output format"),
 )
 
 

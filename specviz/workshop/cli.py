@@ -43,6 +43,12 @@ COMMANDS = {
 }
 
 
+def command(name: str):
+    """The module of the command `name`, imported now: its `add_arguments` and `run`, and what
+    another command may call of it (`models --prepare` trains a head through `train-head`'s)."""
+    return importlib.import_module(COMMANDS[name][0])
+
+
 def check_range(flag: str, value, lo, hi=None) -> None:
     """Refuse a flag's value below `lo` or above `hi` (None: no bound above), in every command's words."""
     if value is not None and not (lo <= value and (hi is None or value <= hi)):
@@ -96,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.parse_args(argv)
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     name = argv[0]
-    module_name, line = COMMANDS[name]
-    module = importlib.import_module(module_name)
+    module, line = command(name), COMMANDS[name][1]
     cmd = OneLineParser(prog=f"python -m specviz {name}", description=line)
     module.add_arguments(cmd)
     args = cmd.parse_args(argv[1:])

@@ -17,6 +17,7 @@ from specviz.workshop import progress
 from specviz.errors import UserError
 from specviz.events import PlainTokenEvent, RunSummary
 from specviz.choices import COST_AWARE, DEVICE_MAPS, PRECISIONS, RUNTIMES, SPECULATIVE, help_line
+from specviz.limits import FORMAT_CHARS
 from specviz.models.catalogue.presets import DEFAULT_PAIR
 from specviz.settings import (
     DEFAULTS,
@@ -33,7 +34,13 @@ from specviz.settings import (
 WARMUP_TOKENS = 8
 
 # ANSI styles per token kind: colour plus a second cue (strike-through, underline, bold).
-STYLES = {"accepted": "\x1b[32m", "rejected": "\x1b[31;9m", "resampled": "\x1b[33;4m", "bonus": "\x1b[34;1m"}
+STYLES = {
+    "accepted": "\x1b[32m",
+    "forced": "\x1b[36;3m",  # accepted, and forced by the output format: cyan italic
+    "rejected": "\x1b[31;9m",
+    "resampled": "\x1b[33;4m",
+    "bonus": "\x1b[34;1m",
+}
 RESET = "\x1b[0m"
 
 
@@ -93,7 +100,7 @@ def add_setting(parser: argparse.ArgumentParser, name: str, default: Any = None)
     )
 
 
-ARG_TYPES = {"whole": int, "number": float, "choice": str}
+ARG_TYPES = {"whole": int, "number": float, "choice": str, "string": str}
 
 
 def add_runtime(parser: argparse.ArgumentParser, more: str = "") -> None:
@@ -141,7 +148,20 @@ def settings_from(args: argparse.Namespace) -> GenerationSettings:
         raise UserError(f"--adaptive means --policy {COST_AWARE}: drop one of --adaptive and --policy {args.policy}")
     values = {name: getattr(args, name) for name in SPECS if getattr(args, name, None) is not None}
     values["policy"] = COST_AWARE if args.adaptive else (args.policy or DEFAULTS.policy)
+    if values.get("output_spec", "").startswith("@"):  # --output-spec @schema.json: the file's text
+        values["output_spec"] = read_spec(values["output_spec"][1:])
     return from_request(values)
+
+
+def read_spec(path: str) -> str:
+    """An output format's schema, pattern, choices or grammar from a file, bounded before it is read."""
+    limit = FORMAT_CHARS.value
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(int(limit) + 1)
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read the output format from {path}: {e}") from None
+    return FORMAT_CHARS.check_text(text)
 
 
 def pair_spec(args: argparse.Namespace, needs_draft: bool) -> str | tuple[str, str]:
@@ -230,7 +250,7 @@ def _render(event, color: bool) -> str:
     parts = []
     for d in event.drafted:
         if d.decision == "accepted":
-            parts.append(_style(d.text, "accepted", color))
+            parts.append(_style(d.text, "forced" if d.forced else "accepted", color))
         elif d.decision == "rejected" and color:
             parts.append(_style(d.text, "rejected", color))
     if event.emitted is not None:
@@ -258,5 +278,11 @@ def summary_line(s: RunSummary, *, speculative: bool) -> str:
         parts.append(
             f"{s.speedup_vs_plain:.2f}x plain decoding ({1000 / s.plain_ms_per_token:.2f} tokens/s, measured at load)"
         )
+    if s.format_check:
+        parts += [
+            f"forced {s.forced} ({s.forced_accepted} accepted)",
+            f"grammar {s.grammar_ms:.2f} ms/token",
+            f"output {s.format_check}",
+        ]
     parts += [f"load {s.load_s:.1f} s", f"stop: {s.stop_reason}"]
     return " · ".join(parts)

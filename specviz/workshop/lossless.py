@@ -1,12 +1,14 @@
 """Losslessness lab: Monte Carlo proof that the acceptance rule outputs exactly p.
 
 One draw follows one drafted position of a round (docs/ARCHITECTURE.md): draw x ~ q and u ~ U(0, 1);
-keep x if u <= min(1, p(x) / q(x)); otherwise emit a token from the residual
-norm(max(0, p - q)). Counting many draws gives the rule's output frequencies, which match
-p up to sampling noise, while the acceptance rate matches the overlap sum min(p, q).
+keep x with probability min(1, p(x) / q(x)); otherwise emit a token from the residual
+norm(max(0, p - q)). The keep and the residual are the engine's own (`engine.verify.accepts`,
+`residual_distribution`), run here on a chunk of draws at once. Counting many draws gives the
+rule's output frequencies, which match p up to sampling noise, while the acceptance rate
+matches the overlap sum min(p, q).
 
-Vectorised with numpy in fixed-size chunks (memory stays bounded, and one seed gives one
-answer whatever the sample count): tens of millions of draws take seconds.
+Vectorised in fixed-size chunks (memory stays bounded, and one seed gives one answer whatever
+the sample count): tens of millions of draws take seconds.
 
 `bug_gallery` runs the exact rule beside four mistakes found in real implementations, on the
 same p and q with the same number of draws, and measures how far each one's output lands
@@ -23,7 +25,7 @@ import numpy as np
 import torch
 
 from specviz import limits
-from specviz.engine.verify import residual_distribution
+from specviz.engine import verify
 from specviz.errors import UserError
 from specviz.workshop.cli import parse_list
 
@@ -83,14 +85,14 @@ def parse_distribution(text: str, name: str) -> np.ndarray:
 
 def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """The engine's own residual, so the lab tests the rule the engine runs."""
-    return residual_distribution(torch.from_numpy(p), torch.from_numpy(q)).double().numpy()
+    return verify.residual_distribution(torch.from_numpy(p), torch.from_numpy(q)).double().numpy()
 
 
 def simulate(p, q, samples: int = 1_000_000, seed: int = 0) -> LosslessResult:
     """Run the acceptance rule `samples` times on p and q and measure what comes out."""
     p, q = _check_inputs(p, q, samples, seed)
     res = residual(p, q)
-    measured, acceptance_rate, seconds = _run(q, _keep(p, q), res, samples, seed)
+    measured, acceptance_rate, seconds = _run(q, p, q, res, samples, seed)
     abs_error = np.abs(measured - p)
     std_error = np.sqrt(p * (1 - p) / samples)
     overlap = float(np.minimum(p, q).sum())
@@ -195,29 +197,34 @@ def check_temperature(temperature) -> float:
 
 def rule_parts(
     rule: str, p: np.ndarray, q: np.ndarray, temperature: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(draft, keep, replacement) of a rule: drafts x ~ draft are kept with probability
-    keep[x], otherwise a replacement ~ replacement is emitted. p and q are at temperature 1."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(draft, p_told, q_told, replacement) of a rule: drafts x ~ draft go through the engine's
+    check told p_told and q_told (`verify.accepts`); a rejected one is replaced by a draw from
+    `replacement`. The exact rule tells it p and q at the temperature; each mistake tells it the
+    wrong ones or replaces from the wrong distribution. p and q are at temperature 1."""
     p_t, q_t = at_temperature(p, temperature), at_temperature(q, temperature)
     if rule == "exact":
-        return q_t, _keep(p_t, q_t), residual(p_t, q_t)
+        return q_t, p_t, q_t, residual(p_t, q_t)
     if rule == "argmax-accept":
+        # Greedy's check on sampled drafts: p told as a point mass at its argmax, each draft as a
+        # point mass (q = 1), so only the argmax is kept and a rejection emits it.
         best = int(np.argmax(p))  # the same token at any temperature; ties go to the first
         point = np.zeros(p.size)
         point[best] = 1.0
-        return q_t, point, point
+        return q_t, point, np.ones(p.size), point
     if rule == "replacement-from-p":
-        return q_t, _keep(p_t, q_t), p_t
+        return q_t, p_t, q_t, p_t
     if rule == "q-before-temperature":
-        return q_t, _keep(p_t, q), residual(p_t, q)  # q and q_t share their support
+        return q_t, p_t, q, residual(p_t, q)  # q and q_t share their support
     if rule == "p-without-temperature":
-        return q_t, _keep(p, q_t), residual(p, q_t)
+        return q_t, p, q_t, residual(p, q_t)
     raise UserError(f"unknown rule {rule!r}: choose from {', '.join(RULES)}")
 
 
-def expected_output(draft: np.ndarray, keep: np.ndarray, replacement: np.ndarray) -> np.ndarray:
-    """A rule's output distribution in closed form: kept drafts, then replacements for the rest."""
-    kept = draft * keep
+def expected_output(draft: np.ndarray, p_told: np.ndarray, q_told: np.ndarray, replacement: np.ndarray) -> np.ndarray:
+    """A rule's output distribution in closed form: drafts kept with probability
+    min(1, p_told / q_told) (`acceptance_probability`), then replacements for the rest."""
+    kept = draft * acceptance_probability(p_told, q_told)
     return kept + (1 - kept.sum()) * replacement
 
 
@@ -232,9 +239,9 @@ def bug_gallery(
     se = np.sqrt(target * (1 - target) / samples)
     out = {}
     for rule in RULES:
-        draft, keep, replacement = rule_parts(rule, p, q, temperature)
-        measured, acceptance_rate, seconds = _run(draft, keep, replacement, samples, seed)
-        expected = expected_output(draft, keep, replacement)
+        draft, p_told, q_told, replacement = rule_parts(rule, p, q, temperature)
+        measured, acceptance_rate, seconds = _run(draft, p_told, q_told, replacement, samples, seed)
+        expected = expected_output(draft, p_told, q_told, replacement)
         max_z = float(np.max(z_scores(np.abs(measured - target), se)))
         out[rule] = RuleResult(
             rule=rule,
@@ -301,17 +308,19 @@ def _check_inputs(p, q, samples, seed) -> tuple[np.ndarray, np.ndarray]:
     return p, q
 
 
-def _keep(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """min(1, p(x) / q(x)) where q(x) > 0; 0 elsewhere, where x is never drafted."""
+def acceptance_probability(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """min(1, p(x) / q(x)) where q(x) > 0, 0 elsewhere (x is never drafted there): the chance
+    the engine's check keeps x, in closed form, to predict what the draws should show."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(q > 0, np.minimum(1.0, p / q), 0.0)
 
 
 def _run(
-    draft: np.ndarray, keep: np.ndarray, replacement: np.ndarray, samples: int, seed: int
+    draft: np.ndarray, p_told: np.ndarray, q_told: np.ndarray, replacement: np.ndarray, samples: int, seed: int
 ) -> tuple[np.ndarray, float, float]:
-    """Draw x ~ draft, keep it with probability keep[x], else emit a draw from replacement,
-    `samples` times from `seed`: (output frequency per token, share of drafts kept, seconds)."""
+    """Draw x ~ draft, keep it as the engine's check does told p_told and q_told, else emit a
+    draw from replacement, `samples` times from `seed`: (output frequency per token, share of
+    drafts kept, seconds)."""
     start, rng = time.perf_counter(), np.random.default_rng(seed)
     draft_cdf, rep_cdf = _cdf(draft), _cdf(replacement)
     counts = np.zeros(draft.size, dtype=np.int64)
@@ -319,10 +328,11 @@ def _run(
     for done in range(0, samples, CHUNK):
         n = min(CHUNK, samples - done)
         x = _draw(rng, draft_cdf, n)
-        kept = x[rng.random(n) <= keep[x]]
-        accepted += kept.size
-        counts += np.bincount(kept, minlength=draft.size)
-        counts += np.bincount(_draw(rng, rep_cdf, n - kept.size), minlength=draft.size)
+        keep = verify.accepts(rng.random(n), np.take(p_told, x), np.take(q_told, x))  # the engine's check
+        kept = np.count_nonzero(keep)
+        accepted += kept
+        counts += np.bincount(x, weights=keep, minlength=draft.size).astype(np.int64)  # whole counts, exact
+        counts += np.bincount(_draw(rng, rep_cdf, n - kept), minlength=draft.size)
     return counts / samples, accepted / samples, time.perf_counter() - start
 
 

@@ -7,6 +7,7 @@ import json
 import sys
 
 from specviz.workshop import progress
+from specviz.workshop.cli import command
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,9 +62,7 @@ def _prepare_head(name: str) -> None:
     if path.is_file():
         print(f"head: {path} (trained already)", file=sys.stderr)
         return
-    from specviz.workshop.training.cli import train_for
-
-    train_for(name)
+    command("train-head").train_for(name)
 
 
 def _describe(m: dict) -> str:

@@ -109,7 +109,7 @@ class LlamaCppModel:
             except BaseException:
                 self._back()
                 raise
-        self.release_idle(IDLE_S)
+        self.release_idle()
         return pair
 
     def _new_context(self) -> tuple:
@@ -136,10 +136,10 @@ class LlamaCppModel:
         if not keep:
             self._free_context(pair)
         self._back()
-        self.release_idle(IDLE_S)
+        self.release_idle()
 
-    def release_idle(self, older_than_s: float = 0.0) -> int:
-        """Free the idle contexts unused for `older_than_s` seconds; how many were freed."""
+    def release_idle(self, older_than_s: float = IDLE_S) -> int:
+        """Free the idle contexts unused for `older_than_s` seconds (0: all); how many were freed."""
         now = time.monotonic()
         with self._idle_lock:
             old = [p for p in self._idle if now - p[2] >= older_than_s]
@@ -182,7 +182,7 @@ class LlamaCppModel:
         with self._idle_lock:
             self._closing = True
             free_now = self._lent == 0
-        self.release_idle()
+        self.release_idle(0.0)
         if free_now:
             self._free_model()
 

@@ -25,7 +25,8 @@ import torch
 from specviz.workshop.bench import report, resume
 from specviz.workshop.bench.harness import BenchOptions, Raw, count_runs, eos_ids, run_bench
 from specviz.workshop.bench.methods import FAMILY_NAMES, Method, check_pair, default_methods, parse_method
-from specviz.workshop.bench.prompts import DEFAULT_PROMPTS, BenchPrompt, load_prompts, select
+from specviz.errors import UserError
+from specviz.workshop.bench.prompts import DEFAULT_PROMPTS, KINDS, BenchPrompt, load_prompts, select
 from specviz.workshop.bench.summary import summarise
 from specviz.choices import LLAMACPP
 from specviz.workshop.cli import check_range, parse_list
@@ -65,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--limit", type=int, help="run only the first N prompts (alternating code and prose)")
     parser.add_argument("--prompt-ids", help="comma-separated prompt ids to run")
+    parser.add_argument("--kinds", help=f"comma-separated kinds of prompt to run ({', '.join(KINDS)}; default: all)")
     add_loading(parser, ", for both libraries")
     add_runtime(
         parser, "; on llama.cpp the default methods are lc-plain, lc-lookup (llama-cpp-python's own) and specviz's"
@@ -93,17 +95,26 @@ def _without_missing_tools(methods: list[Method]) -> list[Method]:
     return methods
 
 
+def _prompts(args: argparse.Namespace) -> list[BenchPrompt]:
+    """The prompts --prompts, --kinds, --prompt-ids and --limit name."""
+    kinds = parse_list("--kinds", args.kinds) if args.kinds else KINDS
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise UserError(f"unknown prompt kind(s): {', '.join(unknown)} (known: {', '.join(KINDS)})")
+    return select(
+        [p for p in load_prompts(args.prompts) if p.kind in kinds],
+        ids=parse_list("--prompt-ids", args.prompt_ids) if args.prompt_ids else None,
+        limit=args.limit,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     ks = _ks(args.k)
     names = parse_list("--methods", args.methods) if args.methods else default_methods(ks)
     methods = [parse_method(n) for n in dict.fromkeys(names)]  # parsed before loading: a typo fails fast
     methods = _without_missing_tools(methods)
     _check(args)
-    prompts = select(
-        load_prompts(args.prompts),
-        ids=parse_list("--prompt-ids", args.prompt_ids) if args.prompt_ids else None,
-        limit=args.limit,
-    )
+    prompts = _prompts(args)
     opts = BenchOptions(
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,

@@ -91,6 +91,8 @@ def run_bench(
 
 
 def _run_one(pair, prompt: BenchPrompt, method: Method, settings: GenerationSettings, opts: BenchOptions) -> Sample:
+    # A prompt with an output format (the json group) runs every method under it.
+    settings = replace(settings, output_format=prompt.output_format, output_spec=prompt.output_spec)
     if method.family == "sv":
         return run_specviz(pair, prompt.prompt, method, sv_settings(method, settings, opts.k_max))
     ids = prompt_ids(pair, prompt.prompt, settings)

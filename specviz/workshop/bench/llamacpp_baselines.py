@@ -11,13 +11,18 @@ off where a native build with AMX would crash).
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 
+from specviz.choices import FREE_TEXT, JSON_SCHEMA
+from specviz.errors import UserError
+from specviz.grammar.formats import ANY_OBJECT
 from specviz.lm.llamacpp_runtime.library import extra_buffer_types, llama
 from specviz.lm.llamacpp_runtime.model import DEFAULT_CONTEXT
 from specviz.workshop.bench.hf_baselines import PROMPT_LOOKUP_TOKENS  # drafts as long as transformers'
 
 _models: dict[tuple, object] = {}
+_grammars: dict[tuple, object] = {}
 
 
 def model(path, threads: int, *, lookup: bool = False):
@@ -63,11 +68,35 @@ def _same_model_params(L):
         L.llama_model_default_params = original
 
 
+def grammar(kind: str, spec: str):
+    """llama-cpp-python's own grammar for an output format, as its users make one: a JSON schema
+    through `LlamaGrammar.from_json_schema` (its GBNF, which allows whitespace specviz's JSON does
+    not write), a choice or a GBNF grammar as GBNF; None for free text. Made once per format."""
+    if kind == FREE_TEXT:
+        return None
+    key = (kind, spec)
+    if key not in _grammars:
+        from llama_cpp import LlamaGrammar
+
+        from specviz.workshop.production.constraint import gbnf
+
+        if kind == JSON_SCHEMA:
+            made = LlamaGrammar.from_json_schema(json.dumps(json.loads(spec or ANY_OBJECT)), verbose=False)
+        elif (text := gbnf(kind, spec)) is not None:
+            made = LlamaGrammar.from_string(text, verbose=False)
+        else:
+            raise UserError(
+                f"llama-cpp-python has no grammar for a {kind} output format (GBNF has no regular expressions)"
+            )
+        _grammars[key] = made
+    return _grammars[key]
+
+
 def generate(
-    llm, prompt_ids: list[int], *, max_new_tokens: int, temperature: float, seed: int, stop_ids
+    llm, prompt_ids: list[int], *, max_new_tokens: int, temperature: float, seed: int, stop_ids, grammar=None
 ) -> tuple[list[int], float]:
-    """One timed generation, prefill and every new token up to a stop id or the limit: the new
-    ids and the seconds."""
+    """One timed generation, prefill and every new token up to a stop id or the limit, under
+    `grammar` (a `LlamaGrammar`) where given: the new ids and the seconds."""
     greedy = temperature == 0
     llm.set_seed(seed)
     llm.reset()  # no reuse of an earlier run's cache: every run reads its whole prompt, as specviz's do
@@ -81,6 +110,7 @@ def generate(
         temp=0.0 if greedy else temperature,
         repeat_penalty=1.0,
         reset=True,
+        grammar=grammar,
     ):
         out.append(int(token))
         if token in stop_ids or len(out) >= max_new_tokens:

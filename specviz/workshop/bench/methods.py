@@ -22,7 +22,8 @@ llama-cpp-python's own `Llama.generate` (on a pair loaded on the llama.cpp runti
                           (`assistant_tokenizer=`), its default schedule: see run_transformers
     hf-universal-k{K}     the same with a constant k
     hf-lookup             transformers prompt lookup (10 tokens)
-    lc-plain              llama-cpp-python, target alone, over the same GGUF file and threads
+    lc-plain              llama-cpp-python, target alone, over the same GGUF file and threads; on a
+                          prompt with an output format, under its grammar (`LlamaGrammar`)
     lc-lookup             llama-cpp-python with LlamaPromptLookupDecoding (10 tokens), its only drafter
     ll-spec-k{K}          llama.cpp's own llama-speculative-simple with the draft model, draft max K, greedy
                           (built once by scripts/build_llamacpp_tools.sh; skipped, saying so, until then)
@@ -73,6 +74,7 @@ from specviz.choices import (
     TREE,
 )
 from specviz.errors import UserError
+from specviz.grammar.formats import check_output, parse
 from specviz.settings import GenerationSettings
 from specviz.lm.timing import sync
 
@@ -282,6 +284,9 @@ def trace_stats(trace) -> dict[str, Any]:
     s = trace.summary
     rounds = rounds_of(trace.events)
     stats = {"stop_reason": s.stop_reason, "engine_wall_s": s.wall_s, "target_ms": s.target_ms, "draft_ms": s.draft_ms}
+    if s.format_check:  # under an output format: the answer checked, forced tokens, the masks' cost
+        stats.update(format_check=s.format_check, grammar_ms=s.grammar_ms)
+        stats.update(forced=s.forced, forced_accepted=s.forced_accepted)
     if trace.mode == SPECULATIVE and s.rounds:
         stats.update(
             rounds=s.rounds,
@@ -363,9 +368,15 @@ def run_llamacpp(pair, input_ids: torch.Tensor, method: Method, settings: Genera
         temperature=settings.temperature,
         seed=settings.seed,
         stop_ids=stops,
+        grammar=llamacpp_baselines.grammar(settings.output_format, settings.output_spec),
     )
     stop = stop_reason(len(ids), settings.max_new_tokens, ended_on_stop=bool(ids) and ids[-1] in stops)
-    return Sample(token_ids=ids, wall_s=wall_s, stats={"stop_reason": stop})
+    stats: dict[str, Any] = {"stop_reason": stop}
+    fmt = parse(settings.output_format, settings.output_spec)
+    if fmt is not None:  # its answer checked as specviz's are
+        text = pair.tokenizer.decode([t for t in ids if t not in stops])
+        stats["format_check"] = check_output(fmt, text, stop)
+    return Sample(token_ids=ids, wall_s=wall_s, stats=stats)
 
 
 def run_llamacpp_tool(pair, input_ids: torch.Tensor, method: Method, settings: GenerationSettings) -> Sample:

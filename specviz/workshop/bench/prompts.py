@@ -1,7 +1,9 @@
 """The bench's prompt set: a JSON file `{"prompts": [{"id", "kind", "prompt"}, ...]}` (or a
 bare list), or JSON Lines with one such object a line. In place of "prompt" an item may give
 "messages", a conversation as a list of {"role", "content"} ending with the user's turn (the
-chat template renders it, earlier answers included)."""
+chat template renders it, earlier answers included). An item may also give "output_format"
+and "output_spec" (the settings of those names: a JSON schema, a regular expression, ...), which
+every method of the run then decodes under (the `json` group)."""
 
 from __future__ import annotations
 
@@ -9,16 +11,20 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from specviz.choices import FREE_TEXT
 from specviz.errors import UserError
+from specviz.grammar.formats import OutputFormat, parse
 from specviz.settings import check_prompt
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[3] / "assets" / "bench_prompts.json"
-KINDS = ("code", "prose", "repetitive", "edit")
+KINDS = ("code", "prose", "repetitive", "edit", "json")
 # The kinds the bench's older goals are measured on; the repetitive group (answers that
 # repeat their input, where draft-free methods should win) and the edit group (longer edit
 # tasks: answers of 150-400 tokens that return their input with a few changes) are reported apart.
 GOAL_KINDS = ("code", "prose")
 COPY_KINDS = ("repetitive", "edit")
+# Extraction and formatting under a JSON schema: constrained decoding, reported apart.
+FORMAT_KINDS = ("json",)
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,12 @@ class BenchPrompt:
     id: str
     kind: str  # one of KINDS
     prompt: str | list[dict]  # the user message, or a conversation (settings.check_prompt)
+    output_format: str = FREE_TEXT  # the output format every method decodes this prompt under
+    output_spec: str = ""
+
+    @property
+    def output(self) -> OutputFormat | None:
+        return parse(self.output_format, self.output_spec)
 
     @property
     def chars(self) -> int:
@@ -59,7 +71,16 @@ def load_prompts(path: str | Path) -> list[BenchPrompt]:
         kind = item.get("kind", "prose")
         if kind not in KINDS:
             raise UserError(f"{path}: prompt {i + 1} has kind {kind!r}; use one of {', '.join(KINDS)}")
-        prompts.append(BenchPrompt(id=str(item.get("id", f"p{i + 1}")), kind=kind, prompt=text))
+        fmt = item.get("output_format", FREE_TEXT), item.get("output_spec", "")
+        try:
+            parse(*fmt)
+        except UserError as e:
+            raise UserError(f"{path}: prompt {i + 1}: {e}") from None
+        prompts.append(
+            BenchPrompt(
+                id=str(item.get("id", f"p{i + 1}")), kind=kind, prompt=text, output_format=fmt[0], output_spec=fmt[1]
+            )
+        )
     ids = [p.id for p in prompts]
     dupes = sorted({x for x in ids if ids.count(x) > 1})
     if dupes:

@@ -13,10 +13,11 @@ import statistics
 from typing import Any
 
 from specviz import theory
+from specviz.choices import FREE_TEXT
 from specviz.cost_model import CostModel
 from specviz.workshop.bench.harness import BenchOptions, Raw
 from specviz.workshop.bench.methods import GATHERED, PACKED, Method, Sample, variant
-from specviz.workshop.bench.prompts import COPY_KINDS, GOAL_KINDS, BenchPrompt
+from specviz.workshop.bench.prompts import COPY_KINDS, FORMAT_KINDS, GOAL_KINDS, BenchPrompt
 
 # The speed goals: the cost-aware chain against transformers' best assisted setting (greedy,
 # and sampling), never slower than plain decoding on a prompt, and a plain loop as fast as
@@ -49,6 +50,12 @@ TARGET_COPY_VS_LC_PLAIN = 2.50
 TARGET_COPY_VS_LL_NGRAM = 1.50
 TARGET_COPY_EACH = 0.97
 COPYING = ("sv-suffix", "sv-lookup", "sv-lookahead")
+# Under an output format (the json group, greedy): specviz's best constrained speculative method
+# against its own constrained plain decoding and llama-cpp-python's grammar decoding, the masks'
+# cost per token as a share of a one-token target pass, and every finished answer valid.
+TARGET_FORMAT_VS_PLAIN = 1.60
+TARGET_FORMAT_VS_LC = 1.50
+TARGET_MASK_SHARE = 0.05
 
 
 # The figures "overall" takes over prompts: ratios and rates by geometric mean, the rest by mean.
@@ -74,6 +81,12 @@ def summarise(
     prompts (all prompts where the run has none of them); each kind is also summarised apart."""
     names = [m.name for m in methods]
     per_prompt = {p.id: _prompt_rows(raw[p.id], methods, opts, stop, cost) for p in prompts}
+    for p in prompts:  # llama-cpp-python writes JSON under its own grammar: other spacing, not a divergence
+        for n in names if p.output_format != FREE_TEXT else ():
+            if n.startswith("lc-"):
+                for key in ("first_divergence", "reference"):
+                    per_prompt[p.id][n].pop(key, None)
+                per_prompt[p.id][n]["identical"] = None
     goal_prompts = [p for p in prompts if p.kind in GOAL_KINDS] or prompts
     overall = {}
     for m in methods:
@@ -81,7 +94,9 @@ def summarise(
         overall[m.name] = {
             **{key: geomean(r.get(key) for r in rows) for key in GEOMEAN_KEYS},
             **{key: _mean(r.get(key) for r in rows) for key in MEAN_KEYS},
-            "identical": None if opts.temperature > 0 else all(r.get("identical") is not False for r in rows),
+            "identical": None
+            if opts.temperature > 0 or all(r.get("identical", True) is None for r in rows)
+            else all(r.get("identical") is not False for r in rows),
         }
     best_assisted = _best_assisted(names, overall, of="")
     for n in names:
@@ -99,6 +114,7 @@ def summarise(
             _targets(on_goal, overall, names, best_assisted, opts)
             + _draft_free_targets(per_prompt, by_kind, names)
             + _copy_targets(per_prompt, prompts, names)
+            + _format_targets(per_prompt, prompts, names)
         ),
     }
 
@@ -181,6 +197,54 @@ def _copy_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]
     return out
 
 
+FORMAT_STATS = ("grammar_ms", "forced", "forced_accepted")
+
+
+def _format_targets(per_prompt: dict, prompts: list[BenchPrompt], names: list[str]) -> list[dict]:
+    """The goals under an output format, on the json group: see TARGET_FORMAT_*."""
+    group = [p.id for p in prompts if p.kind in FORMAT_KINDS]
+    speculative = [n for n in names if n.startswith("sv-") and n != "sv-plain"]
+    if not group or "sv-plain" not in names or not speculative:
+        return []
+    rate = {n: geomean(per_prompt[i][n]["tokens_per_s"] for i in group) or 0.0 for n in names}
+    best = max(speculative, key=rate.get)
+    vs_plain = geomean(_ratios(per_prompt, best, "sv-plain", group).values())
+    out = [
+        _at_least(f"{best} vs sv-plain, both under the schema, json group (geomean)", TARGET_FORMAT_VS_PLAIN, vs_plain)
+    ]
+    if "lc-plain" in names:
+        value = geomean(_ratios(per_prompt, best, "lc-plain", group).values())
+        out.append(
+            _at_least(f"{best} vs lc-plain under LlamaGrammar, json group (geomean)", TARGET_FORMAT_VS_LC, value)
+        )
+    plain = [per_prompt[i]["sv-plain"] for i in group]
+    share = _mean(r["grammar_ms"] / r["target_ms"] for r in plain if r.get("grammar_ms") and r.get("target_ms"))
+    detail = f"masks per token over the one-token target pass T, sv-plain; {best}: " + _share(per_prompt, best, group)
+    out.append(
+        _row(
+            "masking cost per token / one-token pass",
+            f"<= {TARGET_MASK_SHARE:.0%}",
+            share,
+            share is not None and share <= TARGET_MASK_SHARE,
+            detail,
+        )
+    )
+    checks = [c for i in group for n in names for c in per_prompt[i][n].get("format_check") or []]
+    finished = [c for c in checks if not c.startswith("cut by the token limit")]
+    valid = sum(c == "valid" for c in finished) / len(finished) if finished else None
+    detail = f"{len(finished)} finished answers; {len(checks) - len(finished)} cut by the token limit"
+    out.append(
+        _row("finished answers valid, json group", "100%", valid, valid == 1.0 if valid is not None else None, detail)
+    )
+    return out
+
+
+def _share(per_prompt: dict, name: str, group: list[str]) -> str:
+    rows = [per_prompt[i][name] for i in group]
+    share = _mean(r["grammar_ms"] / r["target_ms"] for r in rows if r.get("grammar_ms") and r.get("target_ms"))
+    return "n/a" if share is None else f"{share:.1%}"
+
+
 def _best_assisted(names: list[str], overall: dict, *, of: str) -> str | None:
     """The fastest of transformers' assisted settings in the run, as shipped (`of` "") or
     in one of the variants with a fix of specviz's (`of` GATHERED or PACKED); the goals are against
@@ -203,10 +267,21 @@ def _prompt_rows(
             "tokens_per_s_runs": [s.tokens_per_s for s in runs],
             "stop_reason": runs[0].stats.get("stop_reason"),
         }
-        for key in ("acceptance", "mean_overlap", "tokens_per_round", "mean_k", "target_ms", "draft_ms", "rounds"):
+        for key in (
+            "acceptance",
+            "mean_overlap",
+            "tokens_per_round",
+            "mean_k",
+            "target_ms",
+            "draft_ms",
+            "rounds",
+            *FORMAT_STATS,
+        ):
             values = [s.stats[key] for s in runs if s.stats.get(key) is not None]
             if values:
                 row[key] = statistics.median(values)
+        if runs[0].stats.get("format_check"):
+            row["format_check"] = [s.stats.get("format_check") for s in runs]
         if runs[0].stats.get("by_position"):  # the first run's counts: repeats of a greedy run are the same
             row["by_position"] = runs[0].stats["by_position"]
         rows[m.name] = row

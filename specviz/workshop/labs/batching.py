@@ -32,7 +32,8 @@ from specviz.workshop.generate_cli import add_pair
 from specviz.settings import FIXED_K, MAX_K
 from specviz.lm.runtime import missing
 from specviz.models import DEFAULT_PAIR
-from specviz.lm.timing import best_s, measure_pass_ms
+from specviz.lm.timing import best_s
+from specviz.lm.torch_runtime.forward_timing import measure_pass_ms
 from specviz.models.progress import Progress
 from specviz.choices import BATCHED, FIXED, INT8, TORCH
 

@@ -6,7 +6,8 @@ engines people serve models with, and those engines' own speculative metrics rea
     metrics.py  an engine's metrics (Prometheus text, a response's JSON) as counts
     judge.py    what the counts predict under a cost model, and a verdict
     *_cli.py    `python -m specviz export` and `python -m specviz metrics`
+    panels.py   the page's export panel (Live run) and metrics section (Labs), and both as tools
 
-A top layer beside the app and the bench: it reads traces (events) and the catalogue of
-pairs (models), and runs nothing.
+In the workshop, above the page: it reads traces (events) and the catalogue of pairs
+(models), and runs nothing.
 """

@@ -18,6 +18,7 @@ The names of every flag and argument, with where they come from:
 | llama-cpp-python | lookup | `Llama(draft_model=LlamaPromptLookupDecoding(max_ngram_size=, num_pred_tokens=))` | llama-cpp-python's README, "Speculative Decoding" |
 
 A drafter an engine lacks gets a note saying so and no command: nothing here invents a flag.
+A run's output format goes beside the speculative settings (`constraint.py` tables how).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 
 from specviz.choices import EARLY_EXIT, HEAD, LOOKUP, MODEL, SUFFIX, TREE
 from specviz.errors import UserError
+from specviz.workshop.production.constraint import carry
 from specviz.workshop.production.found import Found
 
 # specviz's prompt lookup tries n-grams of up to 3 tokens down to 1 (drafters/lookup.py).
@@ -55,6 +57,7 @@ def export(found: Found, fmt: str) -> Exported:
     except KeyError:
         raise UserError(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}") from None
     out = make(found)
+    out.text = carry(found, fmt, out.text, out.notes)
     out.notes.insert(0, f"k = {found.k}: {found.k_reason}.")
     if found.policy_mean_k is not None or found.hindsight_k is not None:
         mean = f"{found.policy_mean_k:.1f}" if found.policy_mean_k is not None else "none (no round drafted)"

@@ -16,7 +16,7 @@ from specviz import run_stats
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Event, Trace
-from specviz.choices import FIXED, SPECULATIVE
+from specviz.choices import FIXED, FREE_TEXT, SPECULATIVE
 from specviz.settings import MAX_K, GenerationSettings, default_k
 
 
@@ -42,6 +42,8 @@ class Found:
     tree_width: int = 0
     early_exit_layers: int = 0
     suffix_max_nodes: int = 0
+    output_format: str = FREE_TEXT  # the run's output format (`choices.FORMATS`) and its text
+    output_spec: str = ""
 
 
 def best_fixed_k(events: list[Event], cost_model: dict | None) -> int | None:
@@ -131,10 +133,15 @@ def from_settings(pair: str, settings: GenerationSettings) -> Found:
 
 
 def _shape(settings: Mapping) -> dict:
-    """What an engine needs of a run's settings beside the drafter and k: the temperature and
-    the sizes of a tree, an early exit and a suffix tree."""
+    """What an engine needs of a run's settings beside the drafter and k: the temperature, the
+    sizes of a tree, an early exit and a suffix tree, and the output format."""
     sizes = ("tree_nodes", "tree_width", "early_exit_layers", "suffix_max_nodes")
-    return {"temperature": float(settings.get("temperature") or 0.0), **{n: int(settings.get(n) or 0) for n in sizes}}
+    return {
+        "temperature": float(settings.get("temperature") or 0.0),
+        **{n: int(settings.get(n) or 0) for n in sizes},
+        "output_format": settings.get("output_format") or FREE_TEXT,
+        "output_spec": settings.get("output_spec") or "",
+    }
 
 
 def read_trace(path: str | Path) -> Trace:

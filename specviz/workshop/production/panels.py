@@ -1,21 +1,24 @@
 """From the page to production: the Live run tab's "Use these settings elsewhere" panel (the
-run's pair, drafter and best k as each engine's command) and the Labs tab's "Production
-metrics" section (an engine's own counts read back, drawn as a run's are, and judged)."""
+run's pair, drafter and best k as each engine's command), the Labs tab's "Production metrics"
+section (an engine's own counts read back, drawn as a run's are, and judged), and the same two
+as tools for programs (`parts.PANELS`, `parts.TOOLS`)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import gradio as gr
 
-from specviz.choices import SPECULATIVE
+from specviz.choices import FIXED, FREE_TEXT, MODEL, SPECULATIVE
 from specviz.app.shown_errors import shown_errors
-from specviz.app.tab import PRIVATE, chart, hint
+from specviz.app.tab import PRIVATE, Panel, Shared, chart, hint
 from specviz.cost_model import CostModel
 from specviz.errors import UserError
 from specviz.events import Trace
 from specviz.limits import METRICS_BYTES
+from specviz.settings import from_request
 from specviz.workshop.production import found
 from specviz.workshop.production.export import FORMATS, export
 from specviz.workshop.production.judge import judge, measured_cost, typed_cost
@@ -154,9 +157,73 @@ def metrics_views(text, path, source, t, d, v, trace: Trace | None) -> tuple:
     return fig, "".join(blocks)
 
 
-def wire_export(panel: ExportPanel, trace: gr.State) -> None:
-    panel.format.change(export_views, [trace, panel.format], panel.outputs, **PRIVATE)
+class ExportSettings(Panel):
+    """The Live run tab's export of a finished run's settings, redrawn with each new trace."""
+
+    def build(self, shared: Shared) -> None:
+        self.ui = ExportPanel()
+        self.redraw_inputs, self.redraw_outputs = [self.ui.format], self.ui.outputs
+
+    def wire(self, shared: Shared) -> None:
+        self.ui.format.change(export_views, [shared.trace, self.ui.format], self.ui.outputs, **PRIVATE)
+
+    def redraw(self, trace: Trace | None, fmt: str) -> tuple:
+        return export_views(trace, fmt)
 
 
-def wire_metrics(section: MetricsSection, trace: gr.State) -> None:
-    section.read.click(shown_errors(metrics_views), [*section.inputs, trace], section.outputs, **PRIVATE)
+class ProductionMetrics(Panel):
+    """The Labs tab's production metrics: an engine's payload read and judged on demand."""
+
+    def build(self, shared: Shared) -> None:
+        self.ui = MetricsSection()
+
+    def wire(self, shared: Shared) -> None:
+        ui = self.ui
+        ui.read.click(shown_errors(metrics_views), [*ui.inputs, shared.trace], ui.outputs, **PRIVATE)
+
+
+def export_settings(
+    format: str,
+    pair: str = "qwen-coder",
+    drafter: str = MODEL,
+    k: int = 4,
+    output_format: str = FREE_TEXT,
+    output_spec: str = "",
+) -> str:
+    """A pair, drafter and draft length as the command or code that runs them in another engine,
+    with an output format beside them where one is given.
+
+    Args:
+        format: vllm, sglang, llamacpp, transformers or llama-cpp-python
+        pair: a model pair preset
+        drafter: model, tree, lookup, early-exit, head, suffix or lookahead
+        k: tokens drafted per step
+        output_format: text (none), json, regex, choice or grammar
+        output_spec: the JSON schema, regular expression, choices (a JSON list or one a line) or grammar
+
+    Returns:
+        JSON with format, language, text (the command or code; empty where the engine lacks the drafter) and notes.
+    """
+    settings = from_request(
+        {"drafter": drafter, "k": k, "policy": FIXED, "output_format": output_format, "output_spec": output_spec}
+    )
+    return json.dumps(export(found.from_settings(pair, settings), format).to_dict())
+
+
+def read_metrics(payload: str, target_ms: float, draft_ms: float = 0.0, verify_ms: float = 0.0) -> str:
+    """An engine's speculative metrics read back and judged: vLLM's /metrics or per-request
+    metrics.speculative_decoding, SGLang's meta_info, llama-server's /completion response or
+    its /metrics, or a specviz trace.
+
+    Args:
+        payload: the Prometheus text or the JSON, as the engine printed it
+        target_ms: T, one target forward pass in ms, for the predicted speedup
+        draft_ms: D, one drafted token in ms (0 for n-gram drafters)
+        verify_ms: a pass over k + 1 tokens in ms (0: as T, a GPU's flat curve)
+
+    Returns:
+        JSON: per model, the counts, acceptance by position (unconditional and conditional), mean
+        acceptance length with and without the bonus token, the predicted speedup and a verdict.
+    """
+    cost = typed_cost(target_ms, draft_ms, verify_ms or None)
+    return json.dumps([judge(c, cost).to_dict() for c in read(payload)])

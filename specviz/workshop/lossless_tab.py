@@ -1,8 +1,9 @@
-"""Tab 5, the lossless lab: the acceptance rule run many times on a p and q you can edit.
+"""The Lossless lab's tab, and its tool for programs: the acceptance rule run many times on a p
+and q you can edit (`parts.TABS`, `parts.TOOLS`).
 
 The output frequencies land on p (not q) within sampling noise, and the share of accepted
 drafts lands on the overlap sum min(p, q). specviz.workshop.lossless runs the Monte Carlo (with the
-engine's own residual); this tab only reads the inputs and draws its result. The same runs
+engine's own rule); this tab only reads the inputs and draws its result. The same runs
 on the loaded pair's real next-token distributions at a position of the current run, as the
 run recorded them: its top tokens, with all the others lumped into one.
 
@@ -12,14 +13,17 @@ temperature (specviz.workshop.lossless.bug_gallery).
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
 from specviz import viz
-from specviz.app.inspector import round_at, rounds_of
 from specviz.app.shown_errors import shown_errors, verdict
+from specviz.app.tools import whole
 from specviz.errors import UserError
 from specviz.events import RoundEvent, Trace
 from specviz.limits import check_distribution_text
+from specviz.viz.inspector import round_at, trace_rounds
 from specviz.viz.lossless_plots import bug_frequencies_figure, bug_table_html, bug_tv_figure
 from specviz.app.tab import PRIVATE, Shared, Tab, chart, hint
 
@@ -188,7 +192,7 @@ def simulate_position(trace: Trace | None, round_index, position, samples, seed)
     """The Monte Carlo on the current run's p and q at the inspector's round and position."""
     from specviz.workshop.lossless import simulate as monte_carlo  # torch: on first use
 
-    rounds = rounds_of(trace)
+    rounds = trace_rounds(trace)
     if not rounds:
         raise UserError(
             "run a generation in speculative mode first, then choose a round and position in the round inspector"
@@ -198,6 +202,40 @@ def simulate_position(trace: Trace | None, round_index, position, samples, seed)
     result = monte_carlo(p, q, int(samples), int(seed or 0))
     title = f"Round {event.index}, position {int(position or 1)}: output frequencies against p and q"
     return views(result, labels=labels, title=title)
+
+
+def lossless_check(p: str, q: str, samples: int = 200_000, seed: int = 0) -> str:
+    """Monte Carlo check that the speculative acceptance rule (accept x ~ q with probability
+    min(1, p(x)/q(x)), else draw from norm(max(0, p - q))) outputs tokens distributed as p.
+
+    Args:
+        p: the target distribution, comma-separated probabilities (normalised if they do not sum to 1)
+        q: the draft distribution, comma-separated, as many entries as p
+        samples: draws to simulate
+        seed: random seed
+
+    Returns:
+        JSON with the measured output frequencies, the largest deviation from p in standard errors
+        (max_z), the measured and predicted acceptance rates.
+    """
+    from specviz.workshop.lossless import parse_distribution, simulate  # torch: on first use
+
+    r = simulate(
+        parse_distribution(p, "p"),
+        parse_distribution(q, "q"),
+        samples=whole(samples, "samples"),
+        seed=whole(seed, "seed"),
+    )
+    return json.dumps(
+        {
+            "measured": r.measured,
+            "p": r.p,
+            "max_z": r.max_z,
+            "acceptance_rate": r.acceptance_rate,
+            "predicted_acceptance": r.overlap,
+            "samples": r.samples,
+        }
+    )
 
 
 class LosslessPage(Tab):
