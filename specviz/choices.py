@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from specviz.lazy import named
 
@@ -66,13 +66,6 @@ BATCHED = "batched-passes"  # passes over several sequences at once (the batchin
 # by accelerate. Names only, no label or help of their own, so a tuple rather than a registry.
 DEVICE_MAPS = ("none", AUTO)
 
-# What a drafted token costs the cost-aware policy: the draft model's measured pass, nothing
-# (lookup-like: no model runs), or the target's first layers' share of its own pass.
-DRAFT_MODEL_COST = "draft-model"
-FREE = "free"
-TARGET_LAYERS = "target-layers"
-HEAD_PASS = "head-pass"  # a trained head's step and readout, timed when a run starts
-
 
 @dataclass(frozen=True)
 class Choice:
@@ -83,7 +76,9 @@ class Choice:
     opens: str = ""  # runtimes: "module:function" making an LM over one of its models, where they make none
     needs_draft: bool = False  # needs the pair's draft model loaded
     shape: str = CHAIN  # drafters: CHAIN, MODEL_TREE or DRAFT_FREE_TREE
-    draft_cost: str = DRAFT_MODEL_COST  # drafters: what the cost-aware policy charges per drafted token
+    # drafters: what a drafted token costs the cost-aware policy at first (the run then times its own): the
+    # ms themselves, "module:function" giving them from (pair, settings), or None for the draft model's measured D
+    draft_cost: float | str | None = None
     capability: str = ""  # drafters: a runtime capability it needs (lm.runtime), "" for none
     reads_target: bool = False  # drafters: drafts from the run's target LM (its hidden states), passed as `target`
     adaptive: bool = False  # policies: k is a cap and the policy decides each round's length
@@ -92,8 +87,12 @@ class Choice:
     explained: str = ""  # vocab methods: what the phrase means, where the page has room to say it
 
     def make(self, *args: Any, **kwargs: Any) -> Any:
-        make: Callable[..., Any] = named(self.factory)
-        return make(*args, **kwargs)
+        return named(self.factory)(*args, **kwargs)
+
+    def draft_ms(self, pair: Any, settings: Any) -> float | None:
+        """A drafter's price per drafted token as its entry states it (None: the draft model's D)."""
+        cost = self.draft_cost
+        return named(cost)(pair, settings) if isinstance(cost, str) else cost
 
 
 class Registry:
@@ -164,14 +163,14 @@ DRAFTERS = Registry(
         "prompt lookup: continue the latest n-gram match in the context",
         "specviz.drafters.lookup:make",
         shape=DRAFT_FREE_TREE,
-        draft_cost=FREE,
+        draft_cost=0.0,
     ),
     Choice(
         EARLY_EXIT,
         "Early exit (the target's first layers)",
         "the target's own first L layers, final norm and LM head",
         "specviz.drafters.early_exit:make",
-        draft_cost=TARGET_LAYERS,
+        draft_cost="specviz.drafters.early_exit:draft_ms",
         capability=EARLY_EXIT_PASS,
     ),
     Choice(
@@ -179,7 +178,7 @@ DRAFTERS = Registry(
         "Draft head (the target's own state, run ahead by a trained head)",
         "a head trained here runs the target's last hidden state ahead (EAGLE-style; train-head)",
         "specviz.drafters.head:make",
-        draft_cost=HEAD_PASS,
+        draft_cost="specviz.drafters.head:draft_ms",
         reads_target=True,
     ),
     Choice(
@@ -188,7 +187,7 @@ DRAFTERS = Registry(
         "a speculation tree from what followed the context's longest earlier match",
         "specviz.drafters.suffix:make",
         shape=DRAFT_FREE_TREE,
-        draft_cost=FREE,
+        draft_cost=0.0,
         capability=TREE_PASS,
     ),
     Choice(
@@ -197,7 +196,7 @@ DRAFTERS = Registry(
         "the target's own Jacobi iterations guess n-grams, verified as a tree",
         "specviz.drafters.lookahead:make",
         shape=DRAFT_FREE_TREE,
-        draft_cost=FREE,
+        draft_cost=0.0,
         capability=TREE_PASS,
     ),
     default=MODEL,

@@ -70,6 +70,14 @@ EventIndex = Annotated[int, Strict(), Field(ge=0, lt=MAX_EVENTS)]
 
 # What happened to one drafted token during verification.
 Decision = Literal["accepted", "rejected", "unchecked"]
+# Why the cost-aware policy drafted nothing in a round ("" where it drafted): no draft length
+# pays even if every draft were accepted, none pays at the acceptance seen so far, its drafting
+# rounds gave fewer tokens per ms than its plain ones, or the draft's read of what it skipped would
+# cost more than the rest of the run could repay; CHECK marks a round that drafts only to ask
+# again. viz puts them in words.
+NO_DRAFT_PAYS, LOW_ACCEPTANCE, DRAFTING_LOST = "no-draft-pays", "low-acceptance", "drafting-lost"
+CATCH_UP, CHECK = "catch-up", "check"
+POLICY_NOTES = ("", NO_DRAFT_PAYS, LOW_ACCEPTANCE, DRAFTING_LOST, CATCH_UP, CHECK)
 # How the token that closes a round was chosen: from the residual norm(max(0, p - q)) after
 # a rejection, or from p_{k+1} after all k drafts were accepted.
 EmittedKind = Literal["resampled", "bonus"]
@@ -203,6 +211,7 @@ class RoundEvent:
     # a draft with another tokenizer: its own tokens
     alignment: PerNode[AlignedToken] = field(default_factory=list)
     source: CandidateSource | None = None  # a draft-free tree drafter's round: where its candidates came from
+    policy_note: Literal[POLICY_NOTES] = ""  # why the policy drafted nothing, or only to check
 
     @property
     def accepted(self) -> int:
@@ -339,6 +348,7 @@ class TraceMeta(TypedDict, total=False):
     runtime: Short | None
     drafter: Short | None
     cost_model: CostRecord | None
+    policy_costs: CostRecord | None  # this run's own, as the cost-aware policy priced its last round
     runtime_costs: Annotated[dict[Short, RuntimeCosts], Field(max_length=16)]
 
 

@@ -175,6 +175,9 @@ def test_summary_speedups_medians_mismatches_and_targets():
     cost = targets["event stream cost (1 - full / minimal tokens/s)"]
     assert cost["value"] == pytest.approx(1 - math.sqrt(0.98), abs=1e-9) and cost["met"] is True
     assert targets["adaptive k vs best fixed k in hindsight (geomean)"]["value"] == pytest.approx(math.sqrt(1.2 * 0.4))
+    # on b, sv-k2 (4 tokens in 1 s) beats plain (2 s) and adaptive (2.5 s): 0.4 of the better one
+    better = targets["adaptive k vs the better of plain and fixed k, worst prompt"]
+    assert better["value"] == pytest.approx(0.4) and better["met"] is False and "b" in better["detail"]
     # against hf-assisted: 4 tokens in 1 s vs 1.5 s on a, in 2.5 s vs 2 s on b
     assisted = targets["adaptive k vs best transformers assisted (geomean tokens/s)"]
     assert (

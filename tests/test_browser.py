@@ -6,6 +6,8 @@ Screenshots (desktop 1280 px and phone 390 px wide, light and dark) go to test-a
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
 
@@ -175,4 +177,40 @@ def test_the_bundled_pair_runs_in_the_page(browser):
         assert page.locator("#tokens .tok-accepted").count() > 0
         page.wait_for_selector("#timeline .js-plotly-plot .barlayer")
         page.screenshot(path=str(ARTIFACTS / "bundled-desktop-1280.png"), full_page=True)
+        page.close()
+
+
+@pytest.mark.bundled
+def test_the_default_run_on_the_bundled_pair_is_raced_against_plain_decoding(browser):
+    # A newcomer's first run: the Live tab as the page opens (its first example, every setting at
+    # its default, the runtime `auto` picks), then Side by side's plain run of the same. The ratio
+    # is a benchmark figure on a shared machine, written to test-artifacts/ and not asserted; the
+    # background preparation of the other runtime is off, so the figure is the two runs' alone
+    # (it is stopped during runs anyway, engine.runtime_prepare).
+    env = {"SPECVIZ_DTYPE": "", "SPECVIZ_RUNTIME": "", "SPECVIZ_PREPARE": "0"}
+    with launched_app(env, "app-browser-default-vs-plain") as url:
+        page = open_page(browser, url, 1280)
+        page.click("#run")
+        page.wait_for_selector("#tokens [data-state=done]", timeout=RUN_TIMEOUT_MS)
+        stats = page.inner_text("#stats")
+        page.get_by_role("tab", name="Side by side").click()
+        page.click("#compare-run")
+        page.wait_for_function(
+            "() => /ran at [0-9.]+/.test(document.querySelector('#compare-table').innerText)", timeout=RUN_TIMEOUT_MS
+        )
+        table = page.inner_text("#compare-table")
+        ratio = float(re.search(r"ran at ([0-9.]+)", table).group(1))
+        rates = re.search(r"tokens / s\s+([0-9.]+)\s+([0-9.]+)", table)
+        assert "Identical" in page.inner_text("#identity")  # greedy by default: the same tokens
+        figure = {
+            "what": "the Live tab's default run against plain decoding of the same (Side by side), bundled pair",
+            "ratio": ratio,
+            "speculative_tokens_per_s": float(rates.group(1)) if rates else None,
+            "plain_tokens_per_s": float(rates.group(2)) if rates else None,
+            "status": page.inner_text("#model-status").strip()[:600],
+            "stats": stats[:2000],
+            "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        (ARTIFACTS / "default-run-vs-plain.json").write_text(json.dumps(figure, indent=2))
+        page.screenshot(path=str(ARTIFACTS / "default-run-vs-plain.png"), full_page=True)
         page.close()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specviz import theory
-from specviz.drafters.cost_aware import PROBE_EVERY, CostAwareLength
+from specviz.drafters.cost_aware import CostAwareLength
 from specviz.costs import measure
 from specviz.drafters import cost_aware
 from specviz.cost_model import CostModel
@@ -95,7 +95,7 @@ def _play(
                 break
             credit -= 1
             accepted += 1
-        policy.update(drafted, accepted)
+        policy.update(drafted, accepted, target_ms=true_cost.verify_ms(drafted + 1))
         now[0] += (drafted * true_cost.draft + true_cost.verify_ms(drafted + 1)) / 1000
         ks.append(drafted)
     return ks, policy
@@ -112,7 +112,7 @@ def test_policy_stops_drafting_when_drafts_are_never_accepted_but_keeps_probing(
     )
     assert policy.alpha < 0.3
     tail = ks[10:]
-    assert tail.count(0) >= len(tail) - len(tail) // PROBE_EVERY - 1  # plain rounds, bar the probes
+    assert tail.count(0) >= len(tail) - 2  # plain rounds, bar a check or two
     assert any(k > 0 for k in tail)
 
 
@@ -146,8 +146,10 @@ def test_policy_learns_round_costs_the_measurement_got_wrong():
     trusting, _ = _play(flat(), 40, accept=0.8, confidence=0.8)
     learning, policy = _play(flat(), 40, accept=0.8, confidence=0.8, true_cost=steep)
     assert sum(learning[20:]) < sum(trusting[20:])
-    timed = [m for m in range(9) if policy.observed[m] == policy.observed[m]]
-    assert all(policy.round_ms(m) == pytest.approx(m * 10.0 + steep.verify_ms(m + 1), rel=0.05) for m in timed)
+    timed = [m for m in range(1, 9) if m + 1 in policy.costs._timed]
+    assert timed and all(
+        policy.round_ms(m) == pytest.approx(m * 10.0 + steep.verify_ms(m + 1), rel=0.05) for m in timed
+    )
 
 
 def test_policy_without_confidence_drafts_the_best_fixed_k():
@@ -437,12 +439,12 @@ def test_a_probe_waits_until_the_plain_rounds_have_paid_for_the_drafts_catch_up(
     untold, untold_probes, _ = _run_with_a_prompt_to_catch_up(64, prompt=250, read_ms=6.4, tell_unread=False)
     assert untold < 0.85 and untold_probes  # the scenario punishes a probe that ignores the catch-up
     assert told >= 0.99 and not probes
-    # A long run still probes, while what is left of it to decode plainly takes at least
-    # 1 / PROBE_SHARE times the priced catch-up, so a run that stopped drafting can start again.
+    # A long run takes a first look at once, where the rest of it to decode plainly takes at least
+    # 1 / FIRST_LOOK times the priced catch-up, so it can find that drafting pays.
     n = 3000
     _, probes, _ = _run_with_a_prompt_to_catch_up(n, prompt=250, read_ms=6.4, tell_unread=True)
     priced = CostAwareLength(LLAMACPP_COST, 16).catch_up_ms
-    assert probes and priced(250 + probes[0]) <= cost_aware.PROBE_SHARE * (n - probes[0]) * LLAMACPP_COST.verify_ms(1)
+    assert probes[0] == 0 and priced(250) <= cost_aware.FIRST_LOOK * n * LLAMACPP_COST.verify_ms(1)
 
 
 def test_a_check_slowed_for_a_moment_is_timed_again_and_the_cache_used_as_it_is(tmp_path, one_thread, monkeypatch):

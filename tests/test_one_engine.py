@@ -34,12 +34,14 @@ COST = CostModel(verify={n: 100.0 + 15.0 * (n - 1) for n in range(1, 18)}, draft
 def repeatable(monkeypatch):
     """The pair's cost model fixed, and the policy's clock a counter: every call advances it
     by the same 0.25 s, so the rounds the policy times cost the same in every run. The draft's
-    prompt prefill, timed on the real clock and taken off a round's time, is taken as free."""
+    prompt prefill and the target's passes, timed on the real clock, are not told to it."""
     pair = tiny_pair("close")
     monkeypatch.setattr(pair, "cost_model", COST)
     update = cost_aware.CostAwareLength.update
     monkeypatch.setattr(
-        cost_aware.CostAwareLength, "update", lambda self, *a, setup_ms=0.0, **kw: update(self, *a, **kw)
+        cost_aware.CostAwareLength,
+        "update",
+        lambda self, *a, setup_ms=0.0, target_ms=None, **kw: update(self, *a, **kw),
     )
 
     def clock_factory():

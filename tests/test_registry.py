@@ -22,6 +22,7 @@ from specviz.settings import GenerationSettings, SettingsError, from_request
 from tiny_models import tiny_pair
 from toy_drafter import ENTRY
 import toy_runtime as toy_runtime_module
+from specviz.engine.generation import run
 
 ROOT = Path(__file__).resolve().parents[1] / "specviz"
 
@@ -80,6 +81,33 @@ def test_a_registered_drafter_runs_in_the_engine_and_greedy_equals_plain(toy, po
     assert spec.token_ids == plain.token_ids
     if policy == "fixed":  # the others may rightly stop drafting on a slow or busy machine
         assert sum(len(e.drafted) for e in spec.events if isinstance(e, RoundEvent)) > 0
+
+
+def test_a_registered_drafter_brings_its_own_cost_and_the_cost_aware_policy_prices_it(toy, monkeypatch):
+    # The toy's entry names its own price (toy_drafter.draft_ms); the policy reads it through the
+    # entry, and the policy's module names no drafter.
+    import toy_drafter
+
+    from specviz.drafters import cost_aware, make_length
+
+    pair = tiny_pair("close")
+    settings = GenerationSettings(drafter=toy.name, k=4, max_new_tokens=24)
+    cost = pair.cost_model if pair.cost_model is not None else cost_aware.CostModel({1: 10.0}, 1.0)
+    monkeypatch.setattr(pair, "cost_model", cost)
+    for price in (0.0, 100 * cost.target):
+        monkeypatch.setattr(toy_drafter, "PRICE_MS", price)
+        assert make_length(pair, settings).priced().draft == price
+    # Priced at 100 one-token passes a drafted token can never pay, whatever this machine's passes
+    # cost: the run decodes plainly, each round saying why. Priced free on a flat V(n), it drafts.
+    monkeypatch.setattr(pair, "cost_model", cost_aware.CostModel({n: 10.0 for n in range(1, 6)}, 1.0))
+    monkeypatch.setattr(toy_drafter, "PRICE_MS", 1000.0)
+    rounds = [e for e in run(pair, "aaaa bbbb", settings).events if isinstance(e, RoundEvent)][1:]
+    assert rounds and not any(e.drafted for e in rounds) and {e.policy_note for e in rounds} == {"no-draft-pays"}
+    monkeypatch.setattr(toy_drafter, "PRICE_MS", 0.0)
+    rounds = [e for e in run(pair, "aaaa bbbb", settings).events if isinstance(e, RoundEvent)][1:]
+    assert rounds[0].drafted and not rounds[0].policy_note
+    source = Path(cost_aware.__file__).read_text()
+    assert not any(f'"{name}"' in source or name.upper().replace("-", "_") in source for name in DRAFTERS.names)
 
 
 def _literals(path: Path, *, fields: bool = True) -> list[tuple[str, int]]:

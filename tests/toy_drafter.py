@@ -1,5 +1,6 @@
 """A drafter written the way docs/ARCHITECTURE.md says a new one is: one module and one
-`DRAFTERS` entry. It guesses that the last token repeats, a point mass each time."""
+`DRAFTERS` entry, which states what its drafting costs (`draft_ms`, here). It guesses that the
+last token repeats, a point mass each time."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 
 import torch
 
-from specviz.choices import FREE, Choice
+from specviz.choices import Choice
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget
 
 ENTRY = Choice(
@@ -15,8 +16,14 @@ ENTRY = Choice(
     "Toy: the last token again",
     "guesses that the last token repeats",
     "toy_drafter:make",
-    draft_cost=FREE,
+    draft_cost="toy_drafter:draft_ms",
 )
+# What the entry says a drafted token costs, in ms (a test may set it).
+PRICE_MS = 0.0
+
+
+def draft_ms(pair, settings) -> float:
+    return PRICE_MS
 
 
 class RepeatDrafter(ChainDrafting):

@@ -31,7 +31,7 @@ from specviz.app.shown_errors import shown_errors
 from specviz.app.stopping import NO_SESSION, session_of
 from specviz.app.streams import TOKEN_CLICK_JS, alignment_view
 from specviz.app.tab import MODELS, PRIVATE, Shared, Tab, chart, hint, shown, stops
-from specviz.events import RoundEvent, Trace
+from specviz.events import CHECK, RoundEvent, Trace
 from specviz.models.catalogue.presets import list_presets
 from specviz.choices import COST_AWARE, PLAIN, POLICIES, SPECULATIVE, SUFFIX
 from specviz.settings import DEFAULTS, PROMPT, SPECS, GenerationSettings, Setting, check_prompt, default_k, from_request
@@ -242,7 +242,13 @@ def run_state_html(trace: Trace, *, stopped: bool = False) -> str:
     if reason:
         why = STOP_REASONS.get(reason, reason)
         return f'<div class="sv-run-state" data-state="done">Done after {len(trace.events)} {steps}: {esc(why)}.</div>'
-    return f'<div class="sv-run-state" data-state="running">Running: {len(trace.events)} {steps} so far\u2026</div>'
+    last = trace.events[-1] if trace.events else None
+    note = last.policy_note if isinstance(last, RoundEvent) and last.policy_note != CHECK else ""
+    plainly = f" Decoding plainly: {esc(viz.why_plain(last))}." if note else ""
+    return (
+        f'<div class="sv-run-state" data-state="running" data-policy-note="{esc(note)}">'
+        f"Running: {len(trace.events)} {steps} so far\u2026{plainly}</div>"
+    )
 
 
 def live_views(trace: Trace, *, plot: bool = True, stopped: bool = False) -> tuple:

@@ -1,12 +1,16 @@
 """The cost-aware draft-length policy: the most expected tokens per measured ms.
 
-A round that drafts m tokens costs C(m) = m*D + V(m+1) (`CostModel.round_ms`), first as
-measured at load, then as the policy times its own rounds:
+A round that drafts m tokens costs C(m) = m*D + V(m+1) (`CostModel.round_ms`), priced on what
+the run measures now (`costs.current`: the load-time costs moved by the run's own timed rounds):
 
-- before a round, the draft length with the most tokens_per_round(alpha, m) / C(m) at the
-  running acceptance estimate alpha sets the rate R to beat; where m = 0 (plain decoding)
-  wins, also at alpha one standard error higher, the round drafts nothing, and a probe
-  round now and then keeps alpha current;
+- break-even first: where no draft length pays even if every draft were accepted, the round
+  drafts nothing;
+- else the draft length with the most tokens_per_round(alpha, m) / C(m) at the running
+  acceptance estimate alpha sets the rate R to beat; where m = 0 (plain decoding) wins, also
+  at alpha one standard error higher, the round drafts nothing;
+- a round that would draft nothing drafts after all to check (the acceptance, and D and V(n)
+  now) where the check's price, the draft's catch-up included, is a small share of the plain
+  rounds since the last check, or, before the run has drafted at all, of the rest of the run;
 - the model's promise is checked against the run itself: where the rounds that drafted have
   given fewer tokens per ms than the rounds that did not (each over its recent rounds), the
   round decodes plainly, as when m = 0 wins, probes included. The acceptance estimate rests
@@ -16,6 +20,9 @@ measured at load, then as the policy times its own rounds:
   C(n+j) - C(n), beats R for some j. P and a use the draft's confidence in each token,
   calibrated online against the target's verdicts: a confident draft runs long, a
   hesitant one stops early.
+
+Why a round drafts nothing, or drafts only to check, is `why` (`events.POLICY_NOTES`), which
+the engine keeps in the round's event.
 """
 
 from __future__ import annotations
@@ -26,8 +33,10 @@ import numpy as np
 
 from specviz import theory
 from specviz.cost_model import CostModel
+from specviz.costs.current import RunCosts
 from specviz.drafters.length import DraftLength
 from specviz.choices import COST_AWARE
+from specviz.events import CATCH_UP, CHECK, DRAFTING_LOST, LOW_ACCEPTANCE, NO_DRAFT_PAYS
 
 # The policy's clock: rounds are timed with it (tests replace it to make runs repeatable).
 CLOCK = time.perf_counter
@@ -45,17 +54,23 @@ PRIOR_WEIGHT = 4.0
 # starting from a prior that acceptance equals confidence, worth CALIBRATION_PRIOR tokens.
 CONFIDENCE_BINS = 10
 CALIBRATION_PRIOR = 3.0
-# Weight of one timed round in the running round cost C(m) of its draft length m.
-ROUND_WEIGHT = 0.3
-# While drafting does not pay, probe with a drafted token after this many plain rounds,
-# doubling the wait after each probe that changes nothing (a probe costs a draft pass, a
-# larger verify pass and the draft's catch-up over the tokens it skipped).
-PROBE_EVERY = 8
-MAX_PROBE_EVERY = 64
-# A probe also pays for the draft reading what it has not read (the whole prompt at the first
-# probe): it is made only while that catch-up costs at most this share of decoding the rest of
-# the run plainly, so a short run that should stay plain is not made slower by it.
-PROBE_SHARE = 0.1
+# While drafting does not pay, a check drafts again (a probe of the acceptance, a timing of the
+# draft): it costs a draft pass, a larger verify pass and the draft's catch-up over every token
+# it skipped, which grows with the plain stretch, and it is made only once that price is at most
+# CHECK_SHARE of the plain rounds since the last (MOVED_SHARE once the one-token pass has moved
+# by more than MOVED since), so a run that drafts nothing stays within a few percent of plain
+# decoding and a machine that changes is still noticed.
+CHECK_SHARE = 0.02
+MOVED_SHARE = 0.1
+MOVED = 0.2
+# Until a run has tested LOOK_TOKENS drafts, where some draft length could pay, its rounds look
+# at the acceptance, one drafted token each, while the look's price (the draft's read of the
+# prompt, at first) is at most FIRST_LOOK of decoding the rest of the run plainly. On llama.cpp's
+# Q4 passes on a 2-core CPU a probe every 8 rounds, each paying the draft's catch-up, cost prose
+# 10 % of plain decoding; a longer look made the optimistic estimate draft long rounds that a
+# simulated run at acceptance 0.85 could not carry (tests/test_cost_model.py).
+FIRST_LOOK = 0.05
+LOOK_TOKENS = 2
 # Realised tokens per ms of drafting and of plain rounds: each round weighs this much less per
 # round of its kind that follows (about the last twenty count); compared once each kind has
 # this many rounds, and drafting counts as losing only below this share of the plain rate, so
@@ -70,13 +85,12 @@ class CostAwareLength(DraftLength):
 
     A round that drafts m tokens costs C(m): m drafted tokens and a verify pass over m+1,
     plus everything else the engine does per round. C starts from the measured cost model,
-    C(m) = m*D + V(m+1), and then learns from the rounds themselves: the policy times the
-    interval between the starts of consecutive rounds, so what it optimises is what the
-    user waits for, on this machine, at this moment.
+    C(m) = m*D + V(m+1), and then follows the run's own timed rounds (`costs.current`), so
+    what it optimises is what the user waits for, on this machine, at this moment.
 
-    `draft_ms` overrides the model's D (a drafter other than the draft model).
-    `confidence` says whether the drafter reports a meaningful confidence per token (a
-    model does; prompt lookup does not): without it each round drafts the best fixed k.
+    `draft_ms` overrides the model's D (a drafter other than the draft model: its registry
+    entry's price). `confidence` says whether the drafter reports a meaningful confidence per
+    token: without it each round drafts the best fixed k.
     """
 
     name = COST_AWARE
@@ -87,10 +101,7 @@ class CostAwareLength(DraftLength):
         super().__init__(k_max)
         self.k_max = k_max
         self.use_confidence = confidence
-        cost = cost if draft_ms is None else cost.with_draft(draft_ms)
-        self.prior = np.array([cost.round_ms(m) for m in range(k_max + 1)])
-        self.observed = np.full(k_max + 1, np.nan)  # running C(m) where timed
-        self._scale = 1.0  # running observed / prior, for the lengths not yet timed
+        self.costs = RunCosts(cost, k_max, draft_ms)
         self._clock = clock or CLOCK
         self._accepted = PRIOR_ALPHA * PRIOR_WEIGHT
         self._tested = PRIOR_WEIGHT
@@ -99,13 +110,13 @@ class CostAwareLength(DraftLength):
         self._round_conf: list[float] = []
         self._p_all = 1.0
         self._rate = 0.0
-        self._idle = 0
-        self._probe_every = PROBE_EVERY
+        self._idle_ms, self._checked_level = 0.0, 1.0  # plain ms since a round drafted, the level then
+        self._tested_here = 0  # drafts this run has tested
         self._cost = cost
         self._unread = 0
         self._feed_ms: float | None = None  # the draft's measured ms per token read in one pass
         self._started: float | None = None
-        self._last_drafted: int | None = None
+        self._last: tuple[int, float | None, float | None] | None = None  # drafted, target ms, catch-up ms
         self._last_tokens = 1
         self._realised = {True: [0.0, 0.0, 0], False: [0.0, 0.0, 0]}  # drafted?: [tokens, ms, rounds]
 
@@ -121,9 +132,11 @@ class CostAwareLength(DraftLength):
         return min(1.0, a + (a * (1 - a) / self._tested) ** 0.5)
 
     def round_ms(self, m: int) -> float:
-        """C(m): what a round drafting m tokens costs, as timed or else as predicted."""
-        seen = self.observed[m]
-        return float(seen) if seen == seen else float(self.prior[m] * self._scale)
+        """C(m): what a round drafting m tokens costs, as this run measures it now."""
+        return self.costs.now.round_ms(m)
+
+    def priced(self) -> CostModel:
+        return self.costs.now
 
     def choose(self, alpha: float) -> tuple[int, float]:
         """The draft length with the most expected tokens per ms, and that rate."""
@@ -137,36 +150,44 @@ class CostAwareLength(DraftLength):
         drafter having `unread` tokens of the context still to read before it can draft and
         the run at most `remaining` tokens still to make (None: unbounded)."""
         now = self._clock()
+        if self._started is not None and self._last is not None:
+            ms, (drafted, target_ms, catch_up) = (now - self._started) * 1000, self._last
+            if target_ms is not None:
+                self.costs.observe(drafted, ms, target_ms, catch_up)
+            self._realise(drafted > 0, self._last_tokens, ms)
         self._unread = unread
-        if self._started is not None and self._last_drafted is not None:
-            ms = (now - self._started) * 1000
-            self._observe_round(self._last_drafted, ms)
-            self._realise(self._last_drafted > 0, self._last_tokens, ms)
-        self._started, self._last_drafted = now, None
+        self._started, self._last = now, None
         self._round_conf = []
         self._p_all = 1.0
         k, self._rate = self.choose(self.alpha)
-        if k == 0:
-            # Plain rounds teach nothing about alpha: decode plainly only while even an
-            # optimistic estimate says so, or a few unlucky rounds would stop drafting for good.
-            k = self.choose(self.alpha_high)[0]
+        self.why = "" if self.choose(1.0)[0] else NO_DRAFT_PAYS
+        # Plain rounds teach nothing about alpha: decode plainly only while even an optimistic
+        # estimate says so, or a few unlucky rounds would stop drafting for good.
+        hope_k, hope_rate = self.choose(self.alpha_high)
+        if k == 0 and not self.why:
+            k, self.why = hope_k, "" if hope_k else LOW_ACCEPTANCE
         if k and self.drafting_loses():
-            k = 0
+            k, self.why = 0, DRAFTING_LOST
+        if k and unread > 2 and remaining is not None:  # the draft reads what it skipped before drafting
+            saved = remaining * max(self.round_ms(0) - 1 / hope_rate, FIRST_LOOK * self.round_ms(0))
+            k, self.why = (0, CATCH_UP) if self.catch_up_ms(unread) > saved else (k, self.why)
         if k == 0:
-            self._idle += 1
-            if self._idle < self._probe_every or (
-                remaining is not None and self.catch_up_ms(unread) > PROBE_SHARE * remaining * self.round_ms(0)
-            ):
+            self._idle_ms += self.round_ms(0)
+            if not self._check_due(unread, remaining):
                 self.k = 0
                 return 0
-            # A probe that finds drafting still unprofitable makes the next one wait longer.
-            self._probe_every = min(2 * self._probe_every, MAX_PROBE_EVERY)
-            k = 1
-        else:
-            self._probe_every = PROBE_EVERY
-        self._idle = 0
-        self.k = self.k_max if self.use_confidence else k
+            k, self.why = 1, CHECK
+        self._idle_ms, self._checked_level = 0.0, self.costs.level
+        self.k = self.k_max if self.use_confidence and self.why != CHECK else k  # a check drafts one token
         return self.k
+
+    def _check_due(self, unread: int, remaining: int | None) -> bool:
+        """Whether this plain round should draft instead, to ask again whether drafting pays."""
+        price = self.round_ms(1) - self.round_ms(0) + self.catch_up_ms(unread)
+        if self._tested_here < LOOK_TOKENS and self.why != NO_DRAFT_PAYS:
+            return remaining is None or price <= FIRST_LOOK * remaining * self.round_ms(0)
+        moved = abs(self.costs.level / self._checked_level - 1) > MOVED
+        return price <= (MOVED_SHARE if moved else CHECK_SHARE) * self._idle_ms
 
     def catch_up_ms(self, unread: int) -> float:
         """What the draft reading `unread` tokens in one pass costs: as measured at its first
@@ -200,18 +221,21 @@ class CostAwareLength(DraftLength):
                 return True
         return False
 
-    def update(self, drafted: int, accepted: int, *, setup_ms: float = 0.0) -> None:
+    def update(self, drafted: int, accepted: int, *, setup_ms: float = 0.0, target_ms: float | None = None) -> None:
         # The next limit() times the whole round, less `setup_ms`, which the run pays once
-        # (the draft's prefill of the prompt).
+        # (the draft's prefill of the prompt); past that first read, the draft's catch-up over
+        # more than the usual one or two tokens is priced, so D is what drafting itself costs.
         if self._started is not None:
             self._started += setup_ms / 1000
         if setup_ms > 0 and self._unread > 0:
             self._feed_ms = setup_ms / self._unread
-        self._last_drafted = drafted
+        catch_up = None if setup_ms > 0 else self.catch_up_ms(self._unread - 2) if drafted else 0.0
+        self._last = (drafted, target_ms, catch_up)
         self._last_tokens = accepted + 1
         if drafted == 0:
             return
         tested = min(accepted + 1, drafted)
+        self._tested_here += tested
         self._accepted = ALPHA_MEMORY * self._accepted + accepted
         self._tested = ALPHA_MEMORY * self._tested + tested
         for i, c in enumerate(self._round_conf[:tested]):
@@ -230,11 +254,6 @@ class CostAwareLength(DraftLength):
         r[1] = REALISED_MEMORY * r[1] + ms
         r[2] += 1
 
-    def _observe_round(self, m: int, ms: float) -> None:
-        seen = self.observed[m]
-        self.observed[m] = ms if seen != seen else seen + ROUND_WEIGHT * (ms - seen)
-        self._scale += ROUND_WEIGHT * (ms / self.prior[m] - self._scale)
-
     def _bin(self, confidence: float) -> int:
         return min(int(confidence * CONFIDENCE_BINS), CONFIDENCE_BINS - 1)
 
@@ -244,20 +263,8 @@ class CostAwareLength(DraftLength):
 
 
 def make(pair, settings, drafter) -> CostAwareLength:
-    """The cost-aware policy over the pair's measured cost model, charging a drafted token
-    what `drafter` (a `choices.DRAFTERS` entry) costs."""
-    from specviz.choices import FREE, HEAD_PASS, TARGET_LAYERS
+    """The cost-aware policy over the pair's measured cost model, a drafted token first priced as
+    `drafter` (a `choices.DRAFTERS` entry) states."""
     from specviz.costs.measure import for_pair
 
-    cost = for_pair(pair)
-    if drafter.draft_cost == FREE:  # no model runs to draft, and no draft confidence to stop on
-        return CostAwareLength(cost, settings.k, draft_ms=0.0, confidence=False)
-    if drafter.draft_cost == TARGET_LAYERS:
-        from specviz.drafters.early_exit import target_share
-
-        return CostAwareLength(cost, settings.k, draft_ms=cost.target * target_share(pair, settings))
-    if drafter.draft_cost == HEAD_PASS:
-        from specviz.drafters.head import draft_ms
-
-        return CostAwareLength(cost, settings.k, draft_ms=draft_ms(pair))
-    return CostAwareLength(cost, settings.k)
+    return CostAwareLength(for_pair(pair), settings.k, draft_ms=drafter.draft_ms(pair, settings))

@@ -11,6 +11,7 @@ import torch
 from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
+from specviz.costs.measure import for_pair
 from specviz.errors import UserError
 from specviz.lm.torch_runtime.keep import last_rows
 
@@ -71,9 +72,10 @@ def layers_for(pair, settings) -> int:
     return settings.early_exit_layers or default_layers(pair.target)
 
 
-def target_share(pair, settings) -> float:
-    """What an early-exit draft step costs as a share of a one-token target pass: L of all layers."""
-    return layers_for(pair, settings) / pair.target.config.num_hidden_layers
+def draft_ms(pair, settings) -> float:
+    """What an early-exit draft step costs (its `DRAFTERS` entry's price): L of the target's layers, that
+    share of a one-token target pass."""
+    return for_pair(pair).target * layers_for(pair, settings) / pair.target.config.num_hidden_layers
 
 
 def make(pair, settings, *, generator=None, history=()):

@@ -70,9 +70,9 @@ def head_for(pair) -> tuple[DraftHead, HeadInfo]:
     return head, info
 
 
-def draft_ms(pair) -> float:
-    """What one drafted token costs here: the head's step and readout, timed as every pass is
-    (`lm.timing.median_ms`), once per head file and thread count."""
+def draft_ms(pair, settings=None) -> float:
+    """What one drafted token costs here (its `DRAFTERS` entry's price): the head's step and readout,
+    timed as every pass is (`lm.timing.median_ms`), once per head file and thread count."""
     from specviz.lm.timing import median_ms
 
     _, head, _, costs = _entry(pair)

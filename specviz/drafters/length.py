@@ -4,8 +4,8 @@ package's `__init__` is the one place a policy is chosen.
 
 A policy answers three questions: how many tokens at most this round (`limit`), whether to
 keep drafting after a token the draft was this confident about (`keep_going`), and what
-to learn from a finished round (`update`: how many were drafted and accepted, the ms of
-the round's target pass over drafted + 1 tokens, and the ms spent drafting). For the
+to learn from a finished round (`update`: how many were drafted and accepted, the ms the
+run pays once, and the ms of the round's target pass). For the
 draft-free tree drafters (suffix, lookahead) it also sizes a tree (`tree_nodes`) and says
 whether a measured yield pays for its pass (`pays`): `drafters.base.TreeBudget`.
 """
@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from typing import Sequence
 from specviz.choices import FIXED, HEURISTIC
+from specviz.cost_model import CostModel
 
 
 class DraftLength:
     """A fixed k (policy "fixed")."""
 
     name = FIXED
+    why = ""  # why this round drafts nothing, or only to check (`events.POLICY_NOTES`)
 
     def __init__(self, k: int):
         self.k = k
@@ -32,8 +34,12 @@ class DraftLength:
     def keep_going(self, confidence: float) -> bool:
         return True
 
-    def update(self, drafted: int, accepted: int, *, setup_ms: float = 0.0) -> None:
+    def update(self, drafted: int, accepted: int, *, setup_ms: float = 0.0, target_ms: float | None = None) -> None:
         pass
+
+    def priced(self) -> CostModel | None:
+        """The costs the policy priced its last round on, where it prices rounds."""
+        return None
 
     def tree_nodes(self, chances: Sequence[float], ride: int = 0) -> int:
         """How many of a tree's candidate nodes (their chances of acceptance, best first) a
@@ -63,7 +69,7 @@ class HeuristicLength(DraftLength):
     def keep_going(self, confidence: float) -> bool:
         return confidence >= self.threshold
 
-    def update(self, drafted: int, accepted: int, *, setup_ms: float = 0.0) -> None:
+    def update(self, drafted: int, accepted: int, *, setup_ms: float = 0.0, target_ms: float | None = None) -> None:
         if drafted == 0:
             return
         self.k = min(self.k_max, self.k + 2) if accepted == drafted else max(1, self.k - 1)

@@ -174,6 +174,7 @@ class Generation:
             if self.settings.mode == SPECULATIVE and self._done
             else {}
         )
+        priced = d.length.priced() if self.settings.mode == SPECULATIVE else None
         return Trace(
             prompt=prompt_text(self._prompt),
             messages=list(self._prompt) if isinstance(self._prompt, list) else [],
@@ -184,7 +185,7 @@ class Generation:
             summary=summary,
             mode=self.settings.mode,
             pair=self.pair.name,
-            meta=dict(self._meta),
+            meta={**self._meta, **({"policy_costs": priced.to_dict()} if priced else {})},
             metrics=metrics,
         )
 

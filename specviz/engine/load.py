@@ -54,7 +54,8 @@ def load(
         return pair
     if pair.cost_model is None and progress is not None:
         progress(MODELS_SHARE, _timing_message(pair))
-    cost = for_pair(pair)
+    with runtime_prepare.held():  # timed without this process's own background preparation
+        cost = for_pair(pair)
     # A drafting rate needs a draft model's D. Costs timed at a busy moment price this load
     # only: the rates kept for choosing a runtime stay the undisturbed ones.
     if pair.draft is not None and not cost.busy:

@@ -5,7 +5,8 @@ copy just to decide (runtime_choice). A long-lived process (the page) then prepa
 other runtime in a child process of its own: the child loads the pair there (converting it
 first where that runtime needs it), which times its passes and records its rates
 (`engine.load`). It runs at the lowest CPU priority and is stopped (SIGSTOP) while any run
-of the page's models is under way (`holding`): a lower priority alone is not enough, since
+of the page's models is under way (`holding`), and while the page times a pair's passes at
+load (`held`, so that costs priced then are this machine's): a lower priority alone is not enough, since
 a conversion writing gigabytes evicts the running model's memory-mapped weights (a first
 run on the page went from about 9 to 1.1 tokens/s beside one). From then on `auto`
 compares measured rates; a pair loaded by `auto` whose choice now differs is loaded again on

@@ -112,7 +112,9 @@ class SpeculativeDecoder(Decoder):
             self.tally.count_first(kept)
         else:  # the drafter and the policy had no part in the first round
             self._count(proposal, r, drafted, kept, tested, accepted, overlap)
-        return self._told(proposal, drafted, emitted, positions, r.verify_ms, [] if chain else self._tree(o, proposal))
+        return self._told(
+            proposal, drafted, emitted, positions, r.verify_ms, [] if chain else self._tree(o, proposal), first
+        )
 
     def _count(self, proposal, r: Round, drafted, kept: int, tested: int, accepted: int, overlap) -> None:
         """The round in the policy's and the tally's counts: the tokens an output format forced
@@ -122,7 +124,9 @@ class SpeculativeDecoder(Decoder):
         for d, mine in zip(drafted, own):
             d.forced = not mine
         mine, got = sum(own[:tested]), sum(own[:accepted])
-        self.length.update(sum(own), got, setup_ms=proposal.setup_ms)
+        # A pass that also verified forced tokens is not one V(n) prices: the policy is not told its time.
+        target_ms = None if proposal.forced else r.target_ms
+        self.length.update(sum(own), got, setup_ms=proposal.setup_ms, target_ms=target_ms)
         self.tally.count_round(
             new=kept,
             tested=mine,
@@ -135,7 +139,7 @@ class SpeculativeDecoder(Decoder):
             forced=(tested - mine, accepted - got),
         )
 
-    def _told(self, proposal, drafted, emitted, positions, verify_ms: float, tree: list[TreeNode]) -> RoundEvent:
+    def _told(self, proposal, drafted, emitted, positions, verify_ms: float, tree: list[TreeNode], first) -> RoundEvent:
         event = RoundEvent(
             index=self.index,
             k=len(drafted),
@@ -149,6 +153,7 @@ class SpeculativeDecoder(Decoder):
             alignment=list(proposal.alignment or []),
             tree=tree,
             source=position_info.source(proposal.source, self.texts),
+            policy_note="" if first else self.length.why,
         )
         self.index += 1
         return event

@@ -20,6 +20,7 @@ assets/specviz.css; every piece of model or user text in it is escaped.
     tree_payoff.py    what a tree of a given size pays against a chain
     source.py         where a suffix or lookahead round's candidates came from
     speculation_note.py why a run that stood aside or fell short of plain went so, in pass costs
+    policy_words.py   why the cost-aware policy drafted nothing in a round, in words
     text.py           escaping and token text; the HTML of plain sentences and tables
     palette.py        colours, the shared figure style and axes
 """
@@ -40,6 +41,7 @@ from specviz.viz.race import (
     replay_times,
     tokens_vs_time_figure,
 )
+from specviz.viz.policy_words import why_plain
 from specviz.viz.speculation_note import speculation_note_html
 from specviz.viz.theory_plots import (
     speedup_heatmap_figure,
@@ -79,6 +81,7 @@ __all__ = [
     "speedup_heatmap_figure",
     "speedup_vs_k_figure",
     "speculation_note_html",
+    "why_plain",
     "stats_html",
     "style_figure",
     "theory_text_html",

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from specviz.events import RoundEvent, Trace
 from specviz.run_stats import rounds_of
+from specviz.viz.policy_words import why_plain
 from specviz.viz.palette import DRAFT, MONO, OVERLAP, RESIDUAL, TARGET, empty_figure, label_axis, style_figure
 from specviz.viz.text import EMPTY_MARK, esc, label_html, plural, quoted, visible_text
 from specviz.viz.tokens import fmt_prob, fmt_ratio, ratio, round_is_greedy
@@ -96,11 +97,11 @@ def _intro(event: RoundEvent, f: _Plain, greedy: bool) -> str:
     k = len(event.drafted)
     if k == 0:
         # The engine's first round reads the prompt's prefill; a later one is a round where the
-        # cost-aware policy found that no draft pays.
+        # cost-aware policy found that no draft pays, and says why.
         idle = (
             "nothing was proposed (no candidate was found, or none paid for its share of the pass)"
             if event.source is not None
-            else "nothing was drafted (no draft length paid)"
+            else f"nothing was drafted ({why_plain(event) or 'no draft length paid'})"
         )
         what = (
             "the prompt's prefill gives the target's distribution for the first token, before anything is drafted"
@@ -116,7 +117,8 @@ def _intro(event: RoundEvent, f: _Plain, greedy: bool) -> str:
         )
         + toks
         + f.s(
-            f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)"
+            (f" ({why_plain(event)})" if why_plain(event) else "")
+            + f". The target checked {'it' if k == 1 else 'them'} in one pass ({event.verify_ms:.0f} ms)"
             + (", choosing greedily." if greedy else ".")
         )
     )

@@ -5,7 +5,8 @@ rounds, so a user is not left to guess why a method did not pay (the cost-aware 
 stop speculating where drafting cannot pay, and a draft-free method's guesses are often too
 weak to pay on a runtime whose larger passes cost several one-token passes). A suffix run's
 note also tells one of its rounds in the Round inspector's words: what matched, and how the
-round was sized from the copy's evidence and the pass costs.
+round was sized from the copy's evidence and the pass costs; a cost-aware run that ended
+decoding plainly says from which round and why (`policy_words`).
 
     speculation_note_html(trace)   "" when there is nothing to say, else one paragraph
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from specviz.run_stats import rounds_of
 from specviz.cost_model import CostModel, recorded
 from specviz.events import RoundEvent, Trace
+from specviz.viz.policy_words import stood_aside
 from specviz.viz.text import esc, plural
 from specviz.choices import COST_AWARE, SPECULATIVE, SUFFIX
 
@@ -71,7 +73,7 @@ def speculation_note_html(trace: Trace | None) -> str:
         f"add {max(0.0, v8 / v1 - 1):.1f} accepted tokens on average."
     )
     if trace.summary.policy == COST_AWARE:
-        why = (
+        why = stood_aside(rounds, trace.meta, int(trace.settings.get("k") or 0)) or (
             "Where its guesses could not clear that, the cost-aware policy kept the round to the next token, "
             "as plain decoding does, and tried again as its estimates recovered."
         )
