@@ -72,10 +72,15 @@ def layers_for(pair, settings) -> int:
     return settings.early_exit_layers or default_layers(pair.target)
 
 
+def target_share(pair, settings) -> float:
+    """The share of a target pass an early-exit draft step runs: L of the target's layers."""
+    return layers_for(pair, settings) / pair.target.config.num_hidden_layers
+
+
 def draft_ms(pair, settings) -> float:
-    """What an early-exit draft step costs (its `DRAFTERS` entry's price): L of the target's layers, that
-    share of a one-token target pass."""
-    return for_pair(pair).target * layers_for(pair, settings) / pair.target.config.num_hidden_layers
+    """What an early-exit draft step costs (its `DRAFTERS` entry's price): its share of a one-token target
+    pass."""
+    return for_pair(pair).target * target_share(pair, settings)
 
 
 def make(pair, settings, *, generator=None, history=()):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specviz.choices import DRAFT_FREE_TREE, DRAFTERS, FIXED, LOOKAHEAD, MODEL_TREE, SPECULATIVE, TARGET_LAYERS
+from specviz.choices import DRAFT_FREE_TREE, DRAFTERS, EARLY_EXIT, FIXED, LOOKAHEAD, MODEL_TREE, SPECULATIVE
 from specviz.drafters import make_drafter
 from specviz.drafters.early_exit import target_share
 from specviz.errors import UserError
@@ -76,6 +76,6 @@ def _contestant(pair, settings: GenerationSettings, entry) -> Contestant:
             entry.name, entry.label, OUT, "not replayed: this drafter's model is not one the tournament reads"
         )
     share = 0.0
-    if entry.draft_cost == TARGET_LAYERS:
+    if entry.name == EARLY_EXIT:
         share = target_share(pair, settings_for(settings, entry.name, FIXED, 1))
     return Contestant(entry.name, entry.label, CHAIN, lm=lm, share=share)
