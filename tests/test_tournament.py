@@ -86,10 +86,13 @@ def test_greedy_accepted_lengths_are_a_real_runs_round_for_round(pair, drafter, 
 @pytest.fixture
 def one_clock(monkeypatch):
     """The cost-aware policy's clock a counter in the run and in the replay alike (each round
-    0.25 s), and the draft's prompt read, timed on the real clock, taken as free by both."""
+    0.25 s); the draft's prompt read and the target pass's own time, both timed on the real
+    clock in a run (a replay has neither), heard by neither."""
     update = cost_aware.CostAwareLength.update
     monkeypatch.setattr(
-        cost_aware.CostAwareLength, "update", lambda self, *a, setup_ms=0.0, **kw: update(self, *a, **kw)
+        cost_aware.CostAwareLength,
+        "update",
+        lambda self, drafted, accepted, setup_ms=0.0, target_ms=None: update(self, drafted, accepted),
     )
 
     class Counter:
