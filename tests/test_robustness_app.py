@@ -25,7 +25,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError, Status
 
-from app_server import ARTIFACTS, chromium, launched_app, save_tiny_pair
+from app_server import ARTIFACTS, chromium, generate_inputs, launched_app, save_tiny_pair
 from specviz.events import MAX_TRACE_BYTES, Trace
 
 pytestmark = pytest.mark.app
@@ -178,37 +178,8 @@ def test_a_cancelled_job_frees_the_models_for_the_next_user(app):
 
 def test_a_client_that_disconnects_mid_run_does_not_leave_it_running(app):
     url, spec = app
-    # The endpoint's positional inputs: prompt, pair, drafter, k, temperature, top_p, max_new_tokens, seed, mode, adaptive,
-    # top_k, policy, raw, early_exit_layers, adaptive_threshold, tree_nodes, tree_width, vocab_method, runtime, suffix_max_nodes,
-    # suffix_min_score, lookahead_window, lookahead_ngram, lookahead_candidates.
-    body = {
-        "data": [
-            LONG_PROMPT,
-            spec,
-            "model",
-            4,
-            0.0,
-            1.0,
-            1024,
-            0,
-            "speculative",
-            False,
-            0,
-            "cost-aware",
-            False,
-            0,
-            0.4,
-            8,
-            2,
-            "auto",
-            "auto",
-            16,
-            0.1,
-            4,
-            3,
-            4,
-        ]
-    }
+    # The endpoint's positional inputs, as a raw HTTP client sends them.
+    body = {"data": generate_inputs(url, prompt=LONG_PROMPT, pair=spec, max_new_tokens=1024)}
     started = time.monotonic()
     whole = final(generate(Client(url, verbose=False), prompt=LONG_PROMPT, max_new_tokens=1024))
     whole_s = time.monotonic() - started

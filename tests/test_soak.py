@@ -13,7 +13,7 @@ import subprocess
 import httpx
 import pytest
 
-from app_server import ROOT, free_port, save_tiny_pair
+from app_server import ROOT, free_port, generate_inputs, save_tiny_pair
 
 pytestmark = pytest.mark.app
 
@@ -126,32 +126,7 @@ def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/", timeout=60) as http:
             # The endpoint's positional inputs, with an empty prompt: refused at once, after its session is made.
-            data = [
-                "",
-                "qwen-coder",
-                "model",
-                4,
-                0.0,
-                1.0,
-                8,
-                0,
-                "speculative",
-                False,
-                0,
-                "cost-aware",
-                False,
-                0,
-                0.4,
-                8,
-                2,
-                "auto",
-                "auto",
-                16,
-                0.1,
-                4,
-                3,
-                4,
-            ]
+            data = generate_inputs(f"http://127.0.0.1:{port}/", prompt="", pair="qwen-coder", max_new_tokens=8)
             for _ in range(8):
                 event = http.post("gradio_api/call/generate", json={"data": data}).json()["event_id"]
                 body = http.get(f"gradio_api/call/generate/{event}").text
