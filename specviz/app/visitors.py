@@ -86,8 +86,28 @@ def oversized(data: Any) -> str | None:
     return None
 
 
+def _mcp_refusals_in_one_line() -> None:
+    """Gradio's MCP server calls a queued tool through a gradio_client on the loopback, and the
+    caller reads what that client raises: a refusal at the queue's door worded as a count line
+    and then one line per message. A single message is passed on as it is, in one line."""
+    from gradio_client import utils
+
+    words = utils.extract_validation_message
+    if getattr(words, "one_line", False):
+        return
+
+    def one_line(req):
+        text = words(req)
+        lines = (text or "").splitlines()
+        return lines[1].split(": ", 1)[-1] if len(lines) == 2 and lines[1].startswith("- ") else text
+
+    one_line.one_line = True
+    utils.extract_validation_message = one_line
+
+
 def guard(demo: gr.Blocks, config: PageConfig) -> None:
     """Put `demo`'s queue (once `demo.queue()` has made it) under each visitor's share."""
+    _mcp_refusals_in_one_line()
     queue = demo._queue
     join = queue.push
     locks: dict[str, asyncio.Lock] = {}
@@ -98,19 +118,27 @@ def guard(demo: gr.Blocks, config: PageConfig) -> None:
         if fn is None:
             return await join(body=body, request=request, username=username)
         models = fn.concurrency_id == MODELS_ID
-        key = _visitor_of(request, body.session_hash, config)
-        lock, users[key] = locks.setdefault(key, asyncio.Lock()), users[key] + 1
-        try:
-            async with lock:  # this visitor's requests join one at a time, each counting the ones before it
-                why = (oversized(getattr(body, "data", None)) if models else None) or refusal(
-                    queue, request, body.session_hash, config, fn.concurrency_id
-                )
-                if why is not None:
-                    return False, [gr.validate(False, why)], "validator_error"
-                return await join(body=body, request=request, username=username)
-        finally:
-            users[key] -= 1
-            if not users[key]:
-                del users[key], locks[key]
+
+        def why_not() -> str | None:
+            data = getattr(body, "data", None)
+            return (oversized(data) if models else None) or refusal(
+                queue, request, body.session_hash, config, fn.concurrency_id
+            )
+
+        # A visitor already at its share is refused at once, without waiting for its other joins.
+        why = why_not()
+        if why is None:
+            key = _visitor_of(request, body.session_hash, config)
+            lock, users[key] = locks.setdefault(key, asyncio.Lock()), users[key] + 1
+            try:
+                async with lock:  # this visitor's requests join one at a time, each counting the ones before it
+                    why = why_not()
+                    if why is None:
+                        return await join(body=body, request=request, username=username)
+            finally:
+                users[key] -= 1
+                if not users[key]:
+                    del users[key], locks[key]
+        return False, [gr.validate(False, why)], "validator_error"
 
     queue.push = push
