@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import select
 import socket
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
@@ -303,7 +306,7 @@ def test_a_2_gb_body_is_refused_before_it_is_read(edge, path, env):
     [("/gradio_api/upload", "SPECVIZ_MAX_UPLOAD_BYTES"), ("/gradio_api/call/upload", "SPECVIZ_MAX_REQUEST_BYTES")],
 )
 def test_a_40_mb_body_sent_without_its_length_is_cut_off_at_the_limit(edge, path, env):
-    before = app_rss_mb()
+    before, kept = app_rss_mb(), upload_files()
     head, first = opening(path)
     head = {**head, "Transfer-Encoding": "chunked", "X-Forwarded-For": "192.0.2.2"}
     status, text, seconds, sent = raw(edge, path, head, chunked(40_000_000, first=first))
@@ -311,6 +314,29 @@ def test_a_40_mb_body_sent_without_its_length_is_cut_off_at_the_limit(edge, path
     assert status == 413 and sent < 40_000_000
     one_line_naming(text, env)
     assert seconds < 10 * REFUSAL_S  # the bytes up to the limit have to arrive first
+    still_serving(edge)
+    assert upload_files() <= kept  # the part of the file written before the cut is gone
+
+
+def upload_files() -> set[str]:
+    """The files Gradio's upload route is writing or has left in its folder (GRADIO_TEMP_DIR)."""
+    folder = Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+    return {p.name for p in folder.glob("tmp*") if p.is_file()} if folder.is_dir() else set()
+
+
+@pytest.mark.app
+def test_an_upload_left_half_sent_leaves_no_file_behind(edge):
+    kept = upload_files()
+    host, port = edge.split("//")[1].strip("/").split(":")
+    head = {**UPLOAD_HEAD, "Content-Length": "30000000", "X-Forwarded-For": "192.0.2.10"}
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(f"POST /gradio_api/upload HTTP/1.1\r\nHost: {host}\r\n".encode())
+        s.sendall("".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n" + FILE_HEAD)
+        s.sendall(b" " * 10_000_000)  # a third of it, then the visitor leaves
+    deadline = time.monotonic() + 30  # a bound for a busy machine: the app notices the closed connection
+    while upload_files() - kept and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not upload_files() - kept
     still_serving(edge)
 
 

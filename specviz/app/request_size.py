@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import time
 
+from python_multipart.exceptions import MultipartParseError
+
 from specviz.app import visitor_key
 from specviz.app.config import PageConfig
 from specviz.app.upload_bounds import FormCount, Uploads
@@ -64,6 +66,8 @@ class RequestSize:
             if refused:
                 return {"type": "http.disconnect"}
             message = await receive()
+            if message["type"] == "http.disconnect" and form is not None:
+                raise UploadCut("the upload ended before its body did")
             body = message.get("body", b"")
             seen += len(body)
             why = (
@@ -77,6 +81,8 @@ class RequestSize:
             refused = True
             if not started:
                 await refuse(send, 413, why)
+            if form is not None:
+                raise UploadCut(why)
             return {"type": "http.disconnect"}  # the app stops reading; what it answers is dropped
 
         async def sending(message):
@@ -91,6 +97,11 @@ class RequestSize:
         except Exception:
             if not refused:
                 raise
+
+
+class UploadCut(MultipartParseError):
+    """An upload cut off (refused, or its client gone): Gradio's upload parser, meeting a parse
+    error, deletes the files it has begun writing, which it keeps on any other interruption."""
 
 
 async def refuse(send, status: int, detail: str) -> None:
