@@ -61,7 +61,7 @@ def main() -> None:
             max_file_size=MAX_TRACE_BYTES,
             state_session_capacity=config.max_sessions,
             mcp_server=config.mcp,
-            app_kwargs={"middleware": [Middleware(RequestSize, max_bytes=config.max_request_bytes)]},
+            app_kwargs={"middleware": [Middleware(RequestSize, config=config)]},
         )
     finally:
         if config.preload:

@@ -217,10 +217,11 @@ def test_on_a_public_page_a_visitor_is_an_address():
     queue = _queue(running=[_event("s1", "203.0.113.7")])
     assert visitors.refusal(queue, _request("203.0.113.7"), "s2", config)  # a new session from the same address
     assert visitors.refusal(queue, _request("198.51.100.1"), "s3", config) is None
-    space = PageConfig(public=True, space=True, max_runs_per_visitor=1)
-    behind = _queue(running=[_event("s1", "10.0.0.2", forwarded="203.0.113.7, 10.0.0.9")])
+    space = PageConfig(public=True, space=True, trusted_hops=1, max_runs_per_visitor=1)
+    # The proxy appends the address it saw; what stands left of it the client wrote.
+    behind = _queue(running=[_event("s1", "10.0.0.2", forwarded="6.6.6.6, 203.0.113.7")])
     assert visitors.refusal(behind, _request("10.0.0.3", forwarded="203.0.113.7"), "s2", space)  # the proxy names it
-    assert visitors.refusal(behind, _request("10.0.0.2", forwarded="198.51.100.1"), "s4", space) is None
+    assert visitors.refusal(behind, _request("10.0.0.2", forwarded="203.0.113.7, 198.51.100.1"), "s4", space) is None
 
 
 def test_requests_sent_at_once_join_one_after_another_so_each_counts_the_others():

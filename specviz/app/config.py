@@ -15,8 +15,19 @@
     SPECVIZ_QUEUE_SIZE         requests that may wait in the queue (32)
     SPECVIZ_MAX_REQUEST_BYTES  bytes of one request's body, file uploads aside (16 MB): larger ones are
                                refused before the server reads them (app/request_size.py)
+    SPECVIZ_MAX_UPLOAD_BYTES   bytes of one request to Gradio's file-upload route (a trace's limit
+                               and 64 KiB for the form around it); SPECVIZ_MAX_UPLOAD_FILES files in
+                               it (4), SPECVIZ_MAX_UPLOAD_FIELD_BYTES bytes of each field that is
+                               not a file (1,024); SPECVIZ_MAX_UPLOADS_PER_MINUTE uploads per
+                               visitor of a public page (12)
     SPECVIZ_MAX_RUNS_PER_VISITOR   model requests one visitor may have waiting or running (2); a
                                visitor is a client address on a public page, else a browser session
+    SPECVIZ_MAX_LIGHT_PER_VISITOR  requests for the light handlers' slots (the labs, drawing, replays,
+                               the tools that run no model) one visitor may have waiting or running (3:
+                               fewer than their 4 slots, so one visitor never holds them all)
+    SPECVIZ_MAX_EVENTS_PER_VISITOR requests of any kind one visitor may have waiting or running (8)
+    SPECVIZ_TRUSTED_HOPS       proxies in front of the page whose X-Forwarded-For entries name the
+                               visitor (1 on a Hugging Face Space, else 0: the connection's address)
     SPECVIZ_MAX_SESSIONS       sessions whose page state is kept (256): Gradio keeps a copy of the
                                page's settings per session (every browser tab, API client and raw
                                API call) until this many newer ones push it out
@@ -36,6 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specviz.errors import UserError
+from specviz.events import MAX_TRACE_BYTES
 from specviz.models.catalogue.presets import DEFAULT_PAIR, GPU_DEFAULT_PAIR, PRESETS
 from specviz.models.catalogue.sources import custom_allowed
 from specviz.settings import PROMPT
@@ -61,6 +73,13 @@ class PageConfig:
     max_runs_per_visitor: int = 2
     space: bool = False  # on a Hugging Face Space (SPACE_ID set): behind its proxy
     max_request_bytes: int = 16_000_000
+    max_light_per_visitor: int = 3
+    max_events_per_visitor: int = 8
+    trusted_hops: int = 0  # see app/visitor_key.py
+    max_upload_bytes: int = MAX_TRACE_BYTES + 65_536
+    max_upload_files: int = 4
+    max_upload_field_bytes: int = 1_024
+    max_uploads_per_minute: int = 12
 
     @property
     def local_only(self) -> bool:
@@ -94,6 +113,13 @@ class PageConfig:
             max_runs_per_visitor=_whole(env, "SPECVIZ_MAX_RUNS_PER_VISITOR", 2),
             space=bool(env.get("SPACE_ID")),
             max_request_bytes=_whole(env, "SPECVIZ_MAX_REQUEST_BYTES", 16_000_000),
+            max_light_per_visitor=_whole(env, "SPECVIZ_MAX_LIGHT_PER_VISITOR", cls.max_light_per_visitor),
+            max_events_per_visitor=_whole(env, "SPECVIZ_MAX_EVENTS_PER_VISITOR", cls.max_events_per_visitor),
+            trusted_hops=_whole(env, "SPECVIZ_TRUSTED_HOPS", 1 if env.get("SPACE_ID") else 0, least=0),
+            max_upload_bytes=_whole(env, "SPECVIZ_MAX_UPLOAD_BYTES", cls.max_upload_bytes),
+            max_upload_files=_whole(env, "SPECVIZ_MAX_UPLOAD_FILES", cls.max_upload_files),
+            max_upload_field_bytes=_whole(env, "SPECVIZ_MAX_UPLOAD_FIELD_BYTES", cls.max_upload_field_bytes),
+            max_uploads_per_minute=_whole(env, "SPECVIZ_MAX_UPLOADS_PER_MINUTE", cls.max_uploads_per_minute),
         )
 
 
@@ -125,12 +151,12 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     return value
 
 
-def _whole(env: Mapping[str, str], name: str, default: int) -> int:
+def _whole(env: Mapping[str, str], name: str, default: int, least: int = 1) -> int:
     text = _text(env, name)
     if text is None:
         return default
-    if not text.isdigit() or int(text) < 1:
-        raise UserError(f"{name} is {text!r}; it must be a whole number, 1 or more (default {default})")
+    if not text.isdigit() or int(text) < least:
+        raise UserError(f"{name} is {text!r}; it must be a whole number, {least} or more (default {default})")
     return int(text)
 
 
