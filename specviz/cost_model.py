@@ -73,9 +73,10 @@ class CostModel:
         slope = max((costs[-1] - costs[-2]) / (sizes[-1] - sizes[-2]), 0.0) if len(sizes) > 1 else 0.0
         return costs[-1] + slope * (n - sizes[-1])
 
-    def round_ms(self, k: int) -> float:
-        """A round that drafts k tokens: k drafted tokens and a verify pass over k + 1."""
-        return k * self.draft + self.verify_ms(k + 1)
+    def round_ms(self, k: int, forced: int = 0) -> float:
+        """A round that drafts k tokens: k drafted tokens and a verify pass over k + 1, and over
+        the `forced` tokens an output format forces, which no one drafts."""
+        return k * self.draft + self.verify_ms(k + 1 + forced)
 
     @property
     def target(self) -> float:

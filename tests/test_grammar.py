@@ -232,3 +232,28 @@ def test_the_command_line_takes_the_format_and_a_schema_from_a_file(tmp_path):
         cli.settings_from(bad)
     with pytest.raises(SystemExit):  # argparse lists the formats
         parser.parse_args(["--prompt", "x", "--output-format", "xml"])
+
+
+def test_a_chain_starting_where_the_grammar_forces_tokens_leads_with_them_and_drafts_none_of_them(person):
+    from specviz.drafters.base import draft_chain
+    from specviz.lm.sampling import Sampler
+
+    g, tok = person
+    lead = g.forced()
+    assert lead
+    sampler = Sampler(GenerationSettings(temperature=1.0), g.vocab_size)
+    sampler.grammar = g
+    fed_first = []
+
+    def step(fed: torch.Tensor) -> torch.Tensor:
+        fed_first.append(fed.tolist())
+        return torch.zeros(g.vocab_size)  # every allowed token equally likely
+
+    start = time.perf_counter()
+    p = draft_chain(step, torch.tensor([7]), 2, lambda c: True, set(), sampler, torch.Generator().manual_seed(0), start)
+    assert p.tokens.tolist()[: len(lead)] == lead and p.forced[: len(lead)] == list(range(len(lead)))
+    assert fed_first[0] == [7, *lead]  # the forced tokens go in with the context, before the first pass
+    assert p.passes == 2 and len(p.tokens) >= len(lead) + 2
+    assert torch.equal(p.q[: len(lead)], torch.nn.functional.one_hot(torch.tensor(lead), g.vocab_size).float())
+    drafted = [i for i in range(len(p.tokens)) if i not in p.forced]
+    assert all(g.allowed(p.tokens.tolist()[:i])[p.tokens[i]] for i in drafted)  # drafted under the mask

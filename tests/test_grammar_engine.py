@@ -294,3 +294,22 @@ def test_greedy_constrained_speculative_equals_constrained_plain_with_a_draft_of
         want = engine.run(pair, "hello", GenerationSettings(mode="plain", **base))
         got = engine.run(pair, "hello", GenerationSettings(vocab_method=method, policy="fixed", k=4, **base))
         assert got.token_ids == want.token_ids, (method, kind)
+
+
+def test_the_policy_hears_the_forced_tokens_where_each_round_starts(monkeypatch):
+    from specviz.drafters.cost_aware import CostAwareLength
+
+    heard = []
+    limit = CostAwareLength.limit
+
+    def spy(self, unread=0, remaining=None, forced=0):
+        heard.append(forced)
+        return limit(self, unread, remaining, forced)
+
+    monkeypatch.setattr(CostAwareLength, "limit", spy)
+    pair = tiny_pair("close")
+    s = GenerationSettings(policy="cost-aware", max_new_tokens=N_NEW, output_format=JSON_SCHEMA, output_spec=PERSON)
+    trace = engine.run(pair, "hello", s)
+    # The first round after the prefill starts where the schema forces the key and its quotes.
+    assert heard and heard[0] >= 1
+    assert trace.summary.forced >= heard[0]

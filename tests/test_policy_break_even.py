@@ -191,3 +191,17 @@ def test_a_long_prompt_the_draft_has_not_read_keeps_a_short_run_plain():
     read = Sim(cost, k_max=16)
     read.rounds(1000, until=96)
     assert sum(read.ks) > 48
+
+
+def test_tokens_a_grammar_forces_make_drafting_pay_where_free_text_cannot():
+    # A pass costs 100 ms a token up to 3 tokens, then no more; a drafted token costs 90 ms. Free
+    # text: m drafts, all accepted, give m + 1 tokens for 90 m + V(m + 1) >= 100 (m + 1) ms, never
+    # better than plain. With 2 forced tokens where the round starts the plain round is 3 tokens
+    # for V(3) = 300 ms, and one drafted token more gives 4 for 90 + V(4) = 390 ms (97.5 a token).
+    cost = CostModel(verify={1: 100.0, 2: 200.0, 3: 300.0, 4: 300.0, 17: 300.0}, draft=90.0)
+    free, forced = CostAwareLength(cost, 8, clock=lambda: 0.0), CostAwareLength(cost, 8, clock=lambda: 0.0)
+    assert free.limit() == 0 and free.why == NO_DRAFT_PAYS
+    assert forced.limit(forced=2) >= 1 and forced.why != NO_DRAFT_PAYS
+    # The forced tokens are priced in the pass and counted as sure tokens.
+    assert forced.plain_token_ms() == pytest.approx(300.0 / 3)
+    assert forced.round_ms(1) == pytest.approx(90.0 + 300.0)

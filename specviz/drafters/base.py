@@ -261,10 +261,15 @@ def draft_chain(
     `fed`'s device and timed from `start`; `fields` are its other fields.
 
     Under the sampler's grammar each q is masked at its place, and the tokens the grammar
-    forces after a drafted token join the chain as point masses, fed with the next pass:
-    they cost no pass, and the policy (`keep_going`) hears the drafted tokens only."""
+    forces (where the round starts, and after a drafted token) join the chain as point masses,
+    fed with the next pass: they cost no pass, and the policy (`keep_going`) hears the drafted
+    tokens only."""
     tokens, dists, confidence, forced, device, passes = [], [], [], [], fed.device, 0
     grammar = sampler.grammar
+    lead = grammar.forced() if grammar is not None and k > 0 else []
+    if lead:  # forced where the round starts: they lead the chain, fed with the context, drafted by no pass
+        forced, tokens, confidence = list(range(len(lead))), list(lead), [1.0] * len(lead)
+        fed = torch.cat([fed, torch.tensor(lead, dtype=torch.long, device=fed.device)])
     while passes < k:
         logits = step(fed)
         passes += 1
@@ -283,6 +288,10 @@ def draft_chain(
         confidence += [1.0] * len(ahead)
         dists += [None if dist is None else one_hot(torch.tensor(t), dist.numel()).to(dist) for t in ahead]
         fed = torch.tensor(tokens[-1 - len(ahead) :], dtype=torch.long, device=fed.device)
+    if lead and dists[0] is not None:
+        dists = [one_hot(torch.tensor(t), dists[0].numel()).to(dists[0]) for t in lead] + dists
+    elif lead:
+        dists = [None] * len(lead) + dists
     ids = torch.tensor(tokens, dtype=torch.long, device=device)
     sync(ids)
     return Proposal(

@@ -115,6 +115,7 @@ class CostAwareLength(DraftLength):
         self._cost = cost
         self._unread = 0
         self._feed_ms: float | None = None  # the draft's measured ms per token read in one pass
+        self._forced = 0  # tokens the output format forces where this round starts
         self._started: float | None = None
         self._last: tuple[int, float | None, float | None] | None = None  # drafted, target ms, catch-up ms
         self._last_tokens = 1
@@ -132,8 +133,13 @@ class CostAwareLength(DraftLength):
         return min(1.0, a + (a * (1 - a) / self._tested) ** 0.5)
 
     def round_ms(self, m: int) -> float:
-        """C(m): what a round drafting m tokens costs, as this run measures it now."""
-        return self.costs.now.round_ms(m)
+        """C(m): what a round drafting m tokens costs, as this run measures it now, its pass
+        carrying the tokens the output format forces where the round starts."""
+        return self.costs.now.round_ms(m, self._forced)
+
+    def plain_token_ms(self) -> float:
+        """What a token costs in a round that drafts nothing (forced tokens share its pass)."""
+        return self.round_ms(0) / (1 + self._forced)
 
     def priced(self) -> CostModel:
         return self.costs.now
@@ -141,15 +147,19 @@ class CostAwareLength(DraftLength):
     def choose(self, alpha: float) -> tuple[int, float]:
         """The draft length with the most expected tokens per ms, and that rate."""
         costs = np.array([self.round_ms(m) for m in range(self.k_max + 1)])
-        rates = np.asarray(theory.tokens_per_round(alpha, np.arange(self.k_max + 1))) / costs
+        tokens = self._forced + np.asarray(theory.tokens_per_round(alpha, np.arange(self.k_max + 1)))
+        rates = tokens / costs
         k = int(np.argmax(rates))
         return k, float(rates[k])
 
-    def limit(self, unread: int = 0, remaining: int | None = None) -> int:
+    def limit(self, unread: int = 0, remaining: int | None = None, forced: int = 0) -> int:
         """Start a round: the most tokens it may draft (0: decode plainly this round), the
-        drafter having `unread` tokens of the context still to read before it can draft and
-        the run at most `remaining` tokens still to make (None: unbounded)."""
+        drafter having `unread` tokens of the context still to read before it can draft, the
+        run at most `remaining` tokens still to make (None: unbounded) and `forced` tokens
+        forced by the output format where the round starts: sure tokens whose pass drafts share
+        and no one drafts, so every draft length is priced with them."""
         now = self._clock()
+        self._forced = forced
         if self._started is not None and self._last is not None:
             ms, (drafted, target_ms, catch_up) = (now - self._started) * 1000, self._last
             if target_ms is not None:
@@ -169,7 +179,8 @@ class CostAwareLength(DraftLength):
         if k and self.drafting_loses():
             k, self.why = 0, DRAFTING_LOST
         if k and unread > 2 and remaining is not None:  # the draft reads what it skipped before drafting
-            saved = remaining * max(self.round_ms(0) - 1 / hope_rate, FIRST_LOOK * self.round_ms(0))
+            plain = self.plain_token_ms()
+            saved = remaining * max(plain - 1 / hope_rate, FIRST_LOOK * plain)
             k, self.why = (0, CATCH_UP) if self.catch_up_ms(unread) > saved else (k, self.why)
         if k == 0:
             self._idle_ms += self.round_ms(0)
@@ -185,7 +196,7 @@ class CostAwareLength(DraftLength):
         """Whether this plain round should draft instead, to ask again whether drafting pays."""
         price = self.round_ms(1) - self.round_ms(0) + self.catch_up_ms(unread)
         if self._tested_here < LOOK_TOKENS and self.why != NO_DRAFT_PAYS:
-            return remaining is None or price <= FIRST_LOOK * remaining * self.round_ms(0)
+            return remaining is None or price <= FIRST_LOOK * remaining * self.plain_token_ms()
         moved = abs(self.costs.level / self._checked_level - 1) > MOVED
         return price <= (MOVED_SHARE if moved else CHECK_SHARE) * self._idle_ms
 

@@ -2,7 +2,8 @@
 heuristic schedule. The cost-aware policy is in `cost_aware.py`; `make_length` in this
 package's `__init__` is the one place a policy is chosen.
 
-A policy answers three questions: how many tokens at most this round (`limit`), whether to
+A policy answers three questions: how many tokens at most this round (`limit`, told the
+tokens an output format forces at the round's start, which cost no drafting), whether to
 keep drafting after a token the draft was this confident about (`keep_going`), and what
 to learn from a finished round (`update`: how many were drafted and accepted, the ms the
 run pays once, and the ms of the round's target pass). For the
@@ -26,9 +27,10 @@ class DraftLength:
     def __init__(self, k: int):
         self.k = k
 
-    def limit(self, unread: int = 0, remaining: int | None = None) -> int:
+    def limit(self, unread: int = 0, remaining: int | None = None, forced: int = 0) -> int:
         """The most tokens this round may draft, the drafter having `unread` context tokens
-        still to read (`Drafter.unread`) and the run `remaining` tokens still to make."""
+        still to read (`Drafter.unread`), the run `remaining` tokens still to make and the
+        output format forcing `forced` tokens where the round starts (they ride in its pass)."""
         return self.k
 
     def keep_going(self, confidence: float) -> bool:

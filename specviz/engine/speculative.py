@@ -58,7 +58,8 @@ class SpeculativeDecoder(Decoder):
         if not self._drafter_begun:
             self.drafter.begin(self.ids)
             self._drafter_begun = True
-        limit = self.length.limit(self.drafter.unread(self.ids.numel()), self.remaining)
+        forced = min(len(self.grammar.forced()), self.remaining - 1) if self.grammar is not None else 0
+        limit = self.length.limit(self.drafter.unread(self.ids.numel()), self.remaining, forced)
         proposal = self.drafter.propose(self.ids, min(limit, self.remaining - 1), self.length.keep_going, self.length)
         walked = walk(self.grammar, proposal, self.remaining - 1) if self.grammar is not None else None
         proposal = walked.proposal if walked is not None else proposal
