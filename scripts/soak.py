@@ -66,57 +66,22 @@ SOLO_RUNS = 12  # each example prompt once or twice; greedy and sampled, fixed a
 P_CANCEL, P_ABANDON, P_INVALID = 0.05, 0.04, 0.03
 P_PLAIN = 1 / 6
 BUSY_WORDS = ("queue is full", "busy")
-# The generate endpoint's positional inputs (for the raw HTTP call of an abandoned request).
-API_ORDER = (
-    "prompt",
-    "pair",
-    "drafter",
-    "k",
-    "temperature",
-    "top_p",
-    "max_new_tokens",
-    "seed",
-    "mode",
-    "adaptive",
-    "top_k",
-    "policy",
-    "raw",
-    "early_exit_layers",
-    "adaptive_threshold",
-    "tree_nodes",
-    "tree_width",
-    "vocab_method",
-    "runtime",
-    "suffix_max_nodes",
-    "suffix_min_score",
-    "lookahead_window",
-    "lookahead_ngram",
-    "lookahead_candidates",
-)
-API_DEFAULTS = dict(
-    drafter="model",
-    k=8,
-    temperature=0.0,
-    top_p=1.0,
-    max_new_tokens=32,
-    seed=0,
-    mode="speculative",
-    adaptive=None,
-    top_k=0,
-    policy="cost-aware",
-    raw=False,
-    early_exit_layers=0,
-    adaptive_threshold=0.4,
-    tree_nodes=8,
-    tree_width=2,
-    vocab_method="auto",
-    runtime="auto",
-    suffix_max_nodes=16,
-    suffix_min_score=0.1,
-    lookahead_window=4,
-    lookahead_ngram=3,
-    lookahead_candidates=4,
-)
+_API_INPUTS: dict[str, list[tuple[str, object]]] = {}
+
+
+def api_data(url: str, values: dict) -> list:
+    """The generate endpoint's positional inputs for a raw HTTP call: `values` by name, every
+    other input its default, in the order the app's own API description gives."""
+    if url not in _API_INPUTS:
+        client = Client(url, verbose=False)
+        try:
+            params = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/generate"]
+        finally:
+            client.close()
+        _API_INPUTS[url] = [(p["parameter_name"], p.get("parameter_default")) for p in params["parameters"]]
+    return [values.get(name, default) for name, default in _API_INPUTS[url]]
+
+
 INVALID = [
     ({"k": 99}, "k must be"),
     ({"temperature": -1.0}, "temperature must be"),
@@ -335,13 +300,11 @@ def run_invalid(client: Client, rng: random.Random, req: dict) -> Outcome:
 
 def run_abandoned(url: str, req: dict, pair: str) -> Outcome:
     """Start a run over plain HTTP and go away after its first update."""
-    values = {**API_DEFAULTS, "pair": pair, **req}
+    data = api_data(url, {"pair": pair, **req})
     t0 = time.monotonic()
     try:
         with httpx.Client(base_url=url, timeout=ANSWER_TIMEOUT_S) as http:
-            event_id = http.post("gradio_api/call/generate", json={"data": [values[n] for n in API_ORDER]}).json()[
-                "event_id"
-            ]
+            event_id = http.post("gradio_api/call/generate", json={"data": data}).json()["event_id"]
             with http.stream("GET", f"gradio_api/call/generate/{event_id}") as stream:
                 error = False
                 for line in stream.iter_lines():

@@ -3,8 +3,8 @@ posted to /call/generate and not read, with the app's resident memory sampled th
 
     python3.11 scripts/stream_memory.py --pair 'DRAFT -> TARGET' [--max-new-tokens 1024] [--json]
 
-Launches `python app.py` on 127.0.0.1 with the pair, runs the request once to warm up (and to
-learn the finished trace's size), then: (1) the same run as an MCP tool call; (2) the same run
+Launches `python app.py` on 127.0.0.1 with the pair, runs the request (greedy, the tree
+drafter, words to the last token) once to warm up (and to learn the finished trace's size), then: (1) the same run as an MCP tool call; (2) the same run
 through the raw API marked as Gradio's MCP client marks its calls, read as it streams, to
 count what such a call is sent; (3) the same run posted to /call/generate and read only after
 UNREAD_WAIT_S, counting the messages and bytes that waited for it. For each: the app's RSS
@@ -28,9 +28,11 @@ import httpx  # noqa: E402
 import psutil  # noqa: E402
 
 from app_server import launched_app  # noqa: E402
-from soak import API_DEFAULTS, API_ORDER, app_pid  # noqa: E402
+from soak import api_data, app_pid  # noqa: E402
 
 PROMPT = "Write a Python function that reverses a string, then explain it line by line."
+# Words to the end: a small pair's text would otherwise end itself long before the last token.
+RUN = {"drafter": "tree", "output_format": "regex", "output_spec": "([a-z]+ ){1500}"}
 UNREAD_WAIT_S = 40.0  # past the app's 20 s for an unread job, and past a tiny pair's whole run
 SETTLE_S = 3.0
 TIMEOUT_S = 900
@@ -75,11 +77,6 @@ def measured(pid: int, call) -> dict:
     }
 
 
-def api_data(pair: str, max_new_tokens: int) -> list:
-    values = {**API_DEFAULTS, "prompt": PROMPT, "pair": pair, "drafter": "tree", "max_new_tokens": max_new_tokens}
-    return [values[name] for name in API_ORDER]
-
-
 def sse_messages(body: str) -> list[tuple[str, str]]:
     """(event, data) of each message of a /call stream."""
     out, event = [], None
@@ -104,6 +101,7 @@ def raw_call(url: str, data: list, *, headers: dict | None = None, read_after_s:
         "messages": len(messages),
         "trace_messages": len(traces),
         "bytes": sum(len(d) for _, d in messages),
+        "last_bytes": len(traces[-1]) if traces else 0,
         "events": [e for e, _ in messages],
         "last_stop_reason": json.loads(last)["summary"]["stop_reason"] if last else None,
         "last_new_tokens": json.loads(last)["summary"]["new_tokens"] if last else None,
@@ -114,7 +112,7 @@ def mcp_call(url: str, pair: str, max_new_tokens: int) -> dict:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    args = {"prompt": PROMPT, "pair": pair, "drafter": "tree", "max_new_tokens": max_new_tokens}
+    args = {"prompt": PROMPT, "pair": pair, **RUN, "max_new_tokens": max_new_tokens}
 
     async def talk() -> dict:
         async with streamable_http_client(f"{url}gradio_api/mcp/") as (read, write, _):
@@ -136,7 +134,7 @@ def mcp_call(url: str, pair: str, max_new_tokens: int) -> dict:
 def measure(pair: str, max_new_tokens: int, log=print) -> dict:
     with launched_app({"SPECVIZ_DEFAULT_PAIR": pair, "SPECVIZ_PRELOAD": "1"}, "stream-memory") as url:
         pid = app_pid()
-        data = api_data(pair, max_new_tokens)
+        data = api_data(url, {"prompt": PROMPT, "pair": pair, **RUN, "max_new_tokens": max_new_tokens})
         log(f"app on {url} (pid {pid}): warming up with one {max_new_tokens}-token tree run")
         warm = raw_call(url, data)
         report = {"pair": pair, "max_new_tokens": max_new_tokens, "warm_run": warm}
