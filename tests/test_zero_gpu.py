@@ -176,3 +176,36 @@ def test_the_batching_lab_asks_for_what_its_sizes_need(monkeypatch):
     monkeypatch.setattr(zero_gpu, "RATES", fast)
     # 112 passes at 5 ms, 4,800 context tokens at 0.01 ms, times 1.5, and 11 s: 11.91 s.
     assert panels.batch_grant_s("p") == 12 < 25
+
+
+def test_a_hostile_run_through_the_runner_does_not_move_the_next_visitors_grant(monkeypatch):
+    """As a visitor would: a finished run told to the runner (`runner._finished`, what every
+    run of the page and the API ends in), then the grant the next visitor's run asks for."""
+    from types import SimpleNamespace
+
+    from specviz.app import runner
+    from specviz.app.config import PageConfig
+    from specviz.events import RunSummary
+    from specviz.settings import GenerationSettings
+
+    monkeypatch.setattr(zero_gpu, "ON_ZERO_GPU", True)
+    monkeypatch.setattr(zero_gpu, "RATES", Rates())
+
+    def trace(prefill_s: float, wall_s: float, new_tokens: int, prompt_tokens: int):
+        return SimpleNamespace(
+            events=[SimpleNamespace(t_end_s=prefill_s)],
+            summary=RunSummary(new_tokens=new_tokens, wall_s=wall_s, stop_reason="eos"),
+            meta={"prompt_tokens": prompt_tokens},
+            token_ids=[1] * new_tokens,
+        )
+
+    for i in range(3):  # three visitors' runs: 20 ms a token after a 40 ms prefill
+        runner._finished(trace(0.04, 0.04 + 63 * 0.02, 64, 20), "p", f"honest{i}", remember=False)
+    config, settings = PageConfig(max_wall_s=300), GenerationSettings(max_new_tokens=256)
+    before = runner.run_wall_s(config, settings, "p", "Write a function that reverses a string")
+    # 99,000 characters and one new token, twice in one session, then from two more sessions
+    for session in ("hostile", "hostile", "hostile2"):
+        runner._finished(trace(30.0, 30.0, 1, 49_500), "p", session, remember=False)
+    after = runner.run_wall_s(config, settings, "p", "Write a function that reverses a string")
+    assert after == before == zero_gpu.run_limit_s(16)  # 8 s + 256 x 1.5 x 20 ms + the prompt: 15.7 s
+    assert after < zero_gpu.run_limit_s(MAX_GRANT_S)
