@@ -44,6 +44,27 @@ def test_idle_sessions_holding_nothing_are_forgotten_and_the_others_kept():
     assert set(holder.time_last_used) == {"tab", "updated", "recent", "running"}
 
 
+def test_a_sessions_message_queue_goes_only_after_it_has_been_idle_for_a_while():
+    import asyncio
+    from types import SimpleNamespace
+
+    from gradio.utils import LRUCache
+
+    queues = {name: asyncio.Queue() for name in ("done", "unread", "running", "fresh")}
+    queues["unread"].put_nowait("a message its client has not read")
+    queue = SimpleNamespace(pending_messages_per_session=LRUCache(10), pending_event_ids_session={"running": {"e1"}})
+    for name in ("done", "unread", "running"):
+        queue.pending_messages_per_session[name] = queues[name]
+    idle = sessions.IdleQueues()
+    assert idle.sweep(queue, now=0.0, idle_s=60.0) == 0  # idle from now on, not before
+    queue.pending_messages_per_session["fresh"] = queues["fresh"]
+    assert idle.sweep(queue, now=59.0, idle_s=60.0) == 0
+    assert idle.sweep(queue, now=61.0, idle_s=60.0) == 1
+    assert set(queue.pending_messages_per_session) == {"unread", "running", "fresh"}
+    assert idle.sweep(queue, now=121.0, idle_s=60.0) == 1  # "fresh", idle since 59 s
+    assert set(queue.pending_messages_per_session) == {"unread", "running"}
+
+
 @pytest.mark.app
 def test_api_callers_sessions_do_not_pile_up_in_a_launched_page(monkeypatch):
     """Each raw /call is a session of its own; once idle they go, where before they stayed
@@ -60,9 +81,15 @@ def test_api_callers_sessions_do_not_pile_up_in_a_launched_page(monkeypatch):
                 event = http.post("gradio_api/call/echo", json={"data": [f"x{i}"]}).json()["event_id"]
                 assert f"x{i}" in http.get(f"gradio_api/call/echo/{event}").text
         assert len(demo.state_holder.session_data) >= 8  # each call made one
+        assert len(demo._queue.pending_messages_per_session) >= 8
         deadline = time.monotonic() + WAIT_S
-        while demo.state_holder.session_data and time.monotonic() < deadline:
+        while (demo.state_holder.session_data or demo._queue.pending_messages_per_session) and (
+            time.monotonic() < deadline
+        ):
             time.sleep(0.1)
-        assert not demo.state_holder.session_data
+        assert not demo.state_holder.session_data and not demo._queue.pending_messages_per_session
+        with httpx.Client(base_url=url, timeout=WAIT_S) as http:  # a caller after the sweep is served
+            event = http.post("gradio_api/call/echo", json={"data": ["again"]}).json()["event_id"]
+            assert "again" in http.get(f"gradio_api/call/echo/{event}").text
     finally:
         demo.close()

@@ -10,6 +10,13 @@ held. A session that holds no gr.State value and whose components are still the 
 starts from the page's settings, as a new session does. Such a session is forgotten once it
 has been idle for `IDLE_S` with no event waiting or running; a session holding a trace (a page
 tab after a run) stays until its gr.State expires or newer sessions push it out, as before.
+
+Gradio's queue also keeps a message queue per session, in an LRU of 2000 ordered by when each
+session first joined: once 2000 newer sessions have joined (a client that sends each request
+as a new session makes them fast), the oldest is dropped even while its client streams, which
+then gets a 404 and loses its job. A session's message queue that has held nothing, with no
+event of the session waiting or running, for IDLE_S goes too (`IdleQueues`), so sessions that
+are done never push out one that is not; its next event makes a new one, as for a new session.
 """
 
 from __future__ import annotations
@@ -53,13 +60,35 @@ def forget_idle(holder: Any, busy: Callable[[str], bool], *, idle_s: float | Non
     return len(gone)
 
 
+class IdleQueues:
+    """Drops the message queues of sessions idle for `idle_s`: empty, with no event pending."""
+
+    def __init__(self) -> None:
+        self.idle_since: dict[str, float] = {}
+
+    def sweep(self, queue: Any, now: float, idle_s: float) -> int:
+        pending = queue.pending_messages_per_session
+        gone = 0
+        for session_hash, messages in list(pending.items()):
+            if messages.qsize() or queue.pending_event_ids_session.get(session_hash):
+                self.idle_since.pop(session_hash, None)
+            elif now - self.idle_since.setdefault(session_hash, now) >= idle_s:
+                del pending[session_hash]
+                gone += 1
+        for session_hash in [s for s in self.idle_since if s not in pending]:
+            del self.idle_since[session_hash]
+        return gone
+
+
 def keep_sessions_short(demo: Any) -> None:
-    """Once `demo` is launched: forget idle untouched sessions every SWEEP_EVERY_S. The sweep
+    """Once `demo` is launched: forget idle untouched sessions and idle sessions' message
+    queues every SWEEP_EVERY_S. The sweep
     runs where Gradio expires gr.State values, in the server's event loop once a second, so it
     never meets Gradio's own changes to the sessions half-way."""
     holder, queue = demo.state_holder, demo._queue
     expire = holder.delete_all_expired_state
     last = [time.monotonic()]
+    queues = IdleQueues()
 
     def busy(session_hash: str) -> bool:
         return bool(queue.pending_event_ids_session.get(session_hash))
@@ -69,5 +98,6 @@ def keep_sessions_short(demo: Any) -> None:
         if time.monotonic() - last[0] >= SWEEP_EVERY_S:
             last[0] = time.monotonic()
             forget_idle(holder, busy, idle_s=IDLE_S)
+            queues.sweep(queue, last[0], IDLE_S)
 
     holder.delete_all_expired_state = expire_then_forget
