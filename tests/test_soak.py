@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import httpx
 import pytest
@@ -118,8 +119,6 @@ def test_a_hostile_client_beside_eight_users_is_refused_and_the_users_are_served
 
 
 def test_the_memory_plot_draws_every_sample_its_phases_and_the_band():
-    import sys
-
     sys.path.insert(0, str(ROOT / "scripts"))
     from soak_plot import memory_svg
 
@@ -143,6 +142,9 @@ def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
     import app
     from specviz.app import page
 
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from soak import api_data
+
     port = free_port()
     monkeypatch.setenv("GRADIO_SERVER_PORT", str(port))
     monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.1")
@@ -157,32 +159,7 @@ def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/", timeout=60) as http:
             # The endpoint's positional inputs, with an empty prompt: refused at once, after its session is made.
-            data = [
-                "",
-                "qwen-coder",
-                "model",
-                4,
-                0.0,
-                1.0,
-                8,
-                0,
-                "speculative",
-                False,
-                0,
-                "cost-aware",
-                False,
-                0,
-                0.4,
-                8,
-                2,
-                "auto",
-                "auto",
-                16,
-                0.1,
-                4,
-                3,
-                4,
-            ]
+            data = api_data(f"http://127.0.0.1:{port}/", {"prompt": "", "pair": "qwen-coder"})
             for _ in range(8):
                 event = http.post("gradio_api/call/generate", json={"data": data}).json()["event_id"]
                 body = http.get(f"gradio_api/call/generate/{event}").text
