@@ -48,6 +48,7 @@ def main() -> None:
 
     from specviz.app.page import CSS_PATHS, build_page, queue
     from specviz.app.request_size import RequestSize
+    from specviz.app.sessions import keep_sessions_short
 
     try:
         demo = build_page(config)
@@ -63,6 +64,7 @@ def main() -> None:
             mcp_server=config.mcp,
             app_kwargs={"middleware": [Middleware(RequestSize, config=config)]},
         )
+        keep_sessions_short(demo)
     finally:
         if config.preload:
             timing.release()

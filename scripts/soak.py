@@ -1,6 +1,7 @@
 """Soak: the app under a class of visitors for minutes on end, through its public API.
 
     scripts/soak.sh [--pair NAME_OR_SPEC] [--minutes M] [--users U] [--json]
+                    [--hostile [--alone-minutes A]] [--curve PREFIX]
 
 Launches `python app.py` on 127.0.0.1 (a free port) with the pair, waits until a first run
 has been served, times single runs one after another, then U gradio_client users (one
@@ -12,9 +13,10 @@ first streamed update), the app's memory, threads, open files and temporary fold
 start and end, and whether every greedy run repeated the first run of the same request.
 Exits 1 when a request failed or a greedy run differed.
 
-With --hostile the crowd runs twice, M minutes each: the honest users alone, then the same
-users beside one hostile client that sends tests/hostile_cases.py's requests (metrics
-payloads, k_max, p and q, the sweep, prompts, trace uploads) one after another. The report's
+With --hostile the crowd runs twice: the honest users alone for A minutes (the warm-up; M
+unless --alone-minutes says), then the same users for M minutes beside one hostile client
+that sends tests/hostile_cases.py's requests (metrics payloads, k_max, p and q, the sweep,
+prompts, trace uploads) one after another. The report's
 "hostile" part says how the honest users fared beside it: their failures, their p95 queue
 wait against the soak without it, and the app's memory from the start of that phase to its
 end; and how the hostile requests were answered (refused in one line, how fast). The goals
@@ -43,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
 import httpx  # noqa: E402
 from gradio_client import Client  # noqa: E402
@@ -64,57 +66,22 @@ SOLO_RUNS = 12  # each example prompt once or twice; greedy and sampled, fixed a
 P_CANCEL, P_ABANDON, P_INVALID = 0.05, 0.04, 0.03
 P_PLAIN = 1 / 6
 BUSY_WORDS = ("queue is full", "busy")
-# The generate endpoint's positional inputs (for the raw HTTP call of an abandoned request).
-API_ORDER = (
-    "prompt",
-    "pair",
-    "drafter",
-    "k",
-    "temperature",
-    "top_p",
-    "max_new_tokens",
-    "seed",
-    "mode",
-    "adaptive",
-    "top_k",
-    "policy",
-    "raw",
-    "early_exit_layers",
-    "adaptive_threshold",
-    "tree_nodes",
-    "tree_width",
-    "vocab_method",
-    "runtime",
-    "suffix_max_nodes",
-    "suffix_min_score",
-    "lookahead_window",
-    "lookahead_ngram",
-    "lookahead_candidates",
-)
-API_DEFAULTS = dict(
-    drafter="model",
-    k=8,
-    temperature=0.0,
-    top_p=1.0,
-    max_new_tokens=32,
-    seed=0,
-    mode="speculative",
-    adaptive=None,
-    top_k=0,
-    policy="cost-aware",
-    raw=False,
-    early_exit_layers=0,
-    adaptive_threshold=0.4,
-    tree_nodes=8,
-    tree_width=2,
-    vocab_method="auto",
-    runtime="auto",
-    suffix_max_nodes=16,
-    suffix_min_score=0.1,
-    lookahead_window=4,
-    lookahead_ngram=3,
-    lookahead_candidates=4,
-)
+_API_INPUTS: dict[str, list[tuple[str, object]]] = {}
+
+
+def api_data(url: str, values: dict) -> list:
+    """The generate endpoint's positional inputs for a raw HTTP call: `values` by name, every
+    other input its default, in the order the app's own API description gives."""
+    if url not in _API_INPUTS:
+        client = Client(url, verbose=False)
+        try:
+            params = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/generate"]
+        finally:
+            client.close()
+        _API_INPUTS[url] = [(p["parameter_name"], p.get("parameter_default")) for p in params["parameters"]]
+    return [values.get(name, default) for name, default in _API_INPUTS[url]]
+
+
 INVALID = [
     ({"k": 99}, "k must be"),
     ({"temperature": -1.0}, "temperature must be"),
@@ -159,22 +126,30 @@ def usage(pid: int, temp: Path) -> Usage:
 
 
 class Sampler(threading.Thread):
-    """The app's usage every SAMPLE_EVERY_S: the highest RSS and thread count, and one sample a minute."""
+    """The app's usage every SAMPLE_EVERY_S: the highest RSS and thread count, one sample a
+    minute, and the memory curve (seconds since the start, MB) with the phases' start times."""
 
     def __init__(self, pid: int, temp: Path, start: Usage):
         super().__init__(daemon=True, name="usage sampler")
         self.pid, self.temp, self.stop = pid, temp, threading.Event()
         self.max_mb, self.max_threads, self.by_minute = start.rss_mb, start.threads, [start]
+        self.t0 = time.monotonic()
+        self.curve: list[tuple[float, float]] = [(0.0, start.rss_mb)]
+        self.phases: list[tuple[str, float]] = []
+
+    def mark(self, phase: str) -> None:
+        self.phases.append((phase, round(time.monotonic() - self.t0, 1)))
 
     def run(self) -> None:
-        t0 = time.monotonic()
         while not self.stop.wait(SAMPLE_EVERY_S):
             try:
                 u = usage(self.pid, self.temp)
             except (OSError, KeyError):
                 return
+            now = time.monotonic() - self.t0
+            self.curve.append((round(now, 1), round(u.rss_mb, 1)))
             self.max_mb, self.max_threads = max(self.max_mb, u.rss_mb), max(self.max_threads, u.threads)
-            if time.monotonic() - t0 >= 60 * len(self.by_minute):
+            if now >= 60 * len(self.by_minute):
                 self.by_minute.append(u)
 
 
@@ -325,13 +300,11 @@ def run_invalid(client: Client, rng: random.Random, req: dict) -> Outcome:
 
 def run_abandoned(url: str, req: dict, pair: str) -> Outcome:
     """Start a run over plain HTTP and go away after its first update."""
-    values = {**API_DEFAULTS, "pair": pair, **req}
+    data = api_data(url, {"pair": pair, **req})
     t0 = time.monotonic()
     try:
         with httpx.Client(base_url=url, timeout=ANSWER_TIMEOUT_S) as http:
-            event_id = http.post("gradio_api/call/generate", json={"data": [values[n] for n in API_ORDER]}).json()[
-                "event_id"
-            ]
+            event_id = http.post("gradio_api/call/generate", json={"data": data}).json()["event_id"]
             with http.stream("GET", f"gradio_api/call/generate/{event_id}") as stream:
                 error = False
                 for line in stream.iter_lines():
@@ -395,10 +368,39 @@ def percentile(values: list[float], q: float) -> float | None:
     return values[i]
 
 
+@dataclass
+class Ran:
+    """What a soak saw, before it is reported."""
+
+    pair: str
+    dtype: str
+    minutes: float
+    alone_minutes: float
+    users: int
+    max_new_tokens: int
+    seed: int
+    started_at: str
+    first: Outcome | None = None
+    solo: list[Outcome] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    stuck: int = 0
+    start: Usage | None = None
+    end: Usage | None = None
+    sampler: Sampler | None = None
+    hostile: dict | None = None  # the hostile phase's report
+
+
 def soak(
-    pair: str, minutes: float, users: int, max_new_tokens: int, dtype: str, seed: int, log=print, hostile: bool = False
+    pair: str,
+    minutes: float,
+    users: int,
+    max_new_tokens: int,
+    dtype: str,
+    seed: int,
+    log=print,
+    hostile: bool = False,
+    alone_minutes: float | None = None,
 ) -> dict:
-    prompts = load_prompts()
     work = Path(tempfile.mkdtemp(prefix="specviz-soak-"))
     temp = work / "tmp"
     temp.mkdir()
@@ -410,47 +412,64 @@ def soak(
         "GRADIO_TEMP_DIR": str(temp / "gradio"),
         "GRADIO_SERVER_NAME": "127.0.0.1",
     }
+    alone = minutes if alone_minutes is None or not hostile else alone_minutes
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ran = Ran(pair, dtype, minutes, alone, users, max_new_tokens, seed, started_at)
     with launched_app(env, "soak") as url:
-        pid = app_pid()
-        client = Client(url, verbose=False)
-        log(f"app on {url} (pid {pid}); waiting for {pair} to load and serve a first run")
-        first = run_once_with_timeout(client, {**solo_request(0, prompts, max_new_tokens), "pair": pair})
-        if first.kind != "completed":
-            raise RuntimeError(f"the first run was not served: {first.kind} {first.detail}")
-        time.sleep(SETTLE_S)
-        start = usage(pid, temp)
-        sampler = Sampler(pid, temp, start)
-        sampler.start()
-
-        # Single runs one after another: the queue wait's yardstick, and the first greedy results.
-        solo: list[Outcome] = []
-        for i in range(SOLO_RUNS):
-            solo.append(run_once(client, {**solo_request(i, prompts, max_new_tokens), "pair": pair}))
-        client.close()
-        solo_times = [o.run_s for o in solo if o.kind == "completed"]
-        single_run_s = statistics.mean(solo_times) if solo_times else None
-        log(
-            f"single run: {single_run_s:.2f} s (mean of {len(solo_times)} one after another); "
-            f"{users} users for {minutes:g} min"
-        )
-
-        outcomes, stuck = crowd(url, pair, prompts, max_new_tokens, users, minutes, seed)
-        hostile_report = None
-        if hostile:
-            hostile_report = hostile_phase(
-                url, pair, prompts, max_new_tokens, users, minutes, seed, outcomes, lambda: usage(pid, temp), log
-            )
-            outcomes += hostile_report.pop("outcomes")
-            stuck += hostile_report.pop("stuck")
-        time.sleep(SETTLE_S)
-        end = usage(pid, temp)
-        sampler.stop.set()
-        sampler.join()
-        rss_max = max(sampler.max_mb, end.rss_mb)
-
+        _run_phases(ran, url, temp, hostile, log)
     shutil.rmtree(work, ignore_errors=True)  # the app's temporary folder, counted above
-    counted = [first, *solo, *outcomes]
+    return report_of(ran)
+
+
+def _run_phases(ran: Ran, url: str, temp: Path, hostile: bool, log) -> None:
+    """The first run, the single runs, the crowd (alone, then beside a hostile client), into `ran`."""
+    prompts, pair, users, n = load_prompts(), ran.pair, ran.users, ran.max_new_tokens
+    pid = app_pid()
+    client = Client(url, verbose=False)
+    log(f"app on {url} (pid {pid}); waiting for {pair} to load and serve a first run")
+    ran.first = run_once_with_timeout(client, {**solo_request(0, prompts, n), "pair": pair})
+    if ran.first.kind != "completed":
+        raise RuntimeError(f"the first run was not served: {ran.first.kind} {ran.first.detail}")
+    time.sleep(SETTLE_S)
+    ran.start = usage(pid, temp)
+    ran.sampler = sampler = Sampler(pid, temp, ran.start)
+    sampler.start()
+    sampler.mark("single runs")
+    # Single runs one after another: the queue wait's yardstick, and the first greedy results.
+    ran.solo = [run_once(client, {**solo_request(i, prompts, n), "pair": pair}) for i in range(SOLO_RUNS)]
+    client.close()
+    log(f"single run: {_single_run_s(ran.solo) or 0:.2f} s (mean of those completed); {users} users")
+    sampler.mark(f"{users} users")
+    ran.outcomes, ran.stuck = crowd(url, pair, prompts, n, users, ran.alone_minutes, ran.seed)
+    if hostile:
+        ran.hostile = hostile_phase(
+            url,
+            pair,
+            prompts,
+            n,
+            users,
+            ran.minutes,
+            ran.seed,
+            ran.outcomes,
+            lambda: usage(pid, temp),
+            log,
+            lambda: sampler.mark(f"{users} users + 1 hostile client"),
+        )
+        ran.outcomes += ran.hostile.pop("outcomes")
+        ran.stuck += ran.hostile.pop("stuck")
+    time.sleep(SETTLE_S)
+    ran.end = usage(pid, temp)
+    sampler.stop.set()
+    sampler.join()
+
+
+def _single_run_s(solo: list[Outcome]) -> float | None:
+    times = [o.run_s for o in solo if o.kind == "completed"]
+    return statistics.mean(times) if times else None
+
+
+def _greedy(counted: list[Outcome]) -> dict:
+    """Whether every greedy run repeated the first run of the same request."""
     reference: dict[tuple, list[int]] = {}
     differing = []
     for o in counted:
@@ -458,6 +477,16 @@ def soak(
             ref = reference.setdefault(o.key, o.tokens)
             if o.tokens != ref:
                 differing.append(o.key)
+    return {
+        "greedy_identical": not differing,
+        "greedy_keys": len(reference),
+        "greedy_runs": sum(o.kind == "completed" and o.key is not None for o in counted),
+        "greedy_differing": [list(k[1:]) + [k[0][:40]] for k in sorted(set(differing))][:10],
+    }
+
+
+def _waits(outcomes: list[Outcome], single_run_s: float | None) -> dict:
+    """The queue wait, and the yardsticks it is held to."""
     waits = [o.wait_s for o in outcomes if o.wait_s is not None]
     # First come, first served: the runs that started (sent a first update) while a request
     # waited. With U users in turn that is at most U - 1, plus runs abandoned mid-way.
@@ -474,86 +503,93 @@ def soak(
         o.wall_s for o in sorted(outcomes, key=lambda o: o.first_at or 0.0) if o.kind == "completed" and o.wall_s
     ]
     seven_in_a_row = [sum(in_order[i : i + 7]) for i in range(len(in_order) - 6)]
-    seven_in_a_row_p95 = percentile(seven_in_a_row, 0.95)
-    count = {
-        kind: sum(o.kind == kind for o in counted)
-        for kind in ("completed", "cancelled", "abandoned", "refused", "failed")
-    }
-    failures = count["failed"] + stuck
-    p95 = percentile(waits, 0.95)
-    seven = 7 * single_run_s if single_run_s else None
-    seven_under_load = 7 * run_under_load_s if run_under_load_s else None
-    samples = sampler.by_minute
-    first_half_threads = max(u.threads for u in samples[: max(2, (len(samples) + 1) // 2)])
-    report = {
-        "pair": pair,
-        "dtype": dtype,
-        "minutes": minutes,
-        "users": users,
-        "max_new_tokens": max_new_tokens,
-        "seed": seed,
-        "started_at": started_at,
-        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "requests": len(counted),
-        "completed": count["completed"],
-        "cancelled": count["cancelled"],
-        "abandoned": count["abandoned"],
-        "refused": count["refused"],
-        "failures": failures,
-        "failure_details": sorted({o.detail for o in counted if o.kind == "failed"})[:20]
-        + ([f"{stuck} users never stopped"] if stuck else []),
+    return {
         "queue_wait_p50_s": _round(percentile(waits, 0.5)),
-        "queue_wait_p95_s": _round(p95),
+        "queue_wait_p95_s": _round(percentile(waits, 0.95)),
         "queue_wait_max_s": _round(max(waits) if waits else None),
         "single_run_s": _round(single_run_s),
-        "seven_runs_s": _round(seven),
+        "seven_runs_s": _round(7 * single_run_s if single_run_s else None),
         "run_under_load_s": _round(run_under_load_s),
-        "seven_runs_under_load_s": _round(seven_under_load),
+        "seven_runs_under_load_s": _round(7 * run_under_load_s if run_under_load_s else None),
         "seven_in_a_row_p50_s": _round(percentile(seven_in_a_row, 0.5)),
-        "seven_in_a_row_p95_s": _round(seven_in_a_row_p95),
+        "seven_in_a_row_p95_s": _round(percentile(seven_in_a_row, 0.95)),
         "runs_ahead_p95": percentile(ahead, 0.95),
         "runs_ahead_max": max(ahead) if ahead else None,
-        "rss_start_mb": round(start.rss_mb, 1),
-        "rss_end_mb": round(end.rss_mb, 1),
-        "rss_max_mb": round(rss_max, 1),
-        "greedy_identical": not differing,
-        "greedy_keys": len(reference),
-        "greedy_runs": sum(o.kind == "completed" and o.key is not None for o in counted),
-        "greedy_differing": [list(k[1:]) + [k[0][:40]] for k in sorted(set(differing))][:10],
-        "rss_by_minute_mb": [round(u.rss_mb, 1) for u in sampler.by_minute],
-        "threads_start": start.threads,
-        "threads_end": end.threads,
-        "threads_max": sampler.max_threads,
-        "threads_by_minute": [u.threads for u in sampler.by_minute],
-        "threads_first_half_max": first_half_threads,
-        "open_files_start": start.open_files,
-        "open_files_end": end.open_files,
-        "temp_dirs_start": start.temp_dirs,
-        "temp_dirs_end": end.temp_dirs,
     }
-    report["checks"] = {
-        "no_failures": failures == 0,
-        "greedy_identical": not differing,
-        "rss_end_within_3pct": abs(end.rss_mb - start.rss_mb) <= 0.03 * start.rss_mb,
+
+
+def _usage(r: Ran) -> dict:
+    """Memory, threads, open files and temporary folders, at the start, the end and between."""
+    by_minute = r.sampler.by_minute
+    return {
+        "rss_start_mb": round(r.start.rss_mb, 1),
+        "rss_end_mb": round(r.end.rss_mb, 1),
+        "rss_max_mb": round(max(r.sampler.max_mb, r.end.rss_mb), 1),
+        "rss_by_minute_mb": [round(u.rss_mb, 1) for u in by_minute],
+        # every SAMPLE_EVERY_S: [seconds since the first run ended, MB]; phases: [name, start seconds]
+        "rss_curve": [list(point) for point in r.sampler.curve],
+        "phases": [list(phase) for phase in r.sampler.phases],
+        "threads_start": r.start.threads,
+        "threads_end": r.end.threads,
+        "threads_max": r.sampler.max_threads,
+        "threads_by_minute": [u.threads for u in by_minute],
+        "threads_first_half_max": max(u.threads for u in by_minute[: max(2, (len(by_minute) + 1) // 2)]),
+        "open_files_start": r.start.open_files,
+        "open_files_end": r.end.open_files,
+        "temp_dirs_start": r.start.temp_dirs,
+        "temp_dirs_end": r.end.temp_dirs,
+    }
+
+
+def _checks(report: dict) -> dict:
+    def within(a: str, b: str) -> bool:
+        return report[a] is not None and report[b] is not None and report[a] <= report[b]
+
+    return {
+        "no_failures": report["failures"] == 0,
+        "greedy_identical": report["greedy_identical"],
+        "rss_end_within_3pct": abs(report["rss_end_mb"] - report["rss_start_mb"]) <= 0.03 * report["rss_start_mb"],
         # The server's worker pool grows with the load, to a bound, and keeps its threads: a leak
         # would take the count past what the first half of the soak had reached.
-        "threads_not_growing": end.threads <= first_half_threads,
-        "open_files_not_growing": end.open_files <= start.open_files,
-        "temp_dirs_not_growing": end.temp_dirs <= start.temp_dirs,
-        "queue_wait_p95_within_7_runs": p95 is not None and seven is not None and p95 <= seven,
-        "queue_wait_p95_within_7_runs_under_load": p95 is not None
-        and seven_under_load is not None
-        and p95 <= seven_under_load,
-        "queue_wait_p95_within_7_runs_in_a_row_p95": p95 is not None
-        and seven_in_a_row_p95 is not None
-        and p95 <= seven_in_a_row_p95,
-        "first_come_first_served": bool(ahead) and percentile(ahead, 0.95) <= users - 1,
+        "threads_not_growing": report["threads_end"] <= report["threads_first_half_max"],
+        "open_files_not_growing": report["open_files_end"] <= report["open_files_start"],
+        "temp_dirs_not_growing": report["temp_dirs_end"] <= report["temp_dirs_start"],
+        "queue_wait_p95_within_7_runs": within("queue_wait_p95_s", "seven_runs_s"),
+        "queue_wait_p95_within_7_runs_under_load": within("queue_wait_p95_s", "seven_runs_under_load_s"),
+        "queue_wait_p95_within_7_runs_in_a_row_p95": within("queue_wait_p95_s", "seven_in_a_row_p95_s"),
+        "first_come_first_served": report["runs_ahead_p95"] is not None
+        and report["runs_ahead_p95"] <= report["users"] - 1,
     }
-    if hostile_report is not None:
+
+
+def report_of(r: Ran) -> dict:
+    counted = [r.first, *r.solo, *r.outcomes]
+    count = {k: sum(o.kind == k for o in counted) for k in ("completed", "cancelled", "abandoned", "refused", "failed")}
+    report = {
+        "pair": r.pair,
+        "dtype": r.dtype,
+        "minutes": r.minutes,
+        "alone_minutes": r.alone_minutes,
+        "users": r.users,
+        "max_new_tokens": r.max_new_tokens,
+        "seed": r.seed,
+        "started_at": r.started_at,
+        "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "requests": len(counted),
+        **{k: count[k] for k in ("completed", "cancelled", "abandoned", "refused")},
+        "failures": count["failed"] + r.stuck,
+        "failure_details": sorted({o.detail for o in counted if o.kind == "failed"})[:20]
+        + ([f"{r.stuck} users never stopped"] if r.stuck else []),
+        **_waits(r.outcomes, _single_run_s(r.solo)),
+        **_greedy(counted),
+        **_usage(r),
+    }
+    report["checks"] = _checks(report)
+    if r.hostile is not None:
         # The crowd alone over the same minutes: how much of the memory change is the hostile client's.
-        before = hostile_report["rss_start_mb"]
-        hostile_report["rss_change_without_pct"] = round(100 * (before - start.rss_mb) / start.rss_mb, 2)
-        report["hostile"] = hostile_report
+        before = r.hostile["rss_start_mb"]
+        r.hostile["rss_change_without_pct"] = round(100 * (before - r.start.rss_mb) / r.start.rss_mb, 2)
+        report["hostile"] = r.hostile
     return report
 
 
@@ -627,10 +663,13 @@ def hostile_phase(
     without: list[Outcome],
     measure,
     log,
+    started=lambda: None,
 ) -> dict:
-    """The same crowd again, beside one hostile client; compared with the crowd alone (`without`)."""
+    """The same crowd again, beside one hostile client; compared with the crowd alone (`without`).
+    The memory it starts from is the app's after the crowd alone (the warm-up)."""
     time.sleep(SETTLE_S)
     before = measure()
+    started()
     log(f"the same {users} users for {minutes:g} min beside one hostile client")
     hostile = HostileClient(url)
     hostile.start()
@@ -704,6 +743,30 @@ def run_once_with_timeout(client: Client, req: dict) -> Outcome:
     return Outcome("completed", key=greedy_key(req), tokens=trace["token_ids"])
 
 
+def write_curve(report: dict, prefix: Path) -> None:
+    """The memory curve as PREFIX.json (the samples, the phases, the figures beside them) and
+    PREFIX.svg; the band is drawn around the memory after warm-up (the hostile phase's start)."""
+    from soak_plot import memory_svg
+
+    h = report.get("hostile") or {}
+    warm = h.get("rss_start_mb")
+    keys = ("pair", "dtype", "users", "minutes", "alone_minutes", "max_new_tokens", "started_at", "ended_at")
+    curve = {
+        **{k: report[k] for k in keys},
+        "sample_every_s": SAMPLE_EVERY_S,
+        "rss_after_warmup_mb": warm,
+        "rss_end_mb": h.get("rss_end_mb", report["rss_end_mb"]),
+        "rss_change_pct": h.get("rss_change_pct"),
+        "phases": report["phases"],
+        "rss_curve": report["rss_curve"],
+    }
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    prefix.with_suffix(".json").write_text(json.dumps(curve, indent=1) + "\n", encoding="utf-8")
+    title = f"App resident memory: {report['users']} users, {report['pair'].rsplit('/', 1)[-1]}"
+    svg = memory_svg([tuple(p) for p in report["rss_curve"]], [tuple(p) for p in report["phases"]], warm, title=title)
+    prefix.with_suffix(".svg").write_text(svg, encoding="utf-8")
+
+
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 2)
 
@@ -750,13 +813,34 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the crowd twice, the second time beside one hostile client (tests/hostile_cases.py)",
     )
+    ap.add_argument(
+        "--alone-minutes",
+        type=float,
+        default=None,
+        help="with --hostile: minutes of the crowd alone first, the warm-up (default: --minutes)",
+    )
+    ap.add_argument(
+        "--curve", type=Path, default=None, help="write the memory curve to CURVE.json and plot it in CURVE.svg"
+    )
     args = ap.parse_args(argv)
     if args.minutes <= 0 or args.users < 1 or args.max_new_tokens < 1:
         ap.error("--minutes must be above 0, --users and --max-new-tokens at least 1")
+    if args.alone_minutes is not None and args.alone_minutes <= 0:
+        ap.error("--alone-minutes must be above 0")
     err = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
     report = soak(
-        args.pair, args.minutes, args.users, args.max_new_tokens, args.dtype, args.seed, log=err, hostile=args.hostile
+        args.pair,
+        args.minutes,
+        args.users,
+        args.max_new_tokens,
+        args.dtype,
+        args.seed,
+        log=err,
+        hostile=args.hostile,
+        alone_minutes=args.alone_minutes,
     )
+    if args.curve is not None:
+        write_curve(report, args.curve)
     if args.json:
         print(json.dumps(report))
         err(summary(report))

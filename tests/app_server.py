@@ -120,15 +120,3 @@ def launched_app(env: dict[str, str], log_name: str = "app"):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-
-
-def generate_inputs(url: str, **values) -> list:
-    """The `generate` endpoint's positional inputs as a raw HTTP caller sends them, read from the
-    app's own API description: each parameter's default, or the value named here."""
-    from gradio_client import Client
-
-    info = Client(url, verbose=False).view_api(print_info=False, return_format="dict")
-    params = info["named_endpoints"]["/generate"]["parameters"]
-    unknown = set(values) - {p["parameter_name"] for p in params}
-    assert not unknown, f"generate takes no {sorted(unknown)}"
-    return [values.get(p["parameter_name"], p["parameter_default"]) for p in params]

@@ -113,21 +113,45 @@ def test_a_client_that_stops_reading_ends_its_run():
     """An API job nobody reads would keep every update (each the whole trace so far) queued."""
     stop, ended = threading.Event(), threading.Event()
     queued = []
+    now = [0.0]
 
     def run():
         try:
             while not stop.is_set():
+                now[0] += 1.0  # a second of the run between updates
                 yield len(queued)
-                time.sleep(0.005)
+                time.sleep(0.001)
         finally:
             ended.set()
 
     from specviz.app.background import while_read
 
-    for update in while_read(newest(run(), min_interval_s=0.0, stop=stop.set), lambda: len(queued), limit=5):
+    updates = while_read(
+        newest(run(), min_interval_s=0.0, stop=stop.set), lambda: len(queued), unread_s=5.0, clock=lambda: now[0]
+    )
+    for update in updates:
         queued.append(update)  # queued for the client, never read
-    assert len(queued) == 6  # with six unread (more than five) the next is not sent: the run is stopped
+    assert queued == [0]  # the first went; the rest waited behind it unread, and none was queued
     assert stop.is_set() and ended.wait(WAIT_S)
+
+
+def test_a_slow_reader_gets_the_newest_update_and_always_the_last():
+    from specviz.app.background import while_read
+
+    unread = iter([0, 1, 1, 0, 1, 1, 1])  # read after the third update, then not again before the end
+    sent = list(while_read(iter(range(8)), lambda: next(unread, 1), unread_s=60.0))
+    assert sent == [0, 3, 7]  # each sent when nothing waited unread; the last, 7, however the reader lags
+
+
+def test_an_mcp_call_gets_the_last_update_alone():
+    from types import SimpleNamespace
+
+    from specviz.app.background import reads_only_the_result, while_read
+
+    assert list(while_read(iter(range(50)), lambda: 0, only_last=True)) == [49]
+    assert reads_only_the_result(SimpleNamespace(headers={"x-gradio-user": "mcp"}))
+    assert not reads_only_the_result(SimpleNamespace(headers={"x-gradio-user": "api"}))
+    assert not reads_only_the_result(None)
 
 
 def test_unread_counts_the_sessions_queued_messages():
@@ -163,7 +187,7 @@ def test_a_call_job_nobody_reads_is_stopped_by_a_real_gradio_queue():
             time.sleep(0.02)
 
     def handler(text, request):
-        yield from while_read(newest(run(), min_interval_s=0.0, stop=stop.set), unread(request), limit=20)
+        yield from while_read(newest(run(), min_interval_s=0.0, stop=stop.set), unread(request), unread_s=1.0)
 
     handler.__annotations__["request"] = gr.Request  # this module's annotations are strings
 
@@ -180,6 +204,7 @@ def test_a_call_job_nobody_reads_is_stopped_by_a_real_gradio_queue():
         assert stop.is_set()  # nobody read: the run was told to stop
         body = httpx.get(f"{url}gradio_api/call/gen/{event}", timeout=WAIT_S).text
         kinds = [line for line in body.splitlines() if line.startswith("event:")]
-        assert kinds[-1] == "event: complete" and len(kinds) <= 25  # about the 20 allowed, not every update
+        # The first update, then nothing more was queued: not one update per 20 ms for a second.
+        assert kinds[-1] == "event: complete" and len(kinds) <= 3
     finally:
         demo.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 
 import httpx
@@ -25,7 +26,10 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError, Status
 
-from app_server import ARTIFACTS, chromium, generate_inputs, launched_app, save_tiny_pair
+from app_server import ARTIFACTS, ROOT, chromium, launched_app, save_tiny_pair
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from soak import api_data  # noqa: E402 (the soak's raw calls, built from the app's API description)
 from specviz.events import MAX_TRACE_BYTES, Trace
 
 pytestmark = pytest.mark.app
@@ -179,7 +183,7 @@ def test_a_cancelled_job_frees_the_models_for_the_next_user(app):
 def test_a_client_that_disconnects_mid_run_does_not_leave_it_running(app):
     url, spec = app
     # The endpoint's positional inputs, as a raw HTTP client sends them.
-    body = {"data": generate_inputs(url, prompt=LONG_PROMPT, pair=spec, max_new_tokens=1024)}
+    body = {"data": api_data(url, {"prompt": LONG_PROMPT, "pair": spec, "max_new_tokens": 1024})}
     started = time.monotonic()
     whole = final(generate(Client(url, verbose=False), prompt=LONG_PROMPT, max_new_tokens=1024))
     whole_s = time.monotonic() - started

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import httpx
 import pytest
 
-from app_server import ROOT, free_port, generate_inputs, save_tiny_pair
+from app_server import ROOT, free_port, save_tiny_pair
 
 pytestmark = pytest.mark.app
 
@@ -73,6 +74,10 @@ def test_a_hostile_client_beside_eight_users_is_refused_and_the_users_are_served
             "--max-new-tokens",
             "8",
             "--hostile",
+            "--alone-minutes",
+            "0.5",
+            "--curve",
+            str(tmp_path / "memory"),
             "--json",
         ],
         cwd=ROOT,
@@ -102,6 +107,31 @@ def test_a_hostile_client_beside_eight_users_is_refused_and_the_users_are_served
         "every_hostile_request_refused",
         "refusals_within_1s",
     }
+    # The memory curve: sampled throughout, its three phases marked, written and plotted.
+    curve = json.loads((tmp_path / "memory.json").read_text())
+    assert [name for name, _ in curve["phases"]] == ["single runs", "8 users", "8 users + 1 hostile client"]
+    starts = [t for _, t in curve["phases"]]
+    assert starts == sorted(starts) and curve["rss_curve"][-1][0] > starts[-1]
+    assert len(curve["rss_curve"]) >= 30  # a minute of crowd at one sample every 2 s, at the least
+    assert curve["rss_after_warmup_mb"] == h["rss_start_mb"]
+    svg = (tmp_path / "memory.svg").read_text()
+    assert svg.startswith("<svg") and "<polyline" in svg and "after warm-up" in svg
+
+
+def test_the_memory_plot_draws_every_sample_its_phases_and_the_band():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from soak_plot import memory_svg
+
+    curve = [(0.0, 700.0), (2.0, 710.0), (4.0, 705.0), (120.0, 720.0)]
+    svg = memory_svg(curve, [("warm-up", 0.0), ("hostile", 60.0)], 700.0)
+    points = svg.split('<polyline points="')[1].split('"')[0].split()
+    assert len(points) == 4
+    xs = [float(p.split(",")[0]) for p in points]
+    ys = [float(p.split(",")[1]) for p in points]
+    assert xs == sorted(xs) and ys[3] < ys[1] < ys[2] < ys[0]  # more memory is drawn higher
+    assert "warm-up" in svg and "hostile" in svg and "after warm-up 700 MB" in svg
+    with pytest.raises(ValueError):
+        memory_svg([], [], None)
 
 
 def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
@@ -111,6 +141,9 @@ def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
 
     import app
     from specviz.app import page
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from soak import api_data
 
     port = free_port()
     monkeypatch.setenv("GRADIO_SERVER_PORT", str(port))
@@ -126,7 +159,7 @@ def test_the_page_keeps_state_for_at_most_max_sessions_sessions(monkeypatch):
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/", timeout=60) as http:
             # The endpoint's positional inputs, with an empty prompt: refused at once, after its session is made.
-            data = generate_inputs(f"http://127.0.0.1:{port}/", prompt="", pair="qwen-coder", max_new_tokens=8)
+            data = api_data(f"http://127.0.0.1:{port}/", {"prompt": "", "pair": "qwen-coder"})
             for _ in range(8):
                 event = http.post("gradio_api/call/generate", json={"data": data}).json()["event_id"]
                 body = http.get(f"gradio_api/call/generate/{event}").text

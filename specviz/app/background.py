@@ -74,15 +74,16 @@ def newest(items: Iterator[T], *, min_interval_s: float, stop: Callable[[], None
             stop()
 
 
-# Updates an API client may leave unread before its run counts as abandoned: at most five a
-# second go out (runner.MIN_UPDATE_S), so this is a client that has not read for about 20 s.
-UNREAD_LIMIT = 100
+# A reader that leaves an update unread this long has gone (a job posted to /call/<api> and never
+# read): its run is stopped.
+UNREAD_S = 20.0
+_NOTHING = object()
 
 
 def unread(request) -> Callable[[], int]:
     """How many messages for `request`'s session wait unread in Gradio's queue. A page or a
     client streaming the job takes them as they come; a job posted to /call/<api> that nobody
-    reads keeps every one (each the whole trace so far) until the process ends."""
+    reads keeps every one queued until it is read or the process ends."""
     try:
         queue = request.request.app.get_blocks()._queue
         session = request.session_hash
@@ -97,14 +98,49 @@ def unread(request) -> Callable[[], int]:
     return count
 
 
-def while_read(updates: Iterator[T], unread_now: Callable[[], int], *, limit: int = UNREAD_LIMIT) -> Iterator[T]:
-    """`updates` until more than `limit` of them wait unread (`unread`): then `updates` is
-    closed, which stops its run (a generator of `newest`'s), and nothing more is queued."""
+def reads_only_the_result(request) -> bool:
+    """Whether `request` is an MCP tool call: Gradio's MCP server calls the endpoint through a
+    client of its own (marked `x-gradio-user: mcp`) that keeps every streamed message until
+    the call ends and hands the MCP caller the last one alone."""
+    headers = getattr(request, "headers", None)
+    try:
+        return headers is not None and headers.get("x-gradio-user") == "mcp"
+    except AttributeError:
+        return False
+
+
+def while_read(
+    updates: Iterator[T],
+    unread_now: Callable[[], int],
+    *,
+    only_last: bool = False,
+    unread_s: float = UNREAD_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[T]:
+    """`updates` (each the whole run so far) as fast as a reader takes them, so that what waits
+    for it is one update, never every one: an update is sent only when none waits unread
+    (`unread`), else held in place of the one held before; the last always goes. With
+    `only_last` (an MCP call, `reads_only_the_result`) the last alone goes. An update left
+    unread for `unread_s` means the reader has gone: `updates` is closed, which stops its run
+    (a generator of `newest`'s), and nothing more is sent."""
+    held: object = _NOTHING
+    waiting_since: float | None = None
     try:
         for update in updates:
-            if unread_now() > limit:
-                return
+            if unread_now() > 0:
+                waiting_since = clock() if waiting_since is None else waiting_since
+                if clock() - waiting_since > unread_s:
+                    return
+                held = update
+                continue
+            waiting_since = None
+            if only_last:
+                held = update
+                continue
+            held = _NOTHING
             yield update
+        if held is not _NOTHING:
+            yield held  # type: ignore[misc]
     finally:
         close = getattr(updates, "close", None)
         if close is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import gradio as gr
 
 from specviz.app import compare, live, parts, runner, tools, visitors, zero_gpu
-from specviz.app.background import unread, while_read
+from specviz.app.background import reads_only_the_result, unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
 from specviz.app.shown_errors import DETAILS, hide_details, redact, shown_errors
@@ -366,7 +366,7 @@ def generate_api(config: PageConfig):
     def generate(*args, **kwargs) -> Iterator[str]:
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
         (the schema of `python -m specviz generate --json`), one per round (at most five a
-        second); the last is the finished trace."""
+        second, fewer to a caller that reads slower); the last is the finished trace."""
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         values = dict(bound.arguments)
@@ -374,8 +374,10 @@ def generate_api(config: PageConfig):
         values = {name: v for name, v in values.items() if not (name in API_NONE and v is None)}
         settings = from_request(values)
         prompt = check_prompt(prompt)
-        # A job posted to /call/generate that nobody reads is stopped, not kept running and queued.
-        for trace in while_read(runner.stream(pair, prompt, settings, session_of(request), config), unread(request)):
+        # What waits for the caller is one trace, never every one: a /call job read late gets the
+        # newest, an MCP call the last alone; a job nobody reads is stopped.
+        updates = runner.stream(pair, prompt, settings, session_of(request), config)
+        for trace in while_read(updates, unread(request), only_last=reads_only_the_result(request)):
             yield trace.to_json()
 
     generate.__signature__ = signature

@@ -117,7 +117,7 @@ def stream(
         history = OUTPUTS.get(session, str(pair_name)) if remember else []
         last = None
         for last in newest(
-            _generate(pair_name, prompt, settings, session, run_wall_s(config, settings, pair_name), history),
+            _generate(pair_name, prompt, settings, session, run_wall_s(config, settings, pair_name, prompt), history),
             min_interval_s=min_interval_s,
             stop=flag.set,
         ):
@@ -161,11 +161,11 @@ def _wait_for_pair(
 
 def _finished(trace: Trace, pair_name: Any, session: str, remember: bool) -> None:
     """A finished run's output joins the session's outputs (with `remember`); on ZeroGPU its
-    rate tells later runs how long they may take."""
+    rates tell later runs how long they may take (the session's newest run counts once)."""
     if remember:
         OUTPUTS.add(session, str(pair_name), list(trace.token_ids))
     if zero_gpu.ON_ZERO_GPU:
-        zero_gpu.RATES.observe(str(pair_name), trace.summary.wall_s, trace.summary.new_tokens)
+        zero_gpu.observe_trace(str(pair_name), trace, session)
 
 
 def checked(pair_name: Any, settings: GenerationSettings, config: PageConfig) -> Any:
@@ -195,14 +195,27 @@ def one_pair_at_a_time(pair_name: str) -> None:
 
 
 def run_wall_s(
-    config: PageConfig, settings: GenerationSettings, pair_name: str = "", *, on_zero_gpu: bool | None = None
+    config: PageConfig,
+    settings: GenerationSettings,
+    pair_name: str = "",
+    prompt: str = "",
+    *,
+    on_zero_gpu: bool | None = None,
 ) -> float:
     """How long one page run may take: the operator's cap; on ZeroGPU what its grant, priced
-    from its max_new_tokens and the pair's measured rate there, covers (`zero_gpu.grant_s`)."""
+    from its prompt and max_new_tokens at the pair's measured rates there, covers
+    (`zero_gpu.grant_s`)."""
     if not (zero_gpu.ON_ZERO_GPU if on_zero_gpu is None else on_zero_gpu):
         return config.max_wall_s
-    rate = zero_gpu.RATES.s_per_token(str(pair_name))
-    return zero_gpu.run_limit_s(zero_gpu.grant_s(settings.max_new_tokens, rate, cap_s=config.max_wall_s))
+    pair = str(pair_name)
+    grant = zero_gpu.grant_s(
+        settings.max_new_tokens,
+        zero_gpu.RATES.s_per_token(pair),
+        cap_s=config.max_wall_s,
+        prompt_tokens=zero_gpu.prompt_tokens(prompt),
+        s_per_prompt_token=zero_gpu.RATES.s_per_prompt_token(pair),
+    )
+    return zero_gpu.run_limit_s(grant)
 
 
 def _generate(

@@ -4,10 +4,10 @@ On ZeroGPU (the `spaces` package, with SPACES_ZERO_GPU set) each function that r
 holds a GPU only while it runs (`gpu`). ZeroGPU checks the *requested* seconds against what the
 visitor has left of a daily quota (2 minutes for visitors who are not logged in, 5 for free
 accounts) and queues shorter requests ahead, so a run asks for what it needs: `grant_s` prices
-it from its max_new_tokens and the seconds per token that earlier runs of the pair measured on
-the GPU (`RATES`), with a margin, and the run stops itself GRANT_MARGIN_S before the grant
-ends, with its tokens and a time-limit stop reason. A visitor whose quota is spent is told so
-in words, with when to come back (`quota_message`).
+it from its max_new_tokens at the pair's decode rate and its prompt at the pair's prefill rate,
+each the median of what recent runs measured on the GPU (`RATES`), with a margin; the run stops
+itself GRANT_MARGIN_S before the grant ends, with its tokens and a time-limit stop reason. A
+visitor whose quota is spent is told so in words, with when to come back (`quota_message`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import inspect
 import logging
 import math
 import re
+import statistics
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 
 from specviz.errors import UserError
@@ -26,7 +28,19 @@ log = logging.getLogger(__name__)
 # Before the first run on the GPU: a 7B bf16 target decodes a token in about 30 ms when
 # launches, not bytes, bound it; twice that, so a first run does not end early.
 PRIOR_S_PER_TOKEN = 0.06
-# Taking the GPU, the first CUDA calls and the prompt's prefill.
+# A 7B target's prefill on a GPU reads thousands of prompt tokens a second; before any run, 2,000.
+PRIOR_S_PER_PROMPT_TOKEN = 0.0005
+# A measured rate counts within these bounds: a run that waited on another's passes, or one
+# that measured nothing, neither raises nor zeroes the price.
+S_PER_TOKEN_RANGE = (0.002, 0.5)
+S_PER_PROMPT_TOKEN_RANGE = (1e-5, 0.02)
+# A prompt's tokens before it is tokenized: English runs about four characters a token, code
+# and other scripts fewer; two over-counts them, so a long prompt's prefill is not priced short.
+CHARS_PER_TOKEN = 2
+# Rates are the median over the newest run of each of this many recent callers (sessions): one
+# caller's runs count once, so moving the price takes most of the Space's recent callers.
+RATES_KEPT = 31
+# Taking the GPU and the first CUDA calls.
 SETUP_S = 8.0
 # Speculative decoding on a prompt where drafts miss costs more per token than plain decoding
 # (the cost-aware policy then stops drafting); priced at this many times the measured rate.
@@ -42,34 +56,101 @@ class QuotaSpent(UserError):
     """ZeroGPU refused a run for the visitor's quota: shown as a notice, not an error."""
 
 
+def _clamped(x: float, bounds: tuple[float, float]) -> float:
+    return min(bounds[1], max(bounds[0], x))
+
+
 class Rates:
-    """Seconds per generated token that finished runs measured on the GPU, per pair (the
-    newest run's). Kept in the page's process: ZeroGPU runs each call in a child process, and
-    the trace it returns carries the run's wall time and tokens."""
+    """What finished runs measured on the GPU, per pair: seconds per generated token after the
+    first (decoding) and per prompt token (the prefill, which gives the first token), each the
+    median over the newest run of each of the last RATES_KEPT callers, clamped. Kept in the
+    page's process: ZeroGPU runs each call in a child process, and the trace it returns
+    carries the run's times and tokens."""
 
-    def __init__(self):
+    def __init__(self, kept: int = RATES_KEPT):
         self._lock = threading.Lock()
-        self._s_per_token: dict[str, float] = {}
+        self._kept = kept
+        self._decode: dict[str, OrderedDict[str, float]] = {}
+        self._prefill: dict[str, OrderedDict[str, float]] = {}
 
-    def observe(self, pair: str, wall_s: float, tokens: int) -> None:
-        if tokens > 0 and math.isfinite(wall_s) and wall_s > 0:
-            with self._lock:
-                self._s_per_token[pair] = wall_s / tokens
+    def observe(
+        self, pair: str, *, wall_s: float, new_tokens: int, prefill_s: float, prompt_tokens: int, caller: str = ""
+    ) -> None:
+        """One finished run: `prefill_s` the time to its first token (a pass over its
+        `prompt_tokens`), `wall_s` its whole time for `new_tokens`."""
+        if not all(math.isfinite(x) and x > 0 for x in (wall_s, prefill_s)) or prefill_s > wall_s:
+            return
+        with self._lock:
+            if prompt_tokens > 0:
+                self._keep(self._prefill, pair, caller, _clamped(prefill_s / prompt_tokens, S_PER_PROMPT_TOKEN_RANGE))
+            if new_tokens > 1:  # the prefill gave the first token; a one-token run says nothing of decoding
+                rate = (wall_s - prefill_s) / (new_tokens - 1)
+                self._keep(self._decode, pair, caller, _clamped(rate, S_PER_TOKEN_RANGE))
+
+    def _keep(self, rates: dict[str, OrderedDict[str, float]], pair: str, caller: str, rate: float) -> None:
+        by_caller = rates.setdefault(pair, OrderedDict())
+        by_caller.pop(caller, None)
+        by_caller[caller] = rate
+        while len(by_caller) > self._kept:
+            by_caller.popitem(last=False)
 
     def s_per_token(self, pair: str) -> float:
+        """Seconds per decoded token: the recent callers' median, else the prior."""
         with self._lock:
-            return self._s_per_token.get(pair, PRIOR_S_PER_TOKEN)
+            kept = self._decode.get(pair)
+            return statistics.median(kept.values()) if kept else PRIOR_S_PER_TOKEN
+
+    def s_per_prompt_token(self, pair: str) -> float:
+        """Seconds per prompt token of the prefill: the recent callers' median, else the prior."""
+        with self._lock:
+            kept = self._prefill.get(pair)
+            return statistics.median(kept.values()) if kept else PRIOR_S_PER_PROMPT_TOKEN
 
 
 RATES = Rates()
 
 
-def grant_s(max_new_tokens: int, s_per_token: float, *, cap_s: float = MAX_GRANT_S) -> int:
-    """Seconds of GPU one run asks for: setup, then max_new_tokens at SLOWER times the rate,
-    within [MIN_GRANT_S, min(MAX_GRANT_S, cap_s)] (cap_s: the operator's limit on a run)."""
-    wanted = SETUP_S + SLOWER * max(0, max_new_tokens) * max(0.0, s_per_token)
+def observe_trace(pair: str, trace, caller: str = "") -> None:
+    """A finished run's trace told to RATES: its first event's time is the prefill's."""
+    if not trace.events:
+        return
+    RATES.observe(
+        pair,
+        wall_s=trace.summary.wall_s,
+        new_tokens=trace.summary.new_tokens,
+        prefill_s=trace.events[0].t_end_s,
+        prompt_tokens=int(trace.meta.get("prompt_tokens") or 0),
+        caller=caller,
+    )
+
+
+def prompt_tokens(prompt: str) -> int:
+    """A prompt's tokens, counted generously before it is tokenized (CHARS_PER_TOKEN)."""
+    return math.ceil(len(prompt) / CHARS_PER_TOKEN)
+
+
+def grant_s(
+    max_new_tokens: int,
+    s_per_token: float,
+    *,
+    cap_s: float = MAX_GRANT_S,
+    prompt_tokens: int = 0,
+    s_per_prompt_token: float = PRIOR_S_PER_PROMPT_TOKEN,
+) -> int:
+    """Seconds of GPU one run asks for: setup, the prompt's prefill, then max_new_tokens at
+    SLOWER times the decode rate, within [MIN_GRANT_S, min(MAX_GRANT_S, cap_s)] (cap_s: the
+    operator's limit on a run)."""
+    prefill = max(0, prompt_tokens) * max(0.0, s_per_prompt_token)
+    wanted = SETUP_S + prefill + SLOWER * max(0, max_new_tokens) * max(0.0, s_per_token)
+    return clamp_grant(wanted, cap_s)
+
+
+def clamp_grant(wanted_s: float, cap_s: float = MAX_GRANT_S) -> int:
+    """`wanted_s` in whole seconds within [MIN_GRANT_S, min(MAX_GRANT_S, cap_s)]."""
     top = max(MIN_GRANT_S, min(MAX_GRANT_S, math.floor(cap_s)))
-    return int(min(top, max(MIN_GRANT_S, math.ceil(wanted))))
+    if not math.isfinite(wanted_s):
+        return top
+    return int(min(top, max(MIN_GRANT_S, math.ceil(wanted_s))))
 
 
 def run_limit_s(grant: int) -> float:

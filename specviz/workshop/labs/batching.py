@@ -117,6 +117,27 @@ class BatchingResult:
 # --- measuring --------------------------------------------------------------------------------
 
 
+def pass_plan(
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    pass_sizes: Sequence[int] = PASS_SIZES,
+    *,
+    repeats: int = REPEATS,
+    context: int = CONTEXT,
+    with_draft: bool = True,
+) -> tuple[list[int], int]:
+    """What `measure_batch_costs` runs: the new tokens of each of its passes (warm-up sweeps
+    included, every sequence of the batch counted) and the tokens its context prefills read."""
+    from specviz.lm.timing import WARMUP_SWEEPS
+
+    sweeps = WARMUP_SWEEPS[TORCH] + repeats
+    passes: list[int] = []
+    for b in batch_sizes:
+        passes += [b * n for n in pass_sizes] * sweeps
+        passes += [b] * sweeps if with_draft else []
+    prefill = sum(batch_sizes) * context * (1 + with_draft)
+    return passes, prefill
+
+
 def measure_batch_costs(
     pair,
     batch_sizes: Sequence[int] = BATCH_SIZES,

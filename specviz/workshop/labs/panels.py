@@ -43,7 +43,7 @@ GRAMMAR_HINT = muted(
 )
 BATCH_HINT = muted("Times the loaded pair\u2019s passes over 1 to 8 sequences at once (a minute or two on a CPU).")
 BATCH_REPEATS = 2  # timed passes per size on the page: a CPU takes minutes for the whole grid
-BATCH_GRANT_S = 60  # ZeroGPU seconds for the batch timing: seconds of passes on a GPU, and their setup
+MACHINE_S = 3.0  # ZeroGPU seconds for the batching lab's large copy and matrix product (`batching.machine`)
 
 
 class PairLabsSection:
@@ -153,7 +153,7 @@ class Labs:
                 for i, t in enumerate(temps):
                     wall_s = wall_left(started, self.config.max_wall_s)
                     if zero_gpu.ON_ZERO_GPU:  # each temperature asks for the GPU time its run needs
-                        wall_s = min(wall_s, runner.run_wall_s(self.config, settings, name))
+                        wall_s = min(wall_s, runner.run_wall_s(self.config, settings, name, trace.prompt))
                     if wall_s <= 0:
                         yield sweep_views(rows, stopped=True, total=len(temps), out_of_time=True)
                         return
@@ -181,7 +181,7 @@ class Labs:
             progress(0.0, desc="free text")
             wall_s = self.config.max_wall_s
             if zero_gpu.ON_ZERO_GPU:
-                wall_s = runner.run_wall_s(self.config, settings, name)
+                wall_s = runner.run_wall_s(self.config, settings, name, trace.prompt)
             free = FREE_RUN(name, settings.needs_draft, trace.prompt, settings.to_dict(), session, wall_s)
         return grammar_views(trace, free)
 
@@ -274,9 +274,21 @@ def _batch_costs(pair_name: str, session: str, on_progress=None):
     return costs, lab.machine(str(pair.device), pair.precision, target=pair.target)
 
 
+def batch_grant_s(pair_name: str, *_args) -> int:
+    """ZeroGPU seconds for the batch timing, from its own sizes (`batching.pass_plan`) at the
+    pair's measured rates: each pass at least a decoded token's time, a wide one as a prefill
+    of its tokens; the contexts' prefills; the machine figures; setup; within the grant's bounds."""
+    from specviz.workshop.labs import batching as lab
+
+    per_token, per_prompt_token = zero_gpu.RATES.s_per_token(pair_name), zero_gpu.RATES.s_per_prompt_token(pair_name)
+    passes, prefill = lab.pass_plan(repeats=BATCH_REPEATS)
+    work = sum(max(per_token, n * per_prompt_token) for n in passes) + prefill * per_prompt_token
+    return zero_gpu.clamp_grant(zero_gpu.SETUP_S + MACHINE_S + zero_gpu.SLOWER * work)
+
+
 # What touches the models (runner.runs_models).
 SWEEP_POINT = runner.runs_models(_sweep_point)
-BATCH_COSTS = runner.runs_models(_batch_costs, duration=BATCH_GRANT_S)
+BATCH_COSTS = runner.runs_models(_batch_costs, duration=batch_grant_s)
 FREE_RUN = runner.runs_models(_free_run)
 
 
