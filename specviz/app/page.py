@@ -18,7 +18,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.app import compare, live, parts, runner, tools, visitors, zero_gpu
+from specviz.app import compare, declared, live, parts, runner, tools, visitors, zero_gpu
 from specviz.app.background import unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
@@ -187,6 +187,7 @@ def build_page(config: PageConfig) -> gr.Blocks:
         )
     hide_details(config.public)
     one_queue(demo)
+    declared.guard(demo)  # every endpoint's declared types, checked as a request joins the queue
     return demo
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.choices import CHOICE, FORMATS, FREE_TEXT, JSON_SCHEMA, REGEX
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.limits import FORMAT_ALTERNATIVES, FORMAT_CHARS, FORMAT_DEPTH, GRAMMAR_FUEL, GRAMMAR_SIZE, GRAMMAR_STATES
 
 # How JSON is written (llguidance's JSON compile options); a schema's "x-guidance" overrides them.
@@ -58,7 +58,7 @@ class OutputFormat:
 def parse(kind: str, spec: str) -> OutputFormat | None:
     """The compiled format (None for free text), or FormatError naming what is wrong."""
     if kind not in FORMATS:
-        raise FormatError(f"output format must be one of {', '.join(FORMATS.names)} (got {kind!r})")
+        raise FormatError(f"output format must be one of {', '.join(FORMATS.names)} (got {shown(kind)})")
     if kind == FREE_TEXT:
         if spec.strip():
             raise FormatError("free text takes no schema, pattern, list or grammar: choose an output format for it")

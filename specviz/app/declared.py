@@ -1,0 +1,105 @@
+"""Each API endpoint's and MCP tool's arguments checked against the types its signature
+declares, as the request asks to join the queue: before any work, and before the runs ahead of
+it. One place does it for every endpoint: `guard` gives each `gr.api` endpoint a validator
+built from the parameters Gradio itself publishes (`get_function_params`), so the API, a call
+by fn_index and an MCP tool (which joins the same queue) meet the same check.
+
+A list, an object, a string, true or false, NaN or infinity where a number is declared is
+refused in one line that names the parameter and says what came, never repeating it:
+
+    alpha must be a number; got a list of 400,000 items
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+from gradio.components.api_component import Api
+from gradio.utils import get_function_params
+
+from specviz.app.shown_errors import verdict
+
+NUMBER, WHOLE, TEXT, FLAG, NONE = "a number", "a whole number", "text", "true or false", "null"
+KINDS = {float: NUMBER, int: WHOLE, str: TEXT, bool: FLAG, type(None): NONE}
+
+
+def kinds(hint: Any) -> frozenset[str] | None:
+    """What a declared type lets through, or None where it declares nothing checked here
+    (a list, a dict, Any)."""
+    if typing.get_origin(hint) is typing.Annotated:
+        return kinds(typing.get_args(hint)[0])
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        parts = [kinds(h) for h in typing.get_args(hint)]
+        return None if any(p is None for p in parts) else frozenset().union(*parts)
+    return frozenset([KINDS[hint]]) if hint in KINDS else None
+
+
+def described(value: Any) -> str:
+    """What a value is, in a few words: a number as itself (short), anything else by its kind
+    and size, never its content (it may be huge or hostile)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "infinity" if value > 0 else "-infinity"
+    if isinstance(value, (int, float)):
+        text = f"{value:g}" if isinstance(value, float) else str(value)
+        return text if len(text) <= 24 else f"a {len(text)}-digit number"
+    sizes = {str: ("a string", "characters"), list: ("a list", "items"), dict: ("an object", "keys")}
+    what, unit = sizes.get(type(value), (f"a {type(value).__name__}", "items"))
+    return f"{what} of {len(value):,} {unit}" if hasattr(value, "__len__") else what
+
+
+def fits(value: Any, allowed: frozenset[str]) -> bool:
+    if value is None:
+        return NONE in allowed
+    if isinstance(value, bool):
+        return FLAG in allowed
+    if isinstance(value, (int, float)):
+        finite = isinstance(value, int) or math.isfinite(value)
+        whole = isinstance(value, int) or (finite and value.is_integer())
+        return finite and (NUMBER in allowed or (WHOLE in allowed and whole))
+    return isinstance(value, str) and TEXT in allowed
+
+
+def refusal(name: str, value: Any, hint: Any) -> str | None:
+    """Why `value` does not fit `name`'s declared type, in one line; None where it does."""
+    allowed = kinds(hint)
+    if allowed is None or fits(value, allowed):
+        return None
+    order = [NUMBER, WHOLE, TEXT, FLAG, NONE]
+    words = [k for k in order if k in allowed and not (k == WHOLE and NUMBER in allowed)]
+    return f"{name} must be {' or '.join(words)}; got {described(value)}"
+
+
+def validator(fn: Callable) -> Callable[..., list]:
+    """A Gradio validator for `fn`'s endpoint: one verdict per published parameter."""
+    params = get_function_params(fn)
+
+    def validate(*values):
+        out = [verdict() for _ in params]
+        for i, ((name, *_, hint), value) in enumerate(zip(params, values)):
+            why = refusal(name, value, hint)
+            if why is not None:
+                out[i] = gr.validate(False, why)
+                break  # one line: the first that does not fit
+        return out
+
+    return validate
+
+
+def guard(demo: gr.Blocks) -> int:
+    """Give every `gr.api` endpoint of `demo` (its inputs are Gradio's Api placeholders) the
+    validator of its declared types; how many it guarded."""
+    guarded = 0
+    for fn in demo.fns.values():
+        if fn.fn is not None and fn.inputs and all(isinstance(c, Api) for c in fn.inputs):
+            fn.validator = validator(fn.fn)
+            guarded += 1
+    return guarded
