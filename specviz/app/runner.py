@@ -20,6 +20,7 @@ from specviz.app import zero_gpu
 from specviz.app.background import newest
 from specviz.app.config import PageConfig
 from specviz.app.loading import Cancelled, PairLoader
+from specviz.app.server_details import for_visitors
 from specviz.app.session_outputs import SessionOutputs
 from specviz.app.stopping import StopFlags
 from specviz.choices import AUTO
@@ -125,7 +126,7 @@ def stream(
                 # Stopped, or replaced by a new run: the page already shows the run as it stood,
                 # marked stopped; a round still on its way must not show it running again.
                 continue
-            yield last
+            yield for_visitors(last)  # a public page's copy names nothing of the server
         if last is not None and last.summary.stop_reason:
             _finished(last, pair_name, session, remember)
     except Cancelled:

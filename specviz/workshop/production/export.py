@@ -28,6 +28,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from specviz.choices import EARLY_EXIT, HEAD, LOOKUP, MODEL, SUFFIX, TREE
+from specviz.app.server_details import file_names
 from specviz.errors import UserError, shown
 from specviz.workshop.production.constraint import carry
 from specviz.workshop.production.found import Found
@@ -57,7 +58,8 @@ def export(found: Found, fmt: str) -> Exported:
     except KeyError:
         raise UserError(f"unknown export format {shown(fmt)}: choose one of {', '.join(FORMATS)}") from None
     out = make(found)
-    out.text = carry(found, fmt, out.text, out.notes)
+    # A public page names a model's file by its name alone, not where this server keeps it.
+    out.text = file_names(carry(found, fmt, out.text, out.notes))
     out.notes.insert(0, f"k = {found.k}: {found.k_reason}.")
     if found.policy_mean_k is not None or found.hindsight_k is not None:
         mean = f"{found.policy_mean_k:.1f}" if found.policy_mean_k is not None else "none (no round drafted)"
