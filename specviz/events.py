@@ -47,6 +47,9 @@ TRACE_VERSION = 1
 # draws it, so no view does work that grows past them.
 MAX_TRACE_BYTES = 32 << 20  # the largest run the settings allow fits (tests/test_trace_limits.py builds one)
 MAX_JSON_CONTAINERS = 1 << 20  # objects and lists: a file of empty ones costs parsing memory, not bytes
+# Values and members (counted as commas): each becomes a Python object of 24-100 bytes, so a file
+# of short ones costs a dozen times its bytes; the largest run the settings allow has 1.6 million.
+MAX_JSON_VALUES = 2_500_000
 MAX_EVENTS = MAX_NEW_TOKENS_CAP  # every round adds a token
 MAX_TREE_NODES = 128  # per round: the largest drafter tree is lookahead's G x (N - 1) = 16 x 7
 MAX_TOP_TOKENS = 32  # per position: the union of p's and q's top tokens
@@ -496,6 +499,9 @@ def load_trace(data: str | bytes, *, max_bytes: int | None = MAX_TRACE_BYTES) ->
     containers = data.count(b"{") + data.count(b"[") if binary else data.count("{") + data.count("[")
     if containers > MAX_JSON_CONTAINERS:  # an upper bound (brackets in strings count too), counted before parsing
         raise TraceError(f"the trace has {containers} objects and lists; the limit is {MAX_JSON_CONTAINERS}")
+    values = (data.count(b",") if binary else data.count(",")) + 1  # an upper bound, as the brackets above
+    if values > MAX_JSON_VALUES:
+        raise TraceError(f"the trace has {values} values; the limit is {MAX_JSON_VALUES}")
     if binary:
         try:
             data = bytes(data).decode("utf-8-sig")

@@ -190,3 +190,17 @@ def test_a_local_page_keeps_them():
     trace = run_trace()
     assert server_details.for_visitors(trace) is trace
     assert server_details.file_names("-m /root/x/q.gguf") == "-m /root/x/q.gguf"
+
+
+def test_the_header_shows_no_log_line_or_path_on_a_public_page(public, tmp_path):
+    from types import SimpleNamespace
+
+    from specviz.app import page
+
+    log = tmp_path / "prepare.log"
+    log.write_text("error: /srv/secret/llama.cpp/build failed with gcc 14.2\n")
+    prep = SimpleNamespace(state="failed", runtime="llama.cpp", log=log, last_line=lambda: log.read_text().strip())
+    assert page.preparation_sentence(prep, None) == "llama.cpp could not be prepared here"
+    assert "/srv" not in page.status_html("/srv/models/draft -> /srv/models/target", None)
+    server_details.hide_details(False)
+    assert "gcc 14.2" in page.preparation_sentence(prep, None)  # a local page says why
