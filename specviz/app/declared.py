@@ -96,10 +96,42 @@ def validator(fn: Callable) -> Callable[..., list]:
 
 def guard(demo: gr.Blocks) -> int:
     """Give every `gr.api` endpoint of `demo` (its inputs are Gradio's Api placeholders) the
-    validator of its declared types; how many it guarded."""
+    validator of its declared types; how many it guarded. The MCP server checks a tool's
+    arguments against its schema first: its refusals are made as short (`short_schema_refusals`)."""
+    short_schema_refusals()
     guarded = 0
     for fn in demo.fns.values():
         if fn.fn is not None and fn.inputs and all(isinstance(c, Api) for c in fn.inputs):
             fn.validator = validator(fn.fn)
             guarded += 1
     return guarded
+
+
+class _ShortSchema:
+    """jsonschema as the MCP server calls it, its refusal naming the argument and what came
+    (`described`) instead of repeating the value, which may be megabytes."""
+
+    def __init__(self, jsonschema):
+        self.jsonschema, self.ValidationError = jsonschema, jsonschema.ValidationError
+
+    def __getattr__(self, name: str):
+        return getattr(self.jsonschema, name)
+
+    def validate(self, instance, schema, *args, **kwargs):
+        try:
+            self.jsonschema.validate(instance, schema, *args, **kwargs)
+        except self.ValidationError as e:
+            where = ".".join(str(p) for p in e.absolute_path) or "the arguments"
+            wanted = e.validator_value if e.validator == "type" else f"within its schema ({e.validator})"
+            raise self.ValidationError(f"{where}: expected {wanted}, got {described(e.instance)}") from None
+
+
+def short_schema_refusals() -> None:
+    """The MCP server's check of a tool's arguments (`mcp.server.lowlevel.server`) refuses in
+    one short line; nothing where the MCP package is absent."""
+    try:
+        from mcp.server.lowlevel import server
+    except ImportError:
+        return
+    if not isinstance(server.jsonschema, _ShortSchema):
+        server.jsonschema = _ShortSchema(server.jsonschema)
