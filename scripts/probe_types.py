@@ -58,18 +58,23 @@ def upload_cases(url: str, events: dict, pid: int) -> list[dict]:
     ]
 
 
-def held_uploads(url: str, events: dict, pid: int, times: int) -> list[dict]:
-    """The largest legal trace uploaded `times` times, each read in a session of its own."""
-    data = hc.largest_run()
-    before, refused, seconds = rss_mb(pid), 0, []
-    for _ in range(times):
-        r = hc.uploaded_trace(url, events, data)
-        refused += r.error is not None
-        seconds.append(round(r.seconds, 2))
-    return [
-        {"case": f"the largest legal trace ({len(data):,} bytes) uploaded {times} times", "refused": refused}
-        | {"seconds": seconds, "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
-    ]
+SHAPES = {"largest-run": hc.largest_run, "most-objects": hc.most_objects}
+
+
+def held_uploads(url: str, events: dict, pid: int, times: int, shape: str) -> list[dict]:
+    """The largest legal trace of `shape` uploaded `times` times, each read in a session of its own."""
+    out = []
+    for name, data in ((shape, SHAPES[shape]()),):
+        before, refused, seconds = rss_mb(pid), 0, []
+        for _ in range(times):
+            r = hc.uploaded_trace(url, events, data)
+            refused += r.error is not None
+            seconds.append(round(r.seconds, 2))
+        out.append(
+            {"case": f"the {name} trace ({len(data):,} bytes) uploaded {times} times", "refused": refused}
+            | {"seconds": seconds, "rss_before_mb": before, "rss_after_mb": rss_mb(pid)}
+        )
+    return out
 
 
 def details(url: str, client) -> dict:
@@ -99,14 +104,16 @@ def main() -> None:
     ap.add_argument("url")
     ap.add_argument("--pid", type=int, required=True, help="the app's process id, for its resident memory")
     ap.add_argument("--uploads", type=int, default=8)
+    ap.add_argument("--shape", choices=SHAPES, default="largest-run", help="the legal trace uploaded --uploads times")
+    ap.add_argument("--only-uploads", action="store_true", help="skip the other cases")
     args = ap.parse_args()
     client = Client(args.url, verbose=False)
     events = hc.events(args.url)
     HONEST.append(lambda: json.loads(client.predict(api_name="/speedup", **hc.GOOD_SPEEDUP))["speedup"] > 1)
-    for part in (declared_cases, upload_cases):
+    for part in () if args.only_uploads else (declared_cases, upload_cases):
         for row in part(args.url, *((client,) if part is declared_cases else ()), events, args.pid):
             print(json.dumps(row), flush=True)
-    for row in held_uploads(args.url, events, args.pid, args.uploads):
+    for row in held_uploads(args.url, events, args.pid, args.uploads, args.shape):
         print(json.dumps(row | {"honest_call_served": HONEST[0]()}), flush=True)
     print(json.dumps({"server details found": details(args.url, client), "honest_call_served": HONEST[0]()}))
 

@@ -392,3 +392,17 @@ def defaults(client, name: str) -> list[tuple[str, object]]:
     """An endpoint's parameters and their defaults as its API info publishes them, in order."""
     info = client.view_api(print_info=False, return_format="dict")["named_endpoints"][f"/{name}"]
     return [(p["parameter_name"], p.get("parameter_default")) for p in info["parameters"]]
+
+
+def most_objects() -> bytes:
+    """A legal trace of as many small objects as its value count allows (rounds of 129
+    positions of 32 top tokens each): the most memory a trace may hold, about 180 MB from 21 MB."""
+    top = [{"id": 7, "text": "", "p": 0.5, "q": 0.5}] * 32
+    one = {
+        "k": 0, "type": "round", "draft_ms": 0, "verify_ms": 0, "t_end_s": 0, "new_tokens": 0, "emitted": None,
+        "drafted": [], "positions": [{"top": top, "overlap": 0.5, "top2_logit_gap": 0.5}] * 129,
+    }  # fmt: skip
+    per_round = compact(one).count(b",") + 1
+    trace = spec_trace().to_dict()
+    trace["events"] = [one | {"index": i} for i in range((2_500_000 - 10_000) // per_round)]
+    return compact(trace)
