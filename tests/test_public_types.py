@@ -204,3 +204,17 @@ def test_the_header_shows_no_log_line_or_path_on_a_public_page(public, tmp_path)
     assert "/srv" not in page.status_html("/srv/models/draft -> /srv/models/target", None)
     server_details.hide_details(False)
     assert "gcc 14.2" in page.preparation_sentence(prep, None)  # a local page says why
+
+
+def test_a_page_events_inputs_are_checked_by_their_components():
+    demo = build_page(PageConfig(default_pair="qwen-coder", preload=False))
+    views = next(
+        fn
+        for fn in demo.fns.values()
+        if fn.api_name == "views" and any(c.__class__.__name__ == "Slider" for c in fn.inputs)
+    )
+    good = [0.8, 4, 40, 4, None, None][: len(views.inputs)]
+    assert declared.component_refusal(views, good) is None
+    why = declared.component_refusal(views, [HUGE_LIST, *good[1:]])
+    assert why.endswith("must be a number; got a list of 400,000 items") and len(why) < 200
+    assert declared.component_refusal(views, [math.nan, *good[1:]]).endswith("got NaN")

@@ -94,6 +94,37 @@ def validator(fn: Callable) -> Callable[..., list]:
     return validate
 
 
+# A page event's inputs, by component: what its value must be as the browser sends it (null aside).
+COMPONENTS = ((gr.Slider, NUMBER), (gr.Number, NUMBER), (gr.Textbox, TEXT), (gr.Checkbox, FLAG))
+
+
+def component_refusal(fn, data: Any) -> str | None:
+    """Why a page event's inputs (called by fn_index) do not fit its components, in one line;
+    checked before Gradio's own preprocessing, which would pass a list on or fail on it."""
+    for block, value in zip(fn.inputs, data if isinstance(data, list) else []):
+        kind = next((k for cls, k in COMPONENTS if isinstance(block, cls)), None)
+        if kind is not None and value is not None and not fits(value, frozenset([kind])):
+            name = getattr(block, "label", None) or getattr(block, "elem_id", None) or type(block).__name__
+            return f"{name} must be {kind}; got {described(value)}"
+    return None
+
+
+def guard_events(demo: gr.Blocks) -> None:
+    """Check every page event's inputs against its components as its request asks to join
+    `demo`'s queue (once `demo.queue()` has made it): refused there like a validator's verdict."""
+    queue = demo._queue
+    join = queue.push
+
+    async def push(body, request, username):
+        fn = demo.fns.get(body.fn_index) if body.fn_index is not None else None
+        why = component_refusal(fn, getattr(body, "data", None)) if fn is not None and fn.preprocess else None
+        if why is not None:
+            return False, [gr.validate(False, why)], "validator_error"
+        return await join(body=body, request=request, username=username)
+
+    queue.push = push
+
+
 def guard(demo: gr.Blocks) -> int:
     """Give every `gr.api` endpoint of `demo` (its inputs are Gradio's Api placeholders) the
     validator of its declared types; how many it guarded. The MCP server checks a tool's

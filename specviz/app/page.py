@@ -214,6 +214,7 @@ def queue(demo: gr.Blocks, config: PageConfig) -> gr.Blocks:
     `queue_size` requests wait, and each visitor has its share of the models (`visitors`)."""
     demo.queue(api_open=False, default_concurrency_limit=LIGHT["concurrency_limit"], max_size=config.queue_size)
     visitors.guard(demo, config)
+    declared.guard_events(demo)  # a page event's inputs, by its components, before the visitor's share is counted
     return demo
 
 
