@@ -171,7 +171,7 @@ def _first_line(message: str) -> str:
     it is further down (a regular expression's parser points at the place first)."""
     lines = [line.strip() for line in message.splitlines() if line.strip()] or [message]
     cause = next((line for line in lines[1:] if line.startswith("error:")), "")
-    return f"{lines[0].removesuffix(':')}: {cause.removeprefix('error:').strip()}"[:300] if cause else lines[0][:300]
+    return f"{lines[0].removesuffix(':')}: {cause.removeprefix('error:').strip()}"[:200] if cause else lines[0][:200]
 
 
 def canonical_json(value: Any) -> str:
