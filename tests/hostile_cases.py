@@ -123,11 +123,16 @@ PAGE = [  # (case, event, its inputs, what the refusal names)
     ("sweep list of 100,000 characters", "sweep", [None, None, "0," * 50_000], "SPECVIZ_MAX_TEMPERATURES_CHARS"),
     # Values of another type than the widget's: refused as the request joins the queue.
     ("theory alpha as a list of 400,000", "views", [[0.5] * 400_000, 4, 40, 4, None, None], "must be a number"),
-    ("lossless samples as a string of 1,000,000", "simulate", ["0.5,0.5", "0.9,0.1", "9" * 1_000_000, 0], "must be"),
+    (
+        "lossless draws as a string of 1,000,000",
+        "simulate",
+        ["0.5,0.5", "0.9,0.1", "9" * 1_000_000, 0],
+        "must be one of",
+    ),
     # Values outside a widget's own range or choices: Gradio refuses them before the handler.
     ("lossless 10^12 draws", "simulate", ["0.5,0.5", "0.9,0.1", 10**12, 0], None),
     ("theory k of 5,000,000", "views", [0.8, 5_000_000, 40, 4, None, None], "maximum value"),
-    ("export format of 100,000 characters", "export_views", [None, "x" * 100_000], "not in the list of choices"),
+    ("export format of 100,000 characters", "export_views", [None, "x" * 100_000], "must be one of"),
 ]
 
 

@@ -157,7 +157,9 @@ def test_the_mcp_tools_refuse_the_same_cases(app, client):
 
 @pytest.mark.parametrize("case, event, data, names", hc.PAGE, ids=[c[0] for c in hc.PAGE])
 def test_the_page_events_refuse_the_lossless_and_sweep_cases(app, events, client, case, event, data, names):
-    refused(page(app, events, case, event, data), names)
+    a = page(app, events, case, event, data)
+    refused(a, names)
+    short(a)
     still_serving(client)
 
 

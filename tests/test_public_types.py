@@ -218,3 +218,12 @@ def test_a_page_events_inputs_are_checked_by_their_components():
     why = declared.component_refusal(views, [HUGE_LIST, *good[1:]])
     assert why.endswith("must be a number; got a list of 400,000 items") and len(why) < 200
     assert declared.component_refusal(views, [math.nan, *good[1:]]).endswith("got NaN")
+
+
+def test_a_menu_takes_its_choices_and_refuses_anything_else_without_repeating_it():
+    demo = build_page(PageConfig(default_pair="qwen-coder", preload=False))
+    simulate = next(fn for fn in demo.fns.values() if fn.api_name == "simulate")
+    assert declared.component_refusal(simulate, ["0.5,0.5", "0.9,0.1", 1_000_000, 0]) is None
+    why = declared.component_refusal(simulate, ["0.5,0.5", "0.9,0.1", "9" * 1_000_000, 0])
+    assert why.endswith("choices; got a string of 1,000,000 characters") and len(why) < 200
+    assert "choices; got true" in declared.component_refusal(simulate, ["0.5,0.5", "0.9,0.1", True, 0])

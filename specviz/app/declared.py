@@ -100,13 +100,28 @@ COMPONENTS = ((gr.Slider, NUMBER), (gr.Number, NUMBER), (gr.Textbox, TEXT), (gr.
 
 def component_refusal(fn, data: Any) -> str | None:
     """Why a page event's inputs (called by fn_index) do not fit its components, in one line;
-    checked before Gradio's own preprocessing, which would pass a list on or fail on it."""
+    checked before Gradio's own preprocessing, which would pass a list on or fail on it, and
+    whose refusal of a value outside a menu's choices repeats the value whole."""
     for block, value in zip(fn.inputs, data if isinstance(data, list) else []):
+        if value is None:
+            continue
+        name = getattr(block, "label", None) or getattr(block, "elem_id", None) or type(block).__name__
         kind = next((k for cls, k in COMPONENTS if isinstance(block, cls)), None)
-        if kind is not None and value is not None and not fits(value, frozenset([kind])):
-            name = getattr(block, "label", None) or getattr(block, "elem_id", None) or type(block).__name__
+        if kind is not None and not fits(value, frozenset([kind])):
             return f"{name} must be {kind}; got {described(value)}"
+        if _one_of(block) and not any(
+            value == v and isinstance(value, bool) == isinstance(v, bool) for _, v in block.choices
+        ):
+            return f"{name} must be one of its {len(block.choices)} choices; got {described(value)}"
     return None
+
+
+def _one_of(block) -> bool:
+    """A menu whose value is one of its choices (not a multiselect, no value of one's own)."""
+    menu = isinstance(block, gr.Radio) or (
+        isinstance(block, gr.Dropdown) and not block.multiselect and not block.allow_custom_value
+    )
+    return menu and bool(block.choices)
 
 
 def guard_events(demo: gr.Blocks) -> None:
