@@ -46,9 +46,8 @@ def declared_cases(url: str, client, events: dict, pid: int) -> list[dict]:
         out.append(probe(pid, case, f"api /{name}", lambda n=name, a=args: hc.api_reply(client, n, **a)))
         values = [args.get(p, d) for p, d in hc.defaults(client, name)]
         out.append(probe(pid, case, f"fn_index {name}", lambda n=name, v=values: hc.page_event(url, events[n], v)))
-    out.append(
-        probe(pid, "speedup alpha NaN", "http /call", lambda: hc.raw_call(url, "speedup", '{"data": [NaN, 4, 30, 5]}'))
-    )
+    for case, name, body, _ in hc.RAW_DECLARED:
+        out.append(probe(pid, case, f"http /call/{name}", lambda n=name, b=body: hc.raw_call(url, n, b)))
     return out
 
 
