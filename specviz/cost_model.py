@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 
 
 def never_cheaper(measured: Mapping[int, float]) -> dict[int, float]:
@@ -51,9 +51,9 @@ class CostModel:
     def __post_init__(self) -> None:
         for n, ms in self.verify.items():
             if not float(ms) > 0:
-                raise UserError(f"a verify pass over {n} tokens must cost more than 0 ms (got {ms!r})")
+                raise UserError(f"a verify pass over {n} tokens must cost more than 0 ms (got {shown(ms)})")
         if not 0 <= float(self.draft) < float("inf"):
-            raise UserError(f"draft_ms must be 0 or more and finite (got {self.draft!r})")
+            raise UserError(f"draft_ms must be 0 or more and finite (got {shown(self.draft)})")
         self.verify = never_cheaper(self.verify)
         if 1 not in self.verify:
             raise UserError("a cost model needs the cost of a one-token pass")

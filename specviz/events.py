@@ -16,6 +16,7 @@ import argparse
 import functools
 import inspect
 import json
+import math
 import re
 import sys
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,7 @@ from pydantic import (
     Strict,
     TypeAdapter,
     ValidationError,
+    WithJsonSchema,
     with_config,
 )
 from pydantic_core import PydanticCustomError
@@ -45,6 +47,9 @@ TRACE_VERSION = 1
 # draws it, so no view does work that grows past them.
 MAX_TRACE_BYTES = 32 << 20  # the largest run the settings allow fits (tests/test_trace_limits.py builds one)
 MAX_JSON_CONTAINERS = 1 << 20  # objects and lists: a file of empty ones costs parsing memory, not bytes
+# Values and members (counted as commas): each becomes a Python object of 24-100 bytes, so a file
+# of short ones costs a dozen times its bytes; the largest run the settings allow has 1.6 million.
+MAX_JSON_VALUES = 2_500_000
 MAX_EVENTS = MAX_NEW_TOKENS_CAP  # every round adds a token
 MAX_TREE_NODES = 128  # per round: the largest drafter tree is lookahead's G x (N - 1) = 16 x 7
 MAX_TOP_TOKENS = 32  # per position: the union of p's and q's top tokens
@@ -329,8 +334,60 @@ VerifyCosts = Annotated[
 ]
 
 
+# The engine's other notes on a run (device, loops, a cost model's cache key, ...): kept as they
+# are, but only as small JSON: texts, finite numbers, true or false, null, short lists of those,
+# and objects of them nested NOTE_DEPTH levels at most, each at most MAX_NOTES long.
+MAX_NOTES = 64
+NOTE_DEPTH = 3
+NOTE_WORDS = "a text, a number, true, false, null, a list of those or an object of them"
+
+
+def _scalar(v: Any) -> bool:
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, int):  # bool too
+        return -(2**63) <= v <= 2**63
+    return v is None or (isinstance(v, str) and len(v) <= MAX_NOTE_CHARS)
+
+
+def _note(value: Any, depth: int = NOTE_DEPTH) -> Any:
+    """`value` if it is a note (above), else a refusal saying what it is."""
+    if _scalar(value):
+        return value
+    if isinstance(value, str):
+        raise PydanticCustomError("notes", f"a text of {len(value)} characters; the limit is {MAX_NOTE_CHARS}")
+    if isinstance(value, (list, dict)) and len(value) > MAX_NOTES:
+        raise PydanticCustomError("notes", f"{_kind(value)} of {len(value)} items; the limit is {MAX_NOTES}")
+    if isinstance(value, list) and all(_scalar(v) for v in value):
+        return value
+    if isinstance(value, dict) and depth > 0:
+        for key, v in value.items():
+            if len(key) > MAX_TOKEN_CHARS:
+                raise PydanticCustomError("notes", f"a name of {len(key)} characters; the limit is {MAX_TOKEN_CHARS}")
+            _note(v, depth - 1)
+        return value
+    if isinstance(value, (list, dict)):
+        raise PydanticCustomError("notes", f"nested too deeply: a note is {NOTE_WORDS}, {NOTE_DEPTH} levels at most")
+    raise PydanticCustomError("notes", f"expected {NOTE_WORDS}, got {_kind(value)}")
+
+
+Note = Annotated[
+    Any,
+    AfterValidator(_note),
+    WithJsonSchema(
+        {
+            "description": f"{NOTE_WORDS}, nested {NOTE_DEPTH} levels at most",
+            "type": ["string", "number", "boolean", "null", "array", "object"],
+            "maxLength": MAX_NOTE_CHARS,
+            "maxItems": MAX_NOTES,
+            "maxProperties": MAX_NOTES,
+        }
+    ),
+]
+
+
 @with_config(ConfigDict(extra="allow"))
-class CostRecord(TypedDict, total=False):
+class CostRecord(TypedDict, total=False, extra_items=Note):
     """A pair's costs as measured at load (`CostModel.to_dict`): V(n) in ms by n, and D."""
 
     verify: VerifyCosts
@@ -342,7 +399,7 @@ RuntimeCosts = Annotated[CostRecord, BeforeValidator(older_shape)]
 
 
 @with_config(ConfigDict(extra="allow"))
-class TraceMeta(TypedDict, total=False):
+class TraceMeta(TypedDict, total=False, extra_items=Note):
     """How the run was made: runtime, drafter, costs, and the engine's other notes."""
 
     runtime: Short | None
@@ -350,6 +407,31 @@ class TraceMeta(TypedDict, total=False):
     cost_model: CostRecord | None
     policy_costs: CostRecord | None  # this run's own, as the cost-aware policy priced its last round
     runtime_costs: Annotated[dict[Short, RuntimeCosts], Field(max_length=16)]
+
+
+def _few_notes(meta: Any) -> Any:
+    """The notes counted before each is read: at most MAX_NOTES, whatever their names."""
+    if isinstance(meta, dict) and len(meta) > MAX_NOTES:
+        raise PydanticCustomError("notes", f"{len(meta)} notes; the limit is {MAX_NOTES}")
+    return meta
+
+
+@with_config(ConfigDict(extra="forbid"))
+class SpecDecodingMetrics(TypedDict, total=False):
+    """A finished speculative run's counts under vLLM's per-request names (`run_stats.request_metrics`)."""
+
+    mean_acceptance_length: Ratio
+    draft_acceptance_rate: Probability
+    acceptance_histogram: Annotated[list[Count], Field(max_length=MAX_TREE_NODES + 1)]
+    num_spec_steps: Count
+    num_accepted_draft_tokens: Count
+    num_draft_tokens: Count
+    num_spec_tokens: NodeCount
+
+
+@with_config(ConfigDict(extra="forbid"))
+class TraceMetrics(TypedDict, total=False):
+    speculative_decoding: SpecDecodingMetrics
 
 
 @dataclass
@@ -365,10 +447,10 @@ class Trace:
     mode: Literal[SPECULATIVE, PLAIN] = SPECULATIVE  # the MODES names
     pair: Annotated[str, Strict(), Field(max_length=4096)] = ""
     version: Literal[TRACE_VERSION] = TRACE_VERSION
-    meta: TraceMeta = field(default_factory=dict)
+    meta: Annotated[TraceMeta, BeforeValidator(_few_notes)] = field(default_factory=dict)
     # A finished speculative run's counts under vLLM's per-request names
     # (`run_stats.request_metrics`), as {"speculative_decoding": {...}}; empty otherwise.
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: TraceMetrics = field(default_factory=dict)
     # A conversation's messages ({"role", "content"}) where the run was given one; `prompt`
     # is then its last user message.
     messages: Annotated[
@@ -417,6 +499,9 @@ def load_trace(data: str | bytes, *, max_bytes: int | None = MAX_TRACE_BYTES) ->
     containers = data.count(b"{") + data.count(b"[") if binary else data.count("{") + data.count("[")
     if containers > MAX_JSON_CONTAINERS:  # an upper bound (brackets in strings count too), counted before parsing
         raise TraceError(f"the trace has {containers} objects and lists; the limit is {MAX_JSON_CONTAINERS}")
+    values = (data.count(b",") if binary else data.count(",")) + 1  # an upper bound, as the brackets above
+    if values > MAX_JSON_VALUES:
+        raise TraceError(f"the trace has {values} values; the limit is {MAX_JSON_VALUES}")
     if binary:
         try:
             data = bytes(data).decode("utf-8-sig")

@@ -182,6 +182,14 @@ TOURNAMENT_CHARS = Limit(
     "characters",
 )
 
+UPLOADS_MEMORY = Limit(
+    "the memory of uploaded traces",
+    1_500_000_000,
+    "SPECVIZ_MAX_UPLOADS_MEMORY",
+    "bytes of memory the page's uploaded traces may hold, all sessions together (each counted at 13 times its file)",
+    "bytes",
+)
+
 ALL = tuple(v for v in list(globals().values()) if isinstance(v, Limit))  # every limit above, in order
 
 

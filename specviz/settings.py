@@ -10,7 +10,6 @@ when made. The prompt's bounds (`PROMPT`) are declared here too.
 
 from __future__ import annotations
 
-import reprlib
 import typing
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -28,7 +27,7 @@ from specviz.choices import (
     SPECULATIVE,
     VOCAB_METHODS,
 )
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.limits import FORMAT_CHARS, Limit
 
 MAX_K = 16
@@ -82,15 +81,7 @@ def _check(ok: bool, message: str) -> None:
         raise SettingsError(message)
 
 
-def _got(value: Any) -> str:
-    """A refused value as a message shows it: cut short, however long (`reprlib`)."""
-    return _SHORT.repr(value)
-
-
-_SHORT = reprlib.Repr()  # its limits set one by one: Python 3.11's Repr takes no arguments
-_SHORT.maxstring = _SHORT.maxother = 40
-_SHORT.maxlist = _SHORT.maxtuple = 6
-_SHORT.maxdict, _SHORT.maxlevel = 4, 2
+_got = shown  # a refused value as a message shows it: cut short, however long
 
 
 # A setting's kind follows from its field's type (a str: a choice where it names a registry's
@@ -314,7 +305,7 @@ def from_request(values: Mapping[str, Any]) -> GenerationSettings:
     values, known = adaptive_as_policy(dict(values)), SPECS
     unknown = sorted(values.keys() - known.keys())
     if unknown:
-        raise SettingsError(f"unknown setting {unknown[0]!r} (known: {', '.join(known)})")
+        raise SettingsError(f"unknown setting {_got(unknown[0])} (known: {', '.join(known)})")
     if "k" not in values and isinstance(values.get("policy"), str):
         values["k"] = default_k(values["policy"])
     for name, x in values.items():

@@ -22,7 +22,7 @@ import numpy as np
 
 from specviz import limits
 from specviz.cost_model import CostModel
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.settings import MAX_K
 
 # Best k is searched up to the largest k a run can use.
@@ -132,7 +132,7 @@ def _ks(k) -> np.ndarray:
 
 def _k_max(k_max) -> int:
     if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 0:
-        raise UserError(f"k_max must be a whole number, 0 or more (got {k_max!r})")
+        raise UserError(f"k_max must be a whole number, 0 or more (got {shown(k_max)})")
     return limits.K_MAX.check(int(k_max))
 
 

@@ -121,10 +121,18 @@ PAGE = [  # (case, event, its inputs, what the refusal names)
         "SPECVIZ_MAX_TEMPERATURES",
     ),
     ("sweep list of 100,000 characters", "sweep", [None, None, "0," * 50_000], "SPECVIZ_MAX_TEMPERATURES_CHARS"),
+    # Values of another type than the widget's: refused as the request joins the queue.
+    ("theory alpha as a list of 400,000", "views", [[0.5] * 400_000, 4, 40, 4, None, None], "must be a number"),
+    (
+        "lossless draws as a string of 1,000,000",
+        "simulate",
+        ["0.5,0.5", "0.9,0.1", "9" * 1_000_000, 0],
+        "must be one of",
+    ),
     # Values outside a widget's own range or choices: Gradio refuses them before the handler.
     ("lossless 10^12 draws", "simulate", ["0.5,0.5", "0.9,0.1", 10**12, 0], None),
     ("theory k of 5,000,000", "views", [0.8, 5_000_000, 40, 4, None, None], "maximum value"),
-    ("export format of 100,000 characters", "export_views", [None, "x" * 100_000], "not in the list of choices"),
+    ("export format of 100,000 characters", "export_views", [None, "x" * 100_000], "must be one of"),
 ]
 
 
@@ -266,3 +274,143 @@ def uploaded_trace(url: str, fn_index: dict[str, int], content: bytes) -> Reply:
 def uploaded(path: str, name: str = "trace.json") -> dict:
     """An uploaded file as a page event takes it."""
     return {"path": path, "orig_name": name, "meta": {"_type": "gradio.FileData"}}
+
+
+# --- declared types: a list, an object, a string, NaN or infinity where a number is declared ---
+
+LONG_LIST = [0.5] * 400_000
+# (case, endpoint, arguments, the parameter the refusal names); NaN and infinity, which a client's
+# JSON writer refuses to send, go by raw HTTP (`raw_call`, RAW_DECLARED).
+DECLARED = [
+    ("best_k alpha as a list of 400,000", "best_k", {"alpha": LONG_LIST, "target_ms": 30.0, "draft_ms": 5.0}, "alpha"),
+    (
+        "speedup k as a list of 400,000",
+        "speedup",
+        {"alpha": 0.8, "k": LONG_LIST, "target_ms": 30.0, "draft_ms": 5.0},
+        "k",
+    ),
+    (
+        "speedup target_ms as an object",
+        "speedup",
+        {"alpha": 0.8, "k": 4, "target_ms": {"ms": 30}, "draft_ms": 5.0},
+        "target_ms",
+    ),
+    (
+        "read_metrics target_ms as a string of 1,000,000",
+        "read_metrics",
+        {"payload": "", "target_ms": "9" * 1_000_000},
+        "target_ms",
+    ),
+    (
+        "lossless_check samples as a list of 400,000",
+        "lossless_check",
+        {"p": "0.5,0.5", "q": "0.9,0.1", "samples": LONG_LIST},
+        "samples",
+    ),
+    (
+        "generate max_new_tokens as a list of 400,000",
+        "generate",
+        {"prompt": "hi", "max_new_tokens": LONG_LIST},
+        "max_new_tokens",
+    ),
+    (
+        "generate_summary temperature as a list of 400,000",
+        "generate_summary",
+        {"prompt": "hi", "temperature": LONG_LIST},
+        "temperature",
+    ),
+]
+
+
+# (case, endpoint, the body as written, the parameter the refusal names)
+RAW_DECLARED = [
+    ("speedup alpha NaN", "speedup", '{"data": [NaN, 4, 30, 5]}', "alpha"),
+    ("speedup draft_ms Infinity", "speedup", '{"data": [0.8, 4, 30, Infinity]}', "draft_ms"),
+    ("best_k target_ms -Infinity", "best_k", '{"data": [0.8, -Infinity, 5, 16]}', "target_ms"),
+]
+
+
+def raw_call(url: str, name: str, body: str) -> Reply:
+    """An endpoint called over raw HTTP as any client can, with a body written by hand (NaN and
+    Infinity are JSON to Python's reader): POST /call/<name>, then read its event stream."""
+    start = time.perf_counter()
+    with httpx.Client(base_url=f"{url}gradio_api/", timeout=60) as http:
+        r = http.post(f"call/{name}", content=body, headers={"content-type": "application/json"})
+        if r.status_code != 200:
+            return Reply(time.perf_counter() - start, len(r.content), r.text or str(r.status_code))
+        got = http.get(f"call/{name}/{r.json()['event_id']}").text
+    seconds = time.perf_counter() - start
+    if "event: error" in got:
+        return Reply(seconds, len(got), got.split("event: error", 1)[1].split("data:", 1)[-1].strip())
+    return Reply(seconds, len(got), None, got)
+
+
+# --- uploads: what a trace may hold, and the memory all uploads hold together --------------------
+
+
+def compact(d: dict) -> bytes:
+    return json.dumps(d, separators=(",", ":")).encode()
+
+
+def with_metrics(n: int) -> bytes:
+    """A trace whose metrics hold n short texts, each a Python object of its own once read."""
+    trace = spec_trace().to_dict()
+    trace["metrics"] = {"anything": [chr(65 + i % 26) + chr(65 + i // 26 % 26) for i in range(n)]}
+    return compact(trace)
+
+
+def with_note(text_chars: int) -> bytes:
+    trace = spec_trace().to_dict()
+    trace["meta"]["note"] = "x" * text_chars
+    return compact(trace)
+
+
+def largest_run() -> bytes:
+    """A legal trace as large as the settings allow (tests/test_trace_limits.py's largest round,
+    MAX_EVENTS times): about 18 MB."""
+    word, top = "token_", [{"id": 1000 + i, "text": "token_", "p": 0.1, "q": 0.1} for i in range(10)]
+    tree = [
+        {"parent": -1 if d == 0 else i - 1, "token": 1000, "text": word, "depth": d + 1, "q": 0.5, "p": 0.25}
+        | {"decision": "unchecked"}
+        for i, d in enumerate(d for _ in range(16) for d in range(7))
+    ]
+    one = {
+        "k": 7, "type": "round", "draft_ms": 10.5, "verify_ms": 100.25, "t_end_s": 100.5, "new_tokens": 1000,
+        "emitted": {"id": 1000, "text": word, "p": 0.5, "kind": "bonus"},
+        "drafted": [{"id": 1000, "text": word, "p": 0.5, "q": 1.0, "u": None, "decision": "accepted"}] * 7,
+        "positions": [{"top": top, "overlap": 0.5, "top2_logit_gap": 1.5}] * 8, "tree": tree, "alignment": [],
+        "source": {"method": "lookahead", "window": [[word] * 16] * 7, "ngrams": [[word] * 8] * 16,
+                   "origins": ["context"] * len(tree), "window_on": True, "ride": 112},
+    }  # fmt: skip
+    trace = spec_trace().to_dict()
+    trace["events"] = [one | {"index": i} for i in range(1024)]
+    return compact(trace)
+
+
+# (case, the file, what the refusal names)
+UPLOADS = [
+    # Refused by the count of its values, or by the uploads' memory where that bound is lower.
+    ("metrics of 32 MB of short texts", lambda: with_metrics(6_400_000), "the limit is"),
+    ("metrics of 100,000 short texts", lambda: with_metrics(100_000), "trace.metrics"),
+    ("a note of 1,000,000 characters", lambda: with_note(1_000_000), "trace.meta.note"),
+]
+
+
+def defaults(client, name: str) -> list[tuple[str, object]]:
+    """An endpoint's parameters and their defaults as its API info publishes them, in order."""
+    info = client.view_api(print_info=False, return_format="dict")["named_endpoints"][f"/{name}"]
+    return [(p["parameter_name"], p.get("parameter_default")) for p in info["parameters"]]
+
+
+def most_objects() -> bytes:
+    """A legal trace of as many small objects as its value count allows (rounds of 129
+    positions of 32 top tokens each): the most memory a trace may hold, about 180 MB from 21 MB."""
+    top = [{"id": 7, "text": "", "p": 0.5, "q": 0.5}] * 32
+    one = {
+        "k": 0, "type": "round", "draft_ms": 0, "verify_ms": 0, "t_end_s": 0, "new_tokens": 0, "emitted": None,
+        "drafted": [], "positions": [{"top": top, "overlap": 0.5, "top2_logit_gap": 0.5}] * 129,
+    }  # fmt: skip
+    per_round = compact(one).count(b",") + 1
+    trace = spec_trace().to_dict()
+    trace["events"] = [one | {"index": i} for i in range((2_500_000 - 10_000) // per_round)]
+    return compact(trace)

@@ -59,15 +59,23 @@ def refused(a: Answer, names: str | None = None) -> None:
     assert a.seconds < REFUSAL_S, f"{a.case} ({a.door}) took {a.seconds:.2f} s"
 
 
+UPLOADS_MEMORY = 200_000_000  # SPECVIZ_MAX_UPLOADS_MEMORY here: the largest legal trace (18 MB) is over it
+
+
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
+def spec(tmp_path_factory) -> str:
+    return save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
+
+
+@pytest.fixture(scope="module")
+def app(spec):
     env = {
         "SPECVIZ_DEFAULT_PAIR": spec,
         "SPECVIZ_PRELOAD": "0",
         "SPECVIZ_PUBLIC": "1",
         "SPECVIZ_MCP": "1",
         "OMP_NUM_THREADS": "1",
+        "SPECVIZ_MAX_UPLOADS_MEMORY": str(UPLOADS_MEMORY),
     }
     with launched_app(env, "app-hostile") as url:
         yield url
@@ -149,7 +157,9 @@ def test_the_mcp_tools_refuse_the_same_cases(app, client):
 
 @pytest.mark.parametrize("case, event, data, names", hc.PAGE, ids=[c[0] for c in hc.PAGE])
 def test_the_page_events_refuse_the_lossless_and_sweep_cases(app, events, client, case, event, data, names):
-    refused(page(app, events, case, event, data), names)
+    a = page(app, events, case, event, data)
+    refused(a, names)
+    short(a)
     still_serving(client)
 
 
@@ -305,3 +315,98 @@ def test_stop_ends_a_long_run_and_the_next_run_is_served(client):
         hc.Reply(time.perf_counter() - start, len(out), None),
     )
     assert json.loads(out)["summary"]["new_tokens"] >= 1
+
+
+# --- declared types, uploads held in memory, server details ------------------------------------------
+
+
+def short(a: Answer) -> None:
+    """A refusal repeats at most 200 characters of what came: never the list or the text."""
+    line = hc.detail(a.error)
+    assert len(line) <= 200 and "0.5, 0.5" not in line and "9999" not in line, line[:300]
+
+
+@pytest.mark.parametrize("case, name, args, param", hc.DECLARED, ids=[c[0] for c in hc.DECLARED])
+def test_a_declared_number_refuses_anything_else_through_the_api_and_fn_index(
+    app, client, events, case, name, args, param
+):
+    a = api(client, case, name, **args)
+    refused(a, f"{param} must be")
+    short(a)
+    values = [args.get(p, d) for p, d in hc.defaults(client, name)]
+    b = page(app, events, case, name, values)
+    refused(b, f"{param} must be")
+    short(b)
+    still_serving(client)
+
+
+def test_nan_and_infinity_written_by_hand_are_refused(app, client):
+    for case, name, body, param in hc.RAW_DECLARED:
+        a = record(case, f"http /call/{name}", hc.raw_call(app, name, body))
+        refused(a, f"{param} must be")
+    still_serving(client)
+
+
+def test_the_mcp_tools_refuse_what_their_types_do_not_declare(app, client):
+    cases = [c for c in hc.DECLARED if c[1] in ("speedup", "best_k", "read_metrics", "lossless_check")]
+    answers = mcp_calls(app, [(c, t, a) for c, t, a, _ in cases])
+    for a, (*_, param) in zip(answers, cases):
+        refused(a, param)
+        short(a)
+    still_serving(client)
+
+
+def test_a_declared_type_is_refused_without_waiting_behind_the_run_that_holds_the_model(client):
+    with model_busy(client):
+        a = api(
+            client,
+            "generate max_new_tokens as a list, model busy",
+            "generate",
+            prompt="hi",
+            max_new_tokens=hc.LONG_LIST,
+        )
+        refused(a, "max_new_tokens must be")
+
+
+@pytest.mark.parametrize("case, make, names", hc.UPLOADS, ids=[c[0] for c in hc.UPLOADS])
+def test_an_upload_holding_more_than_its_schema_allows_is_refused(app, events, client, case, make, names):
+    r, seconds = hc.upload(app, "trace.json", make())
+    assert r.status_code == 200, r.text[:300]
+    a = page(app, events, case, "read_upload", [hc.uploaded(r.json()[0])])
+    refused(a, names)
+    short(a)
+    still_serving(client)
+
+
+def test_an_upload_past_the_memory_all_uploads_may_hold_is_refused_before_it_is_read(app, events, client):
+    data = hc.largest_run()
+    assert 13 * len(data) > UPLOADS_MEMORY
+    r, _ = hc.upload(app, "trace.json", data)
+    assert r.status_code == 200, r.text[:300]
+    a = page(
+        app, events, "the largest legal trace, over the uploads' memory", "read_upload", [hc.uploaded(r.json()[0])]
+    )
+    refused(a, "SPECVIZ_MAX_UPLOADS_MEMORY")
+    r, _ = hc.upload(app, "trace.json", hc.trace_with())  # a small one still loads
+    assert page(app, events, "a small trace after it", "read_upload", [hc.uploaded(r.json()[0])]).error is None
+    still_serving(client)
+
+
+def test_a_public_page_names_no_server_paths_cpu_or_versions(app, client, spec):
+    import torch
+    import transformers
+
+    from specviz.lm.timing import cpu_name
+
+    run = client.predict(prompt="hello range", max_new_tokens=4, api_name="/generate")
+    status = client.predict("", api_name="/status")
+    components = httpx.get(f"{app}config", timeout=30).json()["components"]
+    # The header: the pair selector names the operator's own default pair as the operator wrote it.
+    header = next(json.dumps(c) for c in components if c.get("props", {}).get("elem_id") == "model-status")
+    export = client.predict(format="vllm", pair=spec, api_name="/export_settings")
+    error = api(client, "llama.cpp export of a folder pair", "export_settings", format="llamacpp", pair=spec).error
+    folder = spec.split(" -> ")[0].rsplit("/", 1)[0]
+    for what, text in (("trace", run), ("status", status), ("header", header), ("export", export), ("error", error)):
+        for detail in (folder, cpu_name(), f"torch {torch.__version__}", torch.__version__, transformers.__version__):
+            assert detail not in text, (what, detail)
+    assert "tiny-target" in export  # named by its folder's name alone

@@ -23,6 +23,7 @@ from specviz.errors import UserError
 from specviz.events import (
     MAX_EVENTS,
     MAX_JSON_CONTAINERS,
+    MAX_JSON_VALUES,
     MAX_RUN_S,
     MAX_TEXT_CHARS,
     MAX_TOKEN_CHARS,
@@ -357,6 +358,7 @@ def test_the_largest_run_the_settings_allow_fits_the_file_limits():
     per_round = len(json.dumps(round_, ensure_ascii=False).encode())
     assert len(one) + MAX_EVENTS * per_round < MAX_TRACE_BYTES
     assert MAX_EVENTS * (one.count("{") + one.count("[")) < MAX_JSON_CONTAINERS
+    assert MAX_EVENTS * (one.count(",") + 1) < MAX_JSON_VALUES
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.app import compare, live, parts, runner, tools, visitors, zero_gpu
+from specviz.app import compare, declared, live, parts, runner, server_details, tools, visitors, zero_gpu
 from specviz.app.background import reads_only_the_result, unread, while_read
 from specviz.app.config import PageConfig
 from specviz.app.loading import LoadState
@@ -40,6 +40,7 @@ CSS_PATHS = [ASSETS / "specviz.css", ASSETS / "app.css"]
 
 def status_html(name: str, state: LoadState | None) -> str:
     """The header's model status: a progress bar while loading, then ready or the error."""
+    name = redact(name)
     if state is None:
         return pair_status.idle_html(name)
     if state.error is not None:
@@ -102,7 +103,7 @@ class RuntimeFacts:
         return {
             "runtime": self.runtime,
             "runtime_reason": self.reason,
-            "rates": self.rates,
+            "rates": server_details.plain_rates(self.rates),
             "note": self.note,
             "preparing": {p.runtime: p.state for p in self.preparations},
         }
@@ -130,6 +131,8 @@ def preparation_sentence(prep, pair) -> str:
             "converting the GGUF files takes minutes)"
         )
     if prep.state == "failed":
+        if server_details.hidden():  # its log's lines and path stay on the server
+            return f"{prep.runtime} could not be prepared here"
         return f"{prep.runtime} could not be prepared: {prep.last_line() or 'see ' + str(prep.log)}"
     if runtime_prepare.switch_to(pair) == prep.runtime:
         return f"{prep.runtime}, timed in the background, drafts faster here: the next run loads the pair on it"
@@ -165,6 +168,7 @@ DELETE_CACHE = (1800, 3600)
 
 
 def build_page(config: PageConfig) -> gr.Blocks:
+    hide_details(config.public)  # before the header's first status is drawn into the page's config
     with gr.Blocks(title="specviz: speculative decoding, made visible", delete_cache=DELETE_CACHE) as demo:
         status, timer = _header(config)
         trace, plain = gr.State(None, time_to_live=STATE_TTL_S), gr.State(None, time_to_live=STATE_TTL_S)
@@ -185,8 +189,8 @@ def build_page(config: PageConfig) -> gr.Blocks:
             concurrency_limit=None,
             api_visibility="undocumented",
         )
-    hide_details(config.public)
     one_queue(demo)
+    declared.guard(demo)  # every endpoint's declared types, checked as a request joins the queue
     return demo
 
 
@@ -210,6 +214,7 @@ def queue(demo: gr.Blocks, config: PageConfig) -> gr.Blocks:
     `queue_size` requests wait, and each visitor has its share of the models (`visitors`)."""
     demo.queue(api_open=False, default_concurrency_limit=LIGHT["concurrency_limit"], max_size=config.queue_size)
     visitors.guard(demo, config)
+    declared.guard_events(demo)  # a page event's inputs, by its components, before the visitor's share is counted
     return demo
 
 
@@ -298,7 +303,7 @@ def status_api(config: PageConfig):
         state = runner.LOADER.status(pair)
         folder, why = where() if DETAILS["shown"] else ("", "a public page names no server folders")
         out = {
-            "pair": pair,
+            "pair": redact(pair),
             "state": "idle",
             "fraction": 0.0,
             "message": "",

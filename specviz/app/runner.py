@@ -20,11 +20,12 @@ from specviz.app import zero_gpu
 from specviz.app.background import newest
 from specviz.app.config import PageConfig
 from specviz.app.loading import Cancelled, PairLoader
+from specviz.app.server_details import for_visitors
 from specviz.app.session_outputs import SessionOutputs
 from specviz.app.stopping import StopFlags
 from specviz.choices import AUTO
 from specviz.engine.runtime_prepare import holding
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.events import Trace
 from specviz.models.catalogue.presets import PRESETS
 from specviz.models.catalogue.sources import ARROW, HUB_ID
@@ -52,15 +53,15 @@ def check_pair(spec: Any, config: PageConfig) -> Any:
     """
     if config.public:
         if not isinstance(spec, str) or spec.strip() not in config.public_pairs:
-            shown = repr(spec) if isinstance(spec, str) and len(spec) <= 80 else "that pair"
-            raise UserError(f"{shown}: this page loads only {', '.join(config.public_pairs)} (SPECVIZ_PAIRS)")
+            named = repr(spec) if isinstance(spec, str) and len(spec) <= 80 else "that pair"
+            raise UserError(f"{named}: this page loads only {', '.join(config.public_pairs)} (SPECVIZ_PAIRS)")
         return spec.strip()
     if config.local_only or not isinstance(spec, str) or spec.strip() == config.default_pair:
         return spec
     for part in (s.strip() for s in spec.split(ARROW)):
         if part and part not in PRESETS and (not HUB_ID.match(part) or Path(part).expanduser().exists()):
             raise UserError(
-                f"{part!r}: this page only loads presets and Hub ids; local files and folders can be "
+                f"{shown(part)}: this page only loads presets and Hub ids; local files and folders can be "
                 "named by the operator (SPECVIZ_DEFAULT_PAIR) or on a page bound to 127.0.0.1"
             )
     return spec
@@ -76,7 +77,7 @@ def check_runtime(runtime: str, config: PageConfig, pair_name: Any = None) -> st
     state = LOADER.status(pair_name) if isinstance(pair_name, str) else None
     if state is not None and state.ready and getattr(state.pair, "runtime", None) == runtime:
         return runtime
-    raise UserError(f"runtime {runtime!r}: this page runs its pairs on the runtime its operator chose ({AUTO})")
+    raise UserError(f"runtime {shown(runtime)}: this page runs its pairs on the runtime its operator chose ({AUTO})")
 
 
 def loading(progress, pair_name: Any) -> Progress | None:
@@ -125,7 +126,7 @@ def stream(
                 # Stopped, or replaced by a new run: the page already shows the run as it stood,
                 # marked stopped; a round still on its way must not show it running again.
                 continue
-            yield last
+            yield for_visitors(last)  # a public page's copy names nothing of the server
         if last is not None and last.summary.stop_reason:
             _finished(last, pair_name, session, remember)
     except Cancelled:

@@ -12,29 +12,18 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import re
 from collections.abc import Callable
 
 import gradio as gr
 
+from specviz.app.server_details import DETAILS, hide_details, redact  # noqa: F401 (the page's names for them)
 from specviz.app.zero_gpu import QuotaSpent
 from specviz.errors import UserError
 
 log = logging.getLogger("specviz.app")
 
-# A public page (`PageConfig.public`, set by `hide_details`) shows no server details: an
-# unexpected error's text is left out, and a path in a message is shown as <path>.
-DETAILS = {"shown": True}
-PATH = re.compile(r"(?<![\w:/])(?:~|[A-Za-z]:)?(?:[/\\][\w.+@-]+){2,}[/\\]?")
-
-
-def hide_details(public: bool) -> None:
-    DETAILS["shown"] = not public
-
-
-def redact(message: str) -> str:
-    """`message`, with its paths left out on a public page."""
-    return message if DETAILS["shown"] else PATH.sub("<path>", message)
+# A public page (`PageConfig.public`, set by `hide_details`) shows no server details
+# (`server_details`): an unexpected error's text is left out, and a path in a message is shown as <path>.
 
 
 def _as_page_error(e: Exception, html: bool) -> gr.Error:

@@ -19,7 +19,7 @@ from specviz.app import parts, runner
 from specviz.app.config import PageConfig
 from specviz.app.stopping import session_of
 from specviz.app.shown_errors import shown_errors
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.lazy import named
 from specviz.models.catalogue.sources import check_typed
 from specviz.settings import DEFAULTS, check_prompt, from_request
@@ -115,7 +115,7 @@ def generate_api_summary(config: PageConfig):
 
 def whole(x, name: str) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x != int(x):
-        raise UserError(f"{name} must be a whole number (got {x!r})")
+        raise UserError(f"{name} must be a whole number (got {shown(x)})")
     return int(x)
 
 

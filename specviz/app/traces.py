@@ -14,6 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from specviz.app import held
 from specviz.app.shown_errors import shown_errors
 from specviz.errors import UserError
 from specviz.events import Trace, check_trace_size, load_trace
@@ -89,8 +90,12 @@ def read_upload(path: str | None) -> Trace:
     """The uploaded file as a Trace; load_trace says in words what is wrong with a bad one."""
     if not path:
         raise UserError("no file was uploaded")
-    check_trace_size(Path(path).stat().st_size)  # before reading it in
-    return load_trace(Path(path).read_bytes())
+    size = Path(path).stat().st_size
+    check_trace_size(size)  # before reading it in
+    with held.counted(size) as keep:  # the memory uploads hold, all sessions together, bounded
+        trace = load_trace(Path(path).read_bytes())
+        keep(trace)
+    return trace
 
 
 def summary_html(trace: Trace | None) -> str:

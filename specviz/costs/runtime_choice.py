@@ -23,7 +23,7 @@ from pathlib import Path
 
 from specviz import theory
 from specviz.cost_model import CostModel, kept, older_shape
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.choices import AUTO, LLAMACPP, RUNTIMES, TORCH
 from specviz.settings import MAX_K
 
@@ -65,7 +65,7 @@ def choose(spec, requested: str = AUTO, *, options: dict | None = None, env=os.e
     only torch has (a device, a precision, a device map) makes `auto` torch, and is refused
     beside an explicit llama.cpp."""
     if requested not in RUNTIMES:
-        raise UserError(f"runtime must be one of {', '.join(RUNTIMES.names)} (got {requested!r})")
+        raise UserError(f"runtime must be one of {', '.join(RUNTIMES.names)} (got {shown(requested)})")
 
     def given(x) -> bool:
         return x is not None and str(x).strip().lower() not in ("", "auto", "none")

@@ -32,7 +32,7 @@ import torch
 
 from specviz.choices import INTERSECTION, TEXT
 from specviz.drafters.base import ChainDrafting, KeepGoing, Proposal, TreeBudget, ms_since, next_token
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.lm.runtime import LM, open_lm
 from specviz.lm.prompt import model_stop_ids, stop_ids
 from specviz.lm.sampling import Sampler
@@ -355,7 +355,7 @@ def make_cross_drafter(
     vmap = pair.vocab_map
     method = method or vmap.method
     if method not in METHODS:
-        raise UserError(f"vocab method must be one of {', '.join(METHODS)} (got {method!r})")
+        raise UserError(f"vocab method must be one of {', '.join(METHODS)} (got {shown(method)})")
     lm = open_lm(pair.draft, pair.device)
     draft_text, target_text = vmap.draft_text, vmap.target_text
     sampler = Sampler(settings, min(rows, vmap.draft_to_target.numel()))

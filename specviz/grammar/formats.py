@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.choices import CHOICE, FORMATS, FREE_TEXT, JSON_SCHEMA, REGEX
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.limits import FORMAT_ALTERNATIVES, FORMAT_CHARS, FORMAT_DEPTH, GRAMMAR_FUEL, GRAMMAR_SIZE, GRAMMAR_STATES
 
 # How JSON is written (llguidance's JSON compile options); a schema's "x-guidance" overrides them.
@@ -58,7 +58,7 @@ class OutputFormat:
 def parse(kind: str, spec: str) -> OutputFormat | None:
     """The compiled format (None for free text), or FormatError naming what is wrong."""
     if kind not in FORMATS:
-        raise FormatError(f"output format must be one of {', '.join(FORMATS.names)} (got {kind!r})")
+        raise FormatError(f"output format must be one of {', '.join(FORMATS.names)} (got {shown(kind)})")
     if kind == FREE_TEXT:
         if spec.strip():
             raise FormatError("free text takes no schema, pattern, list or grammar: choose an output format for it")
@@ -171,7 +171,7 @@ def _first_line(message: str) -> str:
     it is further down (a regular expression's parser points at the place first)."""
     lines = [line.strip() for line in message.splitlines() if line.strip()] or [message]
     cause = next((line for line in lines[1:] if line.startswith("error:")), "")
-    return f"{lines[0].removesuffix(':')}: {cause.removeprefix('error:').strip()}"[:300] if cause else lines[0][:300]
+    return f"{lines[0].removesuffix(':')}: {cause.removeprefix('error:').strip()}"[:200] if cause else lines[0][:200]
 
 
 def canonical_json(value: Any) -> str:

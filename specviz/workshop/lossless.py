@@ -26,7 +26,7 @@ import torch
 
 from specviz import limits
 from specviz.engine import verify
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.workshop.cli import parse_list
 
 SUM_TOLERANCE = 1e-6
@@ -191,7 +191,9 @@ def check_temperature(temperature) -> float:
         or not math.isfinite(temperature)
         or not 0 < temperature <= MAX_TEMPERATURE
     ):
-        raise UserError(f"temperature must be a number above 0 and at most {MAX_TEMPERATURE:g} (got {temperature!r})")
+        raise UserError(
+            f"temperature must be a number above 0 and at most {MAX_TEMPERATURE:g} (got {shown(temperature)})"
+        )
     return float(temperature)
 
 
@@ -218,7 +220,7 @@ def rule_parts(
         return q_t, p_t, q, residual(p_t, q)  # q and q_t share their support
     if rule == "p-without-temperature":
         return q_t, p, q_t, residual(p, q_t)
-    raise UserError(f"unknown rule {rule!r}: choose from {', '.join(RULES)}")
+    raise UserError(f"unknown rule {shown(rule)}: choose from {', '.join(RULES)}")
 
 
 def expected_output(draft: np.ndarray, p_told: np.ndarray, q_told: np.ndarray, replacement: np.ndarray) -> np.ndarray:
@@ -303,7 +305,7 @@ def _check_inputs(p, q, samples, seed) -> tuple[np.ndarray, np.ndarray]:
         raise UserError(f"p and q must cover the same vocabulary (p has {p.size} entries, q has {q.size})")
     for name, value, least in (("samples", samples, 1), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise UserError(f"{name} must be a whole number, {least} or more (got {value!r})")
+            raise UserError(f"{name} must be a whole number, {least} or more (got {shown(value)})")
     limits.SAMPLES.check(samples)
     return p, q
 

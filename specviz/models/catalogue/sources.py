@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specviz import limits
+from specviz.errors import shown
 from specviz.models.errors import CustomModelsDisabledError, MissingModelError, UnsafeWeightsError
 from specviz.models.catalogue.presets import PRESETS, PinnedGGUF, Preset, get_preset
 from specviz.yes_no import yes_no
@@ -91,14 +92,14 @@ def resolve(spec: str | tuple, *, with_draft: bool = True) -> Plan:
 def _split(spec: str | tuple) -> tuple[str | None, str]:
     if isinstance(spec, tuple):
         if len(spec) != 2 or not spec[1]:
-            raise MissingModelError(f"a custom pair is (draft, target) with a target; got {spec!r}")
+            raise MissingModelError(f"a custom pair is (draft, target) with a target; got {shown(spec)}")
         return (str(spec[0]).strip() if spec[0] else None), str(spec[1]).strip()
     if not isinstance(spec, str) or not spec.strip():
         raise MissingModelError("no model pair given: name a preset or write 'DRAFT -> TARGET'")
     if ARROW in spec:
         parts = [s.strip() for s in spec.split(ARROW)]
         if len(parts) != 2 or not parts[1]:
-            raise MissingModelError(f"{spec!r}: write a custom pair as 'DRAFT -> TARGET'")
+            raise MissingModelError(f"{shown(spec)}: write a custom pair as 'DRAFT -> TARGET'")
         return parts[0] or None, parts[1]
     return None, spec.strip()
 

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from specviz import limits
 from specviz.choices import SPECULATIVE
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.events import Trace
 from specviz.models.progress import Progress
 from specviz.workshop.cli import parse_list
@@ -65,7 +65,7 @@ def parse_temperatures(text: str, name: str = "temperatures") -> list[float]:
         raise UserError(f"give at least one temperature, like {DEFAULT_TEMPERATURES}")
     limits.TEMPERATURES.check(len(temps))
     if len(set(temps)) != len(temps):
-        raise UserError(f"each temperature once (got {text!r})")
+        raise UserError(f"each temperature once (got {shown(text)})")
     for t in temps:
         GenerationSettings(temperature=t)  # refused here, in words, if out of range
     return temps

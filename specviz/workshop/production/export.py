@@ -28,7 +28,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from specviz.choices import EARLY_EXIT, HEAD, LOOKUP, MODEL, SUFFIX, TREE
-from specviz.errors import UserError
+from specviz.app.server_details import file_names
+from specviz.errors import UserError, shown
 from specviz.workshop.production.constraint import carry
 from specviz.workshop.production.found import Found
 
@@ -55,9 +56,10 @@ def export(found: Found, fmt: str) -> Exported:
     try:
         make = _MAKERS[fmt]
     except KeyError:
-        raise UserError(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}") from None
+        raise UserError(f"unknown export format {shown(fmt)}: choose one of {', '.join(FORMATS)}") from None
     out = make(found)
-    out.text = carry(found, fmt, out.text, out.notes)
+    # A public page names a model's file by its name alone, not where this server keeps it.
+    out.text = file_names(carry(found, fmt, out.text, out.notes))
     out.notes.insert(0, f"k = {found.k}: {found.k_reason}.")
     if found.policy_mean_k is not None or found.hindsight_k is not None:
         mean = f"{found.policy_mean_k:.1f}" if found.policy_mean_k is not None else "none (no round drafted)"
@@ -93,7 +95,7 @@ def _hub(found: Found, fmt: str) -> tuple[str, str | None]:
     if not found.target.hub_id or (
         found.draft is not None and found.drafter in (MODEL, TREE) and not found.draft.hub_id
     ):
-        raise UserError(f"{fmt} loads models by Hub id or folder, and the pair {found.pair!r} names none")
+        raise UserError(f"{fmt} loads models by Hub id or folder, and the pair {shown(found.pair)} names none")
     return found.target.hub_id, found.draft.hub_id if found.draft is not None else None
 
 
@@ -142,7 +144,7 @@ def _llamacpp(found: Found) -> Exported:
     if found.drafter not in (MODEL, LOOKUP):
         return _lacks("llamacpp", "bash", found, "llama-server")
     if not found.target.gguf or (found.drafter == MODEL and not (found.draft and found.draft.gguf)):
-        raise UserError(f"llama.cpp runs GGUF files, and the pair {found.pair!r} has none")
+        raise UserError(f"llama.cpp runs GGUF files, and the pair {shown(found.pair)} has none")
     head = f"llama-server -m {shlex.quote(found.target.gguf)}"
     if found.drafter == MODEL:
         # The draft model loads with -md, but drafts only with --spec-type draft-simple (default: none).
@@ -197,7 +199,7 @@ def _llama_cpp_python(found: Found) -> Exported:
     if found.drafter != LOOKUP:
         return _lacks("llama-cpp-python", "python", found, "llama-cpp-python (its only drafter is prompt lookup)")
     if not found.target.gguf:
-        raise UserError(f"llama-cpp-python runs GGUF files, and the pair {found.pair!r} has none")
+        raise UserError(f"llama-cpp-python runs GGUF files, and the pair {shown(found.pair)} has none")
     text = "\n".join(
         [
             "from llama_cpp import Llama",

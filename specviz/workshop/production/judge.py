@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 
 from specviz.cost_model import CostModel
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 from specviz.settings import MAX_K
 from specviz.workshop.production.metrics import Counts
 
@@ -27,7 +27,7 @@ def typed_cost(target_ms: float, draft_ms: float = 0.0, verify_ms: float | None 
         (("the verify pass", verify_ms),) if verify_ms is not None else ()
     ):
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise UserError(f"{name} must be a finite number of ms, 0 or more (got {v!r})")
+            raise UserError(f"{name} must be a finite number of ms, 0 or more (got {shown(v)})")
     if target_ms <= 0:
         raise UserError("T (a one-token pass) must be above 0 ms")
     if verify_ms is not None and verify_ms <= 0:

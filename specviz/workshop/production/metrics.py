@@ -33,7 +33,7 @@ import numpy as np
 
 from specviz import limits
 from specviz.run_stats import PositionStats
-from specviz.errors import UserError
+from specviz.errors import UserError, shown
 
 
 class MetricsError(UserError):
@@ -365,7 +365,7 @@ def _from_prometheus(text: str) -> list[Counts]:
         if base not in _NAMES:
             continue
         if not 0 <= value < float("inf"):
-            raise MetricsError(f"line {number}: a counter must be a finite number, 0 or more (got {m['value']})")
+            raise MetricsError(f"line {number}: a counter must be a finite number, 0 or more (got {shown(m['value'])})")
         labels = _labels(m["labels"] or "")
         model = labels.pop("model_name", labels.pop("model", ""))
         position = labels.pop("position", None)

@@ -25,6 +25,7 @@ from specviz.drafters import make_drafter, make_length
 from specviz.drafters.cost_aware import CostAwareLength
 from specviz.lm.runtime import open_lm
 from specviz.lm.sampling import Sampler
+from specviz.app import server_details
 from specviz.lm.timing import cpu_name
 from specviz.settings import MAX_K
 from specviz.workshop.tournament import oracle
@@ -204,7 +205,8 @@ def tournament(
     t_pass = time.perf_counter()
     prefill = {name: rows.prefill_ms for name, rows in drafts.items()}
     play = Play(pair, text, target, drafts, prefill)
-    curves = [this_machine(for_pair(pair), pair.runtime, cpu_name())] + list(stored() if others is None else others)
+    machine = "this server" if server_details.hidden() else cpu_name()  # a public page names no CPU model
+    curves = [this_machine(for_pair(pair), pair.runtime, machine)] + list(stored() if others is None else others)
     entries, shared = [], {}
     todo = [(c, config) for c in cs if c.kind != OUT for config in configs(c, text.settings.greedy)]
     for i, (c, config) in enumerate(todo):
