@@ -100,7 +100,7 @@ def test_a_declared_text_refuses_a_list_and_an_optional_number_takes_null(endpoi
     values[0] = "hello"
     assert verdicts(fn, values) == []  # k is None: the policy's default
     values[params.index("prompt")] = ["x"] * 1000
-    assert verdicts(fn, values) == ["prompt must be text; got a list of 1,000 items"]
+    assert verdicts(fn, values) == ["prompt must be a string; got a list of 1,000 items"]
 
 
 def test_a_refusal_shows_a_long_value_cut_short():

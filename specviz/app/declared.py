@@ -24,7 +24,7 @@ from gradio.utils import get_function_params
 
 from specviz.app.shown_errors import verdict
 
-NUMBER, WHOLE, TEXT, FLAG, NONE = "a number", "a whole number", "text", "true or false", "null"
+NUMBER, WHOLE, TEXT, FLAG, NONE = "a number", "a whole number", "a string", "true or false", "null"
 KINDS = {float: NUMBER, int: WHOLE, str: TEXT, bool: FLAG, type(None): NONE}
 
 
