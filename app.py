@@ -46,6 +46,7 @@ def main() -> None:
             )
     from starlette.middleware import Middleware
 
+    from specviz.app import memory_trim
     from specviz.app.page import CSS_PATHS, build_page, queue
     from specviz.app.request_size import RequestSize
     from specviz.app.sessions import keep_sessions_short
@@ -65,6 +66,7 @@ def main() -> None:
             app_kwargs={"middleware": [Middleware(RequestSize, config=config)]},
         )
         keep_sessions_short(demo)
+        memory_trim.start()
     finally:
         if config.preload:
             timing.release()
