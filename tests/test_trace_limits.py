@@ -9,6 +9,7 @@ The hostile traces are built here from a recorded one (tests/data), so no model 
 from __future__ import annotations
 
 import json
+import threading
 import subprocess
 import sys
 import time
@@ -299,8 +300,12 @@ def test_a_replay_of_a_day_long_race_draws_a_bounded_number_of_frames(monkeypatc
     MAX_REPLAY_FRAMES + 1 frames, the last one showing both runs done (sleeps skipped here)."""
     from specviz.app import compare
 
-    slept = []
-    monkeypatch.setattr(compare.time, "sleep", slept.append)
+    slept, here, real_sleep = [], threading.current_thread(), compare.time.sleep
+
+    def sleep(s: float) -> None:  # `time` is one module: another test's threads may sleep meanwhile
+        slept.append(s) if threading.current_thread() is here else real_sleep(s)
+
+    monkeypatch.setattr(compare.time, "sleep", sleep)
     spec, plain = recorded("greedy"), recorded("plain")
     spec["events"][-1]["t_end_s"] = MAX_RUN_S
     frames = list(compare.Comparisons.replay(load_trace(json.dumps(spec)), load_trace(json.dumps(plain)), 1.0))
