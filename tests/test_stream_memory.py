@@ -1,4 +1,4 @@
-"""A long streamed run leaves one trace behind, not every message: a 1,024-token tree run on the
+"""A long streamed run leaves one trace behind, not every message: a 512-token tree run on the
 tiny pair through MCP, through the raw API as Gradio's MCP client calls it, and posted to
 /call/generate and read late (scripts/stream_memory.py measures the app's memory meanwhile)."""
 
@@ -13,7 +13,7 @@ from app_server import ROOT, save_tiny_pair
 
 pytestmark = pytest.mark.app
 
-TIMEOUT_S = 1200  # launch, load, four 1,024-token runs and a 40 s wait, on a slow shared machine
+TIMEOUT_S = 1200  # launch, load, four 512-token runs and a 40 s wait, on a slow shared machine
 # What the app may grow by while one call runs: a few copies of the finished trace (the
 # message, its JSON, the client's copy) and the run's own work, far below one trace per message.
 GROWTH_TRACES = 8
@@ -23,7 +23,7 @@ GROWTH_SLACK_MB = 48
 def test_a_long_tree_run_keeps_one_trace_for_an_mcp_caller_and_for_an_unread_job(tmp_path):
     spec = save_tiny_pair(tmp_path)
     done = subprocess.run(
-        ["python3.11", str(ROOT / "scripts" / "stream_memory.py"), "--pair", spec, "--json"],
+        ["python3.11", str(ROOT / "scripts" / "stream_memory.py"), "--pair", spec, "--max-new-tokens", "512", "--json"],
         cwd=ROOT,
         capture_output=True,
         text=True,
