@@ -66,7 +66,8 @@ def main() -> None:
             app_kwargs={"middleware": [Middleware(RequestSize, config=config)]},
         )
         keep_sessions_short(demo)
-        memory_trim.start()
+        if config.memory_trim:
+            memory_trim.start()
     finally:
         if config.preload:
             timing.release()

@@ -65,3 +65,10 @@ def test_without_a_trim_the_freed_pages_stay():
     """What the thread is for: the same blocks freed and left alone stay resident."""
     before, after = freed_then("time.sleep(0.5)")
     assert after > before - 50 * 2**20, (before, after)
+
+
+def test_the_page_trims_unless_told_not_to():
+    from specviz.app.config import PageConfig
+
+    assert PageConfig.from_env({}).memory_trim is True
+    assert PageConfig.from_env({"SPECVIZ_MEMORY_TRIM": "0"}).memory_trim is False

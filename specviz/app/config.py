@@ -31,6 +31,8 @@
     SPECVIZ_MAX_SESSIONS       sessions whose page state is kept (256): Gradio keeps a copy of the
                                page's settings per session (every browser tab, API client and raw
                                API call) until this many newer ones push it out
+    SPECVIZ_MEMORY_TRIM=0      do not hand freed heap memory back to the system (app/memory_trim.py;
+                               for measuring what that does)
     SPECVIZ_MCP=0              do not serve the page's tools as an MCP server (app/tools.py) at
                                /gradio_api/mcp/ (false, no and off work too)
 
@@ -80,6 +82,7 @@ class PageConfig:
     max_upload_files: int = 4
     max_upload_field_bytes: int = 1_024
     max_uploads_per_minute: int = 12
+    memory_trim: bool = True
 
     @property
     def local_only(self) -> bool:
@@ -120,6 +123,7 @@ class PageConfig:
             max_upload_files=_whole(env, "SPECVIZ_MAX_UPLOAD_FILES", cls.max_upload_files),
             max_upload_field_bytes=_whole(env, "SPECVIZ_MAX_UPLOAD_FIELD_BYTES", cls.max_upload_field_bytes),
             max_uploads_per_minute=_whole(env, "SPECVIZ_MAX_UPLOADS_PER_MINUTE", cls.max_uploads_per_minute),
+            memory_trim=_flag(env, "SPECVIZ_MEMORY_TRIM", True),
         )
 
 
