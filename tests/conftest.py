@@ -27,6 +27,25 @@ SLOW = {
     "test_browser_gate.py",
     "test_head.py",
 }
+# Tests of the fast tier's files left out of it too, each about 3 s or more here (Monte Carlo
+# checks of a rule over thousands of samples, child processes, a toy setting's whole round trip):
+# "file::test", a parametrized test's every case.
+SLOW_TESTS = {
+    "test_grammar_engine.py::test_the_first_two_tokens_follow_the_masked_target_when_both_are_masked",
+    "test_grammar_engine.py::test_masking_only_p_keeps_the_distribution_but_proposes_forbidden_tokens",
+    "test_grammar_engine.py::test_masking_only_q_breaks_the_distribution",
+    "test_cross_vocab.py::test_the_intersection_method_outputs_p_and_a_wrong_mapping_does_not",
+    "test_deploy.py::test_the_functions_that_run_the_models_and_only_they_are_passed_to_spaces_gpu",
+    "test_settings_declared_once.py::test_a_toy_setting_added_in_settings_py_alone_reaches_the_cli_the_api_and_the_page",
+    "test_runtime_prepare.py::test_a_child_process_loads_times_and_records_the_runtime",
+    "test_draft_free.py::test_sampled_output_is_distributed_as_the_target",
+    "test_draft_free.py::test_not_removing_a_rejected_candidate_is_caught",
+    "test_policy_table.py::test_dearer_drafts_make_shorter_rounds_and_a_useless_draft_decodes_plainly",
+    "test_policy_table.py::test_the_policy_gets_within_5_percent_of_the_best_fixed_k",
+    "test_device_map.py::test_a_target_split_between_cpu_and_disk_decodes_exactly_as_plain",
+    "test_labs_tab.py::test_the_handlers_run_on_the_tiny_pair",
+    "test_labs_tab.py::test_on_zero_gpu_the_labs_pass_only_plain_values_to_the_gpu_functions",
+}
 SHARED = (
     "models",
     "gguf",
@@ -57,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in SLOW:
+        if item.path.name in SLOW or f"{item.path.name}::{item.originalname}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
 
 
