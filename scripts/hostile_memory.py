@@ -22,18 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
-import psutil  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
 import hostile_cases  # noqa: E402
 from app_server import launched_app, save_tiny_pair  # noqa: E402
+from probe_types import rss_mb  # noqa: E402
 from soak import app_pid  # noqa: E402
 
 SETTLE_S = 7.0
-
-
-def rss_mb(pid: int) -> float:
-    return psutil.Process(pid).memory_info().rss / 2**20
 
 
 def one_app(pair: str, trim: bool, passes: int, wait_s: float, log) -> dict:
@@ -53,16 +49,16 @@ def one_app(pair: str, trim: bool, passes: int, wait_s: float, log) -> dict:
                 except Exception:  # a refusal the client raises: what is measured is the app's memory
                     pass
             time.sleep(SETTLE_S)
-            after.append(round(rss_mb(pid), 1))
-            log(f"  trim {trim}: pass {p + 1} of {len(requests)} requests: {after[-1]} MB (from {base:.1f})")
+            after.append(rss_mb(pid))
+            log(f"  trim {trim}: pass {p + 1} of {len(requests)} requests: {after[-1]} MB (from {base})")
         time.sleep(wait_s)
         waited = rss_mb(pid)
     return {
         "trim": trim,
         "requests_per_pass": len(requests),
-        "rss_after_first_run_mb": round(base, 1),
+        "rss_after_first_run_mb": base,
         "rss_after_each_pass_mb": after,
-        "rss_after_wait_mb": round(waited, 1),
+        "rss_after_wait_mb": waited,
         "growth_after_passes_pct": round(100 * (after[-1] / base - 1), 1),
         "growth_after_wait_pct": round(100 * (waited / base - 1), 1),
     }
