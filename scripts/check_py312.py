@@ -5,9 +5,11 @@ index instead: for each `name==version` in the requirements files, pip must find
 CPython 3.12 on manylinux x86-64 (or one for any Python), or, for a package that builds from
 its sdist (llama-cpp-python), an sdist whose Requires-Python admits 3.12. torch is checked at
 the version pre-requirements.txt pins for a Space. Files are downloaded into a temporary
-folder and deleted; pip's own cache keeps them for the next run.
+folder and deleted. A pin found once is written to the cache (`py312-found.txt` in
+specviz's cache folder) and not asked again: a release's files on the index do not change.
+`--again` asks for every pin.
 
-    python3.11 scripts/check_py312.py            # prints one line a package, exits 1 on a miss
+    python3.11 scripts/check_py312.py [--again]  # prints one line a package, exits 1 on a miss
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 FILES = ("pre-requirements.txt", "requirements.txt", "requirements-dev.txt")
 TARGET = [
     "--python-version",
@@ -44,6 +48,7 @@ TARGET = [
     "any",
 ]
 SDIST_ONLY = {"llama-cpp-python"}  # built from source on the Space (see requirements.txt)
+PARALLEL = 8
 PIN = re.compile(r"^([A-Za-z0-9_.\[\]-]+)==([^\s;]+)")
 
 
@@ -114,19 +119,45 @@ def check_sdist(name: str, version: str, folder: Path) -> str:
     return f"sdist (Requires-Python {spec or 'any'})"
 
 
-def main() -> int:
-    failed = 0
-    for name, version in sorted(pins().items()):
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                how = (check_sdist if name in SDIST_ONLY else check_wheel)(name, version, Path(tmp))
-                print(f"ok    {name}=={version}: {how}")
-            except Exception as e:  # one line a package, then go on
-                failed += 1
-                print(f"MISS  {name}=={version}: {e}")
-    print(f"{len(pins()) - failed} of {len(pins())} pinned packages install on CPython 3.12, manylinux x86-64")
+def check(name: str, version: str) -> str:
+    """One line for `name==version`: "ok ..." or "MISS ..."."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            how = (check_sdist if name in SDIST_ONLY else check_wheel)(name, version, Path(tmp))
+            return f"ok    {name}=={version}: {how}"
+        except Exception as e:  # one line a package, then go on
+            return f"MISS  {name}=={version}: {e}"
+
+
+def found_file() -> Path:
+    from specviz.models.files.cache import cache_root
+
+    return cache_root() / "py312-found.txt"
+
+
+def main(argv: list[str]) -> int:
+    pinned = sorted(pins().items())
+    record = found_file()
+    found = (
+        {}
+        if "--again" in argv or not record.is_file()
+        else dict(line.split("\t", 1) for line in record.read_text().splitlines() if "\t" in line)
+    )
+    ask = [(n, v) for n, v in pinned if f"{n}=={v}" not in found]
+    # Each check is a pip process that mostly waits on the index: several at once.
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        asked = dict(zip(ask, pool.map(lambda nv: check(*nv), ask)))
+    lines = [asked.get((n, v)) or f"{found[f'{n}=={v}']} (found before)" for n, v in pinned]
+    print("\n".join(lines))
+    for (n, v), line in asked.items():
+        if line.startswith("ok"):
+            found[f"{n}=={v}"] = line
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("".join(f"{key}\t{line}\n" for key, line in sorted(found.items())))
+    failed = sum(line.startswith("MISS") for line in lines)
+    print(f"{len(pinned) - failed} of {len(pinned)} pinned packages install on CPython 3.12, manylinux x86-64")
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

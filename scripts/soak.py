@@ -380,6 +380,7 @@ class Ran:
     max_new_tokens: int
     seed: int
     started_at: str
+    settle_s: float = SETTLE_S
     first: Outcome | None = None
     solo: list[Outcome] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
@@ -400,6 +401,7 @@ def soak(
     log=print,
     hostile: bool = False,
     alone_minutes: float | None = None,
+    settle_s: float = SETTLE_S,
 ) -> dict:
     work = Path(tempfile.mkdtemp(prefix="specviz-soak-"))
     temp = work / "tmp"
@@ -414,7 +416,7 @@ def soak(
     }
     alone = minutes if alone_minutes is None or not hostile else alone_minutes
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    ran = Ran(pair, dtype, minutes, alone, users, max_new_tokens, seed, started_at)
+    ran = Ran(pair, dtype, minutes, alone, users, max_new_tokens, seed, started_at, settle_s)
     with launched_app(env, "soak") as url:
         _run_phases(ran, url, temp, hostile, log)
     shutil.rmtree(work, ignore_errors=True)  # the app's temporary folder, counted above
@@ -430,7 +432,7 @@ def _run_phases(ran: Ran, url: str, temp: Path, hostile: bool, log) -> None:
     ran.first = run_once_with_timeout(client, {**solo_request(0, prompts, n), "pair": pair})
     if ran.first.kind != "completed":
         raise RuntimeError(f"the first run was not served: {ran.first.kind} {ran.first.detail}")
-    time.sleep(SETTLE_S)
+    time.sleep(ran.settle_s)
     ran.start = usage(pid, temp)
     ran.sampler = sampler = Sampler(pid, temp, ran.start)
     sampler.start()
@@ -454,10 +456,11 @@ def _run_phases(ran: Ran, url: str, temp: Path, hostile: bool, log) -> None:
             lambda: usage(pid, temp),
             log,
             lambda: sampler.mark(f"{users} users + 1 hostile client"),
+            ran.settle_s,
         )
         ran.outcomes += ran.hostile.pop("outcomes")
         ran.stuck += ran.hostile.pop("stuck")
-    time.sleep(SETTLE_S)
+    time.sleep(ran.settle_s)
     ran.end = usage(pid, temp)
     sampler.stop.set()
     sampler.join()
@@ -664,10 +667,11 @@ def hostile_phase(
     measure,
     log,
     started=lambda: None,
+    settle_s: float = SETTLE_S,
 ) -> dict:
     """The same crowd again, beside one hostile client; compared with the crowd alone (`without`).
     The memory it starts from is the app's after the crowd alone (the warm-up)."""
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     before = measure()
     started()
     log(f"the same {users} users for {minutes:g} min beside one hostile client")
@@ -676,7 +680,7 @@ def hostile_phase(
     outcomes, stuck = crowd(url, pair, prompts, max_new_tokens, users, minutes, seed)
     hostile.stop.set()
     hostile.join(timeout=ANSWER_TIMEOUT_S)
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     after = measure()
     p95_without = percentile([o.wait_s for o in without if o.wait_s is not None], 0.95)
     p95_with = percentile([o.wait_s for o in outcomes if o.wait_s is not None], 0.95)
@@ -820,11 +824,19 @@ def main(argv: list[str] | None = None) -> int:
         help="with --hostile: minutes of the crowd alone first, the warm-up (default: --minutes)",
     )
     ap.add_argument(
+        "--settle-s",
+        type=float,
+        default=SETTLE_S,
+        help="idle seconds before each count of memory, threads and files (default %(default)s)",
+    )
+    ap.add_argument(
         "--curve", type=Path, default=None, help="write the memory curve to CURVE.json and plot it in CURVE.svg"
     )
     args = ap.parse_args(argv)
     if args.minutes <= 0 or args.users < 1 or args.max_new_tokens < 1:
         ap.error("--minutes must be above 0, --users and --max-new-tokens at least 1")
+    if args.settle_s < 0:
+        ap.error("--settle-s must be 0 or more")
     if args.alone_minutes is not None and args.alone_minutes <= 0:
         ap.error("--alone-minutes must be above 0")
     err = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
@@ -838,6 +850,7 @@ def main(argv: list[str] | None = None) -> int:
         log=err,
         hostile=args.hostile,
         alone_minutes=args.alone_minutes,
+        settle_s=args.settle_s,
     )
     if args.curve is not None:
         write_curve(report, args.curve)

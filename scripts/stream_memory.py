@@ -28,13 +28,14 @@ import httpx  # noqa: E402
 import psutil  # noqa: E402
 
 from app_server import launched_app  # noqa: E402
+from specviz.app.background import UNREAD_S  # noqa: E402
 from soak import api_data, app_pid  # noqa: E402
 
 PROMPT = "Write a Python function that reverses a string, then explain it line by line."
 # Words to the end: a small pair's text would otherwise end itself long before the last token.
 RUN = {"drafter": "tree", "output_format": "regex", "output_spec": "([a-z]+ ){1500}"}
-UNREAD_WAIT_S = 40.0  # past the app's 20 s for an unread job, and past a tiny pair's whole run
-SETTLE_S = 3.0
+UNREAD_WAIT_S = UNREAD_S + 5.0  # past the time the app gives an unread job before stopping its run
+SETTLE_S = 2.0
 TIMEOUT_S = 900
 
 

@@ -13,7 +13,7 @@ from app_server import ROOT, save_tiny_pair
 
 pytestmark = pytest.mark.app
 
-TIMEOUT_S = 1200  # launch, load, four 512-token runs and a 40 s wait, on a slow shared machine
+TIMEOUT_S = 1200  # launch, load, four 512-token runs and a 25 s wait, on a slow shared machine
 # What the app may grow by while one call runs: a few copies of the finished trace (the
 # message, its JSON, the client's copy) and the run's own work, far below one trace per message.
 GROWTH_TRACES = 8
