@@ -178,6 +178,20 @@ def test_only_gradios_upload_route_has_the_upload_limit():
     assert sent[0]["status"] == 200 and read == len(body)  # within the upload's own limit
 
 
+def test_a_public_page_closes_the_gradio_routes_it_does_not_use_and_a_local_page_keeps_them():
+    public = PageConfig(public=True)
+    for name in ("deep_link", "process_recording", "component_server"):
+        for path in (f"/gradio_api/{name}", f"/gradio_api/{name}/"):
+            sent, read = _through(path, [(b"content-length", b"10")], b"0123456789", public)
+            assert sent[0]["status"] == 404 and read == 0, path
+            assert json.loads(sent[1]["body"]) == {"detail": f"/gradio_api/{name} is not served on a public page"}
+        sent, read = _through(f"/gradio_api/{name}", [(b"content-length", b"10")], b"0123456789", PageConfig())
+        assert sent[0]["status"] == 200 and read == 10, name
+    for path in ("/gradio_api/queue/join", "/gradio_api/upload", "/gradio_api/deep_links", "/deep_link"):
+        sent, _ = _through(path, [(b"content-length", b"2")], b"{}", public)
+        assert sent[0]["status"] == 200, path
+
+
 # --- the launched public page -------------------------------------------------------------------------
 
 
@@ -478,4 +492,39 @@ def test_an_mcp_call_counts_as_its_callers_request(edge):
         one_line_naming(text, "SPECVIZ_MAX_LIGHT_PER_VISITOR")
         failed, answer, _ = mcp_call(edge, "192.0.2.8, 192.0.2.9", "speedup", hc.GOOD_SPEEDUP)
         assert not failed and json.loads(answer)["speedup"] > 1, answer[:300]
+    still_serving(edge)
+
+
+@pytest.mark.app
+def test_the_routes_a_public_page_does_not_use_write_nothing(edge):
+    """A session that ran an event, asked for its deep link (which writes every value it holds
+    to a new file) and a posted screen recording (copied to disk, run through ffmpeg): each is
+    refused at once in one line, and no deep-link file is written."""
+    folder = Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio") / "deep_links"
+    kept = set(folder.iterdir()) if folder.is_dir() else set()
+    config = HTTP.get(f"{edge}config").json()
+    fn = next(d.get("id", i) for i, d in enumerate(config["dependencies"]) if d.get("api_name") == "speedup")
+    join = {"data": [0.8, 4, 30.0, 5.0], "fn_index": fn, "session_hash": "edge-deep-link", "trigger_id": None}
+    head = {"X-Forwarded-For": "192.0.2.30"}
+    assert HTTP.post(f"{edge}gradio_api/queue/join", json=join, headers=head).status_code == 200
+    time.sleep(1.0)  # the event ran: the session is held
+    asked = [
+        ("deep_link", lambda: HTTP.get(f"{edge}gradio_api/deep_link", params={"session_hash": "edge-deep-link"})),
+        (
+            "process_recording",
+            lambda: HTTP.post(
+                f"{edge}gradio_api/process_recording",
+                content=multipart(("video", "r.mp4", b"\0" * 100_000)),
+                headers={**UPLOAD_HEAD, **head},
+            ),
+        ),
+        ("component_server", lambda: HTTP.post(f"{edge}gradio_api/component_server", json={}, headers=head)),
+    ]
+    for name, send in asked:
+        start = time.perf_counter()
+        r = send()
+        seconds = time.perf_counter() - start
+        assert r.status_code == 404 and seconds < REFUSAL_S, (name, r.status_code, r.text[:300])
+        assert r.json() == {"detail": f"/gradio_api/{name} is not served on a public page"}
+    assert (set(folder.iterdir()) if folder.is_dir() else set()) == kept
     still_serving(edge)

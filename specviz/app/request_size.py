@@ -7,7 +7,8 @@ the limit (HTTP 413, one line): SPECVIZ_MAX_REQUEST_BYTES, except on Gradio's fi
 (`UPLOAD`, matched exactly), which has its own bounds (`app/upload_bounds.py`): its bytes, its
 files, each form field that is not a file, and a public page's visitor's uploads per minute.
 
-Every request's visitor is named here too, once (`visitor_key.stamp`), for the queue's shares.
+Every request's visitor is named here too, once (`visitor_key.stamp`), for the queue's shares,
+and a public page closes the Gradio routes it does not use (`closed_routes`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from python_multipart.exceptions import MultipartParseError
 
 from specviz.app import visitor_key
+from specviz.app.closed_routes import closed
 from specviz.app.config import PageConfig
 from specviz.app.upload_bounds import FormCount, Uploads
 
@@ -40,6 +42,9 @@ class RequestSize:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         visitor = visitor_key.stamp(scope, self.config.trusted_hops)
+        why = closed(scope["path"]) if self.config.public else None
+        if why is not None:
+            return await refuse(send, 404, why)
         upload = scope["method"] == "POST" and scope["path"] == UPLOAD
         config = self.config
         limit, env = (config.max_upload_bytes, UPLOAD_ENV) if upload else (config.max_request_bytes, ENV)
