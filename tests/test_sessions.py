@@ -70,6 +70,7 @@ def test_api_callers_sessions_do_not_pile_up_in_a_launched_page(monkeypatch):
     """Each raw /call is a session of its own; once idle they go, where before they stayed
     until SPECVIZ_MAX_SESSIONS newer ones pushed them out."""
     monkeypatch.setattr(sessions, "IDLE_S", 0.5)
+    monkeypatch.setattr(sessions, "QUEUE_IDLE_S", 0.5)
     monkeypatch.setattr(sessions, "SWEEP_EVERY_S", 0.2)
     demo, _, _ = _page()
     demo.queue()

@@ -8,14 +8,17 @@ out, so a page serving API callers grows by a session's bytes per caller until t
 held. A session that holds no gr.State value and whose components are still the page's own
 (no event replaced one with an update) loses nothing when it goes: its next event, if any,
 starts from the page's settings, as a new session does. Such a session is forgotten once it
-has been idle for `IDLE_S` with no event waiting or running; a session holding a trace (a page
-tab after a run) stays until its gr.State expires or newer sessions push it out, as before.
+has been idle for `IDLE_S` with no event waiting or running: a few seconds, since it holds the
+last value each of its events read (a request's whole body, parsed) and a client that sends
+every request as a new session would otherwise keep up to `state_session_capacity` of them. A
+session holding a trace (a page tab after a run) stays until its gr.State expires or newer
+sessions push it out, as before.
 
 Gradio's queue also keeps a message queue per session, in an LRU of 2000 ordered by when each
 session first joined: once 2000 newer sessions have joined (a client that sends each request
 as a new session makes them fast), the oldest is dropped even while its client streams, which
 then gets a 404 and loses its job. A session's message queue that has held nothing, with no
-event of the session waiting or running, for IDLE_S goes too (`IdleQueues`), so sessions that
+event of the session waiting or running, for QUEUE_IDLE_S goes too (`IdleQueues`), so sessions that
 are done never push out one that is not; its next event makes a new one, as for a new session.
 """
 
@@ -26,8 +29,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-IDLE_S = 60.0  # a page tab's timer ticks every second; an API caller's session is done long before
-SWEEP_EVERY_S = 5.0
+IDLE_S = 5.0  # a page tab's timer ticks every second; an API caller's session is done by then
+QUEUE_IDLE_S = 60.0  # an empty message queue: a client may still be about to read its next event
+SWEEP_EVERY_S = 1.0
 
 
 def untouched(session: Any, defaults: dict) -> bool:
@@ -98,6 +102,6 @@ def keep_sessions_short(demo: Any) -> None:
         if time.monotonic() - last[0] >= SWEEP_EVERY_S:
             last[0] = time.monotonic()
             forget_idle(holder, busy, idle_s=IDLE_S)
-            queues.sweep(queue, last[0], IDLE_S)
+            queues.sweep(queue, last[0], QUEUE_IDLE_S)
 
     holder.delete_all_expired_state = expire_then_forget
