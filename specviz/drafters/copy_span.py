@@ -3,12 +3,10 @@ drafters that copy earlier text (suffix decoding, prompt lookup), learnt from th
 verdicts on the run's own copied spans.
 
 A copied token's chance of acceptance, once the token before it was accepted, depends on the
-span behind it: how many tokens of the context already agree with the text the copy reads
-(the matched suffix), and, deeper in a proposal, the proposal's own nodes above it (an
-accepted node lengthens the agreement by one). A span of one token is weak evidence; one of
-thirty-two, inside a function the answer is copying, is strong. So a proposal's chances fall
-slowly along a long copy and fast along a short match, and the tree cost rule (`tree_cost`)
-sizes it from them and the measured V(n): long where the copy is sure, none outside it.
+span behind it: how many tokens of the context agree with the text the copy reads, one more
+for each node above it in the proposal. A span of one token is weak evidence, one of
+thirty-two strong, so the tree cost rule (`tree_cost`) sizes a proposal from these chances and
+the measured V(n): long where the copy is sure, none outside it.
 
 A match that picks the copy up just after where the last copied span broke off (an edit
 replaced a few tokens and the answer goes on copying the same text) counts RESUMED_BONUS
@@ -117,6 +115,10 @@ class CopyEvidence:
             return None
         (doc, at), since, span = self._anchor
         return (doc, at + 1) if context_len == since + 1 and span >= SKIP_SPAN else None
+
+    def broke_off(self) -> tuple[Source, int] | None:
+        """Where the last copy broke off (the source token not written) and the context's length then."""
+        return None if self._anchor is None else (self._anchor[0], self._anchor[1])
 
     def resumes(self, source: Source, length: int, context_len: int) -> bool:
         """Whether an occurrence of a `length`-token match, ending at `source`, starts just

@@ -1,27 +1,19 @@
 """Suffix decoding: a speculation tree from what followed the context's longest earlier match.
 
 No second model (SuffixDecoding; vLLM's `suffix` method). The corpus is the request's own
-text (the prompt, earlier turns included, and the output so far) plus, where a page session
-exists, that session's earlier outputs. Each round:
+text (the prompt, earlier turns, the output so far) plus a page session's earlier outputs.
+Each round finds the longest suffix of the context (up to MAX_MATCH tokens) that occurs earlier
+in the corpus, gathers what followed each occurrence into a trie (a node's score: the share of
+occurrences that continued through it), grows the tree best first by score (down to
+`min_score`, up to `max_nodes` nodes, k deep) and keeps as many nodes as the policy's budget
+pays for (`tree_cost`). Siblings are distinct tokens chosen deterministically, so the point-mass
+tree rule (`engine.verify.verify_tree`) keeps the output the target's.
 
-1. find the longest suffix of the context (up to MAX_MATCH tokens) that occurs earlier in
-   the corpus, every occurrence of it;
-2. gather what followed each occurrence into a trie, each node counting the occurrences
-   that continued that way; a node's score is its count over the occurrences (how often this
-   continuation followed before);
-3. grow the speculation tree best first by score, down to `min_score` and up to `max_nodes`
-   nodes, k deep, then keep as many nodes as the policy's budget says pay (`tree_cost`).
-
-Siblings are distinct tokens chosen deterministically, so the tree is verified with the
-point-mass tree rule (`engine.verify.verify_tree`, as point masses) and the output stays the
-target's.
-
-A node's chance of acceptance, for the policy's budget, is the product down its path of
-(the share of its parent's occurrences that continued through it) x the chance that the
-target accepts a copied node behind a span of its length, learnt from the run's own copied
-spans (`copy_span.CopyEvidence`: long inside a copy, short outside it, back as soon as a
-match resumes the copy where it broke off, or at once on the guess that the answer replaced
-one of the copy's tokens).
+A node's chance of acceptance, for that budget, is its path's product of those shares and the
+chance that the target accepts a copied token behind a span of its length (`copy_span`: learnt
+from the run's verdicts, back as soon as a match resumes a broken-off copy). A copy is read with
+the edits the answer already made to that text (`copy_edits`): a rename, once seen, no longer
+breaks it at the next place.
 """
 
 from __future__ import annotations
@@ -35,6 +27,7 @@ import numpy as np
 import torch
 
 from specviz.drafters.base import KeepGoing, Proposal, SourceNote, TreeBudget, TreeDrafting, point_masses, trie
+from specviz.drafters.copy_edits import CopyEdits, Key, Reader
 from specviz.drafters.copy_span import RESUMED, RESUMED_BONUS, SKIPPED, CopyEvidence, sizing_note
 from specviz.drafters.tree_cost import TreeCost
 from specviz.choices import SUFFIX
@@ -64,6 +57,7 @@ class SuffixTree:
     counts: list[int]  # occurrences that continued through each node
     occurrences: int = 0  # of the matched suffix
     sources: list[tuple[int, int]] = field(default_factory=list)  # where each node was first read
+    edits: list[tuple[int, Key]] = field(default_factory=list)  # (node, key) where a learnt edit begins
 
 
 class SuffixDrafter(TreeDrafting):
@@ -78,12 +72,17 @@ class SuffixDrafter(TreeDrafting):
 
     def begin(self, prompt_ids: torch.Tensor) -> None:
         self.evidence = CopyEvidence()
+        self.edits = CopyEdits()
+        # The edit a round's copy stands on (replaced, written): learnt once its copy is accepted.
+        self._pending_edit: tuple[list[int], list[int]] | None = None
 
     def propose(
         self, context: torch.Tensor, k: int, keep_going: KeepGoing, budget: TreeBudget | None = None
     ) -> Proposal:
         start = time.perf_counter()
         ctx = context.detach().cpu().numpy().astype(np.int64, copy=False)
+        self.edits.offered([])
+        self._pending_edit = None
         tree, match, span, how = self._tree([*self._history, ctx], ctx, k)
         matched = ctx[len(ctx) - match.length :].tolist() if match.length else []
         source = SourceNote(SUFFIX, matched=matched, occurrences=len(match.ends))
@@ -93,6 +92,7 @@ class SuffixDrafter(TreeDrafting):
         skip = how == SKIPPED
         chances = self.evidence.offer(span, tree.parents, shares(tree), tree.sources, len(ctx), budget, skip=skip)
         n = len(chances)
+        self.edits.offered([(i, tree.parents[i], key) for i, key in tree.edits if i < n])
         if isinstance(budget, TreeCost):
             rate = self.evidence.skip_rate() if skip else self.evidence.rate(span)
             source.note = sizing_note(span, how, rate, n, len(tree.tokens))
@@ -110,22 +110,41 @@ class SuffixDrafter(TreeDrafting):
         resumed = [e for e in match.ends if self.evidence.resumes(e, match.length, len(ctx))]
         if resumed:
             match = Match(match.length, resumed)
+            self._learn_edit(docs, ctx, match)
             return chain_of(self._grow(docs, match, k)), match, match.length + RESUMED_BONUS, RESUMED
         skip = self.evidence.skip_source(len(ctx))
         if skip is not None and self.evidence.skip_rate() > self.evidence.rate(match.length):
             d, at = skip
-            tokens = docs[d][at : at + k].tolist()
+            # The guess: the context's last token replaced docs[d][at - 1]; right, it is an edit to learn.
+            self._pending_edit = (docs[d][at - 1 : at].tolist(), ctx[-1:].tolist())
+            tokens, sources, begins = self.edits.read(docs[d], at, k)
             n = len(tokens)
-            tree = SuffixTree(tokens, chain_parents(n), [1] * n, 1, [(d, at + i) for i in range(n)])
+            tree = SuffixTree(tokens, chain_parents(n), [1] * n, 1, [(d, i) for i in sources], begins)
             return tree, Match(0), RESUMED_BONUS, SKIPPED
         tree = self._grow(docs, match, k)
         return (chain_of(tree) if match.length >= CHAIN_SPAN else tree), match, match.length, ""
 
+    def _learn_edit(self, docs: list[np.ndarray], ctx: np.ndarray, match: Match) -> None:
+        """A match resumes the copy after the answer wrote its own tokens: what they replaced."""
+        broke = self.evidence.broke_off()
+        if broke is None:
+            return
+        (d, at), since = broke
+        d_end, end = match.ends[0]
+        start, written_end = end - match.length + 1, len(ctx) - match.length
+        if d_end == d and start > at and written_end >= since:
+            self._pending_edit = (docs[d][at:start].tolist(), ctx[since:written_end].tolist())
+
     def _grow(self, docs: list[np.ndarray], match: Match, k: int) -> SuffixTree | None:
-        return grow(docs, match, depth=k, max_nodes=self.max_nodes, min_score=self.min_score)
+        read = lambda d, at, depth: self.edits.read(docs[d], at, depth)  # noqa: E731
+        return grow(docs, match, read, depth=k, max_nodes=self.max_nodes, min_score=self.min_score)
 
     def accepted_path(self, path: list[int]) -> None:
         self.evidence.heard(path)
+        self.edits.heard(path)
+        if self._pending_edit is not None and path:
+            self.edits.learn(*self._pending_edit)
+        self._pending_edit = None
 
 
 def shares(tree: SuffixTree) -> list[float]:
@@ -155,12 +174,14 @@ def longest_match(docs: Sequence[np.ndarray], ctx: np.ndarray, max_match: int) -
 
 
 def grow(
-    docs: Sequence[np.ndarray], match: Match, *, depth: int, max_nodes: int, min_score: float
+    docs: Sequence[np.ndarray], match: Match, read: Reader, *, depth: int, max_nodes: int, min_score: float
 ) -> SuffixTree | None:
-    """The speculation tree of what followed the match's occurrences, best first by score."""
+    """The speculation tree of what followed the match's occurrences, best first by score;
+    `read(doc, at, depth)` reads each continuation (`CopyEdits.read`)."""
     if not match.ends:
         return None
-    nodes = trie((docs[d][end + 1 : end + 1 + depth].tolist(), (d, end)) for d, end in match.ends)
+    reads = {(d, end): read(d, end + 1, depth) for d, end in match.ends}
+    nodes = trie((r[0], occurrence) for occurrence, r in reads.items())
     children: dict[int, list[int]] = {}
     for node, parent in enumerate(nodes.parents):
         children.setdefault(parent, []).append(node)
@@ -177,8 +198,10 @@ def grow(
         out.tokens.append(nodes.tokens[node])
         out.parents.append(index_of[parent])
         out.counts.append(nodes.counts[node])
-        d, end = nodes.tags[node]
-        out.sources.append((d, end + nodes.depths[node]))  # where the node was first read
+        occurrence, at = nodes.tags[node], nodes.depths[node] - 1
+        _, sources, begins = reads[occurrence]
+        out.sources.append((occurrence[0], sources[at]))  # where the node was first read
+        out.edits += [(index_of[node], key) for i, key in begins if i == at]
         for c in children.get(node, []):
             heapq.heappush(heap, (-nodes.counts[c] / total, c, node))
     return out
@@ -193,12 +216,14 @@ def chain_of(tree: SuffixTree | None) -> SuffixTree | None:
         if parent == at:
             keep.append(i)
             at = i
+    index = {i: j for j, i in enumerate(keep)}
     return SuffixTree(
         [tree.tokens[i] for i in keep],
         chain_parents(len(keep)),
         [tree.counts[i] for i in keep],
         tree.occurrences,
         [tree.sources[i] for i in keep],
+        [(index[i], key) for i, key in tree.edits if i in index],
     )
 
 
