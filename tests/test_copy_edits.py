@@ -90,3 +90,24 @@ def test_without_a_learnt_edit_suffix_decoding_proposes_as_it_did():
     context = torch.tensor([5, 6, 7, 8, 5, 6])
     proposal = drafter.propose(context, 4, lambda *a: True)
     assert proposal.tokens.tolist() == [7, 8, 5, 6]
+
+
+def test_the_copy_gap_script_replays_the_calibration_corpus_against_the_copy_oracle():
+    """scripts/copy_gap.py on the corpus whose answers ship with specviz (no model loaded): a row
+    per text; prompt lookup, which copies earlier text as it stands, never passes the copy
+    oracle (the best copy of earlier text each round, drafted for free)."""
+    import sys
+
+    from app_server import ROOT
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import copy_gap
+
+    from specviz.workshop.tournament.curves import stored
+
+    curve = next(c for c in stored() if c.name == "AMD EPYC, llama.cpp")
+    rows = copy_gap.rows("calib", curve)
+    assert len(rows) == 12 and {r["group"] for r in rows} == {"calib"}
+    for r in rows:
+        assert r["oracle_speedup"] > 1 and r["suffix_speedup"] > 0.5, r
+        assert 0 < r["lookup_of_oracle"] <= 1, r

@@ -11,8 +11,10 @@ Two oracles know the answer and pay only for what they verify:
 - the best drafter each round: from each position, the round (drafter and accepted length)
   that covers the rest of the text fastest on a cost curve, by dynamic programming;
 - the copy oracle: the same with any copy of earlier text (the longest stretch of the answer
-  from i found anywhere in the prompt and answer before i), drafted for free. No draft-free
-  drafter can beat it on the same pass costs, so it measures how much copying a drafter left.
+  from i found anywhere in the prompt and answer before i), drafted for free. No drafter that
+  copies earlier text as it stands can beat it on the same pass costs, so it measures how much
+  copying a drafter left; suffix decoding's learnt edits (`drafters/copy_edits.py`) copy with
+  the answer's own substitutions made, which the oracle does not, and can pass it on a rename.
 """
 
 from __future__ import annotations
