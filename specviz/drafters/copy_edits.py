@@ -38,7 +38,8 @@ class CopyEdits:
         the source index each stands for (a written one: the last token it replaced), and
         (index, key) where each substitution begins."""
         if not self.subs:  # a plain copy
-            tokens = [int(t) for t in doc[at : at + depth]]
+            piece = doc[at : at + depth]
+            tokens = piece.tolist() if hasattr(piece, "tolist") else [int(t) for t in piece]
             return tokens, list(range(at, at + len(tokens))), []
         tokens, sources, begins = [], [], []
         p = at
