@@ -119,6 +119,9 @@ def test_the_page_fits_a_phone_and_reads_in_the_dark_theme(browser, tiny_url):
     assert page.evaluate(
         "document.body.classList.contains('dark') || document.documentElement.classList.contains('dark')"
     )
+    # A fixed k: under the cost-aware default the tiny pair may not draft at all (see above).
+    page.locator("#policy label", has_text="Fixed k").click()
+    page.wait_for_function("() => document.querySelector('#k input[type=number]').value === '4'")
     run(page)
     assert page.locator("#tokens .tok-accepted").count() > 0
     assert no_sideways_scroll(page)
