@@ -50,10 +50,13 @@ def main() -> None:
     from specviz.app.page import CSS_PATHS, build_page, queue
     from specviz.app.request_size import RequestSize
     from specviz.app.sessions import keep_sessions_short
+    from specviz.app.strikes import Strikes, watch
 
     try:
         demo = build_page(config)
         queue(demo, config)
+        strikes = Strikes.of(config)  # each visitor's refused requests, counted at the door and in the queue
+        watch(demo, config, strikes)
         demo.launch(
             server_name=config.host,
             server_port=config.port,
@@ -63,7 +66,7 @@ def main() -> None:
             max_file_size=MAX_TRACE_BYTES,
             state_session_capacity=config.max_sessions,
             mcp_server=config.mcp,
-            app_kwargs={"middleware": [Middleware(RequestSize, config=config)]},
+            app_kwargs={"middleware": [Middleware(RequestSize, config=config, strikes=strikes)]},
         )
         keep_sessions_short(demo)
         if config.memory_trim:

@@ -1,7 +1,7 @@
 """A hostile visitor's probe of a launched public page: declared types, uploads held in memory,
 and server details (docs/PUBLIC.md, "Declared types, uploads, server details").
 
-    SPECVIZ_PUBLIC=1 SPECVIZ_PRELOAD=0 python3.11 app.py &
+    SPECVIZ_PUBLIC=1 SPECVIZ_PRELOAD=0 SPECVIZ_MAX_REFUSED_PER_MINUTE=0 python3.11 app.py &
     python3.11 scripts/probe_types.py http://127.0.0.1:7860/ --pid $!
 
 Each case is sent at crash size the way a visitor would (gradio_client, fn_index over raw HTTP,

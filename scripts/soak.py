@@ -1,7 +1,7 @@
 """Soak: the app under a class of visitors for minutes on end, through its public API.
 
     scripts/soak.sh [--pair NAME_OR_SPEC] [--minutes M] [--users U] [--json]
-                    [--hostile [--alone-minutes A]] [--curve PREFIX]
+                    [--hostile [--alone-minutes A]] [--public] [--curve PREFIX]
 
 Launches `python app.py` on 127.0.0.1 (a free port) with the pair, waits until a first run
 has been served, times single runs one after another, then U gradio_client users (one
@@ -22,6 +22,12 @@ wait against the soak without it, and the app's memory from the start of that ph
 end; and how the hostile requests were answered (refused in one line, how fast). The goals
 (0 honest failures, p95 within 20 %, memory within 5 %, every refusal within 1 s) are reported,
 not asserted.
+
+With --public the app is a public page behind one trusted proxy (SPECVIZ_PUBLIC=1,
+SPECVIZ_TRUSTED_HOPS=1), and every client writes the X-Forwarded-For entry that proxy would add:
+each honest user, the single runs and the hostile client are visitors of their own, as they
+would be on a Space, so each visitor's shares and the door of app/strikes.py apply to them. A
+local page ignores the header: there every request is the same visitor's, told apart by session.
 
 The target runs in fp32 unless --dtype says otherwise: greedy identity across runs is
 claimed only there (the cost-aware policy times its own rounds, so two runs may verify
@@ -66,6 +72,18 @@ SOLO_RUNS = 12  # each example prompt once or twice; greedy and sampled, fixed a
 P_CANCEL, P_ABANDON, P_INVALID = 0.05, 0.04, 0.03
 P_PLAIN = 1 / 6
 BUSY_WORDS = ("queue is full", "busy")
+SOLO_ADDRESS, HOSTILE_ADDRESS = "10.1.0.1", "203.0.113.7"  # the visitors' addresses, as the proxy names them
+
+
+def user_address(i: int) -> str:
+    return f"10.0.{i // 250}.{i % 250 + 1}"
+
+
+def forwarded(address: str) -> dict[str, str]:
+    """The header a trusted proxy adds; a local page (no trusted hops) ignores it."""
+    return {"X-Forwarded-For": address}
+
+
 _API_INPUTS: dict[str, list[tuple[str, object]]] = {}
 
 
@@ -73,7 +91,7 @@ def api_data(url: str, values: dict) -> list:
     """The generate endpoint's positional inputs for a raw HTTP call: `values` by name, every
     other input its default, in the order the app's own API description gives."""
     if url not in _API_INPUTS:
-        client = Client(url, verbose=False)
+        client = Client(url, verbose=False, headers=forwarded(SOLO_ADDRESS))
         try:
             params = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/generate"]
         finally:
@@ -298,12 +316,12 @@ def run_invalid(client: Client, rng: random.Random, req: dict) -> Outcome:
     return Outcome("failed", detail=f"an invalid request ({bad}) was served")
 
 
-def run_abandoned(url: str, req: dict, pair: str) -> Outcome:
+def run_abandoned(url: str, req: dict, pair: str, address: str) -> Outcome:
     """Start a run over plain HTTP and go away after its first update."""
     data = api_data(url, {"pair": pair, **req})
     t0 = time.monotonic()
     try:
-        with httpx.Client(base_url=url, timeout=ANSWER_TIMEOUT_S) as http:
+        with httpx.Client(base_url=url, headers=forwarded(address), timeout=ANSWER_TIMEOUT_S) as http:
             event_id = http.post("gradio_api/call/generate", json={"data": data}).json()["event_id"]
             with http.stream("GET", f"gradio_api/call/generate/{event_id}") as stream:
                 error = False
@@ -335,7 +353,8 @@ class User:
 
     def loop(self) -> None:
         rng = random.Random(self.seed * 1000 + self.index)
-        client = Client(self.url, verbose=False)
+        address = user_address(self.index)
+        client = Client(self.url, verbose=False, headers=forwarded(address))
         try:
             while time.monotonic() < self.until and len(self.outcomes) < self.max_requests:
                 req = {**plan_request(rng, self.prompts, self.max_new_tokens), "pair": self.pair}
@@ -344,7 +363,7 @@ class User:
                     if draw < P_CANCEL:
                         outcome = run_once(client, req, cancel_after_s=rng.uniform(0.0, 1.0))
                     elif draw < P_CANCEL + P_ABANDON:
-                        outcome = run_abandoned(self.url, req, self.pair)
+                        outcome = run_abandoned(self.url, req, self.pair, address)
                     elif draw < P_CANCEL + P_ABANDON + P_INVALID:
                         outcome = run_invalid(client, rng, req)
                     else:
@@ -381,6 +400,7 @@ class Ran:
     seed: int
     started_at: str
     settle_s: float = SETTLE_S
+    public: bool = False
     first: Outcome | None = None
     solo: list[Outcome] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
@@ -402,6 +422,7 @@ def soak(
     hostile: bool = False,
     alone_minutes: float | None = None,
     settle_s: float = SETTLE_S,
+    public: bool = False,
 ) -> dict:
     work = Path(tempfile.mkdtemp(prefix="specviz-soak-"))
     temp = work / "tmp"
@@ -414,9 +435,11 @@ def soak(
         "GRADIO_TEMP_DIR": str(temp / "gradio"),
         "GRADIO_SERVER_NAME": "127.0.0.1",
     }
+    if public:
+        env |= {"SPECVIZ_PUBLIC": "1", "SPECVIZ_TRUSTED_HOPS": "1"}
     alone = minutes if alone_minutes is None or not hostile else alone_minutes
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    ran = Ran(pair, dtype, minutes, alone, users, max_new_tokens, seed, started_at, settle_s)
+    ran = Ran(pair, dtype, minutes, alone, users, max_new_tokens, seed, started_at, settle_s, public)
     with launched_app(env, "soak") as url:
         _run_phases(ran, url, temp, hostile, log)
     shutil.rmtree(work, ignore_errors=True)  # the app's temporary folder, counted above
@@ -427,7 +450,7 @@ def _run_phases(ran: Ran, url: str, temp: Path, hostile: bool, log) -> None:
     """The first run, the single runs, the crowd (alone, then beside a hostile client), into `ran`."""
     prompts, pair, users, n = load_prompts(), ran.pair, ran.users, ran.max_new_tokens
     pid = app_pid()
-    client = Client(url, verbose=False)
+    client = Client(url, verbose=False, headers=forwarded(SOLO_ADDRESS))
     log(f"app on {url} (pid {pid}); waiting for {pair} to load and serve a first run")
     ran.first = run_once_with_timeout(client, {**solo_request(0, prompts, n), "pair": pair})
     if ran.first.kind != "completed":
@@ -576,6 +599,7 @@ def report_of(r: Ran) -> dict:
         "users": r.users,
         "max_new_tokens": r.max_new_tokens,
         "seed": r.seed,
+        "public": r.public,
         "started_at": r.started_at,
         "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "requests": len(counted),
@@ -636,7 +660,8 @@ class HostileClient(threading.Thread):
     def run(self) -> None:
         import hostile_cases as hc
 
-        client = Client(self.url, verbose=False)
+        hc.HEADERS = forwarded(HOSTILE_ADDRESS)
+        client = Client(self.url, verbose=False, headers=hc.HEADERS)
         try:
             calls = hc.requests(self.url, client, hc.events(self.url))
             while not self.stop.is_set():
@@ -777,7 +802,8 @@ def _round(x: float | None) -> float | None:
 
 def summary(r: dict) -> str:
     lines = [
-        f"soak: {r['pair']} ({r['dtype']}), {r['users']} users, {r['minutes']:g} min, {r['started_at']} to {r['ended_at']}",
+        f"soak: {r['pair']} ({r['dtype']}), {'a public page, ' if r.get('public') else ''}{r['users']} users, "
+        f"{r['minutes']:g} min, {r['started_at']} to {r['ended_at']}",
         f"  requests {r['requests']}: completed {r['completed']}, cancelled {r['cancelled']}, abandoned {r['abandoned']}, "
         f"refused {r['refused']}, failures {r['failures']}",
         f"  queue wait p50 {r['queue_wait_p50_s']} s, p95 {r['queue_wait_p95_s']} s, max {r['queue_wait_max_s']} s; "
@@ -824,6 +850,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --hostile: minutes of the crowd alone first, the warm-up (default: --minutes)",
     )
     ap.add_argument(
+        "--public",
+        action="store_true",
+        help="a public page behind one trusted proxy, each client a visitor of its own (see above)",
+    )
+    ap.add_argument(
         "--settle-s",
         type=float,
         default=SETTLE_S,
@@ -851,6 +882,7 @@ def main(argv: list[str] | None = None) -> int:
         hostile=args.hostile,
         alone_minutes=args.alone_minutes,
         settle_s=args.settle_s,
+        public=args.public,
     )
     if args.curve is not None:
         write_curve(report, args.curve)

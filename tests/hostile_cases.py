@@ -144,6 +144,11 @@ class Reply:
     output: object = None
 
 
+# Headers every raw request below carries: the soak's hostile client names itself with the
+# X-Forwarded-For entry a public page's trusted proxy would add (scripts/soak.py --public).
+HEADERS: dict[str, str] = {}
+
+
 def detail(text: str) -> str:
     """A refusal's message: an HTTP body's JSON detail, where it has one."""
     try:
@@ -203,7 +208,7 @@ def requests(url: str, client, fn_index: dict[str, int]) -> list[tuple[str, obje
 
 def events(url: str) -> dict[str, int]:
     """The page's events by name: fn_index, as the browser calls them."""
-    config = httpx.get(f"{url}config", timeout=30).json()
+    config = httpx.get(f"{url}config", headers=HEADERS, timeout=30).json()
     return {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
 
 
@@ -212,7 +217,7 @@ def page_event(url: str, fn_index: int, data: list) -> Reply:
     the stream to the end of the event."""
     session = uuid.uuid4().hex
     start = time.perf_counter()
-    with httpx.Client(base_url=f"{url}gradio_api/", timeout=60) as http:
+    with httpx.Client(base_url=f"{url}gradio_api/", headers=HEADERS, timeout=60) as http:
         joined = http.post(
             "queue/join",
             json={"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None},
@@ -234,7 +239,8 @@ def page_event(url: str, fn_index: int, data: list) -> Reply:
 
 def upload(url: str, name: str, content: bytes) -> tuple[httpx.Response, float]:
     start = time.perf_counter()
-    r = httpx.post(f"{url}gradio_api/upload", files={"files": (name, content, "application/json")}, timeout=60)
+    files = {"files": (name, content, "application/json")}
+    r = httpx.post(f"{url}gradio_api/upload", files=files, headers=HEADERS, timeout=60)
     return r, time.perf_counter() - start
 
 
@@ -334,7 +340,7 @@ def raw_call(url: str, name: str, body: str) -> Reply:
     """An endpoint called over raw HTTP as any client can, with a body written by hand (NaN and
     Infinity are JSON to Python's reader): POST /call/<name>, then read its event stream."""
     start = time.perf_counter()
-    with httpx.Client(base_url=f"{url}gradio_api/", timeout=60) as http:
+    with httpx.Client(base_url=f"{url}gradio_api/", headers=HEADERS, timeout=60) as http:
         r = http.post(f"call/{name}", content=body, headers={"content-type": "application/json"})
         if r.status_code != 200:
             return Reply(time.perf_counter() - start, len(r.content), r.text or str(r.status_code))

@@ -76,6 +76,9 @@ def app(spec):
         "SPECVIZ_MCP": "1",
         "OMP_NUM_THREADS": "1",
         "SPECVIZ_MAX_UPLOADS_MEMORY": str(UPLOADS_MEMORY),
+        # Each case's own refusal is what these tests read: no door after the first few
+        # (app/strikes.py; tests/test_public_door.py).
+        "SPECVIZ_MAX_REFUSED_PER_MINUTE": "0",
     }
     with launched_app(env, "app-hostile") as url:
         yield url

@@ -82,6 +82,7 @@ class PageConfig:
     max_upload_files: int = 4
     max_upload_field_bytes: int = 1_024
     max_uploads_per_minute: int = 12
+    max_refused_per_minute: int = 12  # see app/strikes.py; 0: no door
     memory_trim: bool = True
 
     @property
@@ -123,6 +124,7 @@ class PageConfig:
             max_upload_files=_whole(env, "SPECVIZ_MAX_UPLOAD_FILES", cls.max_upload_files),
             max_upload_field_bytes=_whole(env, "SPECVIZ_MAX_UPLOAD_FIELD_BYTES", cls.max_upload_field_bytes),
             max_uploads_per_minute=_whole(env, "SPECVIZ_MAX_UPLOADS_PER_MINUTE", cls.max_uploads_per_minute),
+            max_refused_per_minute=_whole(env, "SPECVIZ_MAX_REFUSED_PER_MINUTE", cls.max_refused_per_minute, least=0),
             memory_trim=_flag(env, "SPECVIZ_MEMORY_TRIM", True),
         )
 

@@ -7,8 +7,9 @@ the limit (HTTP 413, one line): SPECVIZ_MAX_REQUEST_BYTES, except on Gradio's fi
 (`UPLOAD`, matched exactly), which has its own bounds (`app/upload_bounds.py`): its bytes, its
 files, each form field that is not a file, and a public page's visitor's uploads per minute.
 
-Every request's visitor is named here too, once (`visitor_key.stamp`), for the queue's shares,
-and a public page closes the Gradio routes it does not use (`closed_routes`).
+Every request's visitor is named here too, once (`visitor_key.stamp`), for the queue's shares;
+a public page closes the Gradio routes it does not use (`closed_routes`), counts each visitor's
+refused requests and turns away one that has too many (`strikes`), before anything is read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from python_multipart.exceptions import MultipartParseError
 from specviz.app import visitor_key
 from specviz.app.closed_routes import closed
 from specviz.app.config import PageConfig
+from specviz.app.strikes import STATUSES, Strikes
 from specviz.app.upload_bounds import FormCount, Uploads
 
 ENV = "SPECVIZ_MAX_REQUEST_BYTES"
@@ -33,17 +35,34 @@ UPLOAD = "/gradio_api/upload"
 class RequestSize:
     """ASGI middleware: every request's body bounded, its visitor named (see the module's docstring)."""
 
-    def __init__(self, app, config: PageConfig | None = None, max_bytes: int | None = None):
+    def __init__(
+        self, app, config: PageConfig | None = None, max_bytes: int | None = None, strikes: Strikes | None = None
+    ):
         self.app = app
         self.config = config or PageConfig(**({"max_request_bytes": max_bytes} if max_bytes else {}))
         self.uploads = Uploads(self.config.max_uploads_per_minute)
+        self.strikes = strikes or Strikes.of(self.config)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         visitor = visitor_key.stamp(scope, self.config.trusted_hops)
+        closed_door = self.strikes.door(visitor, time.monotonic())
+        if closed_door is not None:
+            why, wait_s = closed_door
+            return await refuse(send, 429, why, [(b"retry-after", str(wait_s).encode())])
+
+        async def counting(message):
+            if message["type"] == "http.response.start" and message["status"] in STATUSES:
+                self.strikes.strike(visitor, time.monotonic())
+            await send(message)
+
+        await self._checked(scope, receive, counting, visitor)
+
+    async def _checked(self, scope, receive, send, visitor: str) -> None:
         why = closed(scope["path"]) if self.config.public else None
         if why is not None:
+            self.strikes.strike(visitor, time.monotonic())
             return await refuse(send, 404, why)
         upload = scope["method"] == "POST" and scope["path"] == UPLOAD
         config = self.config
@@ -109,14 +128,14 @@ class UploadCut(MultipartParseError):
     error, deletes the files it has begun writing, which it keeps on any other interruption."""
 
 
-async def refuse(send, status: int, detail: str) -> None:
+async def refuse(send, status: int, detail: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
     """An answer of one line, before the app reads anything more."""
     body = json.dumps({"detail": detail}).encode()
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
         }
     )
     await send({"type": "http.response.body", "body": body})

@@ -9,18 +9,16 @@ part with a filename is a file), and says why it is refused as soon as a bound i
 
 from __future__ import annotations
 
-from collections import deque
-
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from specviz.app.config import PageConfig
+from specviz.app.per_minute import PerMinute
 
 FILES_ENV = "SPECVIZ_MAX_UPLOAD_FILES"
 FIELD_ENV = "SPECVIZ_MAX_UPLOAD_FIELD_BYTES"
 PER_MINUTE_ENV = "SPECVIZ_MAX_UPLOADS_PER_MINUTE"
 HEADER_BYTES = 8_192  # of one part's headers: Gradio's own bound (GradioMultiPartParser.max_header_size)
-VISITORS_KEPT = 4_096  # visitors whose upload times are kept before the expired ones are dropped
 
 
 class FormCount:
@@ -89,20 +87,12 @@ class Uploads:
     """Each visitor's uploads over the last minute, at most `per_minute`."""
 
     def __init__(self, per_minute: int):
-        self.per_minute = per_minute
-        self.times: dict[str, deque[float]] = {}
+        self.per_minute, self.sent = per_minute, PerMinute()
 
     def admit(self, visitor: str, now: float) -> str | None:
         """Count an upload of `visitor`'s at `now` (seconds), or say why it is refused."""
-        times = self.times.setdefault(visitor, deque())
-        while times and now - times[0] >= 60:
-            times.popleft()
-        if len(times) >= self.per_minute:
-            return (
-                f"you have sent {len(times)} uploads in the last minute; "
-                f"the limit is {self.per_minute} per visitor ({PER_MINUTE_ENV})"
-            )
-        times.append(now)
-        if len(self.times) > VISITORS_KEPT:
-            self.times = {k: t for k, t in self.times.items() if t and now - t[-1] < 60}
+        n = len(self.sent.recent(visitor, now))
+        if n >= self.per_minute:
+            return f"you have sent {n} uploads in the last minute; the limit is {self.per_minute} per visitor ({PER_MINUTE_ENV})"
+        self.sent.add(visitor, now)
         return None

@@ -44,7 +44,7 @@ def visitor(headers: Any, client_host: str | None, session_hash: str | None, con
     return visitor_key.of_headers(headers, client_host, config.trusted_hops)
 
 
-def _visitor_of(request: Any, session_hash: str | None, config: PageConfig) -> str:
+def visitor_of(request: Any, session_hash: str | None, config: PageConfig) -> str:
     client = getattr(request, "client", None)
     return visitor(getattr(request, "headers", None), getattr(client, "host", None), session_hash, config)
 
@@ -59,8 +59,8 @@ def refusal(
     queue: Any, request: Any, session_hash: str | None, config: PageConfig, concurrency_id: str | None = MODELS_ID
 ) -> str | None:
     """Why a request from this visitor for `concurrency_id`'s slots may not join `queue` now, or None."""
-    key = _visitor_of(request, session_hash, config)
-    mine = [e for e in _outstanding(queue) if _visitor_of(e.request, e.session_hash, config) == key]
+    key = visitor_of(request, session_hash, config)
+    mine = [e for e in _outstanding(queue) if visitor_of(e.request, e.session_hash, config) == key]
     shares = (
         (MODELS_ID, "model requests", config.max_runs_per_visitor, ENV),
         (LIGHT_ID, "light requests", config.max_light_per_visitor, LIGHT_ENV),
@@ -128,7 +128,7 @@ def guard(demo: gr.Blocks, config: PageConfig) -> None:
         # A visitor already at its share is refused at once, without waiting for its other joins.
         why = why_not()
         if why is None:
-            key = _visitor_of(request, body.session_hash, config)
+            key = visitor_of(request, body.session_hash, config)
             lock, users[key] = locks.setdefault(key, asyncio.Lock()), users[key] + 1
             try:
                 async with lock:  # this visitor's requests join one at a time, each counting the ones before it
