@@ -47,7 +47,7 @@ class RequestSize:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         visitor = visitor_key.stamp(scope, self.config.trusted_hops)
-        closed_door = self.strikes.door(visitor, time.monotonic())
+        closed_door = self.strikes.door(visitor, scope["method"], time.monotonic())
         if closed_door is not None:
             why, wait_s = closed_door
             return await refuse(send, 429, why, [(b"retry-after", str(wait_s).encode())])

@@ -5,8 +5,10 @@ sends nothing else: bodies of megabytes parsed one after another take the cores 
 need, and the peaks of their parsing stay with the allocator. So a visitor's refused requests
 are counted over the last minute: a 400, 413 or 422 answer, a closed route, a handler's error.
 Once `max_refused_per_minute` of them (SPECVIZ_MAX_REFUSED_PER_MINUTE; 0 turns the door off)
-fall within a minute, every request of that visitor is answered 429 in one line before its body
-is read, until fewer than that many are under a minute old. Answers at the door are not
+fall within a minute, every request of that visitor that sends the page something to work on
+(any method but GET, HEAD and OPTIONS) is answered 429 in one line before its body is read, until
+fewer than that many are under a minute old. Reading stays open: the page itself, and the
+streams of requests joined before the door closed, whose answers are already owed. Answers at the door are not
 counted, so the door opens again a minute after the last refusal however hard the visitor
 knocks. Public pages only: every request of a local page comes from this machine.
 """
@@ -25,6 +27,7 @@ from specviz.app.visitors import visitor_of
 
 ENV = "SPECVIZ_MAX_REFUSED_PER_MINUTE"
 STATUSES = frozenset({400, 413, 422})  # a request the page refused as it stood
+READING = frozenset({"GET", "HEAD", "OPTIONS"})  # methods the door lets through
 
 
 class Strikes:
@@ -42,9 +45,10 @@ class Strikes:
             with self.lock:
                 self.refused.add(visitor, now)
 
-    def door(self, visitor: str, now: float) -> tuple[str, int] | None:
-        """Why `visitor` is turned away at `now`, and in how many seconds it is answered again; or None."""
-        if not self.limit:
+    def door(self, visitor: str, method: str, now: float) -> tuple[str, int] | None:
+        """Why `visitor`'s request by `method` is turned away at `now`, and in how many seconds
+        it is answered again; or None."""
+        if not self.limit or method in READING:
             return None
         with self.lock:
             times = self.refused.recent(visitor, now)
