@@ -779,7 +779,7 @@ def write_curve(report: dict, prefix: Path) -> None:
 
     h = report.get("hostile") or {}
     warm = h.get("rss_start_mb")
-    keys = ("pair", "dtype", "users", "minutes", "alone_minutes", "max_new_tokens", "started_at", "ended_at")
+    keys = ("pair", "dtype", "public", "users", "minutes", "alone_minutes", "max_new_tokens", "started_at", "ended_at")
     curve = {
         **{k: report[k] for k in keys},
         "sample_every_s": SAMPLE_EVERY_S,
