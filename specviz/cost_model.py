@@ -61,22 +61,24 @@ class CostModel:
 
     def verify_ms(self, n: int) -> float:
         """V(n): a target pass over n new tokens, on the curve the module's docstring describes."""
-        if n < 1:
-            raise ValueError(f"a pass carries at least one token (got {n})")
-        sizes, costs = list(self.verify), list(self.verify.values())
-        if n <= sizes[-1]:
-            return float(np.interp(n, sizes, costs))
-        if not self.extrapolate:
-            raise UserError(
-                f"verify cost measured for {sizes[0]:g} to {sizes[-1]:g} tokens only; a pass over {n} tokens was asked for"
-            )
-        slope = max((costs[-1] - costs[-2]) / (sizes[-1] - sizes[-2]), 0.0) if len(sizes) > 1 else 0.0
-        return costs[-1] + slope * (n - sizes[-1])
+        return float(self.verify_ms_of(np.asarray([n]))[0])
 
-    def round_ms(self, k: int, forced: int = 0) -> float:
+    def verify_ms_of(self, n) -> np.ndarray:
+        """V(n) for each pass size in `n` at once (a policy prices every draft length each round)."""
+        n, sizes, costs = np.asarray(n, dtype=float), list(self.verify), list(self.verify.values())
+        if n.size and n.min() < 1:
+            raise ValueError(f"a pass carries at least one token (got {n.min():g})")
+        if n.size and n.max() > sizes[-1] and not self.extrapolate:
+            too_many = f"a pass over {n.max():g} tokens was asked for"
+            raise UserError(f"verify cost measured for {sizes[0]:g} to {sizes[-1]:g} tokens only; {too_many}")
+        slope = max((costs[-1] - costs[-2]) / (sizes[-1] - sizes[-2]), 0.0) if len(sizes) > 1 else 0.0
+        return np.where(n <= sizes[-1], np.interp(n, sizes, costs), costs[-1] + slope * (n - sizes[-1]))
+
+    def round_ms(self, k, forced: int = 0):
         """A round that drafts k tokens: k drafted tokens and a verify pass over k + 1, and over
-        the `forced` tokens an output format forces, which no one drafts."""
-        return k * self.draft + self.verify_ms(k + 1 + forced)
+        the `forced` tokens an output format forces, which no one drafts (an array of k: each)."""
+        ms = np.asarray(k) * self.draft + self.verify_ms_of(np.asarray(k) + 1 + forced)
+        return float(ms) if np.ndim(k) == 0 else ms
 
     @property
     def target(self) -> float:

@@ -30,6 +30,7 @@ class RunCosts:
 
     def __init__(self, cost: CostModel, k_max: int, draft_ms: float | None = None):
         self.load = cost
+        self._load_v = {n: cost.verify_ms(n) for n in range(1, k_max + 2)}  # the load's curve, read once
         self.level = 1.0
         self.shape = {n: 1.0 for n in range(2, k_max + 2)}
         self.draft = cost.draft if draft_ms is None else float(draft_ms)  # over the level
@@ -43,7 +44,7 @@ class RunCosts:
         `target_ms` its target pass, `catch_up_ms` the draft's reading before it drafted (None:
         not known, so the round says nothing about D)."""
         n = drafted + 1
-        ratio = target_ms / self.load.verify_ms(n)
+        ratio = target_ms / (self._load_v[n] if n in self._load_v else self.load.verify_ms(n))
         if drafted == 0:
             self.level += WEIGHT * (ratio - self.level)
             self.overhead += WEIGHT * (max(0.0, round_ms - target_ms) - self.overhead)
@@ -62,7 +63,7 @@ class RunCosts:
         self.now = self._model()
 
     def _model(self) -> CostModel:
-        verify = {n: self.level * self.shape.get(n, 1.0) * self.load.verify_ms(n) + self.overhead for n in self.sizes}
+        verify = {n: self.level * self.shape.get(n, 1.0) * self._load_v[n] + self.overhead for n in self.sizes}
         return CostModel(verify=verify, draft=self.level * self.draft, source="this run")
 
     @property

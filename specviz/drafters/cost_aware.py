@@ -103,19 +103,20 @@ class CostAwareLength(DraftLength):
         self.use_confidence = confidence
         self.costs = RunCosts(cost, k_max, draft_ms)
         self._clock = clock or CLOCK
-        self._accepted = PRIOR_ALPHA * PRIOR_WEIGHT
-        self._tested = PRIOR_WEIGHT
+        self._accepted, self._tested = PRIOR_ALPHA * PRIOR_WEIGHT, PRIOR_WEIGHT
         self._bin_acc = np.array([(i + 0.5) / CONFIDENCE_BINS * CALIBRATION_PRIOR for i in range(CONFIDENCE_BINS)])
         self._bin_n = np.full(CONFIDENCE_BINS, CALIBRATION_PRIOR)
         self._round_conf: list[float] = []
-        self._p_all = 1.0
-        self._rate = 0.0
+        self._p_all, self._rate = 1.0, 0.0
         self._idle_ms, self._checked_level = 0.0, 1.0  # plain ms since a round drafted, the level then
         self._tested_here = 0  # drafts this run has tested
         self._cost = cost
         self._unread = 0
         self._feed_ms: float | None = None  # the draft's measured ms per token read in one pass
         self._forced = 0  # tokens the output format forces where this round starts
+        self._ks = np.arange(k_max + 1)
+        self._c = self.costs.now.round_ms(self._ks)  # C(0..k_max), priced once a round (limit)
+        self._sure = np.asarray(theory.tokens_per_round(1.0, self._ks))  # every round asks at alpha 1
         self._started: float | None = None
         self._last: tuple[int, float | None, float | None] | None = None  # drafted, target ms, catch-up ms
         self._last_tokens = 1
@@ -135,7 +136,7 @@ class CostAwareLength(DraftLength):
     def round_ms(self, m: int) -> float:
         """C(m): what a round drafting m tokens costs, as this run measures it now, its pass
         carrying the tokens the output format forces where the round starts."""
-        return self.costs.now.round_ms(m, self._forced)
+        return float(self._c[m]) if m <= self.k_max else self.costs.now.round_ms(m, self._forced)
 
     def plain_token_ms(self) -> float:
         """What a token costs in a round that drafts nothing (forced tokens share its pass)."""
@@ -146,11 +147,9 @@ class CostAwareLength(DraftLength):
 
     def choose(self, alpha: float) -> tuple[int, float]:
         """The draft length with the most expected tokens per ms, and that rate."""
-        costs = np.array([self.round_ms(m) for m in range(self.k_max + 1)])
-        tokens = self._forced + np.asarray(theory.tokens_per_round(alpha, np.arange(self.k_max + 1)))
-        rates = tokens / costs
-        k = int(np.argmax(rates))
-        return k, float(rates[k])
+        tokens = self._sure if alpha == 1.0 else np.asarray(theory.tokens_per_round(alpha, self._ks))
+        rates = (self._forced + tokens) / self._c
+        return int(np.argmax(rates)), float(rates.max())
 
     def limit(self, unread: int = 0, remaining: int | None = None, forced: int = 0) -> int:
         """Start a round: the most tokens it may draft (0: decode plainly this round), the
@@ -158,24 +157,24 @@ class CostAwareLength(DraftLength):
         run at most `remaining` tokens still to make (None: unbounded) and `forced` tokens
         forced by the output format where the round starts: sure tokens whose pass drafts share
         and no one drafts, so every draft length is priced with them."""
-        now = self._clock()
-        self._forced = forced
+        now, self._forced = self._clock(), forced
         if self._started is not None and self._last is not None:
             ms, (drafted, target_ms, catch_up) = (now - self._started) * 1000, self._last
             if target_ms is not None:
                 self.costs.observe(drafted, ms, target_ms, catch_up)
             self._realise(drafted > 0, self._last_tokens, ms)
-        self._unread = unread
-        self._started, self._last = now, None
-        self._round_conf = []
-        self._p_all = 1.0
-        k, self._rate = self.choose(self.alpha)
-        self.why = "" if self.choose(1.0)[0] else NO_DRAFT_PAYS
-        # Plain rounds teach nothing about alpha: decode plainly only while even an optimistic
-        # estimate says so, or a few unlucky rounds would stop drafting for good.
-        hope_k, hope_rate = self.choose(self.alpha_high)
-        if k == 0 and not self.why:
-            k, self.why = hope_k, "" if hope_k else LOW_ACCEPTANCE
+        self._c = self.costs.now.round_ms(self._ks, forced)
+        self._unread, self._started, self._last = unread, now, None
+        self._round_conf, self._p_all = [], 1.0
+        # Break-even first: where no draft length pays even at acceptance 1, nothing else is asked.
+        best_k, best_rate = self.choose(1.0)
+        k, self._rate, hope_rate, self.why = 0, best_rate, best_rate, NO_DRAFT_PAYS
+        if best_k:
+            (k, self._rate), self.why = self.choose(self.alpha), ""
+            # Plain only while an optimistic alpha agrees: plain rounds teach nothing, so bad luck would end drafting.
+            hope_k, hope_rate = self.choose(self.alpha_high)
+            if k == 0:
+                k, self.why = hope_k, "" if hope_k else LOW_ACCEPTANCE
         if k and self.drafting_loses():
             k, self.why = 0, DRAFTING_LOST
         if k and unread > 2 and remaining is not None:  # the draft reads what it skipped before drafting
