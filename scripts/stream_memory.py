@@ -7,7 +7,7 @@ Launches `python app.py` on 127.0.0.1 with the pair, runs the request (greedy, t
 drafter, words to the last token) once to warm up (and to learn the finished trace's size), then: (1) the same run as an MCP tool call; (2) the same run
 through the raw API marked as Gradio's MCP client marks its calls, read as it streams, to
 count what such a call is sent; (3) the same run posted to /call/generate and read only after
-UNREAD_WAIT_S, counting the messages and bytes that waited for it. For each: the app's RSS
+UNREAD_WAIT_S (or --read-after-s: a run that ends sooner holds what it holds at its end), counting the messages and bytes that waited for it. For each: the app's RSS
 before, at most during, and after (psutil, every 50 ms).
 """
 
@@ -92,13 +92,16 @@ def sse_messages(body: str) -> list[tuple[str, str]]:
 
 def raw_call(url: str, data: list, *, headers: dict | None = None, read_after_s: float = 0.0) -> dict:
     """POST /call/generate, wait `read_after_s`, then read its whole stream."""
+    t0 = time.monotonic()
     with httpx.Client(base_url=url, timeout=TIMEOUT_S) as http:
         event_id = http.post("gradio_api/call/generate", json={"data": data}, headers=headers or {}).json()["event_id"]
         time.sleep(read_after_s)
         messages = sse_messages(http.get(f"gradio_api/call/generate/{event_id}").text)
+    wall_s = time.monotonic() - t0
     traces = [d for e, d in messages if e in ("generating", "complete") and "token_ids" in d]
     last = json.loads(traces[-1])[0] if traces else None
     return {
+        "wall_s": wall_s,
         "messages": len(messages),
         "trace_messages": len(traces),
         "bytes": sum(len(d) for _, d in messages),
@@ -132,7 +135,7 @@ def mcp_call(url: str, pair: str, max_new_tokens: int) -> dict:
     return asyncio.run(talk())
 
 
-def measure(pair: str, max_new_tokens: int, log=print) -> dict:
+def measure(pair: str, max_new_tokens: int, log=print, read_after_s: float = UNREAD_WAIT_S) -> dict:
     with launched_app({"SPECVIZ_DEFAULT_PAIR": pair, "SPECVIZ_PRELOAD": "1"}, "stream-memory") as url:
         pid = app_pid()
         data = api_data(url, {"prompt": PROMPT, "pair": pair, **RUN, "max_new_tokens": max_new_tokens})
@@ -143,8 +146,9 @@ def measure(pair: str, max_new_tokens: int, log=print) -> dict:
         report["mcp"] = measured(pid, lambda: mcp_call(url, pair, max_new_tokens))
         log("the raw API marked as Gradio's MCP client marks its calls, read as it streams")
         report["mcp_marked_raw"] = measured(pid, lambda: raw_call(url, data, headers={"x-gradio-user": "mcp"}))
-        log(f"a /call job read only after {UNREAD_WAIT_S:g} s")
-        report["unread_call"] = measured(pid, lambda: raw_call(url, data, read_after_s=UNREAD_WAIT_S))
+        log(f"a /call job read only after {read_after_s:g} s")
+        report["unread_call"] = measured(pid, lambda: raw_call(url, data, read_after_s=read_after_s))
+        report["unread_call"]["read_after_s"] = read_after_s
     return report
 
 
@@ -153,8 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pair", required=True, help="a preset, or 'DRAFT -> TARGET' of folders")
     ap.add_argument("--max-new-tokens", type=int, default=1024)
     ap.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    ap.add_argument(
+        "--read-after-s",
+        type=float,
+        default=UNREAD_WAIT_S,
+        help=f"when the unread job is read (default {UNREAD_WAIT_S:g}: after the app has given up on its reader)",
+    )
     args = ap.parse_args(argv)
-    report = measure(args.pair, args.max_new_tokens, log=lambda *a: print(*a, file=sys.stderr, flush=True))
+    log = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
+    report = measure(args.pair, args.max_new_tokens, log=log, read_after_s=args.read_after_s)
     print(json.dumps(report) if args.json else json.dumps(report, indent=1))
     return 0
 

@@ -1,6 +1,9 @@
 """A long streamed run leaves one trace behind, not every message: a 512-token tree run on the
 tiny pair through MCP, through the raw API as Gradio's MCP client calls it, and posted to
-/call/generate and read late (scripts/stream_memory.py measures the app's memory meanwhile)."""
+/call/generate and read late (scripts/stream_memory.py measures the app's memory meanwhile).
+The tiny pair's run ends in seconds, so the late read comes READ_AFTER_S after the post, well
+after the run's end, instead of after the 20 s the app gives a reader that never comes (that
+stop is tests/test_app_background.py's)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,10 @@ from app_server import ROOT, save_tiny_pair
 
 pytestmark = pytest.mark.app
 
-TIMEOUT_S = 1200  # launch, load, four 512-token runs and a 25 s wait, on a slow shared machine
+TIMEOUT_S = 1200  # launch, load, four 512-token runs and a wait, on a slow shared machine
+# The run takes a few seconds here; a read that came before its end would be sent the rest
+# as it streams (many messages) and fail the bound below, never pass it by mistake.
+READ_AFTER_S = 12.0
 # What the app may grow by while one call runs: a few copies of the finished trace (the
 # message, its JSON, the client's copy) and the run's own work, far below one trace per message.
 GROWTH_TRACES = 8
@@ -23,7 +29,8 @@ GROWTH_SLACK_MB = 48
 def test_a_long_tree_run_keeps_one_trace_for_an_mcp_caller_and_for_an_unread_job(tmp_path):
     spec = save_tiny_pair(tmp_path)
     done = subprocess.run(
-        ["python3.11", str(ROOT / "scripts" / "stream_memory.py"), "--pair", spec, "--max-new-tokens", "512", "--json"],
+        ["python3.11", str(ROOT / "scripts" / "stream_memory.py"), "--pair", spec, "--max-new-tokens", "512", "--json"]
+        + ["--read-after-s", str(READ_AFTER_S)],
         cwd=ROOT,
         capture_output=True,
         text=True,
