@@ -110,9 +110,9 @@ class CostAwareLength(DraftLength):
         self._p_all, self._rate = 1.0, 0.0
         self._idle_ms, self._checked_level = 0.0, 1.0  # plain ms since a round drafted, the level then
         self._tested_here = 0  # drafts this run has tested
-        self._cost = cost
         self._unread = 0
-        self._feed_ms: float | None = None  # the draft's measured ms per token read in one pass
+        largest = max(cost.verify)  # the draft's ms per token read in one pass, priced until measured
+        self._feed_ms = cost.verify_ms(largest) / largest * cost.draft / cost.target
         self._forced = 0  # tokens the output format forces where this round starts
         self._ks = np.arange(k_max + 1)
         self._c = self.costs.now.round_ms(self._ks)  # C(0..k_max), priced once a round (limit)
@@ -203,12 +203,7 @@ class CostAwareLength(DraftLength):
         """What the draft reading `unread` tokens in one pass costs: as measured at its first
         read, else priced from the cost model (the target's per-token cost over its largest
         measured pass, times D / T), which the batching of long reads tends to overstate."""
-        if unread <= 0:
-            return 0.0
-        if self._feed_ms is not None:
-            return unread * self._feed_ms
-        largest = max(self._cost.verify)
-        return unread * self._cost.verify_ms(largest) / largest * self._cost.draft / self._cost.target
+        return max(unread, 0) * self._feed_ms
 
     def keep_going(self, confidence: float) -> bool:
         """Draft one more token only if its expected tokens per added ms beat the rate."""
