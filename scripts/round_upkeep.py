@@ -4,8 +4,9 @@ between the two is upkeep), on the llama.cpp runtime, runs interleaved.
 
     python3.11 scripts/round_upkeep.py [--pair qwen-coder] [--prompt-ids code-fib,prose-history] [--repeats 3]
 
-Every llama.cpp decode (the prompt's prefill included) is timed; per token it prints the
-median over runs of: the time outside those decodes, the decodes, and the wall time. It then
+Every llama.cpp decode is timed (the prompt's prefill included, and the draft's where a round
+drafts); per token it prints the median over runs of: the time outside those decodes, the
+decodes, and the wall time. It then
 times one fixed piece of Python (five policy choices and one top-5 over a 150k row) back to
 back, and once right after each target pass of a plain run: per-round work costs several times
 its back-to-back figure once a pass has run between (docs/BENCHMARKS.md).

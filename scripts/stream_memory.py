@@ -7,7 +7,7 @@ Launches `python app.py` on 127.0.0.1 with the pair, runs the request (greedy, t
 drafter, words to the last token) once to warm up (and to learn the finished trace's size), then: (1) the same run as an MCP tool call; (2) the same run
 through the raw API marked as Gradio's MCP client marks its calls, read as it streams, to
 count what such a call is sent; (3) the same run posted to /call/generate and read only after
-UNREAD_WAIT_S (or --read-after-s: a run that ends sooner holds what it holds at its end), counting the messages and bytes that waited for it. For each: the app's RSS
+UNREAD_WAIT_S (or --read-after-s: any time after the run has ended reads the same messages), counting the messages and bytes that waited for it. For each: the app's RSS
 before, at most during, and after (psutil, every 50 ms).
 """
 

@@ -136,7 +136,7 @@ class CostAwareLength(DraftLength):
     def round_ms(self, m: int) -> float:
         """C(m): what a round drafting m tokens costs, as this run measures it now, its pass
         carrying the tokens the output format forces where the round starts."""
-        return float(self._c[m]) if m <= self.k_max else self.costs.now.round_ms(m, self._forced)
+        return float(self._c[m]) if 0 <= m <= self.k_max else self.costs.now.round_ms(m, self._forced)
 
     def plain_token_ms(self) -> float:
         """What a token costs in a round that drafts nothing (forced tokens share its pass)."""
