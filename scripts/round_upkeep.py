@@ -6,10 +6,10 @@ between the two is upkeep), on the llama.cpp runtime, runs interleaved.
 
 Every llama.cpp decode is timed (the prompt's prefill included, and the draft's where a round
 drafts); per token it prints the median over runs of: the time outside those decodes, the
-decodes, and the wall time. It then
-times one fixed piece of Python (five policy choices and one top-5 over a 150k row) back to
-back, and once right after each target pass of a plain run: per-round work costs several times
-its back-to-back figure once a pass has run between (docs/BENCHMARKS.md).
+decodes, and the wall time. It then times one fixed piece of Python (five choices of the
+policy, priced on the pair's measured costs, and one top-5 over a row of the vocabulary) back to back, and
+once right after each target pass of a plain run: per-round work costs several times its
+back-to-back figure once a pass has run between (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from specviz.cost_model import CostModel  # noqa: E402
+from specviz.costs.measure import for_pair  # noqa: E402
 from specviz.drafters.cost_aware import CostAwareLength  # noqa: E402
 from specviz.engine.generation import run  # noqa: E402
 from specviz.engine.load import load  # noqa: E402
@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         outside, passes, wall = (statistics.median(x[i] for x in v) for i in range(3))
         print(f"{name:20s} ms a token: outside the passes {outside:.2f}, passes {passes:.2f}, wall {wall:.2f}")
 
-    policy = CostAwareLength(CostModel(verify={1: 27.0, 2: 51.0, 4: 80.0, 8: 128.0, 16: 200.0}, draft=17.0), 16)
-    row = torch.from_numpy(np.random.default_rng(0).standard_normal((1, 151936), dtype=np.float32))
+    policy = CostAwareLength(for_pair(pair), 16)
+    row = torch.from_numpy(np.random.default_rng(0).standard_normal((1, pair.vocab_size), dtype=np.float32))
 
     def work() -> float:
         t0 = time.perf_counter()

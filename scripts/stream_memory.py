@@ -7,8 +7,9 @@ Launches `python app.py` on 127.0.0.1 with the pair, runs the request (greedy, t
 drafter, words to the last token) once to warm up (and to learn the finished trace's size), then: (1) the same run as an MCP tool call; (2) the same run
 through the raw API marked as Gradio's MCP client marks its calls, read as it streams, to
 count what such a call is sent; (3) the same run posted to /call/generate and read only after
-UNREAD_WAIT_S (or --read-after-s: any time after the run has ended reads the same messages), counting the messages and bytes that waited for it. For each: the app's RSS
-before, at most during, and after (psutil, every 50 ms).
+UNREAD_WAIT_S (or --read-after-s: any time after the run has ended reads the same messages),
+counting the messages and bytes that waited for it. For each: the app's RSS before, at most
+during, and after (psutil, every 50 ms).
 """
 
 from __future__ import annotations
@@ -92,16 +93,13 @@ def sse_messages(body: str) -> list[tuple[str, str]]:
 
 def raw_call(url: str, data: list, *, headers: dict | None = None, read_after_s: float = 0.0) -> dict:
     """POST /call/generate, wait `read_after_s`, then read its whole stream."""
-    t0 = time.monotonic()
     with httpx.Client(base_url=url, timeout=TIMEOUT_S) as http:
         event_id = http.post("gradio_api/call/generate", json={"data": data}, headers=headers or {}).json()["event_id"]
         time.sleep(read_after_s)
         messages = sse_messages(http.get(f"gradio_api/call/generate/{event_id}").text)
-    wall_s = time.monotonic() - t0
     traces = [d for e, d in messages if e in ("generating", "complete") and "token_ids" in d]
     last = json.loads(traces[-1])[0] if traces else None
     return {
-        "wall_s": wall_s,
         "messages": len(messages),
         "trace_messages": len(traces),
         "bytes": sum(len(d) for _, d in messages),
