@@ -9,6 +9,7 @@ folders are linked, the measurements copied."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -106,3 +107,55 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if in_ci():
         pytest.fail(f"browser test cannot run in CI: {missing}", pytrace=False)
     pytest.skip(f"{missing} (in CI, with CI set, this fails instead)")
+
+
+@pytest.fixture(scope="session")
+def _chromium():
+    from app_server import chromium
+
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def browser(_chromium):
+    """Headless chromium, started once a run; the pages a test opened are closed after it."""
+    yield _chromium
+    for context in _chromium.contexts:
+        context.close()
+
+
+_tiny_page: dict = {}  # the shared tiny page while it is up: its url and what stops it
+
+
+@pytest.fixture
+def tiny_url(tmp_path_factory):
+    """app.py on the tiny pair (one thread, nothing loaded until a run asks): the page the
+    browser tests share, launched once a run and stopped after the last test that uses it
+    (an idle page still polls its queue). Each page they open is a session of its own."""
+    if "url" not in _tiny_page:
+        from app_server import launched_app, save_tiny_pair
+
+        spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair-page"))
+        stack = contextlib.ExitStack()
+        # One thread, like the in-process tiny-model tests: greedy texts (and test_browser's LONG_PROMPT) match theirs.
+        env = {"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "OMP_NUM_THREADS": "1"}
+        _tiny_page.update(url=stack.enter_context(launched_app(env, "app-tiny-page")), stop=stack.close)
+    return _tiny_page["url"]
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if "url" in _tiny_page and not any("tiny_url" in getattr(i, "fixturenames", ()) for i in _after(item)):
+        _tiny_page.pop("url")
+        _tiny_page.pop("stop")()
+
+
+def _after(item: pytest.Item) -> list[pytest.Item]:
+    items = item.session.items
+    return items[items.index(item) + 1 :]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if "stop" in _tiny_page:
+        _tiny_page.pop("url")
+        _tiny_page.pop("stop")()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from app_server import ARTIFACTS, chromium, launched_app, save_tiny_pair
+from app_server import ARTIFACTS, launched_app
 
 # Without Playwright or chromium these are skipped locally and fail in CI (tests/conftest.py).
 pytestmark = [pytest.mark.app, pytest.mark.browser]
@@ -23,22 +23,6 @@ OUTCOMES = ("tok-accepted", "tok-rejected", "tok-resampled", "tok-bonus")
 # run of it can only end early by Stop.
 LONG_PROMPT = "hello range"
 RUN_TIMEOUT_MS = 300_000  # a bound for a busy machine, not a speed requirement
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def tiny_url(tmp_path_factory):
-    spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair"))
-    # One thread, like the in-process tiny-model tests: the greedy text (and LONG_PROMPT's length) is the same.
-    with launched_app(
-        {"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "OMP_NUM_THREADS": "1"}, "app-browser"
-    ) as url:
-        yield url
 
 
 def open_page(browser, url: str, width: int, dark: bool = False):

@@ -10,11 +10,9 @@ import pytest
 
 from app_server import ARTIFACTS, free_port, save_tiny_pair
 
-playwright = pytest.importorskip("playwright.sync_api")
 
 pytestmark = [pytest.mark.app, pytest.mark.browser]
 
-CHROMIUM = "/usr/bin/chromium"
 TRACE = Path(__file__).parent / "data" / "viz_trace_greedy.json"
 TIMEOUT_MS = 300_000  # a bound for a busy machine, not a speed requirement
 
@@ -32,16 +30,6 @@ def labs_url(tmp_path_factory):
     yield f"http://127.0.0.1:{port}/"
     demo.close()
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"]
-        )
-        yield b
-        b.close()
 
 
 def upload(page) -> None:

@@ -8,31 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from app_server import ARTIFACTS, launched_app
+from app_server import ARTIFACTS
 
-playwright = pytest.importorskip("playwright.sync_api")
 
 pytestmark = [pytest.mark.app, pytest.mark.browser]
 
-CHROMIUM = "/usr/bin/chromium"
 RULES = ("exact", "argmax-accept", "replacement-from-p", "q-before-temperature", "p-without-temperature")
 RUN_TIMEOUT_MS = 120_000  # five million draws and two figures on a busy machine, not a speed requirement
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"]
-        )
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def url():
-    with launched_app({"SPECVIZ_PRELOAD": "0", "OMP_NUM_THREADS": "1"}, "app-browser-lossless") as u:
-        yield u
 
 
 def open_lossless_tab(page) -> None:
@@ -58,8 +40,8 @@ def run_gallery(browser, url: str, width: int, dark: bool = False):
     return page
 
 
-def test_the_bug_gallery_runs_and_shows_each_mistake_off(browser, url):
-    page = run_gallery(browser, url, 1280)
+def test_the_bug_gallery_runs_and_shows_each_mistake_off(browser, tiny_url):
+    page = run_gallery(browser, tiny_url, 1280)
     rows = page.locator("#lossless-bugs-table tr")
     assert rows.count() == 1 + len(RULES)
     cells = {rows.nth(i).locator("td").first.inner_text(): rows.nth(i).inner_text() for i in range(1, rows.count())}
@@ -76,8 +58,8 @@ def test_the_bug_gallery_runs_and_shows_each_mistake_off(browser, url):
     page.close()
 
 
-def test_the_bug_gallery_fits_a_phone_in_the_dark_theme(browser, url):
-    page = run_gallery(browser, url, 390, dark=True)
+def test_the_bug_gallery_fits_a_phone_in_the_dark_theme(browser, tiny_url):
+    page = run_gallery(browser, tiny_url, 390, dark=True)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), "no sideways scroll"
     # The table fits its box too (a wider one would be cut off, not scrolled).
     assert page.evaluate("""() => { const t = document.querySelector('#lossless-bugs-table table');

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from app_server import ARTIFACTS
-from test_browser import browser, tiny_url  # noqa: F401  (fixtures: chromium, and the page on the tiny pair)
 
 pytestmark = [pytest.mark.app, pytest.mark.browser]
 
@@ -16,7 +15,7 @@ PAYLOAD = Path(__file__).parent / "data" / "production" / "llamacpp_metrics.prom
 RUN_TIMEOUT_MS = 300_000  # a bound for a busy machine, not a speed requirement
 
 
-def test_a_run_exports_to_each_engine_and_an_engines_metrics_read_back(browser, tiny_url):  # noqa: F811
+def test_a_run_exports_to_each_engine_and_an_engines_metrics_read_back(browser, tiny_url):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(tiny_url)

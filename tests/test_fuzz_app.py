@@ -19,7 +19,7 @@ from gradio_client.exceptions import AppError, ValidationError
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from app_server import chromium, launched_app, save_tiny_pair
+from app_server import launched_app, save_tiny_pair
 from specviz.events import Trace
 from specviz.models.catalogue.presets import PRESETS
 
@@ -256,13 +256,6 @@ def trace_files(draw, base: dict):
     elif kind == "bytes":
         data = draw(st.binary(min_size=1, max_size=64))
     return kind, data
-
-
-@pytest.fixture(scope="module")
-def browser():
-    # Without Playwright or chromium this is skipped locally and fails in CI (tests/conftest.py).
-    with chromium() as b:
-        yield b
 
 
 @pytest.mark.browser

@@ -26,7 +26,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError, ValidationError
 from gradio_client.utils import QueueError, Status
 
-from app_server import ARTIFACTS, ROOT, chromium, launched_app, save_tiny_pair
+from app_server import ARTIFACTS, ROOT, launched_app, save_tiny_pair
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from soak import api_data  # noqa: E402 (the soak's raw calls, built from the app's API description)
@@ -208,13 +208,6 @@ def test_a_client_that_disconnects_mid_run_does_not_leave_it_running(app):
 
 
 # --- 2. hostile text in a real browser ----------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser():
-    # Without Playwright or chromium the tests using this are skipped locally and fail in CI (tests/conftest.py).
-    with chromium() as b:
-        yield b
 
 
 def hostile_trace(url: str, tmp_path) -> str:
