@@ -109,53 +109,54 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     pytest.skip(f"{missing} (in CI, with CI set, this fails instead)")
 
 
-@pytest.fixture(scope="session")
-def _chromium():
-    from app_server import chromium
+# What several test files share, started by the first test that asks and stopped after the last
+# that uses it: an idle page still polls its queue, and Playwright's loop keeps asyncio.run out.
+_shared: dict[str, tuple[object, contextlib.ExitStack]] = {}
 
-    with chromium() as b:
-        yield b
+
+def _shared_value(name: str, start) -> object:
+    if name not in _shared:
+        stack = contextlib.ExitStack()
+        _shared[name] = (start(stack), stack)
+    return _shared[name][0]
 
 
 @pytest.fixture
-def browser(_chromium):
-    """Headless chromium, started once a run; the pages a test opened are closed after it."""
-    yield _chromium
-    for context in _chromium.contexts:
+def browser():
+    """Headless chromium (`app_server.chromium`); the pages a test opened are closed after it."""
+    from app_server import chromium
+
+    b = _shared_value("browser", lambda stack: stack.enter_context(chromium()))
+    yield b
+    for context in b.contexts:
         context.close()
-
-
-_tiny_page: dict = {}  # the shared tiny page while it is up: its url and what stops it
 
 
 @pytest.fixture
 def tiny_url(tmp_path_factory):
     """app.py on the tiny pair (one thread, nothing loaded until a run asks): the page the
-    browser tests share, launched once a run and stopped after the last test that uses it
-    (an idle page still polls its queue). Each page they open is a session of its own."""
-    if "url" not in _tiny_page:
-        from app_server import launched_app, save_tiny_pair
+    browser tests share. Each page they open is a session of its own."""
+    from app_server import launched_app, save_tiny_pair
 
+    def start(stack):
         spec = save_tiny_pair(tmp_path_factory.mktemp("tiny-pair-page"))
-        stack = contextlib.ExitStack()
         # One thread, like the in-process tiny-model tests: greedy texts (and test_browser's LONG_PROMPT) match theirs.
         env = {"SPECVIZ_DEFAULT_PAIR": spec, "SPECVIZ_PRELOAD": "0", "OMP_NUM_THREADS": "1"}
-        _tiny_page.update(url=stack.enter_context(launched_app(env, "app-tiny-page")), stop=stack.close)
-    return _tiny_page["url"]
+        return stack.enter_context(launched_app(env, "app-tiny-page"))
+
+    return _shared_value("tiny_url", start)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    if "url" in _tiny_page and not any("tiny_url" in getattr(i, "fixturenames", ()) for i in _after(item)):
-        _tiny_page.pop("url")
-        _tiny_page.pop("stop")()
-
-
-def _after(item: pytest.Item) -> list[pytest.Item]:
+    if not _shared:
+        return
     items = item.session.items
-    return items[items.index(item) + 1 :]
+    later = items[items.index(item) + 1 :] if nextitem is not None else []
+    for name in [n for n in _shared if not any(n in getattr(i, "fixturenames", ()) for i in later)]:
+        _shared.pop(name)[1].close()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if "stop" in _tiny_page:
-        _tiny_page.pop("url")
-        _tiny_page.pop("stop")()
+    while _shared:
+        _shared.popitem()[1][1].close()

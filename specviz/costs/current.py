@@ -17,6 +17,8 @@ one-token pass: after STALE rounds of it, the draft's passes set the level inste
 
 from __future__ import annotations
 
+import numpy as np
+
 from specviz.cost_model import CostModel
 
 # Weight of one timed round in each running figure.
@@ -25,26 +27,26 @@ STALE = 16
 
 
 class RunCosts:
-    """V(n) for n = 1..k_max + 1 and D as this run measures them; `now` is them as a cost model
-    whose V(n) includes O, so `now.round_ms(m)` is a whole round."""
+    """V(n) for n = 1..k_max + 1 and D as this run measures them, so that `round_ms(m)` is a
+    whole round (its V(n) includes O); `now` is them as a cost model."""
 
     def __init__(self, cost: CostModel, k_max: int, draft_ms: float | None = None):
         self.load = cost
-        self._load_v = {n: cost.verify_ms(n) for n in range(1, k_max + 2)}  # the load's curve, read once
+        self._load_v = cost.verify_ms_of(np.arange(1, k_max + 2))  # the load's curve, read once
         self.level = 1.0
-        self.shape = {n: 1.0 for n in range(2, k_max + 2)}
+        self.shape = np.ones(k_max + 1)  # by pass size n - 1
         self.draft = cost.draft if draft_ms is None else float(draft_ms)  # over the level
         self.overhead = 0.0
         self._plain_ago = 0  # rounds since a one-token pass was timed
         self._timed: set[int] = set()
-        self.now = self._model()
+        self._priced()
 
     def observe(self, drafted: int, round_ms: float, target_ms: float, catch_up_ms: float | None = 0.0) -> None:
         """A timed round: `drafted` tokens, `round_ms` in all (less what the run pays once),
         `target_ms` its target pass, `catch_up_ms` the draft's reading before it drafted (None:
         not known, so the round says nothing about D)."""
         n = drafted + 1
-        ratio = target_ms / (self._load_v[n] if n in self._load_v else self.load.verify_ms(n))
+        ratio = target_ms / (self._load_v[n - 1] if n <= len(self._load_v) else self.load.verify_ms(n))
         if drafted == 0:
             self.level += WEIGHT * (ratio - self.level)
             self.overhead += WEIGHT * (max(0.0, round_ms - target_ms) - self.overhead)
@@ -56,16 +58,26 @@ class RunCosts:
                 self.level += WEIGHT * (d / self.draft - self.level)
             elif d is not None:
                 self.draft += WEIGHT * (d / self.level - self.draft)
-            if n in self.shape:  # a size's first timing replaces the load's, later ones move it
+            if n <= len(self.shape):  # a size's first timing replaces the load's, later ones move it
                 w = WEIGHT if n in self._timed else 1.0
-                self.shape[n] += w * (ratio / self.level - self.shape[n])
+                self.shape[n - 1] += w * (ratio / self.level - self.shape[n - 1])
                 self._timed.add(n)
-        self.now = self._model()
+        self._priced()
 
-    def _model(self) -> CostModel:
-        verify = {n: self.level * self.shape.get(n, 1.0) * self._load_v[n] + self.overhead for n in self.sizes}
-        return CostModel(verify=verify, draft=self.level * self.draft, source="this run")
+    def _priced(self) -> None:
+        # Every round prices every draft length: arrays, never cheaper with size as a CostModel's V(n) is.
+        self._v = np.maximum.accumulate(self.level * self.shape * self._load_v + self.overhead)
+        self._now: CostModel | None = None
+
+    def round_ms(self, ks: np.ndarray, forced: int = 0) -> np.ndarray:
+        """C(k) for each draft length in `ks`: k drafted tokens and a pass over k + 1 + `forced`."""
+        if forced or ks.max() >= len(self._v):
+            return self.now.round_ms(ks, forced)
+        return ks * (self.level * self.draft) + self._v[ks]
 
     @property
-    def sizes(self) -> range:
-        return range(1, len(self.shape) + 2)
+    def now(self) -> CostModel:
+        if self._now is None:
+            verify = {n: float(v) for n, v in enumerate(self._v, 1)}
+            self._now = CostModel(verify=verify, draft=self.level * self.draft, source="this run")
+        return self._now

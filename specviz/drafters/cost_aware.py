@@ -115,7 +115,7 @@ class CostAwareLength(DraftLength):
         self._feed_ms = cost.verify_ms(largest) / largest * cost.draft / cost.target
         self._forced = 0  # tokens the output format forces where this round starts
         self._ks = np.arange(k_max + 1)
-        self._c = self.costs.now.round_ms(self._ks)  # C(0..k_max), priced once a round (limit)
+        self._c = self.costs.round_ms(self._ks)  # C(0..k_max), priced once a round (limit)
         self._sure = np.asarray(theory.tokens_per_round(1.0, self._ks))  # every round asks at alpha 1
         self._started: float | None = None
         self._last: tuple[int, float | None, float | None] | None = None  # drafted, target ms, catch-up ms
@@ -163,7 +163,7 @@ class CostAwareLength(DraftLength):
             if target_ms is not None:
                 self.costs.observe(drafted, ms, target_ms, catch_up)
             self._realise(drafted > 0, self._last_tokens, ms)
-        self._c = self.costs.now.round_ms(self._ks, forced)
+        self._c = self.costs.round_ms(self._ks, forced)
         self._unread, self._started, self._last = unread, now, None
         self._round_conf, self._p_all = [], 1.0
         # Break-even first: where no draft length pays even at acceptance 1, nothing else is asked.
