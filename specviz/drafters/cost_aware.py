@@ -27,6 +27,7 @@ the engine keeps in the round's event.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -80,6 +81,12 @@ REALISED_ROUNDS = 8
 REALISED_MARGIN = 0.97
 
 
+@functools.lru_cache(maxsize=256)
+def _tokens(alpha: float, k_max: int) -> np.ndarray:
+    """Expected tokens of rounds drafting 0..k_max at `alpha`: every round asks at 1, plain ones again at the same alpha."""
+    return np.asarray(theory.tokens_per_round(alpha, np.arange(k_max + 1)))
+
+
 class CostAwareLength(DraftLength):
     """Adaptive k that maximises expected tokens per ms (see the module docstring).
 
@@ -116,7 +123,6 @@ class CostAwareLength(DraftLength):
         self._forced = 0  # tokens the output format forces where this round starts
         self._ks = np.arange(k_max + 1)
         self._c = self.costs.round_ms(self._ks)  # C(0..k_max), priced once a round (limit)
-        self._sure = np.asarray(theory.tokens_per_round(1.0, self._ks))  # every round asks at alpha 1
         self._started: float | None = None
         self._last: tuple[int, float | None, float | None] | None = None  # drafted, target ms, catch-up ms
         self._last_tokens = 1
@@ -147,8 +153,7 @@ class CostAwareLength(DraftLength):
 
     def choose(self, alpha: float) -> tuple[int, float]:
         """The draft length with the most expected tokens per ms, and that rate."""
-        tokens = self._sure if alpha == 1.0 else np.asarray(theory.tokens_per_round(alpha, self._ks))
-        rates = (self._forced + tokens) / self._c
+        rates = (self._forced + _tokens(alpha, self.k_max)) / self._c
         return int(np.argmax(rates)), float(rates.max())
 
     def limit(self, unread: int = 0, remaining: int | None = None, forced: int = 0) -> int:
