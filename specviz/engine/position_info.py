@@ -61,36 +61,29 @@ def positions(
     top_values, top_ids = rows.top(logits, TOP)
     # Where an output format allows one token there is no second: no tie to flip (a large gap).
     gaps = (top_values[:, 0] - top_values[:, min(1, top_values.shape[1] - 1)]).nan_to_num(posinf=1e9).tolist()
-    drafted = draft_tokens[:m]
+    drafted = draft_tokens[:m].tolist()
 
-    # Candidates: the target's top tokens, then the draft's (its top tokens, or the drafted
-    # token for point masses); -1 pads rows without a draft.
-    p_cand = (top_ids if p is None else rows.top(p[:n_pos], TOP)[1]).to(logits.device)
-    q_cand = rows.top(q[:m], TOP)[1].to(logits.device) if q is not None and m else drafted[:, None]
-    pad = torch.full((n_pos - m, q_cand.shape[1]), -1, dtype=p_cand.dtype, device=p_cand.device)
-    cand = torch.cat([p_cand, torch.cat([q_cand, pad])], dim=1)
-    safe = cand.clamp_min(0)
-
-    if p is None:
-        pv = (safe == p_cand[:, :1]).to(logits.dtype)  # the argmax, from the top-k already taken
-    else:
-        pv = torch.gather(p[:n_pos], 1, safe)
-    qv = torch.zeros_like(pv)
-    if m:
-        if q is not None:
-            qv[:m] = torch.gather(q[:m], 1, safe[:m])
-        else:
-            qv[:m] = (safe[:m] == drafted[:, None]).to(qv.dtype)
-    lv = torch.gather(logits, 1, safe)
+    # Candidates: the target's top tokens, then the draft's (its top tokens, or the drafted token
+    # for point masses), each once. A few per row: lists, not small tensors, which cost more to make.
+    p_ids = (top_ids if p is None else rows.top(p[:n_pos], TOP)[1]).tolist()
+    q_ids = rows.top(q[:m], TOP)[1].tolist() if q is not None and m else [[t] for t in drafted]
+    cand = [list(dict.fromkeys(p_ids[i] + (q_ids[i] if i < m else []))) for i in range(n_pos)]
+    width = max(map(len, cand))
+    idx = torch.tensor([c + c[:1] * (width - len(c)) for c in cand], device=logits.device)  # padded: row's first
+    lv = torch.gather(logits, 1, idx).tolist()
+    # p: the point mass on the argmax (greedy) or p's values; q: zero where nothing was drafted.
+    pv = [[float(t == c[0]) for t in c] for c in cand] if p is None else torch.gather(p[:n_pos], 1, idx).tolist()
+    qv = (
+        torch.gather(q[:m], 1, idx[:m]).tolist()
+        if q is not None and m
+        else [[float(t == d) for t in c] for c, d in zip(cand, drafted)]
+    )
 
     out = []
-    for i, row in enumerate(zip(cand.tolist(), pv.tolist(), qv.tolist(), lv.tolist())):
-        seen: dict[int, tuple[float, float, float]] = {}
-        for t, pp, qq, lg in zip(*row):
-            if t >= 0 and t not in seen:
-                seen[t] = (pp, qq, lg)
-        ranked = sorted(seen.items(), key=lambda kv: (-kv[1][0], -kv[1][2]))  # by p, then logit
-        tops = [TopToken(id=t, text=texts(t), p=pp, q=qq) for t, (pp, qq, _) in ranked]
+    for i, c in enumerate(cand):
+        q_row = qv[i] if i < m else [0.0] * len(c)
+        ranked = sorted(zip(c, pv[i], q_row, lv[i]), key=lambda v: (-v[1], -v[3]))  # by p, then logit
+        tops = [TopToken(id=t, text=texts(t), p=pp, q=qq) for t, pp, qq, _ in ranked]
         out.append(PositionInfo(top=tops, overlap=overlap[i] if i < k else 0.0, top2_logit_gap=gaps[i]))
     return out
 
