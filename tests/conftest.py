@@ -109,9 +109,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     pytest.skip(f"{missing} (in CI, with CI set, this fails instead)")
 
 
-# What several test files share, started by the first test that asks and stopped after the last
-# that uses it: an idle page still polls its queue, and Playwright's loop keeps asyncio.run out.
+# What several test files share, started by the first test that asks for it and stopped after
+# the last that uses it (an idle page still polls its queue); the browser, as soon as the next
+# test does not use it: Playwright's loop keeps that test from calling asyncio.run.
 _shared: dict[str, tuple[object, contextlib.ExitStack]] = {}
+_UNTIL_NEXT = {"browser"}
 
 
 def _shared_value(name: str, start) -> object:
@@ -153,8 +155,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     items = item.session.items
     later = items[items.index(item) + 1 :] if nextitem is not None else []
-    for name in [n for n in _shared if not any(n in getattr(i, "fixturenames", ()) for i in later)]:
-        _shared.pop(name)[1].close()
+    for name in list(_shared):
+        users = later[:1] if name in _UNTIL_NEXT else later
+        if not any(name in getattr(i, "fixturenames", ()) for i in users):
+            _shared.pop(name)[1].close()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -165,6 +165,8 @@ def model_status(pair: str) -> tuple[str, gr.Timer]:
 STATE_TTL_S = 3 * 3600
 # Every half hour, the files Gradio keeps for this page (uploads, downloads) older than an hour go.
 DELETE_CACHE = (1800, 3600)
+# How often the queue looks for work while it has none to start: a queued request waits at most this long.
+QUEUE_POLL_S = 0.01
 
 
 def build_page(config: PageConfig) -> gr.Blocks:
@@ -213,6 +215,9 @@ def queue(demo: gr.Blocks, config: PageConfig) -> gr.Blocks:
     """The page's one queue: no endpoint answers outside it (`api_open=False`), at most
     `queue_size` requests wait, and each visitor has its share of the models (`visitors`)."""
     demo.queue(api_open=False, default_concurrency_limit=LIGHT["concurrency_limit"], max_size=config.queue_size)
+    # Gradio looks for work every millisecond while its queue is empty or its slots are full:
+    # a few percent of a core on an idle page, and the event loop's thread waking beside every run.
+    demo._queue.sleep_when_free = max(demo._queue.sleep_when_free, QUEUE_POLL_S)
     visitors.guard(demo, config)
     declared.guard_events(demo)  # a page event's inputs, by its components, before the visitor's share is counted
     return demo

@@ -33,6 +33,9 @@ from specviz.lm.timing import sync
 from specviz.lm.tree import chain_parents
 
 
+_NO_RIDE = torch.zeros(0, dtype=torch.long)
+
+
 @dataclass
 class Round:
     """One verified round: the rule's outcome and what the target's pass gave for it."""
@@ -69,7 +72,7 @@ def tree_round(
         logits, ride_logits = every[: n + 1], every[n + 1 :]
     else:
         context = target.length
-        logits, ride_logits = sampler.logits(target.feed(torch.cat([head, x]), keep=0)), None
+        logits, ride_logits = sampler.logits(target.feed(torch.cat([head, x]) if n else head, keep=0)), None
     r = decide(sampler, proposal, logits, start, generator, greedy)
     if as_tree:
         target.keep_path([0] + [i + 1 for i in r.outcome.path])
@@ -128,7 +131,7 @@ def _drafted_q(proposal: Proposal) -> list[float]:
 def _ride(proposal: Proposal) -> tuple[torch.Tensor, list[int]]:
     """The proposal's ride nodes (none for most drafters), checked: parents -1 or earlier."""
     if proposal.ride is None or not proposal.ride.numel():
-        return torch.zeros(0, dtype=torch.long), []
+        return _NO_RIDE, []
     parents = list(proposal.ride_parents or [])
     if len(parents) != proposal.ride.numel() or any(not -1 <= par < i for i, par in enumerate(parents)):
         raise ValueError(f"ride nodes need one parent each, -1 or an earlier ride node (got {parents})")
