@@ -23,6 +23,9 @@ import numpy as np
 
 from specviz.errors import UserError, shown
 
+# Drafting pays only where, every draft accepted, it beats plain decoding by this (docs/COST_AWARE.md).
+BREAK_EVEN_MARGIN = 0.05
+
 
 def never_cheaper(measured: Mapping[int, float]) -> dict[int, float]:
     """The costs by size, each raised to the dearest smaller pass."""

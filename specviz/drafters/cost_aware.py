@@ -3,8 +3,8 @@
 A round that drafts m tokens costs C(m) = m*D + V(m+1) (`CostModel.round_ms`), priced on what
 the run measures now (`costs.current`: the load-time costs moved by the run's own timed rounds):
 
-- break-even first: where no draft length pays even if every draft were accepted, the round
-  drafts nothing;
+- break-even first: where no draft length pays even if every draft were accepted (gains
+  BREAK_EVEN_MARGIN over plain decoding), the round drafts nothing;
 - else the draft length with the most tokens_per_round(alpha, m) / C(m) at the running
   acceptance estimate alpha sets the rate R to beat; where m = 0 (plain decoding) wins, also
   at alpha one standard error higher, the round drafts nothing;
@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from specviz import theory
-from specviz.cost_model import CostModel
+from specviz.cost_model import BREAK_EVEN_MARGIN, CostModel
 from specviz.costs.current import RunCosts
 from specviz.drafters.length import DraftLength
 from specviz.choices import COST_AWARE
@@ -172,8 +172,9 @@ class CostAwareLength(DraftLength):
         self._unread, self._started, self._last = unread, now, None
         self._round_conf, self._p_all = [], 1.0
         # Break-even first: where no draft length pays even at acceptance 1, nothing else is asked.
-        best_k, best_rate = self.choose(1.0)
-        k, self._rate, hope_rate, self.why = 0, best_rate, best_rate, NO_DRAFT_PAYS
+        best = (self._forced + _tokens(1.0, self.k_max)) / self._c
+        best_k = int(np.argmax(best)) if best.max() >= (1 + BREAK_EVEN_MARGIN) * best[0] else 0
+        k, self._rate, hope_rate, self.why = 0, float(best[best_k]), float(best[best_k]), NO_DRAFT_PAYS
         if best_k:
             (k, self._rate), self.why = self.choose(self.alpha), ""
             # Plain only while an optimistic alpha agrees: plain rounds teach nothing, so bad luck would end drafting.

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from specviz import theory
-from specviz.cost_model import kept
+from specviz.cost_model import BREAK_EVEN_MARGIN, kept
 from specviz.events import CATCH_UP, CHECK, DRAFTING_LOST, LOW_ACCEPTANCE, NO_DRAFT_PAYS, RoundEvent
 
 WHY = {
-    NO_DRAFT_PAYS: "no draft length can pay on the pass costs this run measures, even if every draft were accepted",
+    NO_DRAFT_PAYS: "no draft length can pay on the pass costs this run measures, even if every draft were accepted "
+    f"(none gains {BREAK_EVEN_MARGIN:.0%} on plain decoding)",
     LOW_ACCEPTANCE: "at the acceptance seen so far no draft length pays for its pass",
     DRAFTING_LOST: "its rounds that drafted gave fewer tokens per second than its plain ones",
     CATCH_UP: "the draft would first read every token it skipped, more than the rest of the run could repay",
