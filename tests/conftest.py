@@ -10,6 +10,7 @@ folders are linked, the measurements copied."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import tempfile
@@ -79,6 +80,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in SLOW or f"{item.path.name}::{item.originalname}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Every module the tests import (torch, transformers, gradio, specviz: most of the heap) is
+    # loaded by now and lives to the end. Out of the cycle collector's sight, a gc.collect()
+    # (`clear_loaded` runs one before and after many tests) walks only what the tests made since:
+    # late in a full run it had walked millions of objects, over a second a test.
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
