@@ -171,8 +171,8 @@ class CostAwareLength(DraftLength):
         self._c = self.costs.round_ms(self._ks, forced)
         self._unread, self._started, self._last = unread, now, None
         self._round_conf, self._p_all = [], 1.0
-        # Break-even first: where no draft length pays even at acceptance 1, nothing else is asked.
-        best = (self._forced + _tokens(1.0, self.k_max)) / self._c
+        # Break-even first, on the passes alone (time outside them, timed on plain rounds, drafting rounds pay too).
+        best = (self._forced + _tokens(1.0, self.k_max)) / (self._c - self.costs.overhead)
         best_k = int(np.argmax(best)) if best.max() >= (1 + BREAK_EVEN_MARGIN) * best[0] else 0
         k, self._rate, hope_rate, self.why = 0, float(best[best_k]), float(best[best_k]), NO_DRAFT_PAYS
         if best_k:
