@@ -117,7 +117,7 @@ def test_time_outside_the_passes_does_not_make_drafting_look_like_it_pays():
     # Each pass waits 15 ms outside it (a page drawing on the same cores, another thread holding
     # the GIL): plain rounds time that as the round's overhead, and drafting rounds pay it once a
     # pass too. Counted in the break-even as if a round paid it once, it made sixteen drafts look
-    # 40 % faster than plain; on the passes alone they gain 0.6 %, and the run stays plain.
+    # 52 % faster than plain; on the passes alone they gain 0.6 %, and the run stays plain.
     # Only a check drafts now and then, one token at a bounded price (with the old rule the rounds
     # said `low-acceptance`: drafting was thought to pay, at a higher acceptance).
     sim = Sim(FLAT_AT_LENGTH, k_max=16, call_ms=15.0)
