@@ -23,6 +23,7 @@ from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError, Status
 
 from app_server import launched_app
+from specviz.models.catalogue.presets import QWEN_CODER_DRAFT, QWEN_CODER_TARGET
 from specviz.events import Trace
 
 pytestmark = [pytest.mark.bundled, pytest.mark.app]
@@ -41,7 +42,7 @@ PROMPTS = [
 ]
 # The bundled pair on llama.cpp, the runtime `auto` picks on a CPU (the GGUF files, mapped once):
 # a second copy of the models would add about their size.
-MODELS_BYTES = 491_400_064 + 1_117_320_768
+MODELS_BYTES = QWEN_CODER_DRAFT.size + QWEN_CODER_TARGET.size
 
 
 def request(client: Client, prompt: str):
