@@ -8,7 +8,10 @@ Each timed round tells one of:
   (round - target pass - O - the draft's catch-up) / m.
 
 V(1) now over V(1) at load is the machine's level L: a busier or quieter machine moves every
-cost alike. A larger pass keeps its own shape (V(n) now over V(n) at load, over L) and the
+cost alike. A one-token pass counts as at most OUTLIER times the fastest of the last few (the
+load's timing among them until WINDOW have come): a page drawing its first update made a run's
+first passes 3-4 times slower, and a level set by them made V(1) dearer than the V(2) timed
+after, so one-token drafts looked like they paid for a whole run. A larger pass keeps its own shape (V(n) now over V(n) at load, over L) and the
 draft its D over L, so a cost that moves apart from the rest (a draft slower in this run than
 at load, a pass size the load timed wrongly) is seen as such, while a run that decodes plainly
 still tracks the level and prices drafting at it. A run that drafts every round times no
@@ -17,6 +20,8 @@ one-token pass: after STALE rounds of it, the draft's passes set the level inste
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from specviz.cost_model import CostModel
@@ -24,6 +29,8 @@ from specviz.cost_model import CostModel
 # Weight of one timed round in each running figure.
 WEIGHT = 0.3
 STALE = 16
+OUTLIER = 1.5
+WINDOW = 4
 
 
 class RunCosts:
@@ -38,6 +45,7 @@ class RunCosts:
         self.draft = cost.draft if draft_ms is None else float(draft_ms)  # over the level
         self.overhead = 0.0
         self._plain_ago = 0  # rounds since a one-token pass was timed
+        self._recent = deque([1.0], maxlen=WINDOW)  # the last one-token passes over the load's
         self._timed: set[int] = set()
         self._priced()
 
@@ -48,6 +56,8 @@ class RunCosts:
         n = drafted + 1
         ratio = target_ms / (self._load_v[n - 1] if n <= len(self._load_v) else self.load.verify_ms(n))
         if drafted == 0:
+            self._recent.append(ratio)
+            ratio = min(ratio, OUTLIER * min(self._recent))
             self.level += WEIGHT * (ratio - self.level)
             self.overhead += WEIGHT * (max(0.0, round_ms - target_ms) - self.overhead)
             self._plain_ago = 0
