@@ -46,7 +46,7 @@ def main() -> None:
             )
     from starlette.middleware import Middleware
 
-    from specviz.app import memory_trim
+    from specviz.app import loading, memory_trim
     from specviz.app.page import CSS_PATHS, build_page, queue
     from specviz.app.request_size import RequestSize
     from specviz.app.sessions import keep_sessions_short
@@ -69,6 +69,7 @@ def main() -> None:
             app_kwargs={"middleware": [Middleware(RequestSize, config=config, strikes=strikes)]},
         )
         keep_sessions_short(demo)
+        loading.settle_heap()  # the page is built: its heap is kept out of the collector's walks
         if config.memory_trim:
             memory_trim.start()
     finally:
