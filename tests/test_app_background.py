@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -62,6 +63,31 @@ def test_updates_come_no_faster_than_the_interval_and_the_last_always_comes():
     elapsed = time.monotonic() - start
     assert got[-1] == 59
     assert len(got) <= 2 + elapsed / interval  # the first, one per interval, and the last
+
+
+def test_an_interval_that_grows_with_the_update_spaces_updates_out_as_they_grow():
+    # The Live tab's rule: a wait after each update that grows with what it held.
+    def run():
+        for i in range(100):
+            time.sleep(0.01)
+            yield i
+
+    got = list(newest(run(), min_interval_s=lambda i: 0.005 * i, stop=lambda: None))
+    gaps = [b - a for a, b in zip(got, got[1:-1])]
+    assert got[-1] == 99 and len(got) < 20  # at a fixed 0.05 s, about 20
+    assert all(gap >= 0.5 * a - 1 for a, gap in zip(got, gaps))  # each wait at least what its update asked
+
+
+def test_the_live_tabs_updates_space_out_as_the_stream_grows_up_to_a_second():
+    from specviz.app.live import UPDATE_MAX_S, update_interval_s
+    from specviz.app.runner import MIN_UPDATE_S
+
+    def trace(tokens: int):
+        return SimpleNamespace(token_ids=[0] * tokens)
+
+    assert update_interval_s(trace(1)) == MIN_UPDATE_S
+    assert MIN_UPDATE_S < update_interval_s(trace(100)) < update_interval_s(trace(120)) < UPDATE_MAX_S
+    assert update_interval_s(trace(4096)) == UPDATE_MAX_S == 1.0
 
 
 def test_an_error_in_the_run_is_raised_to_the_caller_after_what_came_before():

@@ -23,9 +23,11 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def newest(items: Iterator[T], *, min_interval_s: float, stop: Callable[[], None]) -> Iterator[T]:
+def newest(
+    items: Iterator[T], *, min_interval_s: float | Callable[[T], float], stop: Callable[[], None]
+) -> Iterator[T]:
     """Iterate `items` in a thread of its own and yield the newest one, at most one every
-    `min_interval_s`, the first at once and the last always. An exception in the thread is
+    `min_interval_s` (or that function of the item last yielded), the first at once and the last always. An exception in the thread is
     raised here, after the newest item before it. Closing this iterator early calls `stop()`
     (which must make `items` end soon) and returns without waiting for the thread; what the
     run yields after that is dropped."""
@@ -50,13 +52,14 @@ def newest(items: Iterator[T], *, min_interval_s: float, stop: Callable[[], None
     thread = threading.Thread(target=contextvars.copy_context().run, args=(pump,), name="specviz-run", daemon=True)
     thread.start()
     sent: float | None = None
+    wait = 0.0  # after the update sent last
     try:
         while True:
             with cond:
                 cond.wait_for(lambda: box["fresh"] or box["done"])
                 if sent is not None and not box["done"]:
                     # Not sooner than min_interval_s after the last update, unless the run ends.
-                    due = sent + min_interval_s
+                    due = sent + wait
                     cond.wait_for(
                         lambda: box["done"] or time.monotonic() >= due, timeout=max(0.0, due - time.monotonic())
                     )
@@ -64,6 +67,7 @@ def newest(items: Iterator[T], *, min_interval_s: float, stop: Callable[[], None
                 box["fresh"] = False
             if fresh:
                 sent = time.monotonic()
+                wait = min_interval_s(item) if callable(min_interval_s) else min_interval_s
                 yield item
             if error is not None:
                 raise error

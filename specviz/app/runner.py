@@ -95,7 +95,7 @@ def stream(
     config: PageConfig,
     *,
     on_progress: Progress | None = None,
-    min_interval_s: float = MIN_UPDATE_S,
+    min_interval_s: float | Callable[[Trace], float] = MIN_UPDATE_S,
     remember: bool = False,
 ) -> Iterator[Trace]:
     """The trace after each round (speculative) or token (plain), then the finished trace.
