@@ -222,9 +222,8 @@ def k_for_policy(policy: str, k: int | float) -> int:
 # The timeline's least wait between redraws while a run streams, its first one included.
 PLOT_EVERY_S = 2.0
 # Each update sends the whole stream again and the browser draws it again, at a cost that grows
-# with the tokens it holds, so updates space out with them, up to UPDATE_MAX_S apart: at one every
-# 0.2 s, a 128-token run on 2 CPU cores kept chromium busy 2.0 s in scripts against 0.5 s for the
-# same run's plain column, on the cores the run was using.
+# with the tokens it holds, so updates space out with them, up to UPDATE_MAX_S apart: on a small
+# CPU the browser draws on the cores the run is using (docs/BENCHMARKS.md, "The page's own cost").
 UPDATE_MS_PER_TOKEN = 7.5
 UPDATE_MAX_S = 1.0
 
@@ -238,10 +237,9 @@ def update_interval_s(trace: Trace) -> float:
 def plot_interval_s(trace: Trace) -> float:
     """How long the timeline waits between redraws while a run streams (it is always drawn at
     the end). Redrawing a plot of hundreds of rounds several times a second kept a browser so
-    busy that the Stop click waited until the run had ended; the wait grows with the plot. On 2
-    CPU cores the browser's redraws and the page's building of them slow the run they show:
-    each second apart, they made the Live tab's run 0.69-0.94x the same run beside plain
-    decoding; drawn only at the end, 0.92-0.95x."""
+    busy that the Stop click waited until the run had ended; the wait grows with the plot. On a
+    small CPU the browser's redraws and the page's building of them take the cores from the run
+    they show (docs/BENCHMARKS.md, "The page's own cost")."""
     return max(PLOT_EVERY_S, len(trace.events) / 150)
 
 

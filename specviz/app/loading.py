@@ -25,9 +25,9 @@ log = logging.getLogger(__name__)
 
 def settle_heap() -> None:
     """Collect once, then keep what is alive now (the imports, the page, the pairs loaded) out of
-    the cycle collector's sight (`gc.freeze`). A full collection walks the whole heap, 250-350 ms
-    holding the GIL in a page with a pair loaded, and the objects a load and a first run leave
-    behind set off several of them in the page's first run, each stalling its passes. Called
+    the cycle collector's sight (`gc.freeze`). A full collection walks the whole heap holding the
+    GIL, and the objects a load leaves behind set off several in the page's first run, each
+    stalling its passes. Called
     after the page is built and after each load; unfreezing first lets the collection free what
     an unloaded pair left in cycles."""
     gc.unfreeze()
