@@ -127,3 +127,30 @@ def test_an_unloaded_pair_is_forgotten_and_loaded_again_when_asked_for():
     assert loader.status("a") is None  # its state (which held the models) is gone
     again = loader.wait("a", poll_s=0.01)
     assert again is not a and not again.closed and loads == ["a", "b", "a"]
+
+
+def test_settling_the_heap_freezes_what_lives_and_frees_what_an_unloaded_pair_left_in_cycles():
+    import gc
+    import weakref
+
+    from specviz.app.loading import settle_heap
+
+    class Node:
+        pass
+
+    def cycle():
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        return a
+
+    kept = cycle()  # a loaded pair's objects: alive, so frozen out of the collector's walks
+    gone = weakref.ref(cycle())  # garbage in a cycle when the heap settles: collected first
+    settle_heap()
+    assert gone() is None and gc.is_tracked(kept) and gc.get_freeze_count() > 0
+    # The pair is unloaded: its cycle is garbage now, but frozen, so a plain collection keeps it.
+    was = weakref.ref(kept)
+    del kept
+    gc.collect()
+    assert was() is not None
+    settle_heap()  # the next load's settling unfreezes first and frees it
+    assert was() is None
