@@ -27,8 +27,8 @@ def newest(
     items: Iterator[T], *, min_interval_s: float | Callable[[T], float], stop: Callable[[], None]
 ) -> Iterator[T]:
     """Iterate `items` in a thread of its own and yield the newest one, at most one every
-    `min_interval_s` (or that function of the item last yielded), the first at once and the last always. An exception in the thread is
-    raised here, after the newest item before it. Closing this iterator early calls `stop()`
+    `min_interval_s` (or that function of the item last yielded), the first at once and the
+    last always. An exception in the thread is raised here, after the newest item before it. Closing this iterator early calls `stop()`
     (which must make `items` end soon) and returns without waiting for the thread; what the
     run yields after that is dropped."""
     cond = threading.Condition()

@@ -5,8 +5,7 @@ sends one update per round (the stream, the stats and the timeline, each drawn o
 with token trees or a draft with another tokenizer also shows its latest round's tree or
 alignment, redrawn with the timeline; rounds closer together than `update_interval_s`, which
 grows with the stream, share an update, so neither a fast GPU nor a long stream floods the
-browser) and keeps the trace so far in the
-session's state, so Stop leaves a trace to inspect. `LiveRuns.rerun` is the same run after a
+browser) and keeps the trace so far in the session's state, so Stop leaves a trace to inspect. `LiveRuns.rerun` is the same run after a
 slider is released or the pair changes. The page calls both through `LiveRuns.handler`, which
 reads the tab's inputs once (`LiveTab.read`: the settings validated as they are made).
 

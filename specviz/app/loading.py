@@ -27,9 +27,8 @@ def settle_heap() -> None:
     """Collect once, then keep what is alive now (the imports, the page, the pairs loaded) out of
     the cycle collector's sight (`gc.freeze`). A full collection walks the whole heap holding the
     GIL, and the objects a load leaves behind set off several in the page's first run, each
-    stalling its passes. Called
-    after the page is built and after each load; unfreezing first lets the collection free what
-    an unloaded pair left in cycles."""
+    stalling its passes. Called after the page is built and after each load; unfreezing first
+    lets the collection free what an unloaded pair left in cycles."""
     gc.unfreeze()
     gc.collect()
     gc.freeze()

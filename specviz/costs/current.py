@@ -11,11 +11,12 @@ V(1) now over V(1) at load is the machine's level L: a busier or quieter machine
 cost alike. A one-token pass counts as at most OUTLIER times the fastest of the last few (the
 load's timing among them until WINDOW have come): a page drawing its first update slows a run's
 first passes, and a level set by them made V(1) dearer than the V(2) timed after, so one-token
-drafts looked like they paid for a whole run. A larger pass keeps its own shape (V(n) now over V(n) at load, over L) and the
-draft its D over L, so a cost that moves apart from the rest (a draft slower in this run than
-at load, a pass size the load timed wrongly) is seen as such, while a run that decodes plainly
-still tracks the level and prices drafting at it. A run that drafts every round times no
-one-token pass: after STALE rounds of it, the draft's passes set the level instead.
+drafts looked like they paid for a whole run. A larger pass keeps its own shape (V(n) now over
+V(n) at load, over L) and the draft its D over L, so a cost that moves apart from the rest (a
+draft slower in this run than at load, a pass size the load timed wrongly) is seen as such,
+while a run that decodes plainly still tracks the level and prices drafting at it. A run that
+drafts every round times no one-token pass: after STALE rounds of it, the draft's passes set
+the level instead.
 """
 
 from __future__ import annotations
