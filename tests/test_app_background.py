@@ -66,7 +66,7 @@ def test_updates_come_no_faster_than_the_interval_and_the_last_always_comes():
 
 
 def test_an_interval_that_grows_with_the_update_spaces_updates_out_as_they_grow():
-    # The Live tab's rule: a wait after each update that grows with what it held.
+    # runner.stream's rule: a wait after each update that grows with what it held.
     def run():
         for i in range(100):
             time.sleep(0.01)
@@ -78,9 +78,8 @@ def test_an_interval_that_grows_with_the_update_spaces_updates_out_as_they_grow(
     assert all(gap >= 0.5 * a - 1 for a, gap in zip(got, gaps))  # each wait at least what its update asked
 
 
-def test_the_live_tabs_updates_space_out_as_the_stream_grows_up_to_a_second():
-    from specviz.app.live import UPDATE_MAX_S, update_interval_s
-    from specviz.app.runner import MIN_UPDATE_S
+def test_a_runs_updates_space_out_as_the_stream_grows_up_to_a_second():
+    from specviz.app.runner import MIN_UPDATE_S, UPDATE_MAX_S, update_interval_s
 
     def trace(tokens: int):
         return SimpleNamespace(token_ids=[0] * tokens)

@@ -3,8 +3,8 @@
 `LiveRuns.run` takes the prompt, the pair and a `GenerationSettings` and is a generator that
 sends one update per round (the stream, the stats and the timeline, each drawn once; a run
 with token trees or a draft with another tokenizer also shows its latest round's tree or
-alignment, redrawn with the timeline; rounds closer together than `update_interval_s`, which
-grows with the stream, share an update, so neither a fast GPU nor a long stream floods the
+alignment, redrawn with the timeline; rounds closer together than `runner.update_interval_s`,
+which grows with the stream, share an update, so neither a fast GPU nor a long stream floods the
 browser) and keeps the trace so far in the session's state, so Stop leaves a trace to inspect. `LiveRuns.rerun` is the same run after a
 slider is released or the pair changes. The page calls both through `LiveRuns.handler`, which
 reads the tab's inputs once (`LiveTab.read`: the settings validated as they are made).
@@ -221,17 +221,6 @@ def k_for_policy(policy: str, k: int | float) -> int:
 
 # The timeline's least wait between redraws while a run streams, its first one included.
 PLOT_EVERY_S = 2.0
-# Each update sends the whole stream again and the browser draws it again, at a cost that grows
-# with the tokens it holds, so updates space out with them, up to UPDATE_MAX_S apart: on a small
-# CPU the browser draws on the cores the run is using (docs/BENCHMARKS.md, "The page's own cost").
-UPDATE_MS_PER_TOKEN = 7.5
-UPDATE_MAX_S = 1.0
-
-
-def update_interval_s(trace: Trace) -> float:
-    """How long the Live tab waits after an update of `trace` before the next."""
-    grown = len(trace.token_ids) * UPDATE_MS_PER_TOKEN / 1000
-    return min(UPDATE_MAX_S, max(runner.MIN_UPDATE_S, grown))
 
 
 def plot_interval_s(trace: Trace) -> float:
@@ -315,14 +304,7 @@ class LiveRuns:
         session = session_of(request)
         loading = runner.loading(progress, pair)
         for trace in runner.stream(
-            pair,
-            prompt,
-            settings,
-            session,
-            self.config,
-            remember=session != NO_SESSION,
-            on_progress=loading,
-            min_interval_s=update_interval_s,
+            pair, prompt, settings, session, self.config, remember=session != NO_SESSION, on_progress=loading
         ):
             # The finished trace repeats the last round's events: only the stats change then.
             now = time.monotonic()

@@ -376,7 +376,8 @@ def generate_api(config: PageConfig):
     def generate(*args, **kwargs) -> Iterator[str]:
         """Run speculative (or plain) decoding. Each message is the run's trace so far as JSON
         (the schema of `python -m specviz generate --json`), one per round (at most five a
-        second, fewer to a caller that reads slower); the last is the finished trace."""
+        second, down to one a second as the trace grows, fewer to a caller that reads slower);
+        the last is the finished trace."""
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         values = dict(bound.arguments)

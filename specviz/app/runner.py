@@ -41,6 +41,18 @@ OUTPUTS = SessionOutputs()  # the Live tab's earlier outputs per session, for th
 # the timeline cannot keep up with a GPU's tens of rounds a second, and the API's messages
 # (the whole trace so far) would grow as the square of the run's length.
 MIN_UPDATE_S = 0.2
+# Each update is the whole run so far, built, sent and drawn again (the page's stream, the API's
+# trace), at a cost that grows with its tokens, so updates space out with them, up to
+# UPDATE_MAX_S apart: on a small CPU that work takes the cores the run is using
+# (docs/BENCHMARKS.md, "The page's own cost").
+UPDATE_MS_PER_TOKEN = 7.5
+UPDATE_MAX_S = 1.0
+
+
+def update_interval_s(trace: Trace) -> float:
+    """How long a run's stream waits after sending `trace` before it sends the next."""
+    grown = len(trace.token_ids) * UPDATE_MS_PER_TOKEN / 1000
+    return min(UPDATE_MAX_S, max(MIN_UPDATE_S, grown))
 
 
 def check_pair(spec: Any, config: PageConfig) -> Any:
@@ -95,7 +107,7 @@ def stream(
     config: PageConfig,
     *,
     on_progress: Progress | None = None,
-    min_interval_s: float | Callable[[Trace], float] = MIN_UPDATE_S,
+    min_interval_s: float | Callable[[Trace], float] = update_interval_s,
     remember: bool = False,
 ) -> Iterator[Trace]:
     """The trace after each round (speculative) or token (plain), then the finished trace.
@@ -103,7 +115,8 @@ def stream(
     Waits for the pair first, reporting its load through `on_progress`. A new run in the
     same session, or Stop, ends this one before its next round (stop_reason "cancelled").
     The run goes on in a thread of its own while the caller handles each trace (see
-    `background.newest`): rounds that end within `min_interval_s` of the last trace sent, or
+    `background.newest`): rounds that end within `min_interval_s` (by default
+    `update_interval_s` of the trace) of the last trace sent, or
     while the caller is busy, go out as one (the newest); the first round and the finished
     trace (the only one with a stop reason) always go. Closing the iterator stops the run.
     The pair is checked first (`check_pair`: a public page loads no local files, even one an
