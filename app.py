@@ -46,17 +46,19 @@ def main() -> None:
             )
     from starlette.middleware import Middleware
 
-    from specviz.app import loading, memory_trim
+    from specviz.app import memory_trim
     from specviz.app.page import CSS_PATHS, build_page, queue
     from specviz.app.request_size import RequestSize
     from specviz.app.sessions import keep_sessions_short
     from specviz.app.strikes import Strikes, watch
+    from specviz.lm.resident import settle_heap
 
     try:
         demo = build_page(config)
         queue(demo, config)
         strikes = Strikes.of(config)  # each visitor's refused requests, counted at the door and in the queue
         watch(demo, config, strikes)
+        settle_heap()  # the page is built: its heap is kept out of the collector's walks
         demo.launch(
             server_name=config.host,
             server_port=config.port,
@@ -69,7 +71,6 @@ def main() -> None:
             app_kwargs={"middleware": [Middleware(RequestSize, config=config, strikes=strikes)]},
         )
         keep_sessions_short(demo)
-        loading.settle_heap()  # the page is built: its heap is kept out of the collector's walks
         if config.memory_trim:
             memory_trim.start()
     finally:

@@ -91,6 +91,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(autouse=True)
+def heap_not_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page's load settles its heap (`resident.settle_heap`), and every unload after it walks
+    the whole heap to free the unloaded pair's cycles; here the heap is frozen once, above, and a
+    load in one test must not make every later unload (before and after many tests) walk it all."""
+    from specviz.lm import resident
+
+    monkeypatch.setattr(resident, "_settled", False)
+
+
+@pytest.fixture(autouse=True)
 def no_check_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     """A tiny model's pass takes a fraction of a millisecond, so the load check of its cached
     costs is often off by more than its tolerance and pauses (costs.measure.CHECK_PAUSE_S)

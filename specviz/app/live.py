@@ -300,7 +300,7 @@ class LiveRuns:
     ) -> Iterator[tuple]:
         """Run: yields (stream, stats, timeline, tree, alignment, trace) once per round."""
         prompt = check_prompt(prompt)
-        shown, plotted_at = -1, time.monotonic()  # the first round's plot is one bar: drawn later
+        shown, plotted_at = -1, None
         session = session_of(request)
         loading = runner.loading(progress, pair)
         for trace in runner.stream(
@@ -308,10 +308,14 @@ class LiveRuns:
         ):
             # The finished trace repeats the last round's events: only the stats change then.
             now = time.monotonic()
+            first, plotted_at = plotted_at is None, now if plotted_at is None else plotted_at
             plot = len(trace.events) != shown and (
                 bool(trace.summary.stop_reason) or now - plotted_at >= plot_interval_s(trace)
             )
-            yield *live_views(trace, plot=plot), trace
+            views = live_views(trace, plot=plot)
+            if first and not plot:  # the last run's timeline goes; this one's, one bar yet, comes later
+                views = (*views[:2], None, *latest_round_views(trace))
+            yield *views, trace
             if plot:
                 shown, plotted_at = len(trace.events), now
 

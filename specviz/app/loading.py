@@ -8,7 +8,6 @@ sessions) by specviz.models.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -18,20 +17,10 @@ from typing import Any
 
 from specviz.choices import AUTO
 from specviz.errors import UserError
+from specviz.lm.resident import settle_heap
 from specviz.models.progress import Progress
 
 log = logging.getLogger(__name__)
-
-
-def settle_heap() -> None:
-    """Collect once, then keep what is alive now (the imports, the page, the pairs loaded) out of
-    the cycle collector's sight (`gc.freeze`). A full collection walks the whole heap holding the
-    GIL, and the objects a load leaves behind set off several in the page's first run, each
-    stalling its passes. Called after the page is built and after each load; unfreezing first
-    lets the collection free what an unloaded pair left in cycles."""
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
 
 
 class Cancelled(Exception):

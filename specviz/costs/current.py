@@ -10,8 +10,8 @@ Each timed round tells one of:
 V(1) now over V(1) at load is the machine's level L: a busier or quieter machine moves every
 cost alike. A one-token pass counts as at most OUTLIER times the fastest of the last few (the
 load's timing among them until WINDOW have come): a page drawing its first update slows a run's
-first passes, and a level set by them made V(1) dearer than the V(2) timed after, so one-token
-drafts looked like they paid for a whole run. A larger pass keeps its own shape (V(n) now over
+first passes, and a level set by them would make V(1) dearer than the V(2) timed after, so
+that one-token drafts look like they pay. A larger pass keeps its own shape (V(n) now over
 V(n) at load, over L) and the draft its D over L, so a cost that moves apart from the rest (a
 draft slower in this run than at load, a pass size the load timed wrongly) is seen as such,
 while a run that decodes plainly still tracks the level and prices drafting at it. A run that
@@ -57,6 +57,8 @@ class RunCosts:
         n = drafted + 1
         ratio = target_ms / (self._load_v[n - 1] if n <= len(self._load_v) else self.load.verify_ms(n))
         if drafted == 0:
+            if self._plain_ago > STALE:  # the draft's passes have set the level since: start from it
+                self._recent = deque([self.level], maxlen=WINDOW)
             self._recent.append(ratio)
             ratio = min(ratio, OUTLIER * min(self._recent))
             self.level += WEIGHT * (ratio - self.level)

@@ -185,4 +185,29 @@ def _forget(entry: _Entry) -> None:
     try:
         entry.forget()
     finally:
+        collect()
+
+
+# Whether settle_heap has frozen the heap: an unload must then unfreeze it to free its pair's cycles.
+_settled = False
+
+
+def settle_heap() -> None:
+    """Collect once, then keep what is alive now (the imports, the page, the pairs loaded) out of
+    the cycle collector's sight (`gc.freeze`). A full collection walks the whole heap holding the
+    GIL, and the objects a load leaves behind set off several in a page's first run, each
+    stalling its passes. The page calls it once built and after each load; unfreezing first
+    lets the collection free what an unloaded pair left in cycles."""
+    global _settled
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    _settled = True
+
+
+def collect() -> None:
+    """Free what unloaded pairs left in cycles, frozen ones too where the heap was settled."""
+    if _settled:
+        settle_heap()
+    else:
         gc.collect()
