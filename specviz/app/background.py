@@ -28,9 +28,9 @@ def newest(
 ) -> Iterator[T]:
     """Iterate `items` in a thread of its own and yield the newest one, at most one every
     `min_interval_s` (or that function of the item last yielded), the first at once and the
-    last always. An exception in the thread is raised here, after the newest item before it. Closing this iterator early calls `stop()`
-    (which must make `items` end soon) and returns without waiting for the thread; what the
-    run yields after that is dropped."""
+    last always. An exception in the thread is raised here, after the newest item before it.
+    Closing this iterator early calls `stop()` (which must make `items` end soon) and returns
+    without waiting for the thread; what the run yields after that is dropped."""
     cond = threading.Condition()
     box: dict = {"item": None, "fresh": False, "done": False, "error": None}
 

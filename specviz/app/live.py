@@ -5,8 +5,8 @@ sends one update per round (the stream, the stats and the timeline, each drawn o
 with token trees or a draft with another tokenizer also shows its latest round's tree or
 alignment, redrawn with the timeline; rounds closer together than `runner.update_interval_s`,
 which grows with the stream, share an update, so neither a fast GPU nor a long stream floods the
-browser) and keeps the trace so far in the session's state, so Stop leaves a trace to inspect. `LiveRuns.rerun` is the same run after a
-slider is released or the pair changes. The page calls both through `LiveRuns.handler`, which
+browser) and keeps the trace so far in the session's state, so Stop leaves a trace to inspect.
+`LiveRuns.rerun` is the same run after a slider is released or the pair changes. The page calls both through `LiveRuns.handler`, which
 reads the tab's inputs once (`LiveTab.read`: the settings validated as they are made).
 
 Each setting's control is made from its declaration in `specviz/settings.py` (`control`);
@@ -308,7 +308,9 @@ class LiveRuns:
         ):
             # The finished trace repeats the last round's events: only the stats change then.
             now = time.monotonic()
-            first, plotted_at = plotted_at is None, now if plotted_at is None else plotted_at
+            first = plotted_at is None
+            if first:  # the timeline's wait counts from the run's first update, not from its load
+                plotted_at = now
             plot = len(trace.events) != shown and (
                 bool(trace.summary.stop_reason) or now - plotted_at >= plot_interval_s(trace)
             )
