@@ -141,9 +141,9 @@ def test_slow_first_passes_do_not_make_one_token_drafts_look_like_they_pay():
     # A page's first default run (the bundled pair on llama.cpp, 2 cores, the load's costs): a
     # 16-token draft always accepted would gain 10 %, so the gate is open, but a drafted token costs
     # 40 ms on the page, so one-token rounds lose. The run's first two one-token passes took 160
-    # and 190 ms while the page drew its first update. Taken as the machine's level, they made
-    # V(1) dearer than the V(2) timed later, and the run drafted in 63 of 65 rounds at 0.68x plain
-    # (as the browser did: 49 of 51 rounds, 0.62x Side by side's plain run).
+    # and 190 ms while the page drew its first update. Taken as the machine's level, they would make
+    # V(1) dearer than the V(2) timed later, so one-token drafts look like they pay for the whole run
+    # (docs/BENCHMARKS.md, "The page's own cost", has what that did in a browser).
     load = CostModel(
         verify={1: 48.0, 2: 79.0, 3: 104.6, 4: 132.7, 5: 142.4, 6: 155.1, 8: 263.4, 10: 355.8, 13: 355.8, 17: 370.5},
         draft=23.0,
